@@ -1,0 +1,28 @@
+//! `muster-harness`: a real local Kubernetes control plane (etcd, kube-apiserver and the stock
+//! kube-scheduler, built from source and cached by `tests/cluster/build-control-plane.sh`) plus the
+//! muster process under test, for end-to-end tests and the `muster-local` command.
+//!
+//! Everything listens on 127.0.0.1 only, on free ports, in a fresh directory per cluster; dropping
+//! a handle kills its processes (and removes the directory unless `MUSTER_KEEP_DATA=1`).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use muster_harness::{Cluster, NodeShape};
+//! let cluster = Cluster::start(env!("CARGO_MANIFEST_DIR")).await?; // path of the muster binary
+//! cluster.add_node("node-1", NodeShape::cpu("1")).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod cluster;
+pub mod control_plane;
+pub mod k8s;
+pub mod muster;
+pub mod paths;
+pub mod process;
+pub mod wait;
+
+pub use cluster::{Cluster, ClusterOptions};
+pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+pub use k8s::{GangKey, NodeShape, PodBuilder};
+pub use muster::{Muster, MusterOptions};
+pub use wait::{holds_for, wait_for, Progress};

@@ -1,0 +1,511 @@
+//! `muster-local`: a real local cluster with muster as the scheduler's extender.
+//!
+//! ```text
+//! muster-local up [--nodes 2] [--cpu 4] [--memory 16Gi] [--pods 110] [--gpus N]
+//! muster-local status
+//! muster-local add-node NAME [--cpu 4] [--memory 16Gi] [--pods 110] [--gpus N]
+//! muster-local down
+//! muster-local demo
+//! ```
+//! State of `up` lives in `${MUSTER_LOCAL_DIR:-$HOME/.cache/muster/local}`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use muster_harness::control_plane::client_from_kubeconfig;
+use muster_harness::k8s::{self, GangKey, NodeShape, PodBuilder};
+use muster_harness::paths::{cache_dir, find_muster_binary, k8s_version};
+use muster_harness::process::{pid_alive, signal, Lifetime};
+use muster_harness::{ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "muster-local",
+    about = "Run a local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler) with muster as the scheduler's extender"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a cluster that keeps running after this command exits; prints `export KUBECONFIG=...`.
+    Up {
+        /// Number of fake nodes to create (node-1 .. node-N).
+        #[arg(long, default_value_t = 2)]
+        nodes: u32,
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// Extra flag for muster (repeatable), e.g. --muster-arg=--gang-timeout=30s.
+        #[arg(long = "muster-arg", allow_hyphen_values = true)]
+        muster_args: Vec<String>,
+    },
+    /// Stop the cluster started by `up` and delete its state directory.
+    Down,
+    /// Show whether the processes of `up` are running.
+    Status,
+    /// Add a fake node to the cluster started by `up`.
+    AddNode {
+        name: String,
+        #[command(flatten)]
+        shape: ShapeArgs,
+    },
+    /// Run the README's main job: gang ml/ai-gang-job on a fresh, throwaway cluster.
+    Demo,
+}
+
+#[derive(Args, Clone)]
+struct ShapeArgs {
+    /// CPU allocatable per node.
+    #[arg(long, default_value = "4")]
+    cpu: String,
+    /// Memory allocatable per node.
+    #[arg(long, default_value = "16Gi")]
+    memory: String,
+    /// Max pods per node.
+    #[arg(long, default_value_t = 110)]
+    pods: u32,
+    /// nvidia.com/gpu allocatable per node (none if omitted).
+    #[arg(long)]
+    gpus: Option<u32>,
+}
+
+impl ShapeArgs {
+    fn shape(&self) -> NodeShape {
+        let s = NodeShape::cpu(&self.cpu)
+            .memory(&self.memory)
+            .pods(self.pods);
+        match self.gpus {
+            Some(g) => s.gpus(g),
+            None => s,
+        }
+    }
+}
+
+fn state_dir() -> PathBuf {
+    std::env::var_os("MUSTER_LOCAL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("local"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let res = rt.block_on(async {
+        match cli.cmd {
+            Cmd::Up {
+                nodes,
+                shape,
+                muster_args,
+            } => up(nodes, &shape, muster_args).await,
+            Cmd::Down => down(),
+            Cmd::Status => status(),
+            Cmd::AddNode { name, shape } => add_node(&name, &shape).await,
+            Cmd::Demo => return demo().await,
+        }
+        .map(|()| ExitCode::SUCCESS)
+    });
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// pid files of a running `up`: name → pid.
+fn read_pids(dir: &Path) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(dir.join("pids")) {
+        for e in rd.flatten() {
+            let name = e
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".pid")
+                .to_string();
+            if let Some(pid) = std::fs::read_to_string(e.path())
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                out.insert(name, pid);
+            }
+        }
+    }
+    out
+}
+
+async fn up(nodes: u32, shape: &ShapeArgs, muster_args: Vec<String>) -> Result<()> {
+    let dir = state_dir();
+    let alive: Vec<String> = read_pids(&dir)
+        .into_iter()
+        .filter(|(_, pid)| pid_alive(*pid))
+        .map(|(n, pid)| format!("{n} ({pid})"))
+        .collect();
+    if !alive.is_empty() {
+        bail!(
+            "a local cluster is already running from {} ({}); run `muster-local down` first",
+            dir.display(),
+            alive.join(", ")
+        );
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing stale {}", dir.display()))?;
+    }
+    let t0 = Instant::now();
+    let muster_bin = find_muster_binary(true)?;
+    eprintln!(
+        "starting etcd + kube-apiserver (Kubernetes {}) in {}",
+        k8s_version(),
+        dir.display()
+    );
+    let mut cp = ControlPlane::start(ControlPlaneOptions {
+        dir: Some(dir.clone()),
+        lifetime: Lifetime::Detached,
+        ..Default::default()
+    })
+    .await?;
+    eprintln!("starting muster ({})", muster_bin.display());
+    let mut mo = MusterOptions::new(&muster_bin, cp.kubeconfig_path(), cp.dir());
+    mo.lifetime = Lifetime::Detached;
+    mo.args = muster_args;
+    let muster = Muster::start(mo).await?;
+    eprintln!(
+        "starting kube-scheduler with muster ({}) as its extender",
+        muster.url()
+    );
+    cp.start_scheduler(SchedulerOptions {
+        extender_base_url: Some(muster.url()),
+        ..Default::default()
+    })
+    .await?;
+    let client = cp.client();
+    for i in 1..=nodes {
+        k8s::add_node(&client, &format!("node-{i}"), &shape.shape()).await?;
+    }
+    let muster_url = muster.url();
+    let kubeconfig = cp.kubeconfig_path().to_path_buf();
+    let apiserver = cp.apiserver_url();
+    let muster_pid = muster.detach();
+    let dir = cp.detach()?;
+    if let Some(pid) = muster_pid {
+        std::fs::write(dir.join("pids/muster.pid"), format!("{pid}\n"))?;
+    }
+    std::fs::write(
+        dir.join("env"),
+        format!("export KUBECONFIG={}\n", kubeconfig.display()),
+    )?;
+    eprintln!(
+        "local cluster up in {:.1}s: apiserver {apiserver}, muster {muster_url}, {nodes} node(s) of {} CPU / {} memory{}",
+        t0.elapsed().as_secs_f64(),
+        shape.cpu,
+        shape.memory,
+        shape.gpus.map(|g| format!(" / {g} nvidia.com/gpu")).unwrap_or_default()
+    );
+    eprintln!(
+        "logs: {}/{{etcd,kube-apiserver,kube-scheduler,muster}}.log; stop with `muster-local down`",
+        dir.display()
+    );
+    println!("export KUBECONFIG={}", kubeconfig.display());
+    Ok(())
+}
+
+fn down() -> Result<()> {
+    let dir = state_dir();
+    if !dir.exists() {
+        eprintln!("no local cluster in {}", dir.display());
+        return Ok(());
+    }
+    let pids = read_pids(&dir);
+    // Stop the scheduler and muster before the apiserver, and etcd last.
+    let order = ["kube-scheduler", "muster", "kube-apiserver", "etcd"];
+    let mut names: Vec<&String> = pids.keys().collect();
+    names.sort_by_key(|n| order.iter().position(|o| o == n).unwrap_or(order.len()));
+    for name in names {
+        let pid = pids[name];
+        if !pid_alive(pid) {
+            continue;
+        }
+        signal(pid, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pid_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if pid_alive(pid) {
+            signal(pid, libc::SIGKILL);
+        }
+        eprintln!("stopped {name} ({pid})");
+    }
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    eprintln!("removed {}", dir.display());
+    Ok(())
+}
+
+fn status() -> Result<()> {
+    let dir = state_dir();
+    let pids = read_pids(&dir);
+    if pids.is_empty() {
+        println!("no local cluster in {}", dir.display());
+        return Ok(());
+    }
+    for (name, pid) in &pids {
+        println!(
+            "{name:15} pid {pid:7} {}",
+            if pid_alive(*pid) {
+                "running"
+            } else {
+                "NOT RUNNING"
+            }
+        );
+    }
+    println!("export KUBECONFIG={}", dir.join("kubeconfig").display());
+    Ok(())
+}
+
+async fn add_node(name: &str, shape: &ShapeArgs) -> Result<()> {
+    let kc = state_dir().join("kubeconfig");
+    if !kc.exists() {
+        bail!(
+            "no local cluster ({} missing); run `muster-local up` first",
+            kc.display()
+        );
+    }
+    let client = client_from_kubeconfig(&kc).await?;
+    k8s::add_node(&client, name, &shape.shape()).await?;
+    println!("node/{name} created");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// demo
+
+const NS: &str = "ml";
+const GROUP: &str = "ai-gang-job";
+
+struct Clock(Instant);
+
+impl Clock {
+    fn say(&self, msg: impl AsRef<str>) {
+        println!("[{:6.1}s] {}", self.0.elapsed().as_secs_f64(), msg.as_ref());
+    }
+}
+
+async fn demo() -> Result<ExitCode> {
+    let clock = Clock(Instant::now());
+    let verdict = match run_demo(&clock).await {
+        Ok(Ok(pass)) => {
+            println!("PASS: {pass}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(fail)) => {
+            println!("FAIL: {fail}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            println!(
+                "FAIL: demo could not run: {}",
+                format!("{e:#}").replace('\n', " | ")
+            );
+            ExitCode::FAILURE
+        }
+    };
+    Ok(verdict)
+}
+
+/// `Ok(Ok(pass message))`, `Ok(Err(fail message))`, or `Err` when the cluster could not run.
+/// Everything is torn down before this returns.
+async fn run_demo(clock: &Clock) -> Result<std::result::Result<String, String>> {
+    clock.say(format!(
+        "muster demo: gang {NS}/{GROUP} (master + worker, 100m CPU each, min-available 2) on the stock kube-scheduler {}",
+        k8s_version()
+    ));
+    let muster_bin = find_muster_binary(true)?;
+    clock.say("starting etcd + kube-apiserver ...");
+    let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
+    clock.say(format!(
+        "control plane ready at {} (data in {})",
+        cp.apiserver_url(),
+        cp.dir().display()
+    ));
+    let muster = Muster::start(MusterOptions::new(
+        &muster_bin,
+        cp.kubeconfig_path(),
+        cp.dir(),
+    ))
+    .await?;
+    clock.say(format!(
+        "muster ready at {} ({})",
+        muster.url(),
+        muster_bin.display()
+    ));
+    cp.start_scheduler(SchedulerOptions {
+        extender_base_url: Some(muster.url()),
+        ..Default::default()
+    })
+    .await?;
+    clock.say("kube-scheduler ready, muster is its extender (filter, prioritize, bind)");
+    let result = demo_steps(clock, &cp).await;
+    if let Ok(Err(_)) | Err(_) = &result {
+        println!("--- muster log (last lines):\n{}", muster.log_tail(15));
+        println!(
+            "--- kube-scheduler + apiserver logs (last lines):\n{}",
+            cp.log_tails(5)
+        );
+    }
+    clock.say("tearing down the cluster");
+    drop(muster);
+    drop(cp);
+    result
+}
+
+async fn demo_steps(
+    clock: &Clock,
+    cp: &ControlPlane,
+) -> Result<std::result::Result<String, String>> {
+    let client = cp.client();
+    k8s::create_namespace(&client, NS).await?;
+    k8s::add_node(&client, "node-1", &NodeShape::cpu("150m")).await?;
+    clock.say("node node-1 added: 150m CPU allocatable, room for only ONE of the two 100m pods");
+    let names = [format!("{GROUP}-master-0"), format!("{GROUP}-worker-0")];
+    for (n, role) in names.iter().zip(["master", "worker"]) {
+        PodBuilder::new(NS, n)
+            .cpu("100m")
+            .memory("64Mi")
+            .label("app", GROUP)
+            .label("role", role)
+            .gang(GangKey::Muster, GROUP, 2)
+            .create(&client)
+            .await?;
+        clock.say(format!(
+            "created pod {NS}/{n} (busybox, 100m CPU, muster.dev/group={GROUP}, muster.dev/min-available=2)"
+        ));
+    }
+
+    // Phase 1: both must stay Pending, and say why.
+    let created = Instant::now();
+    let mut shown: BTreeSet<String> = BTreeSet::new();
+    let mut why: BTreeMap<String, String> = BTreeMap::new();
+    let min_hold = Duration::from_secs(5);
+    let max_wait = Duration::from_secs(30);
+    loop {
+        let pods = k8s::list_pods(&client, NS).await?;
+        if let Some(p) = pods.iter().find(|p| k8s::pod_node(p).is_some()) {
+            return Ok(Err(format!(
+                "{} was bound to {} while the gang could not fit whole: partial gang",
+                k8s::pod_name(p),
+                k8s::pod_node(p).unwrap_or("?")
+            )));
+        }
+        for n in &names {
+            for e in k8s::events_for(&client, NS, n).await? {
+                let line = format!("{n}: event {} {}: {}", e.type_, e.reason, e.message);
+                if shown.insert(line.clone()) {
+                    clock.say(&line);
+                }
+                if e.message.contains(&format!("gang {NS}/{GROUP}")) || e.reason.starts_with("Gang")
+                {
+                    why.insert(n.clone(), format!("{}: {}", e.reason, e.message));
+                }
+            }
+            if let Some(p) = pods.iter().find(|p| k8s::pod_name(p) == n) {
+                if let Some(c) = k8s::scheduled_condition(p) {
+                    let line = format!("{n}: condition {c}");
+                    if shown.insert(line.clone()) {
+                        clock.say(&line);
+                    }
+                    why.entry(n.clone()).or_insert(c);
+                }
+            }
+        }
+        let waited = created.elapsed();
+        if waited >= min_hold && why.len() == names.len() {
+            break;
+        }
+        if waited >= max_wait {
+            if why.is_empty() {
+                return Ok(Err(format!(
+                    "both pods stayed Pending for {:.0}s but nothing (no event, no PodScheduled condition) said why",
+                    waited.as_secs_f64()
+                )));
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    clock.say(format!(
+        "both pods still Pending after {:.1}s, neither bound: the gang does not fit whole, so muster holds both (the stock scheduler alone would have bound one)",
+        created.elapsed().as_secs_f64()
+    ));
+
+    // Phase 2: add room; both must be bound, together.
+    k8s::add_node(&client, "node-2", &NodeShape::cpu("150m")).await?;
+    let added = Instant::now();
+    clock.say("node node-2 added (150m CPU): now the whole gang fits");
+    let mut bound: BTreeMap<String, (String, Instant)> = BTreeMap::new();
+    let deadline = added + Duration::from_secs(90);
+    while bound.len() < names.len() {
+        if Instant::now() > deadline {
+            let pods = k8s::list_pods(&client, NS).await?;
+            return Ok(Err(format!(
+                "gang {NS}/{GROUP} not placed {:.0}s after capacity was added: {}",
+                added.elapsed().as_secs_f64(),
+                k8s::describe_pods(&pods)
+            )));
+        }
+        for p in k8s::list_pods(&client, NS).await? {
+            if let Some(node) = k8s::pod_node(&p) {
+                let name = k8s::pod_name(&p).to_string();
+                if let std::collections::btree_map::Entry::Vacant(e) = bound.entry(name) {
+                    clock.say(format!("{} bound to {node}", e.key()));
+                    e.insert((node.to_string(), Instant::now()));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
+    let first = *times.iter().min().unwrap_or(&added);
+    let last = *times.iter().max().unwrap_or(&added);
+    let apart = last.duration_since(first).as_secs_f64();
+    for n in &names {
+        for e in k8s::events_for(&client, NS, n).await? {
+            let line = format!("{n}: event {} {}: {}", e.type_, e.reason, e.message);
+            if shown.insert(line.clone()) {
+                clock.say(&line);
+            }
+        }
+    }
+    let placement = names
+        .iter()
+        .map(|n| format!("{n}→{}", bound[n].0))
+        .collect::<Vec<_>>()
+        .join(", ");
+    clock.say(format!(
+        "bindings {apart:.2}s apart; whole gang placed {:.1}s after capacity was added",
+        last.duration_since(added).as_secs_f64()
+    ));
+    if apart > 5.0 {
+        return Ok(Err(format!(
+            "gang {NS}/{GROUP} bound {apart:.1}s apart ({placement}): not together"
+        )));
+    }
+    Ok(Ok(format!(
+        "gang {NS}/{GROUP} placed whole: {placement}, bound {apart:.2}s apart, after waiting whole while it did not fit ({})",
+        why.values().next().cloned().unwrap_or_default()
+    )))
+}

@@ -1,0 +1,313 @@
+//! A whole local cluster for one test: control plane, muster, and kube-scheduler with muster as
+//! its extender.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+
+use crate::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+use crate::k8s::{self, EventSummary, GangKey, NodeShape, PodBuilder};
+use crate::muster::{Muster, MusterOptions};
+use crate::process::Lifetime;
+use crate::wait::{holds_for, wait_for, Progress};
+
+/// Options of [`Cluster::start_with`].
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub muster_binary: PathBuf,
+    pub muster_args: Vec<String>,
+    pub control_plane: ControlPlaneOptions,
+    pub scheduler: SchedulerOptions,
+}
+
+impl ClusterOptions {
+    pub fn new(muster_binary: impl Into<PathBuf>) -> Self {
+        Self {
+            muster_binary: muster_binary.into(),
+            muster_args: Vec::new(),
+            control_plane: ControlPlaneOptions::default(),
+            scheduler: SchedulerOptions::default(),
+        }
+    }
+}
+
+/// How long each part took to start.
+#[derive(Debug, Clone, Copy)]
+pub struct StartupTimes {
+    pub control_plane: Duration,
+    pub muster: Duration,
+    pub scheduler: Duration,
+    pub total: Duration,
+}
+
+/// etcd + kube-apiserver + muster + kube-scheduler. Drop stops them all.
+pub struct Cluster {
+    // Field order = drop order: the scheduler (inside `cp`) outlives muster by a few ms only.
+    pub muster: Muster,
+    pub cp: ControlPlane,
+    client: Client,
+    pub startup: StartupTimes,
+}
+
+impl Cluster {
+    /// Starts a cluster with default options and the given muster binary.
+    pub async fn start(muster_binary: impl Into<PathBuf>) -> Result<Self> {
+        Self::start_with(ClusterOptions::new(muster_binary)).await
+    }
+
+    pub async fn start_with(opts: ClusterOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
+        let cp_time = t0.elapsed();
+        let t1 = Instant::now();
+        let mut mo = MusterOptions::new(&opts.muster_binary, cp.kubeconfig_path(), cp.dir());
+        mo.args = opts.muster_args.clone();
+        mo.lifetime = opts.control_plane.lifetime;
+        let muster = Muster::start(mo).await?;
+        let muster_time = t1.elapsed();
+        let t2 = Instant::now();
+        let mut so = opts.scheduler.clone();
+        so.extender_base_url = Some(muster.url());
+        cp.start_scheduler(so).await?;
+        let startup = StartupTimes {
+            control_plane: cp_time,
+            muster: muster_time,
+            scheduler: t2.elapsed(),
+            total: t0.elapsed(),
+        };
+        eprintln!(
+            "muster-harness: cluster up in {:.1}s (etcd+apiserver {:.1}s, muster {:.1}s, kube-scheduler {:.1}s) in {}",
+            startup.total.as_secs_f64(),
+            startup.control_plane.as_secs_f64(),
+            startup.muster.as_secs_f64(),
+            startup.scheduler.as_secs_f64(),
+            cp.dir().display()
+        );
+        let client = cp.client();
+        Ok(Self {
+            muster,
+            cp,
+            client,
+            startup,
+        })
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    pub fn lifetime(&self) -> Lifetime {
+        Lifetime::Attached
+    }
+
+    pub async fn add_node(&self, name: &str, shape: NodeShape) -> Result<Node> {
+        k8s::add_node(&self.client, name, &shape).await
+    }
+
+    pub async fn delete_node(&self, name: &str) -> Result<()> {
+        k8s::delete_node(&self.client, name).await
+    }
+
+    pub async fn namespace(&self, name: &str) -> Result<()> {
+        k8s::create_namespace(&self.client, name).await
+    }
+
+    pub async fn create(&self, pod: PodBuilder) -> Result<Pod> {
+        pod.create(&self.client).await
+    }
+
+    pub async fn bound_pods(&self, ns: &str) -> Result<BTreeMap<String, String>> {
+        k8s::bound_pods(&self.client, ns).await
+    }
+
+    pub async fn pods(&self, ns: &str) -> Result<Vec<Pod>> {
+        k8s::list_pods(&self.client, ns).await
+    }
+
+    pub async fn events_for(&self, ns: &str, pod: &str) -> Result<Vec<EventSummary>> {
+        k8s::events_for(&self.client, ns, pod).await
+    }
+
+    pub async fn delete_pod(&self, ns: &str, name: &str) -> Result<()> {
+        k8s::delete_pod(&self.client, ns, name).await
+    }
+
+    pub async fn delete_pods(&self, ns: &str, names: &[String]) -> Result<()> {
+        for n in names {
+            self.delete_pod(ns, n).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates `replicas` pods `<group>-0..` of gang `ns/group` (min-available `min`) through
+    /// `key`; `shape` sets their requests (default 100m CPU, 64Mi memory). Returns the names.
+    pub async fn create_gang(
+        &self,
+        ns: &str,
+        group: &str,
+        replicas: u32,
+        min: u32,
+        key: GangKey,
+        shape: impl Fn(PodBuilder) -> PodBuilder,
+    ) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for i in 0..replicas {
+            let name = format!("{group}-{i}");
+            let pod = shape(PodBuilder::new(ns, &name).gang(key, group, min));
+            self.create(pod).await?;
+            names.push(name);
+        }
+        Ok(names)
+    }
+
+    /// How many of `names` are bound.
+    pub async fn count_bound(&self, ns: &str, names: &[String]) -> Result<usize> {
+        let bound = self.bound_pods(ns).await?;
+        Ok(names.iter().filter(|n| bound.contains_key(*n)).count())
+    }
+
+    /// `Err(description)` if any node's bound pods request more than it has.
+    pub async fn check_no_overcommit(&self) -> Result<std::result::Result<(), String>> {
+        k8s::check_no_overcommit(&self.client).await
+    }
+
+    /// Waits until every pod in `names` is bound; returns name → (node, when first seen bound).
+    /// Polls every 50 ms so the times are good to ~50 ms.
+    pub async fn wait_bound(
+        &self,
+        ns: &str,
+        names: &[String],
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, (String, Instant)>> {
+        let mut seen: BTreeMap<String, (String, Instant)> = BTreeMap::new();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let pods = self.pods(ns).await?;
+            let now = Instant::now();
+            for p in &pods {
+                if let Some(node) = k8s::pod_node(p) {
+                    seen.entry(k8s::pod_name(p).to_string())
+                        .or_insert_with(|| (node.to_string(), now));
+                }
+            }
+            if names.iter().all(|n| seen.contains_key(n)) {
+                return Ok(names.iter().map(|n| (n.clone(), seen[n].clone())).collect());
+            }
+            if now >= deadline {
+                let wanted: Vec<&Pod> = pods
+                    .iter()
+                    .filter(|p| names.iter().any(|n| n == k8s::pod_name(p)))
+                    .collect();
+                let wanted: Vec<Pod> = wanted.into_iter().cloned().collect();
+                anyhow::bail!(
+                    "timed out after {timeout:?} waiting for {}/{} pods in {ns} to be bound: {}",
+                    names.len() - names.iter().filter(|n| seen.contains_key(*n)).count(),
+                    names.len(),
+                    k8s::describe_pods(&wanted)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Asserts that none of `names` gets bound during `window` (polling, not sleeping).
+    pub async fn assert_none_bound_for(
+        &self,
+        ns: &str,
+        names: &[String],
+        window: Duration,
+    ) -> Result<()> {
+        holds_for(
+            &format!("none of {names:?} in {ns} to be bound"),
+            window,
+            || async {
+                let bound = self.bound_pods(ns).await?;
+                let b: Vec<String> = names
+                    .iter()
+                    .filter_map(|n| bound.get(n).map(|node| format!("{n} → {node}")))
+                    .collect();
+                Ok(if b.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("bound: {}", b.join(", ")))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Waits until some event of one of `pods` has a message containing `needle`; returns it.
+    pub async fn wait_event_containing(
+        &self,
+        ns: &str,
+        pods: &[String],
+        needle: &str,
+        timeout: Duration,
+    ) -> Result<(String, EventSummary)> {
+        wait_for(
+            &format!("an event containing {needle:?} on {pods:?}"),
+            timeout,
+            || async {
+                let mut all = Vec::new();
+                for p in pods {
+                    for e in self.events_for(ns, p).await? {
+                        if e.message.contains(needle) {
+                            return Ok(Progress::Done((p.clone(), e)));
+                        }
+                        all.push(format!("{p}: {e}"));
+                    }
+                }
+                Ok(Progress::NotYet(if all.is_empty() {
+                    "no events".into()
+                } else {
+                    all.join(" | ")
+                }))
+            },
+        )
+        .await
+    }
+
+    /// Error context for a failed test: pods, events and process log tails.
+    pub async fn diagnostics(&self, namespaces: &[&str]) -> String {
+        let mut out = String::new();
+        for ns in namespaces {
+            if let Ok(pods) = self.pods(ns).await {
+                out.push_str(&format!("pods in {ns}: {}\n", k8s::describe_pods(&pods)));
+            }
+            if let Ok(evs) = k8s::events_in(&self.client, ns).await {
+                for (obj, e) in evs.iter().rev().take(15) {
+                    out.push_str(&format!("  event {obj}: {e}\n"));
+                }
+            }
+        }
+        if let Ok(gangs) = self.muster.get("/gangs").await {
+            out.push_str(&format!(
+                "muster /gangs: HTTP {} {}\n",
+                gangs.0,
+                gangs.1.trim()
+            ));
+        }
+        out.push_str(&format!(
+            "--- muster log tail ({}):\n{}\n",
+            self.muster.log_path().display(),
+            self.muster.log_tail(25)
+        ));
+        out.push_str(&self.cp.log_tails(8));
+        out
+    }
+
+    /// Passes `r` through, adding [`diagnostics`](Self::diagnostics) to an error.
+    pub async fn report(&self, namespaces: &[&str], r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let d = self.diagnostics(namespaces).await;
+                Err(anyhow::anyhow!("{e:#}\n\n==== diagnostics ====\n{d}"))
+            }
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! etcd + kube-apiserver (+ optionally the stock kube-scheduler) on free 127.0.0.1 ports.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::{json, Value};
+
+use crate::paths::{ensure_control_plane_binaries, repo_root, ControlPlaneBinaries};
+use crate::process::{free_port, http_get, random_string, Lifetime, ManagedProcess};
+
+/// Options of [`ControlPlane::start`].
+#[derive(Debug, Clone)]
+pub struct ControlPlaneOptions {
+    /// Directory for data, certificates, kubeconfig and logs. `None`: a fresh directory under the
+    /// system temp dir, removed on drop unless `MUSTER_KEEP_DATA=1`.
+    pub dir: Option<PathBuf>,
+    /// Attached (killed with the handle) or detached (left running, for `muster-local up`).
+    pub lifetime: Lifetime,
+    /// How long to wait for etcd and kube-apiserver to become ready.
+    pub start_timeout: Duration,
+    /// Extra kube-apiserver flags.
+    pub apiserver_args: Vec<String>,
+}
+
+impl Default for ControlPlaneOptions {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            lifetime: Lifetime::Attached,
+            start_timeout: Duration::from_secs(120),
+            apiserver_args: Vec::new(),
+        }
+    }
+}
+
+/// Options of [`ControlPlane::start_scheduler`].
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// KubeSchedulerConfiguration to start from. `None`: `MUSTER_SCHEDULER_CONFIG`, else
+    /// `scheduler-config/muster-as-default-scheduler.yaml`, else `scheduler-config/local-e2e.yaml`.
+    pub config: Option<PathBuf>,
+    /// Replaces scheme, host and port of every `extenders[].urlPrefix` (the path is kept), e.g.
+    /// `http://127.0.0.1:31234`.
+    pub extender_base_url: Option<String>,
+    /// `clientConnection.qps` / `burst`.
+    pub qps: f64,
+    pub burst: u32,
+    /// How long to wait for the scheduler's `/readyz`.
+    pub start_timeout: Duration,
+    /// Extra kube-scheduler flags.
+    pub args: Vec<String>,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            config: None,
+            extender_base_url: None,
+            qps: 5000.0,
+            burst: 10000,
+            start_timeout: Duration::from_secs(60),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver (+ kube-scheduler once started). Drop kills them all.
+pub struct ControlPlane {
+    dir: PathBuf,
+    remove_dir: bool,
+    bins: ControlPlaneBinaries,
+    procs: Vec<ManagedProcess>,
+    detached: bool,
+    lifetime: Lifetime,
+    apiserver_port: u16,
+    etcd_port: u16,
+    scheduler_port: Option<u16>,
+    kubeconfig: PathBuf,
+    client: Client,
+    startup: Duration,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("dir", &self.dir)
+            .field("apiserver_port", &self.apiserver_port)
+            .field("etcd_port", &self.etcd_port)
+            .field("scheduler_port", &self.scheduler_port)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes the directory and kills processes when startup fails half-way.
+struct StartGuard {
+    dir: PathBuf,
+    remove_dir: bool,
+    procs: Vec<ManagedProcess>,
+}
+
+impl Drop for StartGuard {
+    fn drop(&mut self) {
+        for p in self.procs.iter_mut().rev() {
+            p.kill();
+        }
+        if self.remove_dir {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn keep_data() -> bool {
+    std::env::var("MUSTER_KEEP_DATA").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver (building the binaries first if they are not cached) and
+    /// waits for `/readyz`.
+    pub async fn start(opts: ControlPlaneOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let bins = ensure_control_plane_binaries()?;
+        let (dir, remove_dir) = match &opts.dir {
+            Some(d) => (d.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "muster-e2e-{}-{}",
+                    std::process::id(),
+                    random_string(6)
+                )),
+                !keep_data(),
+            ),
+        };
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = dir.canonicalize()?;
+        let mut guard = StartGuard {
+            dir: dir.clone(),
+            remove_dir,
+            procs: Vec::new(),
+        };
+        let deadline = Instant::now() + opts.start_timeout;
+
+        // --- PKI, token, kubeconfig
+        let pki = Pki::generate(&dir.join("pki"))?;
+        let token = random_string(32);
+        let tokens = dir.join("pki/tokens.csv");
+        fs::write(&tokens, format!("{token},admin,admin,\"system:masters\"\n"))?;
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let apiserver_port = free_port()?;
+        let kubeconfig = dir.join("kubeconfig");
+        write_kubeconfig(&kubeconfig, apiserver_port, &pki.ca_cert, &token)?;
+
+        // --- etcd
+        let etcd_client = format!("http://127.0.0.1:{etcd_port}");
+        let etcd_peer = format!("http://127.0.0.1:{etcd_peer_port}");
+        let mut cmd = Command::new(&bins.etcd);
+        cmd.arg("--name=default")
+            .arg(format!("--data-dir={}", dir.join("etcd-data").display()))
+            .arg(format!("--listen-client-urls={etcd_client}"))
+            .arg(format!("--advertise-client-urls={etcd_client}"))
+            .arg(format!("--listen-peer-urls={etcd_peer}"))
+            .arg(format!("--initial-advertise-peer-urls={etcd_peer}"))
+            .arg(format!("--initial-cluster=default={etcd_peer}"))
+            .arg("--unsafe-no-fsync=true")
+            .arg("--quota-backend-bytes=8589934592")
+            .arg("--log-level=warn");
+        let etcd = ManagedProcess::spawn("etcd", cmd, &dir.join("etcd.log"), opts.lifetime)?;
+        guard.procs.push(etcd);
+        wait_http_ok(
+            "etcd",
+            guard.procs.last_mut().unwrap(),
+            etcd_port,
+            "/health",
+            deadline,
+        )
+        .await?;
+
+        // --- kube-apiserver
+        let mut cmd = Command::new(&bins.kube_apiserver);
+        cmd.arg(format!("--etcd-servers={etcd_client}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={apiserver_port}"))
+            .arg(format!("--cert-dir={}", dir.join("pki").display()))
+            .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                pki.serving_key.display()
+            ))
+            .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!(
+                "--service-account-key-file={}",
+                pki.sa_pub.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_key.display()
+            ))
+            .arg(format!("--token-auth-file={}", tokens.display()))
+            .arg("--authorization-mode=RBAC")
+            .arg("--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
+            .arg("--endpoint-reconciler-type=none")
+            .arg("--enable-priority-and-fairness=false")
+            .arg("--max-requests-inflight=0")
+            .arg("--max-mutating-requests-inflight=0")
+            .arg("--profiling=false")
+            .args(&opts.apiserver_args);
+        let apiserver = ManagedProcess::spawn(
+            "kube-apiserver",
+            cmd,
+            &dir.join("kube-apiserver.log"),
+            opts.lifetime,
+        )?;
+        guard.procs.push(apiserver);
+
+        let client = client_from_kubeconfig(&kubeconfig).await?;
+        loop {
+            for p in guard.procs.iter_mut() {
+                p.check_running()?;
+            }
+            let last = match client.request_text(get("/readyz?verbose")?).await {
+                Ok(_) => break,
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                let p = guard.procs.last().unwrap();
+                bail!(
+                    "kube-apiserver not ready after {:?}: {last}\nlast lines of {}:\n{}",
+                    opts.start_timeout,
+                    p.log_path().display(),
+                    p.log_tail(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+
+        let procs = std::mem::take(&mut guard.procs);
+        guard.remove_dir = false;
+        drop(guard);
+        Ok(Self {
+            dir,
+            remove_dir,
+            bins,
+            procs,
+            detached: false,
+            lifetime: opts.lifetime,
+            apiserver_port,
+            etcd_port,
+            scheduler_port: None,
+            kubeconfig,
+            client,
+            startup: t0.elapsed(),
+        })
+    }
+
+    /// Path of an admin kubeconfig (token in group `system:masters`).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A client with admin rights.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The directory holding data, logs and the kubeconfig.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn apiserver_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    pub fn etcd_port(&self) -> u16 {
+        self.etcd_port
+    }
+
+    /// How long `start` took (binaries already cached: the control-plane start time).
+    pub fn startup_time(&self) -> Duration {
+        self.startup
+    }
+
+    /// The processes started so far (name, pid, log).
+    pub fn processes(&self) -> impl Iterator<Item = &ManagedProcess> {
+        self.procs.iter()
+    }
+
+    /// Starts the stock kube-scheduler from a KubeSchedulerConfiguration (rewritten for this
+    /// cluster: kubeconfig, no leader election, high qps, extender URL) and waits for `/readyz`.
+    pub async fn start_scheduler(&mut self, opts: SchedulerOptions) -> Result<()> {
+        let source = match &opts.config {
+            Some(p) => p.clone(),
+            None => default_scheduler_config()?,
+        };
+        let text = fs::read_to_string(&source)
+            .with_context(|| format!("reading scheduler config {}", source.display()))?;
+        let rendered = render_scheduler_config(
+            &text,
+            &self.kubeconfig,
+            opts.extender_base_url.as_deref(),
+            opts.qps,
+            opts.burst,
+        )
+        .with_context(|| format!("in {}", source.display()))?;
+        let config_path = self.dir.join("kube-scheduler-config.yaml");
+        // JSON is YAML: the scheduler reads it as is.
+        fs::write(&config_path, serde_json::to_string_pretty(&rendered)?)?;
+        let port = free_port()?;
+        let mut cmd = Command::new(&self.bins.kube_scheduler);
+        cmd.arg(format!("--config={}", config_path.display()))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg(format!(
+                "--cert-dir={}",
+                self.dir.join("pki/kube-scheduler").display()
+            ))
+            .args(&opts.args);
+        let lifetime = self.lifetime;
+        let mut p = ManagedProcess::spawn(
+            "kube-scheduler",
+            cmd,
+            &self.dir.join("kube-scheduler.log"),
+            lifetime,
+        )?;
+        let deadline = Instant::now() + opts.start_timeout;
+        let probe = insecure_client(port)?;
+        loop {
+            p.check_running()?;
+            let last = match probe.request_text(get("/readyz")?).await {
+                Ok(_) => break,
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-scheduler not ready after {:?}: {last}\nlast lines of {}:\n{}",
+                    opts.start_timeout,
+                    p.log_path().display(),
+                    p.log_tail(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.scheduler_port = Some(port);
+        self.procs.push(p);
+        Ok(())
+    }
+
+    /// Leaves every process running and the directory in place (for `muster-local up`); writes
+    /// `<dir>/pids/<name>.pid`. Returns the directory.
+    pub fn detach(mut self) -> Result<PathBuf> {
+        let pids = self.dir.join("pids");
+        fs::create_dir_all(&pids)?;
+        for p in std::mem::take(&mut self.procs) {
+            let name = p.name().to_string();
+            let pid = p.detach();
+            fs::write(pids.join(format!("{name}.pid")), format!("{pid}\n"))?;
+        }
+        self.detached = true;
+        self.remove_dir = false;
+        Ok(self.dir.clone())
+    }
+
+    /// The last lines of every process log (for failure messages).
+    pub fn log_tails(&self, n: usize) -> String {
+        self.procs
+            .iter()
+            .map(|p| {
+                format!(
+                    "--- {} ({})\n{}",
+                    p.name(),
+                    p.log_path().display(),
+                    p.log_tail(n)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
+        // Reverse start order: scheduler, apiserver, etcd.
+        while let Some(mut p) = self.procs.pop() {
+            p.kill();
+        }
+        if self.remove_dir {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!(
+                "muster-harness: kept control-plane data in {}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// The scheduler config used when none is given.
+pub fn default_scheduler_config() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("MUSTER_SCHEDULER_CONFIG") {
+        return Ok(PathBuf::from(p));
+    }
+    let dir = repo_root().join("scheduler-config");
+    for name in ["muster-as-default-scheduler.yaml", "local-e2e.yaml"] {
+        let p = dir.join(name);
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "no scheduler config in {} (muster-as-default-scheduler.yaml or local-e2e.yaml)",
+        dir.display()
+    )
+}
+
+/// Rewrites a KubeSchedulerConfiguration for a local cluster. Pure; unit-tested.
+pub fn render_scheduler_config(
+    yaml: &str,
+    kubeconfig: &Path,
+    extender_base_url: Option<&str>,
+    qps: f64,
+    burst: u32,
+) -> Result<Value> {
+    let mut v: Value = serde_saphyr::from_str(yaml).context("parsing YAML")?;
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("scheduler config is not a mapping"))?;
+    match obj.get("kind").and_then(Value::as_str) {
+        Some("KubeSchedulerConfiguration") => {}
+        other => bail!("kind is {other:?}, expected KubeSchedulerConfiguration"),
+    }
+    let cc = obj
+        .entry("clientConnection")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("clientConnection is not a mapping"))?;
+    cc.insert("kubeconfig".into(), json!(kubeconfig.display().to_string()));
+    cc.insert("qps".into(), json!(qps));
+    cc.insert("burst".into(), json!(burst));
+    let le = obj
+        .entry("leaderElection")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("leaderElection is not a mapping"))?;
+    le.insert("leaderElect".into(), json!(false));
+    if let Some(base) = extender_base_url {
+        let base = base.trim_end_matches('/');
+        if let Some(exts) = obj.get_mut("extenders").and_then(Value::as_array_mut) {
+            for e in exts {
+                let old = e
+                    .get("urlPrefix")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let path = url_path(&old);
+                e["urlPrefix"] = json!(format!("{base}{path}"));
+                if base.starts_with("http://") {
+                    e["enableHTTPS"] = json!(false);
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// The path part of an absolute URL (`http://h:1/a/b` → `/a/b`, `http://h:1` → ``).
+fn url_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.find('/').map_or("", |i| &rest[i..])
+}
+
+/// A client from a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<Client> {
+    let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading {}", path.display()))?;
+    Client::try_from(cfg).context("building a kube client")
+}
+
+fn insecure_client(port: u16) -> Result<Client> {
+    let mut cfg = kube::Config::new(format!("https://127.0.0.1:{port}").parse()?);
+    cfg.accept_invalid_certs = true;
+    cfg.connect_timeout = Some(Duration::from_secs(2));
+    cfg.read_timeout = Some(Duration::from_secs(5));
+    Client::try_from(cfg).context("building a probe client")
+}
+
+fn get(path: &str) -> Result<http::Request<Vec<u8>>> {
+    Ok(http::Request::get(path).body(Vec::new())?)
+}
+
+async fn wait_http_ok(
+    what: &str,
+    p: &mut ManagedProcess,
+    port: u16,
+    path: &str,
+    deadline: Instant,
+) -> Result<()> {
+    loop {
+        p.check_running()?;
+        let last = match http_get(port, path, Duration::from_secs(2)).await {
+            Ok((200, _)) => return Ok(()),
+            Ok((code, body)) => format!("HTTP {code}: {}", body.trim()),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            bail!(
+                "{what} not ready on 127.0.0.1:{port}{path}: {last}\nlast lines of {}:\n{}",
+                p.log_path().display(),
+                p.log_tail(40)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn write_kubeconfig(path: &Path, port: u16, ca: &Path, token: &str) -> Result<()> {
+    let text = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: muster-local
+  cluster:
+    server: https://127.0.0.1:{port}
+    certificate-authority: {ca}
+users:
+- name: admin
+  user:
+    token: {token}
+contexts:
+- name: muster-local
+  context:
+    cluster: muster-local
+    user: admin
+current-context: muster-local
+",
+        ca = ca.display()
+    );
+    fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Certificates and keys made with the `openssl` command.
+struct Pki {
+    ca_cert: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    sa_key: PathBuf,
+    sa_pub: PathBuf,
+}
+
+impl Pki {
+    fn generate(dir: &Path) -> Result<Self> {
+        fs::create_dir_all(dir)?;
+        let p = |n: &str| dir.join(n);
+        let s = |n: &str| dir.join(n).display().to_string();
+        openssl(&[
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            &s("sa.key"),
+        ])?;
+        openssl(&["ec", "-in", &s("sa.key"), "-pubout", "-out", &s("sa.pub")])?;
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &s("ca.key"),
+            "-out",
+            &s("ca.crt"),
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=muster-local-ca",
+        ])?;
+        openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &s("apiserver.key"),
+            "-out",
+            &s("apiserver.csr"),
+            "-subj",
+            "/CN=kube-apiserver",
+        ])?;
+        fs::write(
+            p("apiserver.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n\
+             basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        )?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &s("apiserver.csr"),
+            "-CA",
+            &s("ca.crt"),
+            "-CAkey",
+            &s("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &s("apiserver.crt"),
+            "-days",
+            "3650",
+            "-extfile",
+            &s("apiserver.ext"),
+        ])?;
+        Ok(Self {
+            ca_cert: p("ca.crt"),
+            serving_cert: p("apiserver.crt"),
+            serving_key: p("apiserver.key"),
+            sa_key: p("sa.key"),
+            sa_pub: p("sa.pub"),
+        })
+    }
+}
+
+fn openssl(args: &[&str]) -> Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .context("running openssl (is the openssl command installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "openssl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_scheduler_config() {
+        let yaml = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+extenders:
+  - urlPrefix: http://127.0.0.1:8888/muster
+    filterVerb: filter
+    bindVerb: bind
+    nodeCacheCapable: true
+";
+        let v = render_scheduler_config(
+            yaml,
+            Path::new("/tmp/kc"),
+            Some("http://127.0.0.1:4242"),
+            100.0,
+            200,
+        )
+        .unwrap();
+        assert_eq!(v["clientConnection"]["kubeconfig"], "/tmp/kc");
+        assert_eq!(v["clientConnection"]["burst"], 200);
+        assert_eq!(v["leaderElection"]["leaderElect"], false);
+        assert_eq!(
+            v["extenders"][0]["urlPrefix"],
+            "http://127.0.0.1:4242/muster"
+        );
+        assert_eq!(v["extenders"][0]["nodeCacheCapable"], true);
+        assert_eq!(url_path("http://127.0.0.1:8888"), "");
+    }
+
+    #[test]
+    fn rejects_other_kinds() {
+        let err =
+            render_scheduler_config("kind: Pod\n", Path::new("/k"), None, 1.0, 1).unwrap_err();
+        assert!(err.to_string().contains("KubeSchedulerConfiguration"));
+    }
+}

@@ -1,0 +1,167 @@
+//! The muster process under test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::process::{free_port, http_get, Lifetime, ManagedProcess};
+
+/// Options of [`Muster::start`].
+#[derive(Debug, Clone)]
+pub struct MusterOptions {
+    /// The muster binary (in tests: `env!("CARGO_BIN_EXE_muster")`).
+    pub binary: PathBuf,
+    pub kubeconfig: PathBuf,
+    /// Where `muster.log` goes.
+    pub log_dir: PathBuf,
+    /// `None`: a free port.
+    pub port: Option<u16>,
+    /// Extra flags after `--listen-addr` and `--kubeconfig`.
+    pub args: Vec<String>,
+    /// How long to wait for `/readyz`.
+    pub ready_timeout: Duration,
+    pub lifetime: Lifetime,
+}
+
+impl MusterOptions {
+    pub fn new(binary: impl Into<PathBuf>, kubeconfig: &Path, log_dir: &Path) -> Self {
+        Self {
+            binary: binary.into(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            log_dir: log_dir.to_path_buf(),
+            port: None,
+            args: Vec::new(),
+            ready_timeout: Duration::from_secs(60),
+            lifetime: Lifetime::Attached,
+        }
+    }
+}
+
+/// A running muster. Drop kills it.
+#[derive(Debug)]
+pub struct Muster {
+    opts: MusterOptions,
+    port: u16,
+    proc: Option<ManagedProcess>,
+    starts: u32,
+}
+
+impl Muster {
+    /// Starts muster and waits until `/readyz` answers 200.
+    pub async fn start(opts: MusterOptions) -> Result<Self> {
+        let port = match opts.port {
+            Some(p) => p,
+            None => free_port()?,
+        };
+        let mut m = Self {
+            opts,
+            port,
+            proc: None,
+            starts: 0,
+        };
+        m.spawn_and_wait().await?;
+        Ok(m)
+    }
+
+    async fn spawn_and_wait(&mut self) -> Result<()> {
+        self.starts += 1;
+        let mut cmd = Command::new(&self.opts.binary);
+        cmd.arg("--listen-addr")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--kubeconfig")
+            .arg(&self.opts.kubeconfig)
+            .args(&self.opts.args)
+            .env("KUBECONFIG", &self.opts.kubeconfig);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let log = self.opts.log_dir.join("muster.log");
+        mark_start(&log, self.starts)?;
+        let p = ManagedProcess::spawn("muster", cmd, &log, self.opts.lifetime)?;
+        self.proc = Some(p);
+        self.wait_ready(self.opts.ready_timeout).await
+    }
+
+    /// Polls `/readyz` until 200.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(p) = self.proc.as_mut() {
+                p.check_running()?;
+            } else {
+                bail!("muster is not running");
+            }
+            let last = match http_get(self.port, "/readyz", Duration::from_secs(2)).await {
+                Ok((200, _)) => return Ok(()),
+                Ok((code, body)) => format!("HTTP {code}: {}", body.trim()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "muster not ready on 127.0.0.1:{} after {timeout:?}: {last}\nlast lines of its log:\n{}",
+                    self.port,
+                    self.log_tail(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port>`: the base for the scheduler's extender urlPrefix.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(ManagedProcess::pid)
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.opts.log_dir.join("muster.log")
+    }
+
+    pub fn log_tail(&self, n: usize) -> String {
+        crate::process::tail(&self.log_path(), n)
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    /// Starts it again on the same port (after [`kill_hard`](Self::kill_hard), or kills first)
+    /// and waits for `/readyz`.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.kill_hard();
+        self.spawn_and_wait().await
+    }
+
+    /// GET a path of muster's HTTP server (e.g. `/gangs`, `/metrics`).
+    pub async fn get(&self, path: &str) -> Result<(u16, String)> {
+        http_get(self.port, path, Duration::from_secs(5)).await
+    }
+
+    /// Leaves the process running when dropped; returns its pid.
+    pub fn detach(mut self) -> Option<u32> {
+        self.proc.take().map(ManagedProcess::detach)
+    }
+}
+
+/// Marks (re)starts in the shared log file.
+fn mark_start(path: &Path, start: u32) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "=== muster-harness: start #{start} ===")?;
+    Ok(())
+}

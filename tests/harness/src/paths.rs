@@ -1,0 +1,204 @@
+//! Where things are: the repository, the cached control-plane binaries, the muster binary.
+
+use std::fs::{self, File};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+
+/// The Kubernetes version whose control plane the harness runs (override: `MUSTER_K8S_VERSION`).
+pub const K8S_VERSION: &str = "v1.37.2";
+
+/// The repository root (override: `MUSTER_REPO_ROOT`), found from this crate's manifest dir.
+pub fn repo_root() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUSTER_REPO_ROOT") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+/// `${MUSTER_CACHE_DIR:-$HOME/.cache/muster}`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUSTER_CACHE_DIR") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    home.join(".cache/muster")
+}
+
+pub fn k8s_version() -> String {
+    std::env::var("MUSTER_K8S_VERSION").unwrap_or_else(|_| K8S_VERSION.to_string())
+}
+
+/// Paths of the stock control-plane binaries.
+#[derive(Debug, Clone)]
+pub struct ControlPlaneBinaries {
+    pub etcd: PathBuf,
+    pub kube_apiserver: PathBuf,
+    pub kube_scheduler: PathBuf,
+}
+
+impl ControlPlaneBinaries {
+    pub fn in_dir(bin: &Path) -> Self {
+        Self {
+            etcd: bin.join("etcd"),
+            kube_apiserver: bin.join("kube-apiserver"),
+            kube_scheduler: bin.join("kube-scheduler"),
+        }
+    }
+
+    fn all(&self) -> [&Path; 3] {
+        [&self.etcd, &self.kube_apiserver, &self.kube_scheduler]
+    }
+
+    fn missing(&self) -> Vec<PathBuf> {
+        self.all()
+            .into_iter()
+            .filter(|p| !is_executable(p))
+            .map(Path::to_path_buf)
+            .collect()
+    }
+}
+
+/// The directory holding the cached binaries (override: `MUSTER_K8S_BIN_DIR`).
+pub fn control_plane_bin_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUSTER_K8S_BIN_DIR") {
+        return PathBuf::from(p);
+    }
+    cache_dir()
+        .join(format!("k8s-{}", k8s_version()))
+        .join("bin")
+}
+
+fn is_executable(p: &Path) -> bool {
+    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+static BUILD_LOCK: Mutex<()> = Mutex::new(());
+
+/// Returns the control-plane binaries, building them with `tests/cluster/build-control-plane.sh`
+/// when any is missing. Serialized within the process (a mutex) and across processes (`flock` on
+/// a file in the cache dir), so parallel tests build once.
+pub fn ensure_control_plane_binaries() -> Result<ControlPlaneBinaries> {
+    let bins = ControlPlaneBinaries::in_dir(&control_plane_bin_dir());
+    if bins.missing().is_empty() {
+        return Ok(bins);
+    }
+    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    fs::create_dir_all(cache_dir())
+        .with_context(|| format!("creating {}", cache_dir().display()))?;
+    let lock_path = cache_dir().join(".harness-build.lock");
+    let lock =
+        File::create(&lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
+    flock_exclusive(&lock)?;
+    if bins.missing().is_empty() {
+        return Ok(bins);
+    }
+    let script = repo_root().join("tests/cluster/build-control-plane.sh");
+    if !script.exists() {
+        bail!(
+            "control-plane binaries missing ({}) and the build script {} does not exist",
+            bins.missing()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            script.display()
+        );
+    }
+    eprintln!(
+        "muster-harness: control-plane binaries missing in {}; building them with {} (first time only, takes a while)",
+        control_plane_bin_dir().display(),
+        script.display()
+    );
+    // stdout -> our stderr too, so `cargo test` (which captures only print! output) shows progress.
+    let status = Command::new("bash")
+        .arg(&script)
+        .current_dir(repo_root())
+        .stdout(std::io::stderr())
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed: {status}", script.display());
+    }
+    let missing = bins.missing();
+    if !missing.is_empty() {
+        bail!(
+            "{} succeeded but these binaries are still missing: {:?}",
+            script.display(),
+            missing
+        );
+    }
+    Ok(bins)
+}
+
+fn flock_exclusive(f: &File) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a valid, owned file descriptor.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("flock on the build lock");
+        }
+    }
+}
+
+/// Locates a built `muster` binary: `MUSTER_BIN`, next to the current executable, or
+/// `target/{release,debug}/muster` (`CARGO_TARGET_DIR` respected). Optionally builds it with
+/// `cargo build --release -p muster` when none is found.
+pub fn find_muster_binary(build_if_missing: bool) -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("MUSTER_BIN") {
+        let p = PathBuf::from(p);
+        if is_executable(&p) {
+            return Ok(p);
+        }
+        bail!("MUSTER_BIN={} is not an executable file", p.display());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| {
+            if p.is_relative() {
+                repo_root().join(p)
+            } else {
+                p
+            }
+        })
+        .unwrap_or_else(|| repo_root().join("target"));
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join("muster"));
+        }
+    }
+    candidates.push(target.join("release/muster"));
+    candidates.push(target.join("debug/muster"));
+    if let Some(found) = candidates.iter().find(|p| is_executable(p)) {
+        return Ok(found.clone());
+    }
+    if !build_if_missing {
+        bail!("no muster binary found (looked at {candidates:?}); build it with `cargo build --release -p muster` or set MUSTER_BIN");
+    }
+    eprintln!("muster-harness: building muster (cargo build --release -p muster)");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "-p", "muster"])
+        .current_dir(repo_root())
+        .status()
+        .context("running cargo build --release -p muster")?;
+    if !status.success() {
+        bail!("cargo build --release -p muster failed: {status}");
+    }
+    let built = target.join("release/muster");
+    if !is_executable(&built) {
+        bail!("cargo build succeeded but {} is missing", built.display());
+    }
+    Ok(built)
+}

@@ -1,5 +1,117 @@
 //! muster: all-or-nothing (gang) scheduling for Kubernetes, as an HTTP extender of the stock
 //! kube-scheduler.
+//!
+//! - [`model`]: the gang reservation table and capacity ledger — pure, no I/O;
+//! - [`wire`]: the extender protocol types, named as kube-scheduler's Go structs;
+//! - [`http`]: the verbs and operational endpoints;
+//! - [`cluster`]: watches, binder and Event publisher (Kubernetes I/O).
 #![forbid(unsafe_code)]
 
+pub mod cluster;
+pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod model;
+pub mod state;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::cluster::binder::KubeBinder;
+use crate::cluster::events::{publish_events, EventSink};
+use crate::config::{Args, LogFormat};
+use crate::http::{router, AppState};
+use crate::state::Shared;
+
+pub fn init_logging(args: &Args) {
+    let filter = tracing_subscriber::EnvFilter::new(&args.log_level);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}: cannot read it", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}: not usable", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod",
+        )?,
+    };
+    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// Runs muster until SIGTERM or Ctrl-C.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let client = kube_client(&args).await?;
+    let listener = TcpListener::bind(args.listen_addr)
+        .await
+        .with_context(|| format!("--listen-addr {}: cannot listen", args.listen_addr))?;
+
+    let (events, event_rx) = EventSink::channel(4096);
+    let binder = Arc::new(KubeBinder::new(client.clone()));
+    let shared = Arc::new(Shared::new(args.model_config(), binder, events));
+
+    let instance = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "muster".into());
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
+    tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
+    tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    let expiry = shared.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            expiry.expire_gangs(Instant::now());
+        }
+    });
+
+    let app = router(
+        AppState {
+            shared: shared.clone(),
+            max_body_bytes: args.max_body_bytes,
+        },
+        &args.url_prefix,
+    );
+    info!(addr = %args.listen_addr, prefix = %args.url_prefix, "muster serving");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server failed")?;
+    info!("shutting down");
+    tasks.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -172,9 +172,16 @@ mod tests {
             .collect()
     }
 
+    type Case<'a> = (
+        &'a [(&'a str, &'a str)],
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        Option<u32>,
+    );
+
     #[test]
     fn every_supported_key_forms_a_gang() {
-        let cases: &[(&[(&str, &str)], &[(&str, &str)], &str, Option<u32>)] = &[
+        let cases: &[Case] = &[
             (&[], &[(GROUP, "job"), (MIN_AVAILABLE, "2")], GROUP, Some(2)),
             (&[(GROUP, "job")], &[(MIN_AVAILABLE, "3")], GROUP, Some(3)),
             (

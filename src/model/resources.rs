@@ -175,6 +175,7 @@ pub fn shortfall_against(
     credit: Option<&Resources>,
     taken: &[&Resources],
 ) -> Option<Shortfall> {
+    type Field = fn(&Resources) -> i64;
     let free_of = |get: &dyn Fn(&Resources) -> i64| {
         let mut free = get(allocatable) + credit.map_or(0, get);
         for t in taken {
@@ -182,19 +183,17 @@ pub fn shortfall_against(
         }
         free
     };
-    let scalar: [(&str, i64, &dyn Fn(&Resources) -> i64); 4] = [
-        (CPU, request.cpu_milli, &|r: &Resources| r.cpu_milli),
-        (MEMORY, request.memory, &|r: &Resources| r.memory),
-        (
-            EPHEMERAL_STORAGE,
-            request.ephemeral_storage,
-            &|r: &Resources| r.ephemeral_storage,
-        ),
-        (PODS, request.pods, &|r: &Resources| r.pods),
+    let scalar: [(&str, i64, Field); 4] = [
+        (CPU, request.cpu_milli, |r| r.cpu_milli),
+        (MEMORY, request.memory, |r| r.memory),
+        (EPHEMERAL_STORAGE, request.ephemeral_storage, |r| {
+            r.ephemeral_storage
+        }),
+        (PODS, request.pods, |r| r.pods),
     ];
     for (name, want, get) in scalar {
         if want > 0 {
-            let free = free_of(get);
+            let free = free_of(&get);
             if want > free {
                 return Some(Shortfall {
                     resource: Arc::from(name),

@@ -1,0 +1,114 @@
+//! Publishes the model's notices as Kubernetes Events on the member pods.
+//!
+//! Publishing happens on its own task, fed by a bounded channel: the extender verbs never wait
+//! for the API server. If the channel is full (an API server too slow to take Events), notices
+//! are dropped and counted rather than slowing scheduling down.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::model::Notice;
+
+/// The sending side, cheap to clone, used by the HTTP handlers and the timeout loop.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: Option<mpsc::Sender<Notice>>,
+    dropped: prometheus_client::metrics::counter::Counter,
+}
+
+impl EventSink {
+    pub fn channel(capacity: usize) -> (EventSink, mpsc::Receiver<Notice>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (
+            EventSink {
+                tx: Some(tx),
+                dropped: Default::default(),
+            },
+            rx,
+        )
+    }
+
+    /// A sink that only logs (for tests and for runs without an API server).
+    pub fn disabled() -> EventSink {
+        EventSink {
+            tx: None,
+            dropped: Default::default(),
+        }
+    }
+
+    pub fn send_all(&self, notices: Vec<Notice>) {
+        for n in notices {
+            tracing::info!(
+                pod = %n.pod, reason = n.kind.reason(), message = %n.message, "gang event"
+            );
+            if let Some(tx) = &self.tx {
+                if tx.try_send(n).is_err() {
+                    self.dropped.inc();
+                }
+            }
+        }
+    }
+
+    /// The counter of dropped notices, to register as a metric.
+    pub fn dropped_counter(&self) -> prometheus_client::metrics::counter::Counter {
+        self.dropped.clone()
+    }
+}
+
+/// Runs until the channel closes.
+pub async fn publish_events(client: Client, instance: String, mut rx: mpsc::Receiver<Notice>) {
+    while let Some(n) = rx.recv().await {
+        let api: Api<Event> = Api::namespaced(client.clone(), &n.pod.namespace);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", n.pod.name)),
+                namespace: Some(n.pod.namespace.to_string()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some("Scheduling".into()),
+            reason: Some(n.kind.reason().into()),
+            note: Some(truncate(&n.message, 1024)),
+            type_: Some(
+                if n.kind.is_warning() {
+                    "Warning"
+                } else {
+                    "Normal"
+                }
+                .into(),
+            ),
+            reporting_controller: Some("muster.dev/gang-scheduler".into()),
+            reporting_instance: Some(instance.clone()),
+            regarding: Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(n.pod.namespace.to_string()),
+                name: Some(n.pod.name.to_string()),
+                uid: Some(n.pod.uid.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => debug!(pod = %n.pod, reason = n.kind.reason(), "event published"),
+            Err(e) => warn!(pod = %n.pod, error = %e, "could not publish event"),
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}

@@ -1,0 +1,183 @@
+//! Prometheus metrics, served as text on `/metrics`. Names and meanings are listed in the README.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::model::GangGauges;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabel {
+    pub verb: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbOutcomeLabel {
+    pub verb: &'static str,
+    /// `ok`, `refused` (a verdict or domain error sent as HTTP 200 with `Error`), `bad_request`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<VerbOutcomeLabel, Counter>,
+    pub latency: Family<VerbLabel, Histogram>,
+    gangs: Family<StateLabel, Gauge>,
+    seats: Gauge,
+    pub gangs_placed: Counter,
+    pub gang_timeouts: Counter,
+    pub quorum_waits: Counter,
+    pub bind_failures: Counter,
+    pub events_dropped: Counter,
+    pub watch_errors: Family<KindLabel, Counter>,
+    cache_nodes: Gauge,
+    cache_pods: Gauge,
+    cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
+    started: Instant,
+    /// Milliseconds after `started` of the last watch event (0 = none yet).
+    last_cache_event_ms: AtomicU64,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50µs .. ~6.5s: filter is expected in the sub-millisecond buckets, a gang bind in the
+    // tens of milliseconds.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new(Counter::default())
+    }
+}
+
+impl Metrics {
+    /// `events_dropped` is the Event sink's own counter, registered here.
+    pub fn new(events_dropped: Counter) -> Self {
+        let mut registry = Registry::with_prefix("muster");
+        let requests = Family::<VerbOutcomeLabel, Counter>::default();
+        let latency = Family::<VerbLabel, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let m = Metrics {
+            requests,
+            latency,
+            gangs: Family::default(),
+            seats: Gauge::default(),
+            gangs_placed: Counter::default(),
+            gang_timeouts: Counter::default(),
+            quorum_waits: Counter::default(),
+            bind_failures: Counter::default(),
+            events_dropped,
+            watch_errors: Family::default(),
+            cache_nodes: Gauge::default(),
+            cache_pods: Gauge::default(),
+            cache_age: Gauge::default(),
+            started: Instant::now(),
+            last_cache_event_ms: AtomicU64::new(0),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "requests",
+            "Extender requests by verb and outcome",
+            m.requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time to answer an extender request, by verb",
+            m.latency.clone(),
+        );
+        registry.register("gangs", "Gangs by state", m.gangs.clone());
+        registry.register(
+            "seats_reserved",
+            "Seats currently reserved for gang members below quorum",
+            m.seats.clone(),
+        );
+        registry.register(
+            "gangs_placed",
+            "Gangs that reached quorum and were bound together",
+            m.gangs_placed.clone(),
+        );
+        registry.register(
+            "gang_timeouts",
+            "Gangs whose seats were released after the quorum timeout",
+            m.gang_timeouts.clone(),
+        );
+        registry.register(
+            "quorum_waits",
+            "Bind calls answered 'waiting for quorum'",
+            m.quorum_waits.clone(),
+        );
+        registry.register(
+            "bind_failures",
+            "Bindings muster could not create",
+            m.bind_failures.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Kubernetes Events dropped because the publisher fell behind",
+            m.events_dropped.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Errors of the pod and node watches",
+            m.watch_errors.clone(),
+        );
+        registry.register("cache_nodes", "Nodes in the cache", m.cache_nodes.clone());
+        registry.register("cache_pods", "Pods in the cache", m.cache_pods.clone());
+        registry.register(
+            "cache_last_event_age_seconds",
+            "Seconds since the last pod or node watch event (-1 before the first)",
+            m.cache_age.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn touch_cache(&self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.last_cache_event_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// Sets the gauges that are read off the table, then renders everything.
+    pub fn render(&self, gauges: GangGauges, nodes: usize, pods: usize) -> String {
+        for (state, v) in [
+            ("waiting", gauges.waiting),
+            ("admitted", gauges.admitted),
+            ("placed", gauges.placed),
+            ("backoff", gauges.backing_off),
+        ] {
+            self.gangs
+                .get_or_create(&StateLabel { state })
+                .set(v as i64);
+        }
+        self.seats.set(gauges.seats as i64);
+        self.cache_nodes.set(nodes as i64);
+        self.cache_pods.set(pods as i64);
+        let last = self.last_cache_event_ms.load(Ordering::Relaxed);
+        let age = if last == 0 {
+            -1.0
+        } else {
+            (self.started.elapsed().as_millis() as u64).saturating_sub(last) as f64 / 1000.0
+        };
+        self.cache_age.set(age);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,86 @@
+//! The one shared state value handed to every handler and background task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::cluster::binder::Binder;
+use crate::cluster::events::EventSink;
+use crate::metrics::Metrics;
+use crate::model::{GangTable, ModelConfig};
+
+/// Caches are synced once both watches completed their first list.
+#[derive(Default)]
+pub struct Readiness {
+    pods: AtomicBool,
+    nodes: AtomicBool,
+}
+
+impl Readiness {
+    pub fn set_pods_synced(&self) {
+        self.pods.store(true, Ordering::Release);
+    }
+    pub fn set_nodes_synced(&self) {
+        self.nodes.store(true, Ordering::Release);
+    }
+    pub fn pods_synced(&self) -> bool {
+        self.pods.load(Ordering::Acquire)
+    }
+    pub fn nodes_synced(&self) -> bool {
+        self.nodes.load(Ordering::Acquire)
+    }
+    pub fn is_ready(&self) -> bool {
+        self.pods_synced() && self.nodes_synced()
+    }
+}
+
+/// Everything the verbs share.
+///
+/// The gang table sits behind ONE mutex on purpose: a gang decision reads the free room of many
+/// nodes and the seats of every competing gang at once, and must act on that same view (seat,
+/// assume). Sharded maps would give torn reads and let two gangs split the same room. The lock
+/// is held for the decision only (microseconds to about a millisecond at 5,000 nodes), never
+/// across an `.await`: API calls happen after it is released.
+pub struct Shared {
+    pub table: Mutex<GangTable>,
+    pub readiness: Readiness,
+    pub metrics: Metrics,
+    pub events: EventSink,
+    pub binder: Arc<dyn Binder>,
+}
+
+impl Shared {
+    pub fn new(config: ModelConfig, binder: Arc<dyn Binder>, events: EventSink) -> Self {
+        Shared {
+            table: Mutex::new(GangTable::new(config)),
+            readiness: Readiness::default(),
+            metrics: Metrics::new(events.dropped_counter()),
+            events,
+            binder,
+        }
+    }
+
+    /// Hands notices the table produced to the Event publisher.
+    pub fn flush_notices(&self) {
+        let notices = self.table.lock().take_notices();
+        if !notices.is_empty() {
+            self.events.send_all(notices);
+        }
+    }
+
+    /// Releases the seats of gangs past their timeout (called every second).
+    pub fn expire_gangs(&self, now: Instant) {
+        let (expired, notices) = {
+            let mut t = self.table.lock();
+            let expired = t.expire(now);
+            (expired, t.take_notices())
+        };
+        for key in &expired {
+            tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
+            self.metrics.gang_timeouts.inc();
+        }
+        self.events.send_all(notices);
+    }
+}

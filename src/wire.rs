@@ -1,0 +1,101 @@
+//! The extender wire types, named exactly as kube-scheduler's Go structs
+//! (`k8s.io/kube-scheduler/extender/v1/types.go`). Those structs have no json tags, so Go's
+//! encoder uses the field names verbatim (`Pod`, `NodeNames`, `PodUID`...) and writes nil as
+//! `null`. serde matches names exactly, so every field is renamed by hand: `rename_all =
+//! "PascalCase"` would produce `PodUid`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+
+/// Body of `filter` and `prioritize`.
+#[derive(Debug, Deserialize)]
+pub struct ExtenderArgs {
+    #[serde(rename = "Pod")]
+    pub pod: Pod,
+    /// Set when the extender is configured with `nodeCacheCapable: false`.
+    #[serde(rename = "Nodes", default)]
+    pub nodes: Option<NodeList>,
+    /// Set when the extender is configured with `nodeCacheCapable: true`.
+    #[serde(rename = "NodeNames", default)]
+    pub node_names: Option<Vec<String>>,
+}
+
+/// A `v1.NodeList` kept as raw JSON: muster reads only each item's name and must hand back
+/// the items it keeps exactly as it received them.
+#[derive(Debug, Deserialize, Serialize, Default)]
+pub struct NodeList {
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub items: Vec<serde_json::Value>,
+}
+
+impl NodeList {
+    /// The node names, in order; an item without `metadata.name` gets an empty name, which
+    /// matches no node and is failed with a reason.
+    pub fn names(&self) -> Vec<String> {
+        self.items
+            .iter()
+            .map(|n| {
+                n.pointer("/metadata/name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    }
+}
+
+/// Reply of `filter`.
+#[derive(Debug, Serialize, Deserialize, Default, PartialEq)]
+pub struct ExtenderFilterResult {
+    #[serde(rename = "Nodes")]
+    pub nodes: Option<NodeList>,
+    #[serde(rename = "NodeNames")]
+    pub node_names: Option<Vec<String>>,
+    #[serde(rename = "FailedNodes")]
+    pub failed_nodes: BTreeMap<String, String>,
+    #[serde(rename = "FailedAndUnresolvableNodes")]
+    pub failed_and_unresolvable_nodes: BTreeMap<String, String>,
+    #[serde(rename = "Error")]
+    pub error: String,
+}
+
+impl PartialEq for NodeList {
+    fn eq(&self, other: &Self) -> bool {
+        self.items == other.items
+    }
+}
+
+/// One entry of the `prioritize` reply (a top-level JSON array).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostPriority {
+    #[serde(rename = "Host")]
+    pub host: String,
+    #[serde(rename = "Score")]
+    pub score: i64,
+}
+
+/// Body of `bind`.
+#[derive(Debug, Deserialize)]
+pub struct ExtenderBindingArgs {
+    #[serde(rename = "PodName")]
+    pub pod_name: String,
+    #[serde(rename = "PodNamespace")]
+    pub pod_namespace: String,
+    #[serde(rename = "PodUID")]
+    pub pod_uid: String,
+    #[serde(rename = "Node")]
+    pub node: String,
+}
+
+/// Reply of `bind`; an empty `Error` means bound.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtenderBindingResult {
+    #[serde(rename = "Error")]
+    pub error: String,
+}
+
+/// Highest score an extender may give (`extenderv1.MaxExtenderPriority`).
+pub const MAX_EXTENDER_PRIORITY: i64 = 10;

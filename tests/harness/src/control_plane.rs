@@ -694,3 +694,11 @@ extenders:
         assert!(err.to_string().contains("KubeSchedulerConfiguration"));
     }
 }
+
+#[cfg(test)]
+mod tls_tests {
+    #[tokio::test]
+    async fn a_tls_client_can_be_built() {
+        super::insecure_client(1).expect("kube client with rustls");
+    }
+}

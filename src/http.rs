@@ -122,7 +122,7 @@ impl<T: DeserializeOwned + WireName> FromRequest<AppState> for JsonBody<T> {
             let path = e.path().to_string();
             ApiError::BadJson {
                 what: T::NAME,
-                at: if path == "." {
+                at: if path == "." || path == "?" {
                     String::new()
                 } else {
                     format!(" at {path}")
@@ -240,10 +240,11 @@ async fn filter(
         }
         Some(mut list) => {
             let mut items = std::mem::take(&mut list.items);
-            let keep: Vec<serde_json::Value> = passing
-                .into_iter()
-                .map(|i| std::mem::take(&mut items[i]))
-                .collect();
+            let mut keep = Vec::with_capacity(passing.len());
+            for i in passing.into_iter().rev() {
+                keep.push(items.swap_remove(i));
+            }
+            keep.reverse();
             result.nodes = Some(NodeList {
                 metadata: list.metadata,
                 items: keep,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// Body of `filter` and `prioritize`.
 #[derive(Debug, Deserialize)]
@@ -22,13 +23,25 @@ pub struct ExtenderArgs {
     pub node_names: Option<Vec<String>>,
 }
 
-/// A `v1.NodeList` kept as raw JSON: muster reads only each item's name and must hand back
-/// the items it keeps exactly as it received them.
+/// A `v1.NodeList` whose items are kept as the raw bytes received: muster reads only each
+/// item's name and hands back the items it keeps exactly as kube-scheduler sent them.
 #[derive(Debug, Deserialize, Serialize, Default)]
 pub struct NodeList {
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    pub items: Vec<serde_json::Value>,
+    pub items: Vec<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    metadata: MetaName,
+}
+
+#[derive(Deserialize, Default)]
+struct MetaName {
+    #[serde(default)]
+    name: String,
 }
 
 impl NodeList {
@@ -38,10 +51,9 @@ impl NodeList {
         self.items
             .iter()
             .map(|n| {
-                n.pointer("/metadata/name")
-                    .and_then(|v| v.as_str())
+                serde_json::from_str::<NameOnly>(n.get())
+                    .map(|n| n.metadata.name)
                     .unwrap_or_default()
-                    .to_string()
             })
             .collect()
     }
@@ -64,7 +76,12 @@ pub struct ExtenderFilterResult {
 
 impl PartialEq for NodeList {
     fn eq(&self, other: &Self) -> bool {
-        self.items == other.items
+        self.items.len() == other.items.len()
+            && self
+                .items
+                .iter()
+                .zip(&other.items)
+                .all(|(a, b)| a.get() == b.get())
     }
 }
 

@@ -249,7 +249,7 @@ mod tests {
         }));
         assert_eq!(
             pod_info(&bad).unwrap_err().to_string(),
-            "pod ml/bad: invalid quantity \"lots\": unknown suffix (use m, k, M, G, Ki, Mi, Gi, ... or e<N>)"
+            "pod ml/bad: invalid quantity \"lots\": expected a decimal number"
         );
         let nameless = pod_json(serde_json::json!({"metadata": {"uid": "u"}}));
         assert_eq!(

@@ -1,0 +1,474 @@
+//! Router tests: the HTTP surface driven with `oneshot`, request bodies byte-for-byte as
+//! kube-scheduler's Go encoder writes them (capitalised field names, `null` for nil), in both
+//! node-cache modes, plus the bad inputs. No cluster: the table is filled by hand and binding
+//! goes to a recording fake.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use futures::future::BoxFuture;
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use tower::ServiceExt;
+
+use muster::cluster::binder::Binder;
+use muster::cluster::events::EventSink;
+use muster::http::{router, AppState};
+use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef, Resources};
+use muster::state::Shared;
+
+/// Records binding calls; fails for pods named in `fail`.
+#[derive(Default)]
+struct FakeBinder {
+    calls: Mutex<Vec<String>>,
+    fail: Mutex<Vec<String>>,
+}
+
+impl Binder for FakeBinder {
+    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), String>> {
+        self.calls.lock().push(format!("{pod}@{node}"));
+        let fail = self.fail.lock().contains(&pod.name.to_string());
+        Box::pin(async move {
+            if fail {
+                Err("the API server said no".to_string())
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+struct Fixture {
+    shared: Arc<Shared>,
+    binder: Arc<FakeBinder>,
+    max_body_bytes: usize,
+}
+
+fn node(name: &str, cpu_milli: i64) -> NodeInfo {
+    NodeInfo {
+        name: Arc::from(name),
+        allocatable: Resources {
+            cpu_milli,
+            memory: 8 << 30,
+            pods: 110,
+            ..Default::default()
+        },
+        labels: BTreeMap::new(),
+        unschedulable: false,
+        taints: vec![],
+    }
+}
+
+impl Fixture {
+    fn new(nodes: &[NodeInfo]) -> Self {
+        let binder = Arc::new(FakeBinder::default());
+        let shared = Arc::new(Shared::new(
+            ModelConfig::default(),
+            binder.clone(),
+            EventSink::disabled(),
+        ));
+        for n in nodes {
+            shared.table.lock().apply_node(n.clone());
+        }
+        shared.readiness.set_pods_synced();
+        shared.readiness.set_nodes_synced();
+        Fixture {
+            shared,
+            binder,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: &str) -> (StatusCode, String) {
+        let app = router(
+            AppState {
+                shared: self.shared.clone(),
+                max_body_bytes: self.max_body_bytes,
+            },
+            "",
+        );
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (StatusCode, String) {
+        self.call("POST", path, body).await
+    }
+
+    fn seats(&self) -> u64 {
+        self.shared
+            .table
+            .lock()
+            .gauges(std::time::Instant::now())
+            .seats
+    }
+}
+
+/// A pod as Go's encoding/json writes a v1.Pod (kube-scheduler sends the whole object).
+fn go_pod(name: &str, uid: &str, cpu: &str, annotations: &str) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ml","uid":"{uid}","resourceVersion":"612","creationTimestamp":"2026-11-29T10:00:00Z","labels":{{"volcano.sh/job-name":"ai-gang-job"}},"annotations":{annotations}}},"spec":{{"containers":[{{"name":"main","image":"busybox","command":["sh","-c","sleep 3600"],"resources":{{"requests":{{"cpu":"{cpu}"}}}},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{{}},"schedulerName":"default-scheduler","priority":0,"enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority"}},"status":{{"phase":"Pending","qosClass":"Burstable"}}}}"#
+    )
+}
+
+const GANG: &str = r#"{"muster.dev/group":"ai-gang-job","muster.dev/min-available":"2"}"#;
+
+fn filter_args(pod: &str, nodes: &[&str]) -> String {
+    let names: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
+    format!(
+        r#"{{"Pod":{pod},"Nodes":null,"NodeNames":[{}]}}"#,
+        names.join(",")
+    )
+}
+
+fn bind_args(name: &str, uid: &str, node: &str) -> String {
+    format!(r#"{{"PodName":"{name}","PodNamespace":"ml","PodUID":"{uid}","Node":"{node}"}}"#)
+}
+
+// ---------------------------------------------------------------- filter
+
+#[tokio::test]
+async fn filter_in_node_cache_mode_answers_in_go_field_names() {
+    let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let (status, body) = f
+        .post("/filter", &filter_args(&pod, &["node1", "node2"]))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"node2":"insufficient cpu: requested 100m, free 50m"},"FailedAndUnresolvableNodes":{},"Error":""}"#
+    );
+}
+
+#[tokio::test]
+async fn filter_with_full_node_list_returns_the_kept_items_verbatim() {
+    let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let n1 = r#"{"metadata":{"name":"node1","labels":{"kubernetes.io/hostname":"node1"}},"spec":{},"status":{"allocatable":{"cpu":"1"}}}"#;
+    let n2 = r#"{"metadata":{"name":"node2"},"spec":{},"status":{"allocatable":{"cpu":"50m"}}}"#;
+    let req = format!(
+        r#"{{"Pod":{pod},"Nodes":{{"metadata":{{}},"items":[{n1},{n2}]}},"NodeNames":null}}"#
+    );
+    let (status, body) = f.post("/filter", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        format!(
+            r#"{{"Nodes":{{"items":[{n1}]}},"NodeNames":null,"FailedNodes":{{"node2":"insufficient cpu: requested 100m, free 50m"}},"FailedAndUnresolvableNodes":{{}},"Error":""}}"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
+    let f = Fixture::new(&[node("node1", 150)]);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    // The worker is known (kube-scheduler tried it first); now the master is filtered.
+    f.post("/filter", &filter_args(&worker, &["node1"])).await;
+    let (status, body) = f.post("/filter", &filter_args(&master, &["node1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{"node1":"gang ml/ai-gang-job: 1 of 2 members fit"},"FailedAndUnresolvableNodes":{},"Error":""}"#
+    );
+}
+
+#[tokio::test]
+async fn filter_fails_unknown_nodes_as_unresolvable() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let (_, body) = f
+        .post("/filter", &filter_args(&pod, &["node1", "ghost"]))
+        .await;
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{"ghost":"node ghost is not in muster's cache (yet)"},"Error":""}"#
+    );
+}
+
+#[tokio::test]
+async fn conflicting_gang_annotations_are_unresolvable_with_the_keys_named() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let pod = go_pod(
+        "p",
+        "u-p",
+        "100m",
+        r#"{"muster.dev/group":"a","scheduling.volcano.sh/group-name":"b"}"#,
+    );
+    let (_, body) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["FailedAndUnresolvableNodes"]["node1"],
+        "pod ml/p: conflicting gang keys: muster.dev/group=\"a\" but scheduling.volcano.sh/group-name=\"b\"; give the pod one group name"
+    );
+}
+
+// ---------------------------------------------------------------- prioritize
+
+#[tokio::test]
+async fn prioritize_returns_a_top_level_host_priority_list() {
+    let f = Fixture::new(&[node("empty", 4000), node("half", 4000)]);
+    let filler = go_pod("filler", "u-f", "2", "{}");
+    f.post("/filter", &filter_args(&filler, &["half"])).await;
+    f.post("/bind", &bind_args("filler", "u-f", "half")).await;
+    let pod = go_pod("web", "u-web", "1", "{}");
+    let (status, body) = f
+        .post("/prioritize", &filter_args(&pod, &["empty", "half"]))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"[{"Host":"empty","Score":1},{"Host":"half","Score":4}]"#
+    );
+}
+
+// ---------------------------------------------------------------- bind
+
+#[tokio::test]
+async fn bind_waits_below_quorum_then_binds_the_whole_gang() {
+    let f = Fixture::new(&[node("node1", 1000), node("node2", 1000)]);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.post("/filter", &filter_args(&master, &["node1", "node2"]))
+        .await;
+    f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
+        .await;
+
+    let (status, body) = f
+        .post("/bind", &bind_args("ai-gang-job-master-0", "u-m", "node1"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
+    );
+    assert!(
+        f.binder.calls.lock().is_empty(),
+        "nothing bound below quorum"
+    );
+
+    let (_, body) = f
+        .post("/bind", &bind_args("ai-gang-job-worker-0", "u-w", "node2"))
+        .await;
+    assert_eq!(body, r#"{"Error":""}"#);
+    let mut calls = f.binder.calls.lock().clone();
+    calls.sort();
+    assert_eq!(
+        calls,
+        vec![
+            "ml/ai-gang-job-master-0@node1",
+            "ml/ai-gang-job-worker-0@node2"
+        ]
+    );
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(metrics.contains("muster_gangs_placed_total 1"), "{metrics}");
+    assert!(metrics.contains("muster_quorum_waits_total 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_failed_binding_is_reported_to_the_scheduler_and_frees_the_room() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let pod = go_pod("web", "u-web", "1", "{}");
+    f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    f.binder.fail.lock().push("web".into());
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert_eq!(
+        body,
+        r#"{"Error":"binding ml/web to node1 failed: the API server said no"}"#
+    );
+    f.binder.fail.lock().clear();
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert_eq!(
+        body, r#"{"Error":""}"#,
+        "the retry finds the room free again"
+    );
+}
+
+#[tokio::test]
+async fn bind_of_unknown_pod_or_node_is_a_precise_error_and_changes_nothing() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let master = go_pod("m", "u-m", "100m", GANG);
+    f.post("/filter", &filter_args(&master, &["node1"])).await;
+    let cases = [
+        (
+            bind_args("ghost", "u-ghost", "node1"),
+            r#"{"Error":"unknown pod ml/ghost (uid u-ghost): muster has not seen it; it may have been deleted"}"#,
+        ),
+        (
+            bind_args("m", "u-m", "node9"),
+            r#"{"Error":"unknown node \"node9\": muster has no such node in its cache"}"#,
+        ),
+    ];
+    for (req, want) in cases {
+        let (status, body) = f.post("/bind", &req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, want);
+        assert_eq!(f.seats(), 0);
+    }
+    assert!(f.binder.calls.lock().is_empty());
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[tokio::test]
+async fn malformed_and_mistyped_bodies_get_400_naming_the_problem() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let cases = [
+        (
+            "/filter",
+            "{not json".to_string(),
+            "invalid ExtenderArgs JSON: key must be a string at line 1 column 2",
+        ),
+        (
+            "/filter",
+            r#"{"Nodes":null,"NodeNames":["node1"]}"#.to_string(),
+            "invalid ExtenderArgs JSON: missing field `Pod` at line 1 column 36",
+        ),
+        (
+            "/filter",
+            r#"{"Pod":null,"NodeNames":["node1"]}"#.to_string(),
+            "invalid ExtenderArgs JSON at Pod: invalid type: null, expected Pod at line 1 column 11",
+        ),
+        (
+            "/filter",
+            r#"{"Pod":{"metadata":{"name":"p"}},"NodeNames":"node1"}"#.to_string(),
+            "invalid ExtenderArgs JSON at NodeNames: invalid type: string \"node1\", expected a sequence at line 1 column 52",
+        ),
+        (
+            "/prioritize",
+            r#"{"Pod":{"spec":{"containers":5}},"NodeNames":[]}"#.to_string(),
+            "invalid ExtenderArgs JSON at Pod.spec.containers: invalid type: integer `5`, expected a sequence at line 1 column 30",
+        ),
+        (
+            "/bind",
+            r#"{"PodName":"p","PodNamespace":"ml","Node":"node1"}"#.to_string(),
+            "invalid ExtenderBindingArgs JSON: missing field `PodUID` at line 1 column 50",
+        ),
+        (
+            "/bind",
+            r#"{"PodName":"p","PodNamespace":"ml","PodUid":"u","Node":"node1"}"#.to_string(),
+            "invalid ExtenderBindingArgs JSON: missing field `PodUID` at line 1 column 63",
+        ),
+        (
+            "/bind",
+            "".to_string(),
+            "invalid ExtenderBindingArgs JSON: EOF while parsing a value at line 1 column 0",
+        ),
+    ];
+    for (path, body, want) in cases {
+        let (status, reply) = f.post(path, &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}");
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(v["Error"], want, "{path} {body}");
+    }
+    // Still serving, nothing changed.
+    assert_eq!(f.seats(), 0);
+    let (status, _) = f.call("GET", "/healthz", "").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413_and_the_server_keeps_serving() {
+    let mut f = Fixture::new(&[node("node1", 1000)]);
+    f.max_body_bytes = 2048;
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let many: Vec<String> = (0..500).map(|i| format!("node{i}")).collect();
+    let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (status, body) = f.post("/filter", &filter_args(&pod, &refs)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        body,
+        r#"{"Error":"request body is larger than the limit of 2048 bytes (--max-body-bytes)"}"#
+    );
+    let (status, _) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(
+        metrics.contains(r#"muster_requests_total{verb="filter",outcome="bad_request"} 1"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_with_a_bad_quantity_is_refused_with_the_value_named() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let pod = go_pod("web", "u-web", "lots", "{}");
+    let (status, body) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["Error"],
+        "pod ml/web: invalid quantity \"lots\": expected a decimal number"
+    );
+}
+
+#[tokio::test]
+async fn before_caches_sync_verbs_say_so_and_readyz_is_503() {
+    let binder = Arc::new(FakeBinder::default());
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        binder,
+        EventSink::disabled(),
+    ));
+    let f = Fixture {
+        shared,
+        binder: Arc::default(),
+        max_body_bytes: 1 << 20,
+    };
+    let (status, body) = f.call("GET", "/readyz", "").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, "not ready: pods synced=false, nodes synced=false");
+    let (status, _) = f.call("GET", "/healthz", "").await;
+    assert_eq!(status, StatusCode::OK);
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let (status, body) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.ends_with(r#""Error":"muster is starting: its pod and node caches are not synced yet; retry shortly"}"#), "{body}");
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert!(body.contains("not synced yet"));
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_refused_clearly() {
+    let f = Fixture::new(&[]);
+    let (status, body) = f.post("/filtre", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("no such endpoint: POST /filtre"), "{body}");
+    let (status, _) = f.call("GET", "/filter", "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn gangs_view_lists_members_and_why_they_wait() {
+    let f = Fixture::new(&[node("node1", 150)]);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.post("/filter", &filter_args(&worker, &["node1"])).await;
+    f.post("/filter", &filter_args(&master, &["node1"])).await;
+    let (status, body) = f.call("GET", "/gangs", "").await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let g = &v["gangs"][0];
+    assert_eq!(g["namespace"], "ml");
+    assert_eq!(g["name"], "ai-gang-job");
+    assert_eq!(g["state"], "waiting");
+    assert_eq!(g["quorum"], 2);
+    assert_eq!(
+        g["waiting_reason"],
+        "gang ml/ai-gang-job: 1 of 2 members fit"
+    );
+    assert_eq!(g["members"].as_array().unwrap().len(), 2);
+    assert_eq!(g["members"][0]["state"], "pending");
+}

@@ -45,6 +45,15 @@ fn cpu(c: &'static str) -> impl Fn(muster_harness::PodBuilder) -> muster_harness
     move |p| p.cpu(c)
 }
 
+/// An Event that names the gang and says its members do not fit (as opposed to, say, "waiting for
+/// the other members to be created").
+fn capacity_reason(ns: &str, group: &str) -> impl Fn(&muster_harness::k8s::EventSummary) -> bool {
+    let gang = format!("gang {ns}/{group}");
+    move |e| {
+        e.message.contains(&gang) && (e.message.contains("fit") || e.message.contains("quorum"))
+    }
+}
+
 /// Fails on every poll where a node is overcommitted.
 async fn no_overcommit(c: &Cluster) -> Result<()> {
     if let Err(e) = c.check_no_overcommit().await? {
@@ -108,7 +117,13 @@ async fn not_enough_room_waits_whole_then_places_when_capacity_added() -> Result
             .create_gang("room", "trainer", 3, 3, GangKey::Muster, cpu("100m"))
             .await?;
         let (pod, ev) = c
-            .wait_event_containing("room", &names, "gang room/trainer", REASON)
+            .wait_event_matching(
+                "room",
+                &names,
+                "saying gang room/trainer does not fit",
+                REASON,
+                capacity_reason("room", "trainer"),
+            )
             .await?;
         eprintln!("wait reason on {pod}: {ev}");
         c.assert_none_bound_for("room", &names, WINDOW).await?;
@@ -369,25 +384,44 @@ async fn muster_killed_and_restarted_while_gangs_wait_never_partial_never_stuck(
                     .await?,
             );
         }
-        // Kill #1: while the first placements are in flight.
-        c.muster.kill_hard();
-        eprintln!("muster killed (in flight)");
-        // The scheduler now fails its extender calls; wait until that is visible, then restart.
+        // Kill #1: the moment the first member of any gang is seen bound (placement in flight).
         let all: Vec<String> = gangs.values().flatten().cloned().collect();
-        let _ = wait_for(
-            "the scheduler to notice muster is gone",
+        let t = Instant::now();
+        loop {
+            let n = c.count_bound(ns, &all).await?;
+            if n > 0 {
+                c.muster.kill_hard();
+                eprintln!(
+                    "muster SIGKILLed with {n} pod(s) bound, {:.2}s after the gangs were created",
+                    t.elapsed().as_secs_f64()
+                );
+                break;
+            }
+            ensure!(t.elapsed() < PLACE, "nothing bound within {PLACE:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The scheduler now fails its extender calls (ignorable: false) and nothing more is bound.
+        let seen = wait_for(
+            "the scheduler to report muster unreachable",
             Duration::from_secs(15),
             || async {
                 for p in c.pods(ns).await? {
+                    if muster_harness::k8s::pod_node(&p).is_some() {
+                        continue;
+                    }
                     let cond = muster_harness::k8s::scheduled_condition(&p).unwrap_or_default();
                     if cond.contains("extender") || cond.contains("connection refused") {
-                        return Ok(Progress::Done(()));
+                        return Ok(Progress::Done(cond));
                     }
                 }
                 Ok(Progress::NotYet("no extender error yet".into()))
             },
         )
         .await;
+        match seen {
+            Ok(cond) => eprintln!("while muster was down: {cond}"),
+            Err(e) => eprintln!("(no extender error observed while muster was down: {e})"),
+        }
         c.muster.restart().await?;
         eprintln!("muster restarted");
 
@@ -439,7 +473,6 @@ async fn muster_killed_and_restarted_while_gangs_wait_never_partial_never_stuck(
             c.count_bound(ns, &gangs["c"]).await? == 2,
             "gang c lost members"
         );
-        let _ = all;
         no_overcommit(&c).await
     }
     .await;
@@ -552,11 +585,23 @@ async fn gpu_gang_of_8_on_4_plus_2_gpus_is_not_placed_and_nothing_is_bound() -> 
             })
             .await?;
         let (pod, ev) = c
-            .wait_event_containing("gpu", &llm, "gang gpu/llm", REASON)
+            .wait_event_matching(
+                "gpu",
+                &llm,
+                "saying gang gpu/llm does not fit",
+                REASON,
+                capacity_reason("gpu", "llm"),
+            )
             .await?;
         eprintln!("llm waits: {pod}: {ev}");
         let (pod, ev) = c
-            .wait_event_containing("frag", &frag, "gang frag/pair", REASON)
+            .wait_event_matching(
+                "frag",
+                &frag,
+                "saying gang frag/pair does not fit",
+                REASON,
+                capacity_reason("frag", "pair"),
+            )
             .await?;
         eprintln!("frag waits: {pod}: {ev}");
         holds_for("nothing bound anywhere", WINDOW, || async {

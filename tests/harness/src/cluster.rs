@@ -248,14 +248,30 @@ impl Cluster {
         needle: &str,
         timeout: Duration,
     ) -> Result<(String, EventSummary)> {
+        self.wait_event_matching(ns, pods, &format!("containing {needle:?}"), timeout, |e| {
+            e.message.contains(needle)
+        })
+        .await
+    }
+
+    /// Waits until some event of one of `pods` satisfies `pred` (described by `what`).
+    pub async fn wait_event_matching(
+        &self,
+        ns: &str,
+        pods: &[String],
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&EventSummary) -> bool,
+    ) -> Result<(String, EventSummary)> {
+        let pred = &pred;
         wait_for(
-            &format!("an event containing {needle:?} on {pods:?}"),
+            &format!("an event {what} on {pods:?}"),
             timeout,
-            || async {
+            || async move {
                 let mut all = Vec::new();
                 for p in pods {
                     for e in self.events_for(ns, p).await? {
-                        if e.message.contains(needle) {
+                        if pred(&e) {
                             return Ok(Progress::Done((p.clone(), e)));
                         }
                         all.push(format!("{p}: {e}"));

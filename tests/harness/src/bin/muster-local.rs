@@ -424,8 +424,13 @@ async fn demo_steps(
             }
             if let Some(p) = pods.iter().find(|p| k8s::pod_name(p) == n) {
                 if let Some(c) = k8s::scheduled_condition(p) {
+                    // Print the condition only when it says something no event said.
+                    let said = shown.iter().any(|l| {
+                        l.starts_with(&format!("{n}: event"))
+                            && c.split_once(": ").is_some_and(|(_, m)| l.ends_with(m))
+                    });
                     let line = format!("{n}: condition {c}");
-                    if shown.insert(line.clone()) {
+                    if !said && shown.insert(line.clone()) {
                         clock.say(&line);
                     }
                     why.entry(n.clone()).or_insert(c);
@@ -506,6 +511,16 @@ async fn demo_steps(
     }
     Ok(Ok(format!(
         "gang {NS}/{GROUP} placed whole: {placement}, bound {apart:.2}s apart, after waiting whole while it did not fit ({})",
-        why.values().next().cloned().unwrap_or_default()
+        short_reason(why.values().next().map(String::as_str).unwrap_or(""))
     )))
+}
+
+/// The part of a scheduler message that names the gang (`gang ml/ai-gang-job: 1 of 2 members
+/// fit`), or the whole message.
+fn short_reason(msg: &str) -> &str {
+    let Some(i) = msg.find(&format!("gang {NS}/{GROUP}")) else {
+        return msg.trim();
+    };
+    let rest = &msg[i..];
+    rest.find(['.', ',']).map_or(rest, |j| &rest[..j]).trim()
 }

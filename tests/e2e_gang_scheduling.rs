@@ -403,7 +403,7 @@ async fn muster_killed_and_restarted_while_gangs_wait_never_partial_never_stuck(
         // The scheduler now fails its extender calls (ignorable: false) and nothing more is bound.
         let seen = wait_for(
             "the scheduler to report muster unreachable",
-            Duration::from_secs(15),
+            Duration::from_secs(5),
             || async {
                 for p in c.pods(ns).await? {
                     if muster_harness::k8s::pod_node(&p).is_some() {

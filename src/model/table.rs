@@ -12,7 +12,9 @@
 //!   quorum (then every seated member is bound, and later members bind at once).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -220,7 +222,7 @@ struct Seat {
 
 struct NodeEntry {
     info: NodeInfo,
-    /// Position in `GangTable::node_order`.
+    /// Position in `GangTable::nodes`.
     index: usize,
     /// Requests of the non-terminal pods bound or assumed here.
     used: Resources,
@@ -323,9 +325,10 @@ enum Admission {
 /// The gang reservation table: the whole state muster decides from.
 pub struct GangTable {
     config: ModelConfig,
-    nodes: HashMap<NodeName, NodeEntry>,
-    /// Node names in a stable order, for deterministic first-fit simulations.
-    node_order: Vec<NodeName>,
+    /// Nodes in a stable order (first-fit simulations walk them in this order); a simulation
+    /// refers to a node by its position here.
+    nodes: Vec<NodeEntry>,
+    node_index: HashMap<NodeName, usize>,
     /// Usage of pods bound to nodes not (yet) in the cache; moved in when the node appears.
     orphan_usage: HashMap<NodeName, Resources>,
     pods: HashMap<PodUid, PodEntry>,
@@ -338,11 +341,11 @@ impl GangTable {
     pub fn new(config: ModelConfig) -> Self {
         GangTable {
             config,
-            nodes: HashMap::new(),
-            node_order: Vec::new(),
-            orphan_usage: HashMap::new(),
-            pods: HashMap::new(),
-            gangs: HashMap::new(),
+            nodes: Vec::new(),
+            node_index: HashMap::default(),
+            orphan_usage: HashMap::default(),
+            pods: HashMap::default(),
+            gangs: HashMap::default(),
             notices: Vec::new(),
             stats: ModelStats::default(),
         }
@@ -377,34 +380,30 @@ impl GangTable {
 
     /// A node was added or changed.
     pub fn apply_node(&mut self, info: NodeInfo) {
-        if let Some(entry) = self.nodes.get_mut(&info.name) {
+        if let Some(entry) = self.node_mut(&info.name) {
             entry.info = info;
             return;
         }
         let used = self.orphan_usage.remove(&info.name).unwrap_or_default();
-        let name = info.name.clone();
-        self.node_order.push(name.clone());
-        self.nodes.insert(
-            name,
-            NodeEntry {
-                info,
-                index: self.node_order.len() - 1,
-                used,
-                reserved: Resources::default(),
-            },
-        );
+        let index = self.nodes.len();
+        self.node_index.insert(info.name.clone(), index);
+        self.nodes.push(NodeEntry {
+            info,
+            index,
+            used,
+            reserved: Resources::default(),
+        });
     }
 
     /// A node was deleted: seats on it are released at once.
     pub fn remove_node(&mut self, name: &str) {
-        let Some(entry) = self.nodes.remove(name) else {
+        let Some(index) = self.node_index.remove(name) else {
             return;
         };
-        self.node_order.swap_remove(entry.index);
-        if let Some(moved) = self.node_order.get(entry.index).cloned() {
-            if let Some(e) = self.nodes.get_mut(&moved) {
-                e.index = entry.index;
-            }
+        let entry = self.nodes.swap_remove(index);
+        if let Some(moved) = self.nodes.get_mut(index) {
+            moved.index = index;
+            self.node_index.insert(moved.info.name.clone(), index);
         }
         if !entry.used.is_zero() {
             self.orphan_usage
@@ -421,14 +420,23 @@ impl GangTable {
     /// Keeps only the nodes for which `keep` is true (after a watch re-list).
     pub fn retain_nodes(&mut self, keep: impl Fn(&str) -> bool) {
         let gone: Vec<NodeName> = self
-            .node_order
+            .nodes
             .iter()
+            .map(|e| e.info.name.clone())
             .filter(|n| !keep(n))
-            .cloned()
             .collect();
         for n in gone {
             self.remove_node(&n);
         }
+    }
+
+    fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.node_index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    fn node_mut(&mut self, name: &str) -> Option<&mut NodeEntry> {
+        let i = *self.node_index.get(name)?;
+        Some(&mut self.nodes[i])
     }
 
     /// A pod was added or changed (from the watch).
@@ -556,7 +564,7 @@ impl GangTable {
         let Some(seat) = self.gangs.get_mut(key).and_then(|g| g.seats.remove(uid)) else {
             return;
         };
-        if let Some(n) = self.nodes.get_mut(&seat.node) {
+        if let Some(n) = self.node_mut(&seat.node) {
             n.reserved.sub(&seat.requests);
         }
         if let Some(g) = self.gangs.get_mut(key) {
@@ -567,7 +575,7 @@ impl GangTable {
     }
 
     fn add_seat(&mut self, key: &GangKey, uid: PodUid, seat: Seat) {
-        if let Some(n) = self.nodes.get_mut(&seat.node) {
+        if let Some(n) = self.node_mut(&seat.node) {
             n.reserved.add(&seat.requests);
         }
         if let Some(g) = self.gangs.get_mut(key) {
@@ -576,14 +584,14 @@ impl GangTable {
     }
 
     fn charge(&mut self, node: &NodeName, r: &Resources) {
-        match self.nodes.get_mut(node) {
+        match self.node_mut(node) {
             Some(e) => e.used.add(r),
             None => self.orphan_usage.entry(node.clone()).or_default().add(r),
         }
     }
 
     fn uncharge(&mut self, node: &NodeName, r: &Resources) {
-        match self.nodes.get_mut(node) {
+        match self.node_mut(node) {
             Some(e) => e.used.sub(r),
             None => {
                 if let Some(u) = self.orphan_usage.get_mut(node) {
@@ -738,8 +746,7 @@ impl GangTable {
 
     /// First node (in stable order) that admits `pod` and has room for it in the simulation.
     fn first_fit(&self, pod: &PodInfo, overlay: &Overlay) -> Option<usize> {
-        self.node_order.iter().enumerate().find_map(|(i, name)| {
-            let e = &self.nodes[name];
+        self.nodes.iter().enumerate().find_map(|(i, e)| {
             (node_admits(&e.info, pod)
                 && self
                     .node_shortfall(e, &pod.requests, None, Some(overlay))
@@ -803,7 +810,7 @@ impl GangTable {
     }
 
     /// Simulates whether the gang of `pod` can reach quorum now, with `pod` on one of
-    /// `candidates` (indices into `node_order`) and every other missing member somewhere,
+    /// `candidates` (indices into `nodes`) and every other missing member somewhere,
     /// member by member and node by node (never as an aggregate sum).
     fn admission(
         &self,
@@ -834,7 +841,7 @@ impl GangTable {
         self.reserve_gangs_ahead(key, &mut overlay, now);
         let base = overlay.checkpoint();
         let fits_first = |overlay: &Overlay, i: usize| {
-            let e = &self.nodes[&self.node_order[i]];
+            let e = &self.nodes[i];
             self.node_shortfall(e, &pod.requests, None, Some(overlay))
                 .is_none()
         };
@@ -923,7 +930,7 @@ impl GangTable {
         }
         let indices: Vec<Option<usize>> = candidates
             .iter()
-            .map(|n| self.nodes.get(*n).map(|e| e.index))
+            .map(|n| self.node_index.get(*n).copied())
             .collect();
         let unknown = |n: &str| -> NodeVerdict {
             NodeVerdict::Unresolvable(Arc::from(format!(
@@ -956,7 +963,10 @@ impl GangTable {
         let known: Vec<usize> = indices.iter().flatten().copied().collect();
         let admission = self.admission(&key, pod, &known, now);
         match admission {
-            Admission::Fits { first_nodes, .. } => {
+            Admission::Fits {
+                mut first_nodes, ..
+            } => {
+                first_nodes.sort_unstable();
                 let reason: Arc<str> = Arc::from(format!(
                     "gang {key}: the rest of the gang needs this node's room"
                 ));
@@ -965,9 +975,9 @@ impl GangTable {
                     .zip(&indices)
                     .map(|(name, idx)| match idx {
                         None => unknown(name),
-                        Some(i) if first_nodes.contains(i) => NodeVerdict::Fits,
+                        Some(i) if first_nodes.binary_search(i).is_ok() => NodeVerdict::Fits,
                         Some(i) => {
-                            let e = &self.nodes[&self.node_order[*i]];
+                            let e = &self.nodes[*i];
                             match self.node_shortfall(e, &pod.requests, None, None) {
                                 Some(s) => NodeVerdict::Unschedulable(Arc::from(s.to_string())),
                                 None => NodeVerdict::Unschedulable(reason.clone()),
@@ -1011,7 +1021,7 @@ impl GangTable {
                         "node {name} is not in muster's cache (yet)"
                     )));
                 };
-                let entry = &self.nodes[&self.node_order[*i]];
+                let entry = &self.nodes[*i];
                 let Some(short) = self.node_shortfall(entry, &pod.requests, None, None) else {
                     return NodeVerdict::Fits;
                 };
@@ -1086,7 +1096,7 @@ impl GangTable {
             for n in member_nodes {
                 if !gang_nodes.contains(&&**n) {
                     gang_nodes.push(n);
-                    if let Some(z) = self.nodes.get(n).and_then(|e| e.info.zone()) {
+                    if let Some(z) = self.node(n).and_then(|e| e.info.zone()) {
                         if !gang_zones.contains(&z) {
                             gang_zones.push(z);
                         }
@@ -1097,7 +1107,7 @@ impl GangTable {
         candidates
             .iter()
             .map(|name| {
-                let Some(e) = self.nodes.get(*name) else {
+                let Some(e) = self.node(name) else {
                     return 0;
                 };
                 if own_seat.as_deref() == Some(*name) {
@@ -1139,7 +1149,7 @@ impl GangTable {
                 actual: info.display_name(),
             });
         }
-        let Some(node) = self.nodes.get(req.node).map(|e| e.info.name.clone()) else {
+        let Some(node) = self.node(req.node).map(|e| e.info.name.clone()) else {
             return Reject(BindRejection::UnknownNode(req.node.into()));
         };
         if let Some(bound) = &info.node_name {
@@ -1180,7 +1190,7 @@ impl GangTable {
     }
 
     fn bind_plain(&mut self, info: &PodInfo, node: NodeName) -> BindDecision {
-        let entry = &self.nodes[&node];
+        let entry = self.node(&node).expect("bind checked the node");
         if let Some(shortfall) = self.node_shortfall(entry, &info.requests, None, None) {
             return BindDecision::Reject(BindRejection::NoRoom {
                 pod: info.display_name(),
@@ -1227,7 +1237,7 @@ impl GangTable {
                 return BindDecision::Reject(r);
             }
         } else {
-            let index = self.nodes[&node].index;
+            let index = self.node_index[&node];
             match self.admission(key, info, &[index], now) {
                 Admission::Fits { plan, .. } => {
                     self.add_seat(
@@ -1241,7 +1251,7 @@ impl GangTable {
                     );
                     for (uid, i) in plan {
                         let requests = self.pods[&uid].info.requests.clone();
-                        let node = self.node_order[i].clone();
+                        let node = self.nodes[i].info.name.clone();
                         self.add_seat(
                             key,
                             uid,
@@ -1283,7 +1293,7 @@ impl GangTable {
             .unwrap_or_default();
         let mut members = Vec::new();
         for (uid, seat) in seats {
-            if let Some(n) = self.nodes.get_mut(&seat.node) {
+            if let Some(n) = self.node_mut(&seat.node) {
                 n.reserved.sub(&seat.requests);
             }
             if seat.confirmed {
@@ -1343,7 +1353,7 @@ impl GangTable {
         }
         let previous = gang.seats.get(&info.uid).cloned();
         self.release_seat_keep_admitted(key, &info.uid);
-        let entry = &self.nodes[node];
+        let entry = self.node(node).expect("bind checked the node");
         let shortfall = self.node_shortfall(entry, &info.requests, None, None);
         let new_seat = Seat {
             node: node.clone(),

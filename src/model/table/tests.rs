@@ -121,9 +121,9 @@ impl World {
 
     fn all_nodes(&self) -> Vec<String> {
         self.table
-            .node_order
+            .nodes
             .iter()
-            .map(|n| n.to_string())
+            .map(|e| e.info.name.to_string())
             .collect()
     }
 
@@ -174,7 +174,7 @@ impl World {
     }
 
     fn reserved(&self, node: &str) -> i64 {
-        self.table.nodes[node].reserved.cpu_milli
+        self.table.node(node).unwrap().reserved.cpu_milli
     }
 
     fn state(&self, gang: &str) -> &'static str {
@@ -449,7 +449,12 @@ fn gpu_gang_fits_two_four_gpu_nodes_but_not_four_plus_two() {
         assert!(matches!(short.bind(m, "g1"), BindDecision::Reject(_)));
     }
     assert_eq!(
-        short.table.nodes["g1"].reserved.extended("nvidia.com/gpu"),
+        short
+            .table
+            .node("g1")
+            .unwrap()
+            .reserved
+            .extended("nvidia.com/gpu"),
         0
     );
 }
@@ -676,7 +681,7 @@ fn deleting_a_member_or_a_node_frees_seats_at_once() {
     assert_eq!(w.reserved("n1") + w.reserved("n2"), 200);
     w.table.remove_node("n2");
     assert_eq!(w.reserved("n1"), 100, "only the seat on n1 is left");
-    assert_eq!(w.table.node_order, vec![Arc::<str>::from("n1")]);
+    assert_eq!(w.all_nodes(), vec!["n1"]);
 }
 
 #[test]
@@ -687,7 +692,7 @@ fn restart_rebuilds_from_bound_members() {
     let p1 = pod("p1").gang("g", 3).build();
     let p2 = pod("p2").gang("g", 3).build();
     w.add(&[&p0, &p1, &p2]);
-    assert_eq!(w.table.nodes["n1"].used.cpu_milli, 100);
+    assert_eq!(w.table.node("n1").unwrap().used.cpu_milli, 100);
     assert_eq!(w.filter(&p1).0.len(), 2);
     assert_eq!(
         wait_message(&w.bind(&p1, "n1")),

@@ -1,0 +1,111 @@
+//! Handler cost without HTTP: filter, prioritize and the bind decision over synthetic
+//! clusters, and the JSON decode of a realistic request as the floor to compare against.
+//! Run: `cargo bench --bench handlers` (add `-- filter` etc. to select).
+
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use muster::model::{BindDecision, BindRequest};
+use muster::wire::ExtenderArgs;
+
+mod support;
+
+fn sizes() -> Vec<(usize, usize, u32)> {
+    // (nodes, bound pods, gang size)
+    let mut v = vec![];
+    for nodes in [100, 1_000, 5_000] {
+        for pods in [10_000, 50_000] {
+            for gang in [8, 64] {
+                v.push((nodes, pods, gang));
+            }
+        }
+    }
+    v
+}
+
+fn filter(c: &mut Criterion) {
+    let mut group = c.benchmark_group("filter");
+    for (nodes, pods, gang) in sizes() {
+        let (mut table, names) = support::cluster(nodes, pods, gang);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let member = support::pod("gang0-0", 1000, Some(("gang0", gang)), None);
+        let plain = support::pod("plain", 1000, None, None);
+        let id = format!("{nodes}n/{pods}p/gang{gang}");
+        group.bench_function(BenchmarkId::new("gang_member", &id), |b| {
+            b.iter(|| table.filter(&member, &refs, Instant::now()))
+        });
+        if gang == 8 {
+            group.bench_function(BenchmarkId::new("plain_pod", &id), |b| {
+                b.iter(|| table.filter(&plain, &refs, Instant::now()))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn prioritize(c: &mut Criterion) {
+    let mut group = c.benchmark_group("prioritize");
+    for (nodes, pods, gang) in sizes().into_iter().filter(|s| s.2 == 8) {
+        let (table, names) = support::cluster(nodes, pods, gang);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let member = support::pod("gang0-0", 1000, Some(("gang0", gang)), None);
+        group.bench_function(
+            BenchmarkId::from_parameter(format!("{nodes}n/{pods}p")),
+            |b| b.iter(|| table.prioritize(&member, &refs)),
+        );
+    }
+    group.finish();
+}
+
+/// One member's bind: admission (the simulation that seats the whole gang), measured on a
+/// fresh clone of the state each time by re-running on a table where it was not yet seated.
+fn bind_decision(c: &mut Criterion) {
+    let mut group = c.benchmark_group("bind_decision");
+    for (nodes, pods, gang) in sizes().into_iter().filter(|s| s.1 == 50_000) {
+        let id = format!("{nodes}n/{pods}p/gang{gang}");
+        group.bench_function(BenchmarkId::from_parameter(&id), |b| {
+            b.iter_batched(
+                || support::cluster(nodes, 0, gang).0,
+                |mut table| {
+                    let d = table.bind(
+                        BindRequest {
+                            namespace: "bench",
+                            name: "gang0-0",
+                            uid: "uid-gang0-0",
+                            node: "node-0",
+                        },
+                        Instant::now(),
+                    );
+                    assert!(matches!(d, BindDecision::Wait { .. }), "{d:?}");
+                    table
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+fn decode(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decode");
+    let pod = support::pod_json("gang0-0", "gang0", 8);
+    for nodes in [100usize, 1_000, 5_000] {
+        let names: Vec<String> = (0..nodes).map(|i| format!("node-{i}")).collect();
+        let body = support::extender_args(&pod, &names);
+        group.bench_function(BenchmarkId::new("extender_args", nodes), |b| {
+            b.iter(|| serde_json::from_str::<ExtenderArgs>(&body).unwrap())
+        });
+    }
+    let args: ExtenderArgs = serde_json::from_str(&support::extender_args(&pod, &[])).unwrap();
+    group.bench_function("pod_to_model", |b| {
+        b.iter(|| muster::cluster::convert::pod_info(&args.pod).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    targets = filter, prioritize, bind_decision, decode
+}
+criterion_main!(benches);

@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use muster_harness::{Cluster, NodeShape};
-//! let cluster = Cluster::start(env!("CARGO_MANIFEST_DIR")).await?; // path of the muster binary
+//! let cluster = Cluster::start("target/debug/muster").await?; // path of the muster binary
 //! cluster.add_node("node-1", NodeShape::cpu("1")).await?;
 //! # Ok(()) }
 //! ```

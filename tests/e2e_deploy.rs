@@ -1,0 +1,744 @@
+//! End-to-end: the manifests in `deploy/` and `deploy/second-scheduler/`, rendered by the real
+//! `kubectl kustomize` and validated by a real kube-apiserver (etcd + kube-apiserver from
+//! `muster-harness`, no scheduler, no muster process).
+//!
+//! One control plane for the whole file: the namespace is created for real, every rendered object
+//! is applied with server-side dry-run (so admission, schema validation and Pod Security judge
+//! them), then applied for real so SubjectAccessReviews can prove the RBAC grants what muster and
+//! the second kube-scheduler call — and that muster's ClusterRole is exactly that, nothing more.
+//! Tests that need no cluster (the copied scheduler config, the Dockerfile's inputs) are plain.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+use muster_harness::paths::{control_plane_bin_dir, repo_root, K8S_VERSION};
+use muster_harness::{ControlPlane, ControlPlaneOptions};
+use serde_json::Value;
+
+const NS: &str = "muster-system";
+const SECOND_SCHEDULER_CONFIG: &str = "scheduler-config/muster-second-scheduler.yaml";
+const SECOND_SCHEDULER_COPY: &str = "deploy/second-scheduler/muster-second-scheduler.yaml";
+
+/// Prints how long a test took (visible with `--nocapture`, and on failure).
+struct Timer(&'static str, Instant);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
+    }
+}
+
+/// `MUSTER_KUBECTL`, else the kubectl cached beside the control plane
+/// (`tests/cluster/build-control-plane.sh` builds it), else `kubectl` on PATH.
+fn kubectl_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("MUSTER_KUBECTL") {
+        return PathBuf::from(p);
+    }
+    let cached = control_plane_bin_dir().join("kubectl");
+    if cached.is_file() {
+        return cached;
+    }
+    PathBuf::from("kubectl")
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs kubectl (against `kubeconfig` when given) with optional stdin.
+fn kubectl(kubeconfig: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Result<Output> {
+    let bin = kubectl_path();
+    let mut cmd = Command::new(&bin);
+    cmd.current_dir(repo_root())
+        .env_remove("KUBECONFIG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(kc) = kubeconfig {
+        cmd.arg(format!("--kubeconfig={}", kc.display()));
+    }
+    cmd.args(args);
+    let mut child = cmd.spawn().with_context(|| {
+        format!(
+            "running {} (build it with tests/cluster/build-control-plane.sh, or set MUSTER_KUBECTL)",
+            bin.display()
+        )
+    })?;
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    Ok(Output {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// `kubectl kustomize <dir>` (no cluster needed).
+fn render(dir: &str) -> Result<String> {
+    let out = kubectl(None, &["kustomize", dir], None)?;
+    ensure!(
+        out.ok,
+        "kubectl kustomize {dir} failed:\n{}",
+        out.stderr.trim()
+    );
+    ensure!(!out.stdout.trim().is_empty(), "{dir} renders nothing");
+    Ok(out.stdout)
+}
+
+/// Server-side apply of `manifests` (dry-run or for real); returns the objects as the API server
+/// answered them. Fails on any error and on any warning (Pod Security, deprecated APIs, ...).
+fn apply(kubeconfig: &Path, what: &str, manifests: &str, dry_run: bool) -> Result<Vec<Value>> {
+    let mut args = vec![
+        "apply",
+        "--server-side",
+        "--field-manager=muster-e2e-deploy",
+        "-o",
+        "json",
+        "-f",
+        "-",
+    ];
+    if dry_run {
+        args.push("--dry-run=server");
+    }
+    let out = kubectl(Some(kubeconfig), &args, Some(manifests))?;
+    let mode = if dry_run {
+        "server-side dry-run"
+    } else {
+        "apply"
+    };
+    ensure!(
+        out.ok,
+        "{mode} of {what} refused by the API server:\n{}",
+        out.stderr.trim()
+    );
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("warning"))
+        .collect();
+    ensure!(
+        warnings.is_empty(),
+        "{mode} of {what}: the API server warned:\n{}",
+        warnings.join("\n")
+    );
+    let v: Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("{mode} of {what}: output is not JSON:\n{}", out.stdout))?;
+    Ok(match v["kind"].as_str() {
+        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![v],
+    })
+}
+
+fn kind_names(objs: &[Value]) -> BTreeSet<String> {
+    objs.iter()
+        .map(|o| {
+            let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap_or("?"),
+                ns,
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, name_prefix: &str) -> Result<&'a Value> {
+    objs.iter()
+        .find(|o| {
+            o["kind"] == kind
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(name_prefix))
+        })
+        .with_context(|| format!("no {kind} {name_prefix}* in {:?}", kind_names(objs)))
+}
+
+/// A ClusterRole's rules flattened to `group resource verb [names]` lines.
+fn flat_rules(role: &Value) -> BTreeSet<String> {
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = BTreeSet::new();
+    for rule in role["rules"].as_array().into_iter().flatten() {
+        let names = strs(&rule["resourceNames"]).join(",");
+        let urls = strs(&rule["nonResourceURLs"]);
+        for verb in strs(&rule["verbs"]) {
+            for url in &urls {
+                out.insert(format!("url {url} {verb}"));
+            }
+            for group in strs(&rule["apiGroups"]) {
+                for res in strs(&rule["resources"]) {
+                    let group = if group.is_empty() { "core" } else { &group };
+                    out.insert(format!("{group} {res} {verb} [{names}]").replace(" []", ""));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn pod_spec(deploy: &Value) -> &Value {
+    &deploy["spec"]["template"]["spec"]
+}
+
+/// The hardening every container here must have (Pod Security "restricted" and then some).
+fn assert_hardened(deploy: &Value) -> Result<()> {
+    let name = deploy["metadata"]["name"].as_str().unwrap_or("?");
+    let spec = pod_spec(deploy);
+    ensure!(
+        spec["securityContext"]["runAsNonRoot"] == true,
+        "{name}: pod runAsNonRoot"
+    );
+    for c in spec["containers"].as_array().into_iter().flatten() {
+        let sc = &c["securityContext"];
+        let cname = c["name"].as_str().unwrap_or("?");
+        ensure!(sc["runAsNonRoot"] == true, "{name}/{cname}: runAsNonRoot");
+        ensure!(sc["runAsUser"] == 65532, "{name}/{cname}: runAsUser 65532");
+        ensure!(
+            sc["readOnlyRootFilesystem"] == true,
+            "{name}/{cname}: readOnlyRootFilesystem"
+        );
+        ensure!(
+            sc["allowPrivilegeEscalation"] == false,
+            "{name}/{cname}: allowPrivilegeEscalation false"
+        );
+        ensure!(
+            sc["capabilities"]["drop"] == serde_json::json!(["ALL"]),
+            "{name}/{cname}: capabilities drop ALL"
+        );
+        ensure!(
+            sc["seccompProfile"]["type"] == "RuntimeDefault",
+            "{name}/{cname}: seccompProfile RuntimeDefault"
+        );
+        ensure!(
+            c["resources"]["requests"]["cpu"].is_string()
+                && c["resources"]["requests"]["memory"].is_string()
+                && c["resources"]["limits"]["memory"].is_string(),
+            "{name}/{cname}: cpu/memory requests and a memory limit"
+        );
+        ensure!(
+            c["livenessProbe"].is_object() && c["readinessProbe"].is_object(),
+            "{name}/{cname}: liveness and readiness probes"
+        );
+    }
+    Ok(())
+}
+
+/// The muster Deployment, PDB and Service: singleton, probes, flags, image, Service address.
+fn check_muster_objects(base: &[Value]) -> Result<()> {
+    let d = find(base, "Deployment", "muster")?;
+    ensure!(
+        d["metadata"]["namespace"] == NS,
+        "muster Deployment namespace"
+    );
+    ensure!(
+        d["spec"]["replicas"] == 1,
+        "exactly one muster replica (in-memory gang table)"
+    );
+    ensure!(
+        d["spec"]["strategy"]["type"] == "Recreate",
+        "Recreate: never two musters at once"
+    );
+    let spec = pod_spec(d);
+    ensure!(spec["serviceAccountName"] == "muster", "muster's SA");
+    let c = &spec["containers"][0];
+    ensure!(c["image"] == "muster:0.1.0", "image {}", c["image"]);
+    ensure!(
+        c["livenessProbe"]["httpGet"]["path"] == "/healthz",
+        "liveness /healthz"
+    );
+    ensure!(
+        c["readinessProbe"]["httpGet"]["path"] == "/readyz",
+        "readiness /readyz"
+    );
+    ensure!(
+        c["resources"]["limits"]["memory"] == "256Mi"
+            && c["resources"]["requests"]["cpu"] == "100m",
+        "muster resources: {}",
+        c["resources"]
+    );
+    let env = c["env"].as_array().context("muster env")?;
+    ensure!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        "POD_NAME from the downward API"
+    );
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .context("muster args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    ensure!(
+        args.contains(&"--listen-addr=0.0.0.0:8888"),
+        "listen on the Service port: {args:?}"
+    );
+    ensure!(
+        !args.iter().any(|a| a.starts_with("--kubeconfig")),
+        "in-cluster config, no --kubeconfig: {args:?}"
+    );
+    assert_hardened(d)?;
+
+    // The flags in the manifest must be ones this muster accepts (parsed, not run).
+    let help = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("--help")
+        .output()?;
+    let help = String::from_utf8_lossy(&help.stdout);
+    for a in &args {
+        let flag = a.split('=').next().unwrap_or(a);
+        ensure!(
+            help.contains(flag),
+            "deploy/deployment.yaml passes {flag}, unknown to muster --help"
+        );
+    }
+
+    let svc = find(base, "Service", "muster")?;
+    ensure!(svc["metadata"]["namespace"] == NS, "Service namespace");
+    ensure!(
+        svc["spec"]["ports"][0]["port"] == 8888,
+        "Service port 8888 (scheduler configs use http://muster.muster-system.svc:8888)"
+    );
+    ensure!(
+        svc["spec"]["selector"] == d["spec"]["selector"]["matchLabels"],
+        "Service selects the muster pods"
+    );
+
+    let pdb = find(base, "PodDisruptionBudget", "muster")?;
+    ensure!(
+        pdb["spec"]["minAvailable"].is_null(),
+        "a minAvailable PDB on a singleton blocks node drains forever"
+    );
+    ensure!(
+        pdb["spec"]["maxUnavailable"] == 1,
+        "PDB maxUnavailable 1 (drains proceed)"
+    );
+
+    let ns = find(base, "Namespace", NS)?;
+    ensure!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted",
+        "namespace enforces Pod Security restricted"
+    );
+    Ok(())
+}
+
+/// The second scheduler: stock kube-scheduler at the harness's version, config from the copy.
+fn check_second_scheduler_objects(second: &[Value]) -> Result<()> {
+    let d = find(second, "Deployment", "muster-scheduler")?;
+    let spec = pod_spec(d);
+    ensure!(spec["serviceAccountName"] == "muster-scheduler", "SA");
+    let c = &spec["containers"][0];
+    ensure!(
+        c["image"]
+            .as_str()
+            .is_some_and(|i| i.ends_with(&format!("/kube-scheduler:{K8S_VERSION}"))),
+        "stock kube-scheduler {K8S_VERSION}, got {}",
+        c["image"]
+    );
+    let cmd: Vec<&str> = c["command"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(c["args"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    let config_flag = cmd
+        .iter()
+        .find_map(|a| a.strip_prefix("--config="))
+        .with_context(|| format!("kube-scheduler without --config: {cmd:?}"))?;
+    assert_hardened(d)?;
+
+    // --config names a file in a volume from the generated ConfigMap, which holds the config.
+    let cm = find(second, "ConfigMap", "muster-scheduler-config")?;
+    let cm_name = cm["metadata"]["name"].as_str().unwrap_or_default();
+    let mount = c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| config_flag.starts_with(m["mountPath"].as_str().unwrap_or("\0")))
+        .with_context(|| format!("no volume mounted at the dir of {config_flag}"))?;
+    let key = config_flag
+        .strip_prefix(mount["mountPath"].as_str().unwrap_or_default())
+        .unwrap_or_default()
+        .trim_start_matches('/');
+    let volume = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == mount["name"])
+        .context("volume of the config mount")?;
+    ensure!(
+        volume["configMap"]["name"] == cm_name,
+        "config volume uses ConfigMap {cm_name}, got {}",
+        volume["configMap"]
+    );
+    let want = fs::read_to_string(repo_root().join(SECOND_SCHEDULER_CONFIG))?;
+    ensure!(
+        cm["data"][key].as_str() == Some(want.as_str()),
+        "ConfigMap {cm_name} key {key:?} differs from {SECOND_SCHEDULER_CONFIG}; \
+         run: cp {SECOND_SCHEDULER_CONFIG} deploy/second-scheduler/"
+    );
+    Ok(())
+}
+
+/// One access question: `verb` on `group/resource[/subresource]` (named `name`) in `ns`.
+#[derive(Clone, Copy, Debug)]
+struct Access {
+    verb: &'static str,
+    group: &'static str,
+    resource: &'static str,
+    subresource: &'static str,
+    name: &'static str,
+    ns: &'static str,
+}
+
+const fn access(verb: &'static str, group: &'static str, resource: &'static str) -> Access {
+    Access {
+        verb,
+        group,
+        resource,
+        subresource: "",
+        name: "",
+        ns: "",
+    }
+}
+
+impl Access {
+    const fn ns(self, ns: &'static str) -> Self {
+        Access { ns, ..self }
+    }
+    const fn sub(self, subresource: &'static str) -> Self {
+        Access {
+            subresource,
+            ..self
+        }
+    }
+    const fn named(self, name: &'static str) -> Self {
+        Access { name, ..self }
+    }
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            String::new()
+        } else {
+            format!(".{}", self.group)
+        };
+        write!(f, "{} {}{group}", self.verb, self.resource)?;
+        if !self.subresource.is_empty() {
+            write!(f, "/{}", self.subresource)?;
+        }
+        if !self.name.is_empty() {
+            write!(f, " named {}", self.name)?;
+        }
+        match self.ns {
+            "" => Ok(()),
+            ns => write!(f, " in {ns}"),
+        }
+    }
+}
+
+/// Asks the API server's authorizer (a SubjectAccessReview) whether service account `sa` of
+/// muster-system may do `a`.
+async fn allowed(client: &kube::Client, sa: &str, a: Access) -> Result<bool> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{NS}:{sa}")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{NS}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: opt(a.verb),
+                group: Some(a.group.to_string()),
+                resource: opt(a.resource),
+                subresource: opt(a.subresource),
+                name: opt(a.name),
+                namespace: opt(a.ns),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
+    let answer = api
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+        .with_context(|| format!("SubjectAccessReview for {sa}: {a}"))?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// What muster and the second scheduler may do, asked of the API server with the real bindings.
+async fn check_permissions(client: &kube::Client) -> Result<()> {
+    const CORE: &str = "";
+    const EVENTS: &str = "events.k8s.io";
+    const COORD: &str = "coordination.k8s.io";
+    let team = "team-a";
+    let muster_may = [
+        access("get", CORE, "pods").ns(team),
+        access("list", CORE, "pods"),
+        access("watch", CORE, "pods"),
+        access("get", CORE, "nodes"),
+        access("list", CORE, "nodes"),
+        access("watch", CORE, "nodes"),
+        access("create", CORE, "pods").sub("binding").ns(team),
+        access("create", EVENTS, "events").ns(team),
+    ];
+    let muster_may_not = [
+        access("create", CORE, "pods").ns(team),
+        access("delete", CORE, "pods").ns(team),
+        access("patch", CORE, "pods").ns(team),
+        access("update", CORE, "pods").sub("status").ns(team),
+        access("update", CORE, "nodes"),
+        access("get", CORE, "secrets").ns(NS),
+        access("list", CORE, "configmaps"),
+        access("patch", EVENTS, "events").ns(team),
+        access("create", CORE, "events").ns(team),
+        access("create", COORD, "leases").ns(NS),
+    ];
+    let scheduler_may = [
+        access("create", COORD, "leases").ns(NS),
+        access("get", COORD, "leases")
+            .named("muster-scheduler")
+            .ns(NS),
+        access("update", COORD, "leases")
+            .named("muster-scheduler")
+            .ns(NS),
+        access("get", CORE, "configmaps")
+            .named("extension-apiserver-authentication")
+            .ns("kube-system"),
+        access("watch", CORE, "pods"),
+        access("watch", CORE, "nodes"),
+        access("create", CORE, "pods").sub("binding").ns(team),
+        access("list", CORE, "persistentvolumeclaims"),
+        access("create", EVENTS, "events").ns(team),
+        // Delegated authn/authz of callers of its /metrics.
+        access("create", "authentication.k8s.io", "tokenreviews"),
+        access("create", "authorization.k8s.io", "subjectaccessreviews"),
+    ];
+    let scheduler_may_not = [
+        access("update", COORD, "leases")
+            .named("kube-controller-manager")
+            .ns(NS),
+        access("get", CORE, "secrets").ns(NS),
+        access("delete", CORE, "nodes"),
+    ];
+    let cases = muster_may
+        .iter()
+        .map(|a| ("muster", *a, true))
+        .chain(muster_may_not.iter().map(|a| ("muster", *a, false)))
+        .chain(scheduler_may.iter().map(|a| ("muster-scheduler", *a, true)))
+        .chain(
+            scheduler_may_not
+                .iter()
+                .map(|a| ("muster-scheduler", *a, false)),
+        )
+        .collect::<Vec<_>>();
+    let answers =
+        futures::future::try_join_all(cases.iter().map(|(sa, a, _)| allowed(client, sa, *a)))
+            .await?;
+    let wrong: Vec<String> = cases
+        .iter()
+        .zip(answers)
+        .filter(|((_, _, want), got)| want != got)
+        .map(|((sa, a, want), _)| format!("{sa} {} {a}", if *want { "cannot" } else { "can" }))
+        .collect();
+    ensure!(wrong.is_empty(), "RBAC is off:\n{}", wrong.join("\n"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> Result<()> {
+    let _t = Timer("deploy manifests", Instant::now());
+    let base_yaml = render("deploy")?;
+    let second_yaml = render("deploy/second-scheduler")?;
+
+    let cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
+    let kc = cp.kubeconfig_path().to_path_buf();
+    eprintln!(
+        "control plane up in {:.1}s",
+        cp.startup_time().as_secs_f64()
+    );
+
+    // The namespace for real (namespaced objects cannot be dry-run into a missing namespace).
+    let ns = fs::read_to_string(repo_root().join("deploy/namespace.yaml"))?;
+    apply(&kc, "deploy/namespace.yaml", &ns, false)?;
+
+    // Every rendered object, judged by the API server without being stored.
+    let base = apply(&kc, "kubectl kustomize deploy/", &base_yaml, true)?;
+    let second = apply(
+        &kc,
+        "kubectl kustomize deploy/second-scheduler/",
+        &second_yaml,
+        true,
+    )?;
+
+    let base_kinds = kind_names(&base);
+    let want_base: BTreeSet<String> = [
+        "Namespace//muster-system",
+        "ServiceAccount/muster-system/muster",
+        "ClusterRole//muster",
+        "ClusterRoleBinding//muster",
+        "Deployment/muster-system/muster",
+        "Service/muster-system/muster",
+        "PodDisruptionBudget/muster-system/muster",
+    ]
+    .map(String::from)
+    .into();
+    ensure!(
+        base_kinds == want_base,
+        "deploy/ renders {base_kinds:#?}, expected {want_base:#?}"
+    );
+    let second_kinds: BTreeSet<String> = kind_names(&second)
+        .into_iter()
+        .map(|k| match k.rsplit_once("muster-scheduler-config-") {
+            Some((head, _hash)) => format!("{head}muster-scheduler-config-<hash>"),
+            None => k,
+        })
+        .collect();
+    let want_second: BTreeSet<String> = [
+        "ServiceAccount/muster-system/muster-scheduler",
+        "ClusterRoleBinding//muster-scheduler-as-kube-scheduler",
+        "ClusterRoleBinding//muster-scheduler-as-volume-scheduler",
+        "RoleBinding/kube-system/muster-scheduler-extension-apiserver-authentication-reader",
+        "Role/muster-system/muster-scheduler-leader-election",
+        "RoleBinding/muster-system/muster-scheduler-leader-election",
+        "ConfigMap/muster-system/muster-scheduler-config-<hash>",
+        "Deployment/muster-system/muster-scheduler",
+    ]
+    .map(String::from)
+    .into();
+    ensure!(
+        second_kinds == want_second,
+        "deploy/second-scheduler/ renders {second_kinds:#?}, expected {want_second:#?}"
+    );
+
+    // Least privilege: muster's ClusterRole is exactly what it calls.
+    let role = find(&base, "ClusterRole", "muster")?;
+    let rules = flat_rules(role);
+    let want_rules: BTreeSet<String> = [
+        "core pods get",
+        "core pods list",
+        "core pods watch",
+        "core nodes get",
+        "core nodes list",
+        "core nodes watch",
+        "core pods/binding create",
+        "events.k8s.io events create",
+    ]
+    .map(String::from)
+    .into();
+    ensure!(
+        rules == want_rules,
+        "muster's ClusterRole grants {rules:#?}, expected exactly {want_rules:#?}"
+    );
+    ensure!(
+        role.get("aggregationRule").is_none(),
+        "no aggregation into muster's role"
+    );
+    let crb = find(&base, "ClusterRoleBinding", "muster")?;
+    ensure!(
+        crb["roleRef"]["name"] == "muster"
+            && crb["subjects"]
+                == serde_json::json!([{"kind": "ServiceAccount", "name": "muster", "namespace": NS}]),
+        "ClusterRoleBinding muster: {crb}"
+    );
+
+    check_muster_objects(&base)?;
+    check_second_scheduler_objects(&second)?;
+
+    // For real this time, so the bindings exist and the API server's authorizer can be asked.
+    apply(&kc, "deploy/", &base_yaml, false)?;
+    apply(&kc, "deploy/second-scheduler/", &second_yaml, false)?;
+    check_permissions(&cp.client()).await?;
+    Ok(())
+}
+
+/// kustomize cannot read files outside its directory, so the second scheduler's config is a copy.
+#[test]
+fn second_scheduler_config_copy_is_byte_identical() -> Result<()> {
+    let root = repo_root();
+    let original = fs::read(root.join(SECOND_SCHEDULER_CONFIG))?;
+    let copy = fs::read(root.join(SECOND_SCHEDULER_COPY))?;
+    ensure!(
+        original == copy,
+        "{SECOND_SCHEDULER_COPY} differs from {SECOND_SCHEDULER_CONFIG}; \
+         run: cp {SECOND_SCHEDULER_CONFIG} deploy/second-scheduler/"
+    );
+    Ok(())
+}
+
+/// The Dockerfile cannot be built here (no container engine); at least its COPY sources must
+/// exist, and every workspace member must be among them (cargo reads all members).
+#[test]
+fn dockerfile_copies_existing_paths_and_every_workspace_member() -> Result<()> {
+    let root = repo_root();
+    let text = fs::read_to_string(root.join("deploy/Dockerfile"))?;
+    let mut sources = Vec::new();
+    for line in text.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        if rest.starts_with("--from") {
+            continue;
+        }
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        ensure!(words.len() >= 2, "odd COPY line: {line}");
+        for src in &words[..words.len() - 1] {
+            ensure!(
+                root.join(src).exists(),
+                "deploy/Dockerfile copies {src}, which does not exist"
+            );
+            sources.push(src.trim_end_matches('/').to_string());
+        }
+    }
+    ensure!(
+        text.lines()
+            .any(|l| l.trim() == "USER 65532:65532" || l.trim() == "USER 65532"),
+        "image runs as 65532"
+    );
+    let manifest = fs::read_to_string(root.join("Cargo.toml"))?;
+    let members = manifest
+        .split("members")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .context("no workspace members in Cargo.toml")?;
+    for m in members.split('"').skip(1).step_by(2) {
+        let m = m.trim_end_matches('/');
+        ensure!(
+            m == "." || sources.iter().any(|s| s == m),
+            "workspace member {m} is not copied by deploy/Dockerfile"
+        );
+    }
+    Ok(())
+}

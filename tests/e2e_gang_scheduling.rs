@@ -126,9 +126,26 @@ async fn not_enough_room_waits_whole_then_places_when_capacity_added() -> Result
             )
             .await?;
         eprintln!("wait reason on {pod}: {ev}");
+        // muster's own Event, not only kube-scheduler's FailedScheduling.
+        let (pod, ev) = c
+            .wait_event_matching("room", &names, "GangWaiting from muster", REASON, |e| {
+                e.reason == "GangWaiting" && e.message.contains("gang room/trainer")
+            })
+            .await?;
+        eprintln!("muster's event on {pod}: {ev}");
         c.assert_none_bound_for("room", &names, WINDOW).await?;
         c.add_node("node-2", NodeShape::cpu("250m")).await?;
         let bound = c.wait_bound("room", &names, PLACE).await?;
+        for n in &names {
+            c.wait_event_matching(
+                "room",
+                std::slice::from_ref(n),
+                "GangPlaced from muster",
+                REASON,
+                |e| e.reason == "GangPlaced" && e.message.starts_with("gang room/trainer placed"),
+            )
+            .await?;
+        }
         let s = spread(&bound);
         eprintln!(
             "gang bound {:.3}s apart after capacity was added",

@@ -67,7 +67,12 @@ pub async fn publish_events(client: Client, instance: String, mut rx: mpsc::Rece
         let now = k8s_openapi::jiff::Timestamp::now();
         let event = Event {
             metadata: ObjectMeta {
-                generate_name: Some(format!("{}.", n.pod.name)),
+                // "<pod>.<hex nanoseconds>", as kube-scheduler names its Events.
+                name: Some(format!(
+                    "{}.{:x}",
+                    truncate(&n.pod.name, 200),
+                    now.as_nanosecond()
+                )),
                 namespace: Some(n.pod.namespace.to_string()),
                 ..Default::default()
             },

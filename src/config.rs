@@ -52,12 +52,35 @@ pub struct Args {
     #[arg(long, env = "MUSTER_LOG_LEVEL", default_value = "info", value_parser = parse_log_filter)]
     pub log_level: String,
 
+    /// Serve HTTPS with this PEM certificate (chain); re-read when the file changes.
+    #[arg(long, env = "MUSTER_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "MUSTER_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Require clients (kube-scheduler) to present a certificate signed by this PEM CA.
+    #[arg(long, env = "MUSTER_TLS_CLIENT_CA_FILE", requires = "tls_cert_file")]
+    pub tls_client_ca_file: Option<PathBuf>,
+
     /// Log line format.
     #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }
 
 impl Args {
+    pub fn tls(&self) -> Option<crate::tls::TlsFiles> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca_file.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     pub fn model_config(&self) -> ModelConfig {
         ModelConfig {
             default_timeout: self.gang_timeout,
@@ -141,6 +164,8 @@ mod tests {
             (vec!["--max-body-bytes", "10"], "--max-body-bytes"),
             (vec!["--log-level", "muster=loud"], "--log-level"),
             (vec!["--log-format", "xml"], "--log-format"),
+            (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
+            (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
         ];
         for (args, want) in cases {
             let e = parse(&args).unwrap_err();

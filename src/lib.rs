@@ -13,6 +13,7 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod state;
+pub mod tls;
 pub mod wire;
 
 use std::sync::Arc;
@@ -56,6 +57,14 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
 
 /// Runs muster until SIGTERM or Ctrl-C.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    // Certificates first: a bad file is a configuration error to report before anything runs.
+    let tls_config = match args.tls() {
+        Some(files) => Some((
+            tls::server_config(&files, Duration::from_secs(10))?,
+            files.client_ca.is_some(),
+        )),
+        None => None,
+    };
     let client = kube_client(&args).await?;
     let listener = TcpListener::bind(args.listen_addr)
         .await
@@ -88,11 +97,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         &args.url_prefix,
     );
-    info!(addr = %args.listen_addr, prefix = %args.url_prefix, "muster serving");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server failed")?;
+    match tls_config {
+        None => {
+            info!(addr = %args.listen_addr, prefix = %args.url_prefix, "muster serving HTTP");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+                .context("server failed")?;
+        }
+        Some((config, client_certificates)) => {
+            let listener = tls::TlsListener::new(listener, config)?;
+            info!(
+                addr = %args.listen_addr,
+                prefix = %args.url_prefix,
+                client_certificates,
+                "muster serving HTTPS"
+            );
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+                .context("server failed")?;
+        }
+    }
     info!("shutting down");
     tasks.shutdown().await;
     Ok(())

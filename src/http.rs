@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::future::join_all;
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -87,27 +87,29 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// JSON body extractor with a size limit and errors that name the offending field.
-pub struct JsonBody<T>(pub T);
+/// The raw request body, read with the configured size limit. Decoding happens in the
+/// handler so that the decoded request can borrow from these bytes.
+pub struct RawBody(pub Bytes);
 
 /// The Go type name a body should decode as, for error messages.
 pub trait WireName {
     const NAME: &'static str;
 }
-impl WireName for ExtenderArgs {
+impl WireName for ExtenderArgs<'_> {
     const NAME: &'static str = "ExtenderArgs";
 }
 impl WireName for ExtenderBindingArgs {
     const NAME: &'static str = "ExtenderBindingArgs";
 }
 
-impl<T: DeserializeOwned + WireName> FromRequest<AppState> for JsonBody<T> {
+impl FromRequest<AppState> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let limit = state.max_body_bytes;
-        let bytes: Bytes = axum::body::to_bytes(req.into_body(), limit)
+        axum::body::to_bytes(req.into_body(), limit)
             .await
+            .map(RawBody)
             .map_err(|e| {
                 let is_limit = std::error::Error::source(&e)
                     .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
@@ -116,22 +118,25 @@ impl<T: DeserializeOwned + WireName> FromRequest<AppState> for JsonBody<T> {
                 } else {
                     ApiError::Body(e.to_string())
                 }
-            })?;
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        let value: T = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            ApiError::BadJson {
-                what: T::NAME,
-                at: if path == "." || path == "?" {
-                    String::new()
-                } else {
-                    format!(" at {path}")
-                },
-                message: e.into_inner().to_string(),
-            }
-        })?;
-        Ok(JsonBody(value))
+            })
     }
+}
+
+/// Decodes a request, naming the offending field on error.
+pub fn decode<'a, T: Deserialize<'a> + WireName>(bytes: &'a [u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::BadJson {
+            what: T::NAME,
+            at: if path == "." || path == "?" {
+                String::new()
+            } else {
+                format!(" at {path}")
+            },
+            message: e.into_inner().to_string(),
+        }
+    })
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
@@ -163,14 +168,19 @@ fn record(shared: &Shared, verb: &'static str, outcome: &'static str, started: I
         .observe(started.elapsed().as_secs_f64());
 }
 
-/// Runs an extractor result through the metrics, so bad requests are counted too.
-fn count_bad<T>(
+/// Reads and decodes a request body, counting bad requests in the metrics.
+fn read<'a, T: Deserialize<'a> + WireName>(
     shared: &Shared,
     verb: &'static str,
     started: Instant,
-    body: Result<JsonBody<T>, ApiError>,
+    body: &'a Result<RawBody, ApiError>,
 ) -> Result<T, Box<Response>> {
-    body.map(|JsonBody(v)| v).map_err(|e| {
+    let decoded = match body {
+        Ok(RawBody(bytes)) => decode(bytes),
+        Err(ApiError::TooLarge { limit }) => Err(ApiError::TooLarge { limit: *limit }),
+        Err(e) => Err(ApiError::Body(e.to_string())),
+    };
+    decoded.map_err(|e| {
         warn!(verb, error = %e, "bad extender request");
         record(shared, verb, "bad_request", started);
         Box::new(e.into_response())
@@ -179,13 +189,10 @@ fn count_bad<T>(
 
 // ---------------------------------------------------------------- filter
 
-async fn filter(
-    State(state): State<AppState>,
-    body: Result<JsonBody<ExtenderArgs>, ApiError>,
-) -> Response {
+async fn filter(State(state): State<AppState>, body: Result<RawBody, ApiError>) -> Response {
     let started = Instant::now();
     let shared = &*state.shared;
-    let args = match count_bad(shared, "filter", started, body) {
+    let args: ExtenderArgs = match read(shared, "filter", started, &body) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -204,17 +211,23 @@ async fn filter(
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
     };
-    let (names, node_list) = match (args.node_names, args.nodes) {
+    let names_of_list: Vec<String>;
+    let (names, node_list): (Vec<&str>, _) = match (args.node_names, args.nodes) {
         (Some(names), _) => (names, None),
-        (None, Some(list)) => (list.names(), Some(list)),
+        (None, Some(list)) => {
+            names_of_list = list.names();
+            (
+                names_of_list.iter().map(String::as_str).collect(),
+                Some(list),
+            )
+        }
         (None, None) => {
             return refuse("request has neither NodeNames nor Nodes: nothing to filter".into())
         }
     };
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let verdicts = {
         let mut table = shared.table.lock();
-        table.filter(&pod, &refs, Instant::now())
+        table.filter(&pod, &names, Instant::now())
     };
     shared.flush_notices();
 
@@ -224,30 +237,27 @@ async fn filter(
         match verdict {
             NodeVerdict::Fits => passing.push(i),
             NodeVerdict::Unschedulable(reason) => {
-                result.failed_nodes.insert(name.clone(), reason.to_string());
+                result
+                    .failed_nodes
+                    .insert(name.to_string(), reason.to_string());
             }
             NodeVerdict::Unresolvable(reason) => {
                 result
                     .failed_and_unresolvable_nodes
-                    .insert(name.clone(), reason.to_string());
+                    .insert(name.to_string(), reason.to_string());
             }
         }
     }
     debug!(pod = %pod.display_name(), passing = passing.len(), of = names.len(), "filter");
     match node_list {
         None => {
-            result.node_names = Some(passing.into_iter().map(|i| names[i].clone()).collect());
+            result.node_names = Some(passing.into_iter().map(|i| names[i]).collect());
         }
-        Some(mut list) => {
-            let mut items = std::mem::take(&mut list.items);
-            let mut keep = Vec::with_capacity(passing.len());
-            for i in passing.into_iter().rev() {
-                keep.push(items.swap_remove(i));
-            }
-            keep.reverse();
+        Some(list) => {
+            let items = passing.into_iter().map(|i| list.items[i]).collect();
             result.nodes = Some(NodeList {
                 metadata: list.metadata,
-                items: keep,
+                items,
             });
         }
     }
@@ -257,13 +267,10 @@ async fn filter(
 
 // ---------------------------------------------------------------- prioritize
 
-async fn prioritize(
-    State(state): State<AppState>,
-    body: Result<JsonBody<ExtenderArgs>, ApiError>,
-) -> Response {
+async fn prioritize(State(state): State<AppState>, body: Result<RawBody, ApiError>) -> Response {
     let started = Instant::now();
     let shared = &*state.shared;
-    let args = match count_bad(shared, "prioritize", started, body) {
+    let args: ExtenderArgs = match read(shared, "prioritize", started, &body) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -279,13 +286,16 @@ async fn prioritize(
         Ok(p) => p,
         Err(e) => return refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
-    let names = match (args.node_names, args.nodes) {
+    let names_of_list: Vec<String>;
+    let names: Vec<&str> = match (args.node_names, args.nodes) {
         (Some(names), _) => names,
-        (None, Some(list)) => list.names(),
+        (None, Some(list)) => {
+            names_of_list = list.names();
+            names_of_list.iter().map(String::as_str).collect()
+        }
         (None, None) => Vec::new(),
     };
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let scores = shared.table.lock().prioritize(&pod, &refs);
+    let scores = shared.table.lock().prioritize(&pod, &names);
     let reply: Vec<HostPriority> = names
         .into_iter()
         .zip(scores)
@@ -297,13 +307,10 @@ async fn prioritize(
 
 // ---------------------------------------------------------------- bind
 
-async fn bind(
-    State(state): State<AppState>,
-    body: Result<JsonBody<ExtenderBindingArgs>, ApiError>,
-) -> Response {
+async fn bind(State(state): State<AppState>, body: Result<RawBody, ApiError>) -> Response {
     let started = Instant::now();
     let shared = &*state.shared;
-    let args = match count_bad(shared, "bind", started, body) {
+    let args: ExtenderBindingArgs = match read(shared, "bind", started, &body) {
         Ok(a) => a,
         Err(r) => return *r,
     };

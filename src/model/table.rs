@@ -228,6 +228,8 @@ struct NodeEntry {
     used: Resources,
     /// Requests of the seats here.
     reserved: Resources,
+    /// `info.zone()`, looked up once: prioritize compares it for every candidate.
+    zone: Option<Arc<str>>,
 }
 
 struct PodEntry {
@@ -380,8 +382,10 @@ impl GangTable {
 
     /// A node was added or changed.
     pub fn apply_node(&mut self, info: NodeInfo) {
+        let zone = info.zone().map(Arc::from);
         if let Some(entry) = self.node_mut(&info.name) {
             entry.info = info;
+            entry.zone = zone;
             return;
         }
         let used = self.orphan_usage.remove(&info.name).unwrap_or_default();
@@ -392,6 +396,7 @@ impl GangTable {
             index,
             used,
             reserved: Resources::default(),
+            zone,
         });
     }
 
@@ -1096,7 +1101,7 @@ impl GangTable {
             for n in member_nodes {
                 if !gang_nodes.contains(&&**n) {
                     gang_nodes.push(n);
-                    if let Some(z) = self.node(n).and_then(|e| e.info.zone()) {
+                    if let Some(z) = self.node(n).and_then(|e| e.zone.as_deref()) {
                         if !gang_zones.contains(&z) {
                             gang_zones.push(z);
                         }
@@ -1121,7 +1126,7 @@ impl GangTable {
                 if gang_nodes.contains(name) {
                     score += 3.0;
                 }
-                if e.info.zone().is_some_and(|z| gang_zones.contains(&z)) {
+                if e.zone.as_deref().is_some_and(|z| gang_zones.contains(&z)) {
                     score += 2.0;
                 }
                 (score.round() as i64).clamp(0, 10)
@@ -1591,36 +1596,34 @@ fn pod_ref(info: &PodInfo) -> PodRef {
 /// Used share of a node after placing `request`, averaged over cpu, memory and any extended
 /// resource the pod asks for: 0.0 (empty) to 1.0 (full). Higher packs tighter.
 fn packing_score(e: &NodeEntry, request: &Resources) -> f64 {
-    let share = |alloc: i64, used: i64, reserved: i64, want: i64| {
-        if alloc <= 0 {
-            None
-        } else {
-            Some(((used + reserved + want) as f64 / alloc as f64).clamp(0.0, 1.0))
+    // Runs once per candidate node: accumulate, never allocate.
+    let (mut sum, mut count) = (0.0f64, 0u32);
+    let mut add = |alloc: i64, used: i64, reserved: i64, want: i64| {
+        if alloc > 0 {
+            sum += ((used + reserved + want) as f64 / alloc as f64).clamp(0.0, 1.0);
+            count += 1;
         }
     };
     let a = &e.info.allocatable;
-    let mut shares = vec![
-        share(
-            a.cpu_milli,
-            e.used.cpu_milli,
-            e.reserved.cpu_milli,
-            request.cpu_milli,
-        ),
-        share(a.memory, e.used.memory, e.reserved.memory, request.memory),
-    ];
+    add(
+        a.cpu_milli,
+        e.used.cpu_milli,
+        e.reserved.cpu_milli,
+        request.cpu_milli,
+    );
+    add(a.memory, e.used.memory, e.reserved.memory, request.memory);
     for (name, want) in &request.extended {
-        shares.push(share(
+        add(
             a.extended(name),
             e.used.extended(name),
             e.reserved.extended(name),
             *want,
-        ));
+        );
     }
-    let known: Vec<f64> = shares.into_iter().flatten().collect();
-    if known.is_empty() {
+    if count == 0 {
         0.0
     } else {
-        known.iter().sum::<f64>() / known.len() as f64
+        sum / count as f64
     }
 }
 

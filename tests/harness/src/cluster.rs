@@ -13,6 +13,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 use crate::k8s::{self, EventSummary, GangKey, NodeShape, PodBuilder};
 use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
+use crate::tls::MusterTls;
 use crate::wait::{holds_for, wait_for, Progress};
 
 /// Options of [`Cluster::start_with`].
@@ -22,6 +23,18 @@ pub struct ClusterOptions {
     pub muster_args: Vec<String>,
     pub control_plane: ControlPlaneOptions,
     pub scheduler: SchedulerOptions,
+    /// HTTPS between kube-scheduler and muster: certificates are generated in
+    /// `<cluster dir>/muster-tls`, muster serves them, and the scheduler's extender gets
+    /// `https://`, `enableHTTPS: true` and a `tlsConfig` (CA + client certificate) unless
+    /// `scheduler.extender_tls` is already set.
+    pub tls: Option<TlsOptions>,
+}
+
+/// See [`ClusterOptions::tls`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Start muster with `--tls-client-ca-file` (the generated CA).
+    pub require_client_cert: bool,
 }
 
 impl ClusterOptions {
@@ -31,7 +44,23 @@ impl ClusterOptions {
             muster_args: Vec::new(),
             control_plane: ControlPlaneOptions::default(),
             scheduler: SchedulerOptions::default(),
+            tls: None,
         }
+    }
+
+    /// Starts kube-scheduler from `scheduler-config/<name>` (default:
+    /// `muster-as-default-scheduler.yaml`).
+    pub fn scheduler_config(mut self, name: &str) -> Self {
+        self.scheduler = self.scheduler.with_repo_config(name);
+        self
+    }
+
+    /// HTTPS between kube-scheduler and muster; see [`ClusterOptions::tls`].
+    pub fn tls(mut self, require_client_cert: bool) -> Self {
+        self.tls = Some(TlsOptions {
+            require_client_cert,
+        });
+        self
     }
 }
 
@@ -67,11 +96,20 @@ impl Cluster {
         let mut mo = MusterOptions::new(&opts.muster_binary, cp.kubeconfig_path(), cp.dir());
         mo.args = opts.muster_args.clone();
         mo.lifetime = opts.control_plane.lifetime;
+        if let Some(t) = opts.tls {
+            mo.tls = Some(MusterTls::generate(
+                &cp.dir().join("muster-tls"),
+                t.require_client_cert,
+            )?);
+        }
         let muster = Muster::start(mo).await?;
         let muster_time = t1.elapsed();
         let t2 = Instant::now();
         let mut so = opts.scheduler.clone();
         so.extender_base_url = Some(muster.url());
+        if so.extender_tls.is_none() {
+            so.extender_tls = muster.tls().map(MusterTls::extender_tls);
+        }
         cp.start_scheduler(so).await?;
         let startup = StartupTimes {
             control_plane: cp_time,
@@ -98,6 +136,11 @@ impl Cluster {
 
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// The certificates muster serves with (when started with [`ClusterOptions::tls`]).
+    pub fn tls(&self) -> Option<&MusterTls> {
+        self.muster.tls()
     }
 
     pub fn lifetime(&self) -> Lifetime {

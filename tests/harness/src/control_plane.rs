@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::paths::{ensure_control_plane_binaries, repo_root, ControlPlaneBinaries};
 use crate::process::{free_port, http_get, random_string, Lifetime, ManagedProcess};
+use crate::tls::{openssl, ExtenderTls};
 
 /// Options of [`ControlPlane::start`].
 #[derive(Debug, Clone)]
@@ -45,8 +46,12 @@ pub struct SchedulerOptions {
     /// `scheduler-config/muster-as-default-scheduler.yaml`, else `scheduler-config/local-e2e.yaml`.
     pub config: Option<PathBuf>,
     /// Replaces scheme, host and port of every `extenders[].urlPrefix` (the path is kept), e.g.
-    /// `http://127.0.0.1:31234`.
+    /// `http://127.0.0.1:31234` (sets `enableHTTPS: false`) or `https://127.0.0.1:31234` (sets
+    /// `enableHTTPS: true`).
     pub extender_base_url: Option<String>,
+    /// Sets `enableHTTPS: true` and this `tlsConfig` on every extender (what a muster started
+    /// with [`MusterTls`](crate::tls::MusterTls) needs: [`MusterTls::extender_tls`](crate::tls::MusterTls::extender_tls)).
+    pub extender_tls: Option<ExtenderTls>,
     /// `clientConnection.qps` / `burst`.
     pub qps: f64,
     pub burst: u32,
@@ -61,12 +66,27 @@ impl Default for SchedulerOptions {
         Self {
             config: None,
             extender_base_url: None,
+            extender_tls: None,
             qps: 5000.0,
             burst: 10000,
             start_timeout: Duration::from_secs(60),
             args: Vec::new(),
         }
     }
+}
+
+impl SchedulerOptions {
+    /// Starts from `scheduler-config/<name>` of the repository (e.g.
+    /// `muster-second-scheduler.yaml`) instead of the default file.
+    pub fn with_repo_config(mut self, name: &str) -> Self {
+        self.config = Some(scheduler_config_file(name));
+        self
+    }
+}
+
+/// `<repo>/scheduler-config/<name>`.
+pub fn scheduler_config_file(name: &str) -> PathBuf {
+    repo_root().join("scheduler-config").join(name)
 }
 
 /// A running etcd + kube-apiserver (+ kube-scheduler once started). Drop kills them all.
@@ -302,7 +322,7 @@ impl ControlPlane {
         };
         let text = fs::read_to_string(&source)
             .with_context(|| format!("reading scheduler config {}", source.display()))?;
-        let rendered = render_scheduler_config(
+        let mut rendered = render_scheduler_config(
             &text,
             &self.kubeconfig,
             opts.extender_base_url.as_deref(),
@@ -310,6 +330,9 @@ impl ControlPlane {
             opts.burst,
         )
         .with_context(|| format!("in {}", source.display()))?;
+        if let Some(tls) = &opts.extender_tls {
+            apply_extender_tls(&mut rendered, tls);
+        }
         let config_path = self.dir.join("kube-scheduler-config.yaml");
         // JSON is YAML: the scheduler reads it as is.
         fs::write(&config_path, serde_json::to_string_pretty(&rendered)?)?;
@@ -466,11 +489,40 @@ pub fn render_scheduler_config(
                 e["urlPrefix"] = json!(format!("{base}{path}"));
                 if base.starts_with("http://") {
                     e["enableHTTPS"] = json!(false);
+                } else if base.starts_with("https://") {
+                    e["enableHTTPS"] = json!(true);
                 }
             }
         }
     }
     Ok(v)
+}
+
+/// Sets `enableHTTPS: true` and `tlsConfig` (`caFile`, `certFile`, `keyFile`, whichever are
+/// given; other `tlsConfig` keys are dropped) on every extender. Pure; unit-tested.
+pub fn apply_extender_tls(config: &mut Value, tls: &ExtenderTls) {
+    let Some(exts) = config.get_mut("extenders").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut tc = serde_json::Map::new();
+    for (k, v) in [
+        ("caFile", &tls.ca_file),
+        ("certFile", &tls.cert_file),
+        ("keyFile", &tls.key_file),
+    ] {
+        if let Some(p) = v {
+            tc.insert(k.into(), json!(p.display().to_string()));
+        }
+    }
+    for e in exts {
+        if let Some(url) = e.get("urlPrefix").and_then(Value::as_str) {
+            if let Some(rest) = url.strip_prefix("http://") {
+                e["urlPrefix"] = json!(format!("https://{rest}"));
+            }
+        }
+        e["enableHTTPS"] = json!(true);
+        e["tlsConfig"] = Value::Object(tc.clone());
+    }
 }
 
 /// The path part of an absolute URL (`http://h:1/a/b` → `/a/b`, `http://h:1` → ``).
@@ -637,21 +689,6 @@ impl Pki {
     }
 }
 
-fn openssl(args: &[&str]) -> Result<()> {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .context("running openssl (is the openssl command installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "openssl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,6 +722,59 @@ extenders:
         );
         assert_eq!(v["extenders"][0]["nodeCacheCapable"], true);
         assert_eq!(url_path("http://127.0.0.1:8888"), "");
+    }
+
+    #[test]
+    fn sets_extender_tls() {
+        let yaml = "kind: KubeSchedulerConfiguration
+extenders:
+  - urlPrefix: http://muster.muster-system.svc:8888
+    enableHTTPS: false
+    tlsConfig:
+      insecure: true
+";
+        let mut v = render_scheduler_config(
+            yaml,
+            Path::new("/k"),
+            Some("https://127.0.0.1:4243"),
+            1.0,
+            1,
+        )
+        .unwrap();
+        assert_eq!(v["extenders"][0]["urlPrefix"], "https://127.0.0.1:4243");
+        assert_eq!(v["extenders"][0]["enableHTTPS"], true);
+        apply_extender_tls(
+            &mut v,
+            &ExtenderTls {
+                ca_file: Some("/p/ca.crt".into()),
+                cert_file: Some("/p/client.crt".into()),
+                key_file: Some("/p/client.key".into()),
+            },
+        );
+        assert_eq!(
+            v["extenders"][0]["tlsConfig"],
+            json!({"caFile": "/p/ca.crt", "certFile": "/p/client.crt", "keyFile": "/p/client.key"})
+        );
+        assert_eq!(v["extenders"][0]["enableHTTPS"], true);
+        // Without a base URL the scheme is switched too.
+        let mut v = render_scheduler_config(yaml, Path::new("/k"), None, 1.0, 1).unwrap();
+        apply_extender_tls(&mut v, &ExtenderTls::default());
+        assert_eq!(
+            v["extenders"][0]["urlPrefix"],
+            "https://muster.muster-system.svc:8888"
+        );
+        assert_eq!(v["extenders"][0]["tlsConfig"], json!({}));
+    }
+
+    #[test]
+    fn second_scheduler_config_renders() {
+        let p = scheduler_config_file("muster-second-scheduler.yaml");
+        let text = fs::read_to_string(&p).unwrap();
+        let v = render_scheduler_config(&text, Path::new("/k"), Some("http://127.0.0.1:1"), 1.0, 1)
+            .unwrap();
+        assert_eq!(v["profiles"][0]["schedulerName"], "muster-scheduler");
+        assert_eq!(v["leaderElection"]["leaderElect"], false);
+        assert_eq!(v["clientConnection"]["kubeconfig"], "/k");
     }
 
     #[test]

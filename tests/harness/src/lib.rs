@@ -19,10 +19,12 @@ pub mod k8s;
 pub mod muster;
 pub mod paths;
 pub mod process;
+pub mod tls;
 pub mod wait;
 
-pub use cluster::{Cluster, ClusterOptions};
+pub use cluster::{Cluster, ClusterOptions, TlsOptions};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
+pub use tls::{HttpsClient, MusterTls};
 pub use wait::{holds_for, wait_for, Progress};

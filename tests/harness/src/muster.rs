@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::process::{free_port, http_get, Lifetime, ManagedProcess};
+use crate::tls::{HttpsResponse, MusterTls};
 
 /// Options of [`Muster::start`].
 #[derive(Debug, Clone)]
@@ -23,6 +24,13 @@ pub struct MusterOptions {
     /// How long to wait for `/readyz`.
     pub ready_timeout: Duration,
     pub lifetime: Lifetime,
+    /// Serve HTTPS with these files (`--tls-cert-file`, `--tls-key-file`, and
+    /// `--tls-client-ca-file` when it requires client certificates). Readiness polling, [`get`]
+    /// and [`url`] then use HTTPS, trusting its CA and presenting its client certificate.
+    ///
+    /// [`get`]: Muster::get
+    /// [`url`]: Muster::url
+    pub tls: Option<MusterTls>,
 }
 
 impl MusterOptions {
@@ -35,6 +43,7 @@ impl MusterOptions {
             args: Vec::new(),
             ready_timeout: Duration::from_secs(60),
             lifetime: Lifetime::Attached,
+            tls: None,
         }
     }
 }
@@ -72,6 +81,7 @@ impl Muster {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--kubeconfig")
             .arg(&self.opts.kubeconfig)
+            .args(self.opts.tls.iter().flat_map(MusterTls::muster_args))
             .args(&self.opts.args)
             .env("KUBECONFIG", &self.opts.kubeconfig);
         if std::env::var_os("RUST_LOG").is_none() {
@@ -93,7 +103,10 @@ impl Muster {
             } else {
                 bail!("muster is not running");
             }
-            let last = match http_get(self.port, "/readyz", Duration::from_secs(2)).await {
+            let last = match self
+                .get_with_timeout("/readyz", Duration::from_secs(2))
+                .await
+            {
                 Ok((200, _)) => return Ok(()),
                 Ok((code, body)) => format!("HTTP {code}: {}", body.trim()),
                 Err(e) => e.to_string(),
@@ -113,9 +126,20 @@ impl Muster {
         self.port
     }
 
-    /// `http://127.0.0.1:<port>`: the base for the scheduler's extender urlPrefix.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS): the base for the scheduler's extender
+    /// urlPrefix.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.opts.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The certificates it serves with, if it serves HTTPS.
+    pub fn tls(&self) -> Option<&MusterTls> {
+        self.opts.tls.as_ref()
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -144,9 +168,31 @@ impl Muster {
         self.spawn_and_wait().await
     }
 
-    /// GET a path of muster's HTTP server (e.g. `/gangs`, `/metrics`).
+    /// GET a path of muster's HTTP server (e.g. `/gangs`, `/metrics`); over HTTPS (with the
+    /// client certificate) when it serves TLS.
     pub async fn get(&self, path: &str) -> Result<(u16, String)> {
-        http_get(self.port, path, Duration::from_secs(5)).await
+        self.get_with_timeout(path, Duration::from_secs(5)).await
+    }
+
+    async fn get_with_timeout(&self, path: &str, timeout: Duration) -> Result<(u16, String)> {
+        match &self.opts.tls {
+            None => http_get(self.port, path, timeout).await,
+            Some(tls) => {
+                let r = tls.client()?.get(self.port, path, timeout).await?;
+                Ok((r.status, r.body))
+            }
+        }
+    }
+
+    /// GET over HTTPS (trusting its CA, presenting its client certificate), with the certificate
+    /// it presented. Errors if it does not serve TLS.
+    pub async fn get_https(&self, path: &str) -> Result<HttpsResponse> {
+        let Some(tls) = &self.opts.tls else {
+            bail!("muster was started without TLS");
+        };
+        tls.client()?
+            .get(self.port, path, Duration::from_secs(5))
+            .await
     }
 
     /// Leaves the process running when dropped; returns its pid.

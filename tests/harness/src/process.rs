@@ -244,26 +244,31 @@ pub async fn http_get(port: u16, path: &str, timeout: Duration) -> Result<(u16, 
         s.write_all(req.as_bytes()).await?;
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await?;
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| anyhow!("bad HTTP response from 127.0.0.1:{port}{path}: {head:?}"))?;
-        let chunked = head.lines().any(|l| {
-            let l = l.to_ascii_lowercase();
-            l.starts_with("transfer-encoding:") && l.contains("chunked")
-        });
-        let body = if chunked {
-            dechunk(body)
-        } else {
-            body.to_string()
-        };
-        Ok::<_, anyhow::Error>((status, body))
+        parse_http_response(&buf, port, path)
     })
     .await
     .map_err(|_| anyhow!("GET 127.0.0.1:{port}{path} timed out after {timeout:?}"))?
+}
+
+/// Status and body of a whole HTTP/1.1 response (`Connection: close`; chunked or not).
+pub(crate) fn parse_http_response(buf: &[u8], port: u16, path: &str) -> Result<(u16, String)> {
+    let text = String::from_utf8_lossy(buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| anyhow!("bad HTTP response from 127.0.0.1:{port}{path}: {head:?}"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
 }
 
 fn dechunk(mut s: &str) -> String {

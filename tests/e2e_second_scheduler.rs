@@ -1,0 +1,190 @@
+//! End-to-end: muster behind a *second* kube-scheduler, started by `muster-harness` from
+//! `scheduler-config/muster-second-scheduler.yaml` as shipped (profile `schedulerName:
+//! muster-scheduler`; the harness rewrites only the kubeconfig, qps/burst, leader election and
+//! muster's host:port). No default scheduler runs, so only pods that opt in with
+//! `schedulerName: muster-scheduler` are scheduled at all.
+//!
+//! Waiting is polling with deadlines; "stays Pending" is an observation window in which every
+//! poll must see the pod unbound.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Result};
+use k8s_openapi::api::core::v1::Pod;
+use muster_harness::k8s::{self, GangKey};
+use muster_harness::{holds_for, Cluster, ClusterOptions, NodeShape, PodBuilder};
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
+const SCHEDULER_NAME: &str = "muster-scheduler";
+/// Deadline for something that should happen.
+const PLACE: Duration = Duration::from_secs(60);
+/// Observation window for "stays as it is".
+const WINDOW: Duration = Duration::from_secs(3);
+/// Members of one gang must be bound within this of each other.
+const TOGETHER: Duration = Duration::from_secs(3);
+
+/// Prints how long a test took (visible with `--nocapture`, and on failure).
+struct Timer(&'static str, Instant);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
+    }
+}
+
+fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
+    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
+    match (times.iter().min(), times.iter().max()) {
+        (Some(a), Some(b)) => b.duration_since(*a),
+        _ => Duration::ZERO,
+    }
+}
+
+/// `Err(why)` unless every pod in `names` exists, is unbound, in phase Pending, and was not even
+/// looked at by a scheduler (no PodScheduled condition).
+fn untouched(pods: &[Pod], names: &[String]) -> std::result::Result<(), String> {
+    for n in names {
+        let Some(p) = pods.iter().find(|p| k8s::pod_name(p) == n) else {
+            return Err(format!("{n} is gone"));
+        };
+        if let Some(node) = k8s::pod_node(p) {
+            return Err(format!("{n} was bound to {node}"));
+        }
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if phase != Some("Pending") {
+            return Err(format!("{n} is in phase {phase:?}"));
+        }
+        if let Some(c) = k8s::scheduled_condition(p) {
+            return Err(format!("{n} was looked at by a scheduler: {c}"));
+        }
+    }
+    Ok(())
+}
+
+/// Only `schedulerName: muster-scheduler` pods are scheduled: that gang is placed whole (and a
+/// gang that does not fit waits whole until capacity arrives), while pods with the default
+/// schedulerName — plain, and a would-be gang — stay Pending the whole time.
+#[tokio::test]
+async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() -> Result<()> {
+    let _t = Timer(
+        "second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER).scheduler_config("muster-second-scheduler.yaml"),
+    )
+    .await?;
+    let r = async {
+        let ns = "second";
+        // The scheduler runs the shipped file's profile, nothing else.
+        let cfg_path = c.cp.dir().join("kube-scheduler-config.yaml");
+        let cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cfg_path)?)?;
+        let profiles: Vec<&str> = cfg["profiles"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p["schedulerName"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ensure!(
+            profiles == [SCHEDULER_NAME],
+            "scheduler profiles {profiles:?} in {}",
+            cfg_path.display()
+        );
+
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        c.add_node("node-2", NodeShape::cpu("1")).await?;
+
+        // Pods nobody should schedule: two plain ones and a gang, all with the default
+        // schedulerName (created first, so they were there all along).
+        let mut others = Vec::new();
+        for i in 0..2 {
+            let name = format!("plain-{i}");
+            c.create(PodBuilder::new(ns, &name).cpu("100m")).await?;
+            others.push(name);
+        }
+        others.extend(
+            c.create_gang(ns, "default-gang", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
+                .await?,
+        );
+
+        // The opted-in gang: 3 members of 500m on two 1-CPU nodes (min-available 3).
+        let gang = c
+            .create_gang(ns, "trainer", 3, 3, GangKey::Muster, |p| {
+                p.cpu("500m").scheduler_name(SCHEDULER_NAME)
+            })
+            .await?;
+
+        // Poll until the gang is bound; every poll, the others must still be untouched.
+        let deadline = Instant::now() + PLACE;
+        let mut seen: BTreeMap<String, (String, Instant)> = BTreeMap::new();
+        loop {
+            let pods = c.pods(ns).await?;
+            if let Err(e) = untouched(&pods, &others) {
+                bail!("while the gang was being placed: {e}");
+            }
+            let now = Instant::now();
+            for p in &pods {
+                if let Some(node) = k8s::pod_node(p) {
+                    seen.entry(k8s::pod_name(p).to_string())
+                        .or_insert_with(|| (node.to_string(), now));
+                }
+            }
+            if gang.iter().all(|n| seen.contains_key(n)) {
+                break;
+            }
+            if now > deadline {
+                bail!(
+                    "gang not placed within {PLACE:?}: {}",
+                    k8s::describe_pods(&pods)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let s = spread(&seen);
+        eprintln!(
+            "gang {ns}/trainer bound {:.3}s apart: {seen:?}",
+            s.as_secs_f64()
+        );
+        ensure!(s <= TOGETHER, "members bound {s:?} apart: {seen:?}");
+        if let Err(e) = c.check_no_overcommit().await? {
+            bail!("{e}");
+        }
+
+        // And they stay Pending afterwards too.
+        holds_for(
+            "pods with the default schedulerName to stay Pending",
+            WINDOW,
+            || async { Ok(untouched(&c.pods(ns).await?, &others)) },
+        )
+        .await?;
+
+        // All-or-nothing holds under the second scheduler: 0.5 CPU is left on the two nodes, a
+        // second opted-in gang of 2 x 400m can seat only one member, so none is bound ...
+        let second = c
+            .create_gang(ns, "eval", 2, 2, GangKey::Muster, |p| {
+                p.cpu("400m").scheduler_name(SCHEDULER_NAME)
+            })
+            .await?;
+        c.wait_event_containing(ns, &second, "gang second/eval", PLACE)
+            .await?;
+        c.assert_none_bound_for(ns, &second, WINDOW).await?;
+        // ... until a node arrives; then both are bound together, and the others still wait.
+        c.add_node("node-3", NodeShape::cpu("1")).await?;
+        let bound = c.wait_bound(ns, &second, PLACE).await?;
+        let s = spread(&bound);
+        ensure!(s <= TOGETHER, "eval bound {s:?} apart: {bound:?}");
+        if let Err(e) = untouched(&c.pods(ns).await?, &others) {
+            bail!("after the second gang: {e}");
+        }
+        if let Err(e) = c.check_no_overcommit().await? {
+            bail!("{e}");
+        }
+        Ok(())
+    }
+    .await;
+    c.report(&["second"], r).await
+}

@@ -14,7 +14,8 @@ use anyhow::{anyhow, bail, ensure, Context, Result};
 use muster_harness::k8s::GangKey;
 use muster_harness::tls::{openssl_output, serial_from_openssl, Ca, CertPair, HttpsClient, Usage};
 use muster_harness::{
-    wait_for, Cluster, ClusterOptions, MusterTls, NodeShape, PodBuilder, Progress,
+    wait_for, Cluster, ClusterOptions, Muster, MusterOptions, MusterTls, NodeShape, PodBuilder,
+    Progress,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -342,6 +343,27 @@ async fn clients_without_a_valid_certificate_are_refused() -> Result<()> {
         {
             bail!("plain HTTP on the TLS port got HTTP {code}: {body}");
         }
+
+        // Control: without --tls-client-ca-file (server-only TLS) the same certificate-less
+        // client is served, so the refusals above come from the client-CA requirement.
+        let mut mo = MusterOptions::new(MUSTER, c.cp.kubeconfig_path(), &c.cp.dir().join("open"));
+        std::fs::create_dir_all(&mo.log_dir)?;
+        mo.tls = Some(MusterTls {
+            require_client_cert: false,
+            ..tls.clone()
+        });
+        let open = Muster::start(mo).await?;
+        let anon = curl(
+            &["--cacert", &ca],
+            &format!("https://127.0.0.1:{}/healthz", open.port()),
+        )?;
+        eprintln!("curl without a client cert, muster without a client CA: {anon:?}");
+        ensure!(
+            anon.ok && anon.http_code == "200",
+            "server-only TLS refused a client without certificate: {anon:?}\n{}",
+            open.log_tail(20)
+        );
+        drop(open);
 
         // muster logged the refusals.
         wait_for(

@@ -12,6 +12,21 @@
 //! cluster.add_node("node-1", NodeShape::cpu("1")).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Options ([`ClusterOptions`]): the scheduler config file (`scheduler-config/<name>`, default
+//! `muster-as-default-scheduler.yaml`), and HTTPS between kube-scheduler and muster (a CA, a
+//! serving certificate for 127.0.0.1 and a client certificate made with `openssl`; see [`tls`]):
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use muster_harness::{Cluster, ClusterOptions};
+//! let opts = ClusterOptions::new("target/debug/muster")
+//!     .scheduler_config("muster-second-scheduler.yaml")
+//!     .tls(true); // true: muster requires a client certificate signed by the CA
+//! let cluster = Cluster::start_with(opts).await?;
+//! let tls = cluster.tls().unwrap(); // CA, server and client files; rotate_server_cert()
+//! # let _ = tls; Ok(()) }
+//! ```
 
 pub mod cluster;
 pub mod control_plane;

@@ -96,7 +96,8 @@ fn decode(c: &mut Criterion) {
             b.iter(|| serde_json::from_str::<ExtenderArgs>(&body).unwrap())
         });
     }
-    let args: ExtenderArgs = serde_json::from_str(&support::extender_args(&pod, &[])).unwrap();
+    let body = support::extender_args(&pod, &[]);
+    let args: ExtenderArgs = serde_json::from_str(&body).unwrap();
     group.bench_function("pod_to_model", |b| {
         b.iter(|| muster::cluster::convert::pod_info(&args.pod).unwrap())
     });

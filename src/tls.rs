@@ -127,10 +127,12 @@ pub fn server_config(files: &TlsFiles, interval: Duration) -> anyhow::Result<Arc
             if now == seen {
                 continue;
             }
-            seen = now;
             match load_certified_key(&files) {
                 Ok(ck) => {
                     *resolver.current.write().expect("not poisoned") = Arc::new(ck);
+                    // Only a successful load counts as seen: a half-written pair is retried
+                    // on the next check even if its timestamps do not change again.
+                    seen = now;
                     info!(cert = %files.cert.display(), "reloaded the serving certificate");
                 }
                 Err(e) => warn!(error = %format!("{e:#}"), "keeping the old certificate"),

@@ -148,6 +148,7 @@ fn main() {
             AppState {
                 shared,
                 max_body_bytes: 64 << 20,
+                bind_wait: Duration::ZERO,
             },
             "",
         );

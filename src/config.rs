@@ -43,6 +43,11 @@ pub struct Args {
     #[arg(long, env = "MUSTER_GANG_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub gang_backoff: Duration,
 
+    /// How long a bind call of a gang member below quorum is held open for the rest of the gang
+    /// (0s: answer "waiting" at once). Keep it below the extender's httpTimeout.
+    #[arg(long, env = "MUSTER_BIND_WAIT", default_value = "5s", value_parser = parse_bind_wait)]
+    pub bind_wait: Duration,
+
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "MUSTER_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES,
           value_parser = parse_body_limit)]
@@ -115,6 +120,15 @@ fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_bind_wait(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d > Duration::from_secs(60) => {
+            Err("must be at most 60s, and below the extender's httpTimeout".into())
+        }
+        d => Ok(d),
+    }
+}
+
 fn parse_body_limit(s: &str) -> Result<usize, String> {
     let n: usize = s
         .trim()
@@ -164,6 +178,7 @@ mod tests {
             (vec!["--max-body-bytes", "10"], "--max-body-bytes"),
             (vec!["--log-level", "muster=loud"], "--log-level"),
             (vec!["--log-format", "xml"], "--log-format"),
+            (vec!["--bind-wait", "5m"], "--bind-wait"),
             (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
             (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
         ];

@@ -7,7 +7,7 @@
 //! with the same `{"Error": ...}` body; kube-scheduler never sends those.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
@@ -37,6 +37,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 32 << 20;
 pub struct AppState {
     pub shared: Arc<Shared>,
     pub max_body_bytes: usize,
+    /// How long a bind call of a member below quorum is held open waiting for the rest of its
+    /// gang (zero: answer "waiting" at once). Must stay below the extender's httpTimeout.
+    pub bind_wait: Duration,
 }
 
 /// Builds the router. `prefix` is the extender `urlPrefix` path ("" or "/something").
@@ -336,10 +339,14 @@ async fn bind(State(state): State<AppState>, body: Result<RawBody, ApiError>) ->
             info!(%pod, node = %args.node, reason = %r, "bind refused");
             answer("refused", r.to_string())
         }
-        BindDecision::Wait { message } => {
+        BindDecision::Wait { gang, message } => {
             info!(%pod, node = %args.node, %message, "seated; waiting for quorum");
             shared.metrics.quorum_waits.inc();
-            answer("refused", message)
+            match hold_until_placed(shared, &gang, &args.pod_uid, state.bind_wait).await {
+                Some(Ok(())) => answer("ok", String::new()),
+                Some(Err(e)) => answer("refused", e),
+                None => answer("refused", message),
+            }
         }
         BindDecision::BindNow { pod: who, node } => {
             let result = shared.binder.bind(who.clone(), node.clone()).await;
@@ -357,16 +364,61 @@ async fn bind(State(state): State<AppState>, body: Result<RawBody, ApiError>) ->
                 .map(|(p, n)| shared.binder.bind(p.clone(), n.clone()));
             let results = join_all(calls).await;
             let mut mine = Ok(());
+            let now = Instant::now();
             for ((p, n), r) in members.iter().zip(results) {
                 finish_binding(shared, p, n, &r);
+                let r = r.map_err(|e| format!("binding {p} to {n} failed: {e}"));
                 if *p.uid == *args.pod_uid {
-                    mine = r.map_err(|e| format!("binding {p} to {n} failed: {e}"));
+                    mine = r;
+                } else {
+                    shared.bind_outcomes.insert(p.uid.clone(), (now, r));
                 }
             }
+            shared.wake_gang(&gang);
             match mine {
                 Ok(()) => answer("ok", String::new()),
                 Err(e) => answer("refused", e),
             }
+        }
+    }
+}
+
+/// Holds a bind call of a seated member until muster binds its gang (then answers with the
+/// result of this pod's binding), the gang loses its seats (timeout, deletion), or `wait`
+/// passes. `None`: still waiting; answer "waiting for quorum" and let kube-scheduler retry.
+///
+/// Holding the call instead of failing it at once spares kube-scheduler an error, a
+/// FailedScheduling Event, a status write and a back-off per member: the gang is bound the
+/// moment its last member arrives.
+async fn hold_until_placed(
+    shared: &Shared,
+    gang: &crate::model::GangKey,
+    uid: &str,
+    wait: Duration,
+) -> Option<Result<(), String>> {
+    if wait.is_zero() {
+        return None;
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let waker = shared.waker(gang);
+        let woken = waker.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Some((_, (_, outcome))) = shared.bind_outcomes.remove(uid) {
+            return Some(outcome);
+        }
+        let (seated, reason) = {
+            let t = shared.table.lock();
+            (t.holds_seat(uid), t.wait_reason(uid))
+        };
+        if !seated {
+            return Some(Err(reason.unwrap_or_else(|| {
+                format!("gang {gang} released its seats before reaching quorum")
+            })));
+        }
+        if tokio::time::timeout_at(deadline, woken).await.is_err() {
+            return None;
         }
     }
 }

@@ -94,6 +94,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         AppState {
             shared: shared.clone(),
             max_body_bytes: args.max_body_bytes,
+            bind_wait: args.bind_wait,
         },
         &args.url_prefix,
     );

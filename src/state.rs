@@ -4,12 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use dashmap::DashMap;
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
 use crate::metrics::Metrics;
-use crate::model::{GangTable, ModelConfig};
+use crate::model::{GangKey, GangTable, ModelConfig, PodUid};
 
 /// Caches are synced once both watches completed their first list.
 #[derive(Default)]
@@ -49,6 +51,12 @@ pub struct Shared {
     pub metrics: Metrics,
     pub events: EventSink,
     pub binder: Arc<dyn Binder>,
+    /// Bind calls held open while their gang gathers, woken when it is placed or released.
+    /// Sharded maps are right here: each entry is independent and touched by few tasks.
+    pub gang_wakers: DashMap<GangKey, Arc<Notify>>,
+    /// Result of a binding muster made for a member whose own bind call is being held,
+    /// picked up by that call (and purged if nobody does).
+    pub bind_outcomes: DashMap<PodUid, (Instant, Result<(), String>)>,
 }
 
 impl Shared {
@@ -59,6 +67,19 @@ impl Shared {
             metrics: Metrics::new(events.dropped_counter()),
             events,
             binder,
+            gang_wakers: DashMap::new(),
+            bind_outcomes: DashMap::new(),
+        }
+    }
+
+    pub fn waker(&self, gang: &GangKey) -> Arc<Notify> {
+        self.gang_wakers.entry(gang.clone()).or_default().clone()
+    }
+
+    /// Wakes every bind call held for this gang.
+    pub fn wake_gang(&self, gang: &GangKey) {
+        if let Some((_, n)) = self.gang_wakers.remove(gang) {
+            n.notify_waiters();
         }
     }
 
@@ -80,7 +101,11 @@ impl Shared {
         for key in &expired {
             tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
             self.metrics.gang_timeouts.inc();
+            self.wake_gang(key);
         }
         self.events.send_all(notices);
+        // Outcomes nobody picked up (the held call had already given up).
+        self.bind_outcomes
+            .retain(|_, (at, _)| now.saturating_duration_since(*at).as_secs() < 60);
     }
 }

@@ -44,6 +44,7 @@ struct Fixture {
     shared: Arc<Shared>,
     binder: Arc<FakeBinder>,
     max_body_bytes: usize,
+    bind_wait: std::time::Duration,
 }
 
 fn node(name: &str, cpu_milli: i64) -> NodeInfo {
@@ -78,6 +79,7 @@ impl Fixture {
             shared,
             binder,
             max_body_bytes: 64 * 1024,
+            bind_wait: std::time::Duration::ZERO,
         }
     }
 
@@ -86,6 +88,7 @@ impl Fixture {
             AppState {
                 shared: self.shared.clone(),
                 max_body_bytes: self.max_body_bytes,
+                bind_wait: self.bind_wait,
             },
             "",
         );
@@ -277,6 +280,57 @@ async fn bind_waits_below_quorum_then_binds_the_whole_gang() {
     assert!(metrics.contains("muster_quorum_waits_total 1"), "{metrics}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_bind_call_answers_success_once_its_gang_is_bound() {
+    let mut f = Fixture::new(&[node("node1", 1000), node("node2", 1000)]);
+    f.bind_wait = std::time::Duration::from_secs(20);
+    let f = Arc::new(f);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.post("/filter", &filter_args(&master, &["node1", "node2"]))
+        .await;
+    f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
+        .await;
+
+    let held = {
+        let f = f.clone();
+        tokio::spawn(async move {
+            f.post("/bind", &bind_args("ai-gang-job-master-0", "u-m", "node1"))
+                .await
+        })
+    };
+    // The first call is held (not answered) while its member is seated.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.seats() == 0 {
+        assert!(std::time::Instant::now() < deadline, "master never seated");
+        tokio::task::yield_now().await;
+    }
+    assert!(!held.is_finished(), "held until the gang is complete");
+    let (_, body) = f
+        .post("/bind", &bind_args("ai-gang-job-worker-0", "u-w", "node2"))
+        .await;
+    assert_eq!(body, r#"{"Error":""}"#);
+    let (status, body) = held.await.unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"Error":""}"#));
+    assert_eq!(f.binder.calls.lock().len(), 2);
+}
+
+#[tokio::test]
+async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
+    let mut f = Fixture::new(&[node("node1", 1000)]);
+    f.bind_wait = std::time::Duration::from_millis(200);
+    let master = go_pod("m", "u-m", "100m", GANG);
+    let worker = go_pod("w", "u-w", "100m", GANG);
+    f.post("/filter", &filter_args(&master, &["node1"])).await;
+    f.post("/filter", &filter_args(&worker, &["node1"])).await;
+    let (_, body) = f.post("/bind", &bind_args("m", "u-m", "node1")).await;
+    assert_eq!(
+        body,
+        r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
+    );
+    assert_eq!(f.seats(), 2, "its seat (and the planned one) are kept");
+}
+
 #[tokio::test]
 async fn a_failed_binding_is_reported_to_the_scheduler_and_frees_the_room() {
     let f = Fixture::new(&[node("node1", 1000)]);
@@ -426,6 +480,7 @@ async fn before_caches_sync_verbs_say_so_and_readyz_is_503() {
         shared,
         binder: Arc::default(),
         max_body_bytes: 1 << 20,
+        bind_wait: std::time::Duration::ZERO,
     };
     let (status, body) = f.call("GET", "/readyz", "").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

@@ -136,9 +136,10 @@ pub enum BindDecision {
     BindNow { pod: PodRef, node: NodeName },
     /// The API server already has the pod on this node: answer success, do nothing.
     AlreadyBound,
-    /// Seated; its gang is below quorum. Answer with this message as the error, so
-    /// kube-scheduler retries the pod later (its seat is kept).
-    Wait { message: String },
+    /// Seated; its gang is below quorum. The handler may hold the call until the gang is
+    /// placed; otherwise it answers with this message as the error, so kube-scheduler retries
+    /// the pod later (its seat is kept).
+    Wait { gang: GangKey, message: String },
     /// This bind completed the quorum: bind every listed member (the requester included).
     BindGang {
         gang: GangKey,
@@ -376,6 +377,21 @@ impl GangTable {
 
     pub fn has_pod(&self, uid: &str) -> bool {
         self.pods.contains_key(uid)
+    }
+
+    /// Whether the pod holds a seat in its gang (it is waiting for quorum).
+    pub fn holds_seat(&self, uid: &str) -> bool {
+        self.pods
+            .get(uid)
+            .and_then(|p| p.info.gang())
+            .and_then(|m| self.gangs.get(&m.gang))
+            .is_some_and(|g| g.seats.contains_key(uid))
+    }
+
+    /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).
+    pub fn wait_reason(&self, uid: &str) -> Option<String> {
+        let key = &self.pods.get(uid)?.info.gang()?.gang;
+        self.gangs.get(key)?.last_wait_message.clone()
     }
 
     // ---------------------------------------------------------------- cluster events
@@ -1231,6 +1247,10 @@ impl GangTable {
         now: Instant,
     ) -> BindDecision {
         let gang = self.gangs.get(key).expect("member's gang exists");
+        let already_seated_here = gang
+            .seats
+            .get(&info.uid)
+            .is_some_and(|s| s.confirmed && s.node == node);
         if let Some(until) = gang.backoff_until.filter(|t| *t > now) {
             return BindDecision::Reject(BindRejection::GangCannotBePlaced(format!(
                 "gang {key}: backing off for {}s after its quorum timeout",
@@ -1286,8 +1306,22 @@ impl GangTable {
                 "gang {key} waiting for quorum: {have}/{} members have nodes",
                 facts.quorum
             );
-            self.tell_waiting(key, &message);
-            return BindDecision::Wait { message };
+            // Told to this member once, when it takes its seat; not to every member on every
+            // seat (that is n^2 Events per gang).
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.last_wait_message = Some(message.clone());
+            }
+            if !already_seated_here {
+                self.notices.push(Notice {
+                    pod: pod_ref(info),
+                    kind: NoticeKind::Waiting,
+                    message: message.clone(),
+                });
+            }
+            return BindDecision::Wait {
+                gang: key.clone(),
+                message,
+            };
         }
 
         // Quorum: every confirmed seat becomes a binding; planned seats are let go.

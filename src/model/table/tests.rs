@@ -200,7 +200,7 @@ fn names(d: &BindDecision) -> Vec<String> {
 
 fn wait_message(d: &BindDecision) -> &str {
     match d {
-        BindDecision::Wait { message } => message,
+        BindDecision::Wait { message, .. } => message,
         other => panic!("expected Wait, got {other:?}"),
     }
 }

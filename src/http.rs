@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use crate::cluster::convert::pod_info;
 use crate::metrics::{VerbLabel, VerbOutcomeLabel};
-use crate::model::{BindDecision, BindRequest, NodeVerdict};
+use crate::model::{BindDecision, BindRequest, NodeVerdict, Notice, NoticeKind, PodRef};
 use crate::state::Shared;
 use crate::wire::{
     ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
@@ -345,7 +345,19 @@ async fn bind(State(state): State<AppState>, body: Result<RawBody, ApiError>) ->
             match hold_until_placed(shared, &gang, &args.pod_uid, state.bind_wait).await {
                 Some(Ok(())) => answer("ok", String::new()),
                 Some(Err(e)) => answer("refused", e),
-                None => answer("refused", message),
+                None => {
+                    // The wait outlasted the hold: now it is worth telling the user.
+                    shared.events.send_all(vec![Notice {
+                        pod: PodRef {
+                            namespace: args.pod_namespace.as_str().into(),
+                            name: args.pod_name.as_str().into(),
+                            uid: args.pod_uid.as_str().into(),
+                        },
+                        kind: NoticeKind::Waiting,
+                        message: message.clone(),
+                    }]);
+                    answer("refused", message)
+                }
             }
         }
         BindDecision::BindNow { pod: who, node } => {

@@ -1247,10 +1247,6 @@ impl GangTable {
         now: Instant,
     ) -> BindDecision {
         let gang = self.gangs.get(key).expect("member's gang exists");
-        let already_seated_here = gang
-            .seats
-            .get(&info.uid)
-            .is_some_and(|s| s.confirmed && s.node == node);
         if let Some(until) = gang.backoff_until.filter(|t| *t > now) {
             return BindDecision::Reject(BindRejection::GangCannotBePlaced(format!(
                 "gang {key}: backing off for {}s after its quorum timeout",
@@ -1306,17 +1302,11 @@ impl GangTable {
                 "gang {key} waiting for quorum: {have}/{} members have nodes",
                 facts.quorum
             );
-            // Told to this member once, when it takes its seat; not to every member on every
-            // seat (that is n^2 Events per gang).
+            // No Event here: the bind handler holds the call and tells the member only if the
+            // wait outlasts the hold (most gangs complete within it). Telling every member on
+            // every seat was n^2 Events per gang.
             if let Some(g) = self.gangs.get_mut(key) {
                 g.last_wait_message = Some(message.clone());
-            }
-            if !already_seated_here {
-                self.notices.push(Notice {
-                    pod: pod_ref(info),
-                    kind: NoticeKind::Waiting,
-                    message: message.clone(),
-                });
             }
             return BindDecision::Wait {
                 gang: key.clone(),

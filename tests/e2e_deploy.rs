@@ -8,6 +8,7 @@
 //! the second kube-scheduler call — and that muster's ClusterRole is exactly that, nothing more.
 //! Tests that need no cluster (the copied scheduler config, the Dockerfile's inputs) are plain.
 
+use muster_harness::Timer;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
@@ -23,15 +24,6 @@ use serde_json::Value;
 const NS: &str = "muster-system";
 const SECOND_SCHEDULER_CONFIG: &str = "scheduler-config/muster-second-scheduler.yaml";
 const SECOND_SCHEDULER_COPY: &str = "deploy/second-scheduler/muster-second-scheduler.yaml";
-
-/// Prints how long a test took (visible with `--nocapture`, and on failure).
-struct Timer(&'static str, Instant);
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
-    }
-}
 
 /// `MUSTER_KUBECTL`, else the kubectl cached beside the control plane
 /// (`tests/cluster/build-control-plane.sh` builds it), else `kubectl` on PATH.

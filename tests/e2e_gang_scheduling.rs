@@ -14,6 +14,8 @@ use anyhow::{bail, ensure, Result};
 use muster_harness::k8s::GangKey;
 use muster_harness::{holds_for, wait_for, Cluster, NodeShape, Progress};
 
+use muster_harness::Timer;
+
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// Deadline for something that should happen.
 const PLACE: Duration = Duration::from_secs(60);
@@ -23,15 +25,6 @@ const REASON: Duration = Duration::from_secs(30);
 const WINDOW: Duration = Duration::from_secs(3);
 /// Members of one gang must be bound within this of each other.
 const TOGETHER: Duration = Duration::from_secs(3);
-
-/// Prints how long a test took (visible with `--nocapture`, and on failure).
-struct Timer(&'static str, Instant);
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
-    }
-}
 
 fn spread<K>(bound: &BTreeMap<K, (String, Instant)>) -> Duration {
     let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();

@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::Pod;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::{holds_for, Cluster, ClusterOptions, NodeShape, PodBuilder};
 
+use muster_harness::Timer;
+
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const SCHEDULER_NAME: &str = "muster-scheduler";
 /// Deadline for something that should happen.
@@ -23,15 +25,6 @@ const PLACE: Duration = Duration::from_secs(60);
 const WINDOW: Duration = Duration::from_secs(3);
 /// Members of one gang must be bound within this of each other.
 const TOGETHER: Duration = Duration::from_secs(3);
-
-/// Prints how long a test took (visible with `--nocapture`, and on failure).
-struct Timer(&'static str, Instant);
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
-    }
-}
 
 fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
     let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();

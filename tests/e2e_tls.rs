@@ -18,6 +18,8 @@ use muster_harness::{
     Progress,
 };
 
+use muster_harness::Timer;
+
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// Deadline for something that should happen.
 const PLACE: Duration = Duration::from_secs(60);
@@ -25,15 +27,6 @@ const PLACE: Duration = Duration::from_secs(60);
 const TOGETHER: Duration = Duration::from_secs(3);
 /// muster checks the certificate files every 10 s; a rotation must be served within this.
 const ROTATION: Duration = Duration::from_secs(30);
-
-/// Prints how long a test took (visible with `--nocapture`, and on failure).
-struct Timer(&'static str, Instant);
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
-    }
-}
 
 async fn tls_cluster() -> Result<Cluster> {
     Cluster::start_with(ClusterOptions::new(MUSTER).tls(true)).await

@@ -42,4 +42,4 @@ pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
 pub use tls::{HttpsClient, MusterTls};
-pub use wait::{holds_for, wait_for, Progress};
+pub use wait::{holds_for, wait_for, Progress, Timer};

@@ -61,6 +61,15 @@ where
     }
 }
 
+/// Prints how long a test took when dropped (visible with `--nocapture`, and on failure).
+pub struct Timer(pub &'static str, pub Instant);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

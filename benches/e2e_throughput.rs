@@ -21,7 +21,10 @@
 //! E2E_NODE_CPU (4), E2E_NODE_MEMORY (16Gi), E2E_NODE_PODS (110), E2E_SEED (42),
 //! E2E_CONCURRENCY (16 creates in flight), E2E_OPEN_UNITS (8 gangs/plain pods being created at
 //! once), E2E_TIMEOUT_SECS (600 per configuration), E2E_PARTIAL_GRACE_MS (2000),
-//! E2E_CONFIGS (vanilla,muster,native), E2E_OUT_DIR (target/muster-bench).
+//! E2E_CONFIGS (vanilla,muster,native), E2E_ROUNDS (3; 1 in the smoke), E2E_CREATE_QPS (0 = unpaced), E2E_QUIET_WAIT_SECS (300:
+//! wait for other processes to leave the CPUs before each configuration), E2E_OUT_DIR
+//! (target/muster-bench), E2E_MUSTER_BIN (the muster binary built with the bench),
+//! E2E_MUSTER_SCHEDULER_CONFIG (scheduler-config/muster-as-default-scheduler.yaml).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -128,8 +131,16 @@ struct Params {
     open_units: usize,
     timeout: Duration,
     grace: Duration,
+    /// Creates per second (None: as fast as the creators go).
+    create_qps: Option<f64>,
+    /// How long to wait for other processes to leave the CPUs alone before each configuration.
+    quiet_wait: Duration,
     modes: Vec<Mode>,
+    /// Every configuration runs this many times (a, b, c, a, b, c, ...); the report shows the
+    /// median run of each.
+    rounds: usize,
     out_dir: PathBuf,
+    muster_scheduler_config: PathBuf,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -173,7 +184,18 @@ impl Params {
             open_units: env_or("E2E_OPEN_UNITS", 8)?,
             timeout: Duration::from_secs(env_or("E2E_TIMEOUT_SECS", if smoke { 45 } else { 600 })?),
             grace: Duration::from_millis(env_or("E2E_PARTIAL_GRACE_MS", 2000)?),
+            create_qps: Some(env_or("E2E_CREATE_QPS", 0.0)?).filter(|q| *q > 0.0),
+            quiet_wait: Duration::from_secs(env_or(
+                "E2E_QUIET_WAIT_SECS",
+                if smoke { 0 } else { 300 },
+            )?),
+            muster_scheduler_config: std::env::var_os("E2E_MUSTER_SCHEDULER_CONFIG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    repo_root().join("scheduler-config/muster-as-default-scheduler.yaml")
+                }),
             modes,
+            rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { 3 })?,
             out_dir: std::env::var_os("E2E_OUT_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
@@ -186,8 +208,9 @@ impl Params {
         if p.cpu_max < p.cpu_min || p.cpu_min == 0 {
             bail!("need 0 < E2E_CPU_MIN <= E2E_CPU_MAX");
         }
-        if p.modes.is_empty() || p.nodes == 0 || p.pods == 0 || p.concurrency == 0 {
-            bail!("E2E_CONFIGS, E2E_NODES, E2E_PODS and E2E_CONCURRENCY must not be empty/zero");
+        if p.modes.is_empty() || p.nodes == 0 || p.pods == 0 || p.concurrency == 0 || p.rounds == 0
+        {
+            bail!("E2E_CONFIGS, E2E_NODES, E2E_PODS, E2E_CONCURRENCY and E2E_ROUNDS must not be empty/zero");
         }
         Ok(p)
     }
@@ -488,6 +511,8 @@ enum Status {
 #[derive(Debug, Clone)]
 struct RunResult {
     mode: Mode,
+    /// 1-based.
+    round: usize,
     status: Status,
     notes: Vec<String>,
     total: usize,
@@ -505,16 +530,26 @@ struct RunResult {
     max_gang_spread: Option<f64>,
     overcommit: Option<std::result::Result<(), String>>,
     cpu: Vec<(String, f64)>,
+    /// CPU seconds used by processes not part of this run during the measured phase, and the
+    /// machine's capacity in that time.
+    other_cpu: Option<(f64, f64)>,
+    /// Share of the machine other processes used just before the measured phase.
+    others_before: Option<f64>,
     muster_summary: Vec<String>,
     scheduler_summary: Vec<String>,
     native_groups_scheduled: Option<(usize, usize)>,
+    /// API requests during the measured phase: "VERB resource", count, summed latency.
+    api_requests: Vec<(String, f64, f64)>,
+    /// Events in the namespace at the end: "component reason" → count (series included).
+    events: Vec<(String, usize)>,
     wall_secs: f64,
 }
 
 impl RunResult {
-    fn new(mode: Mode, total: usize) -> Self {
+    fn new(mode: Mode, round: usize, total: usize) -> Self {
         Self {
             mode,
+            round,
             status: Status::Failed("did not run".into()),
             notes: Vec::new(),
             total,
@@ -532,9 +567,13 @@ impl RunResult {
             max_gang_spread: None,
             overcommit: None,
             cpu: Vec::new(),
+            other_cpu: None,
+            others_before: None,
             muster_summary: Vec::new(),
             scheduler_summary: Vec::new(),
             native_groups_scheduled: None,
+            api_requests: Vec::new(),
+            events: Vec::new(),
             wall_secs: 0.0,
         }
     }
@@ -576,6 +615,47 @@ fn cpu_seconds(pid: u32, ticks: f64) -> Option<f64> {
     Some((ut + st) / ticks)
 }
 
+/// (busy, total) CPU seconds of the whole machine since boot, from /proc/stat.
+fn system_cpu(ticks: f64) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: f64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4).unwrap_or(&0.0);
+    Some(((total - idle) / ticks, total / ticks))
+}
+
+/// Waits (up to `max`) until processes other than `ours` use less than 10% of the machine over
+/// a 2 s window; returns what others used in the last window (fraction of the machine).
+async fn wait_for_quiet(ours: &[(String, u32)], ticks: f64, max: Duration) -> f64 {
+    let start = Instant::now();
+    loop {
+        let (b0, t0) = system_cpu(ticks).unwrap_or_default();
+        let o0: f64 = cpu_snapshot(ours, ticks).iter().map(|x| x.1).sum();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (b1, t1) = system_cpu(ticks).unwrap_or_default();
+        let o1: f64 = cpu_snapshot(ours, ticks).iter().map(|x| x.1).sum();
+        let others = if t1 > t0 {
+            ((b1 - b0) - (o1 - o0)).max(0.0) / (t1 - t0)
+        } else {
+            0.0
+        };
+        if others < 0.10 || start.elapsed() >= max {
+            return others;
+        }
+        eprintln!(
+            "e2e_throughput: other processes use {:.0}% of the CPUs; waiting for a quiet machine ({:.0}s of {:.0}s)",
+            others * 100.0,
+            start.elapsed().as_secs_f64(),
+            max.as_secs_f64()
+        );
+    }
+}
+
 fn cpu_snapshot(procs: &[(String, u32)], ticks: f64) -> Vec<(String, f64)> {
     procs
         .iter()
@@ -604,6 +684,69 @@ fn scrape_scheduler_metrics(pid: u32) -> Result<String> {
         bail!("curl: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// kube-apiserver's /metrics, read with the admin token of the harness's kubeconfig.
+fn scrape_apiserver_metrics(cp: &ControlPlane) -> Result<String> {
+    let kubeconfig = std::fs::read_to_string(cp.kubeconfig_path())?;
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token:"))
+        .map(str::trim)
+        .ok_or_else(|| anyhow!("no token in {}", cp.kubeconfig_path().display()))?;
+    let out = std::process::Command::new("curl")
+        .args(["-sSk", "-m", "10", "--fail", "-H"])
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(format!("{}/metrics", cp.apiserver_url()))
+        .output()
+        .context("running curl")?;
+    if !out.status.success() {
+        bail!("curl: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// kube-apiserver requests by "VERB resource[/subresource]": (count, summed latency seconds).
+fn apiserver_requests(text: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (n, labels, v) in text.lines().filter_map(parse_sample) {
+        let is_count = n == "apiserver_request_total";
+        let is_sum = n == "apiserver_request_duration_seconds_sum";
+        if !is_count && !is_sum {
+            continue;
+        }
+        let get = |k: &str| labels.iter().find(|(x, _)| *x == k).map_or("", |l| l.1);
+        if get("resource").is_empty() {
+            continue;
+        }
+        let mut key = format!("{} {}", get("verb"), get("resource"));
+        if !get("subresource").is_empty() {
+            key = format!("{key}/{}", get("subresource"));
+        }
+        let e = out.entry(key).or_default();
+        if is_count {
+            e.0 += v;
+        } else {
+            e.1 += v;
+        }
+    }
+    out
+}
+
+/// The requests served between two scrapes, biggest first (WATCH excluded: long-running).
+fn apiserver_delta(before: &str, after: &str) -> Vec<(String, f64, f64)> {
+    let b = apiserver_requests(before);
+    let mut v: Vec<(String, f64, f64)> = apiserver_requests(after)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("WATCH"))
+        .map(|(k, (c, s))| {
+            let (c0, s0) = b.get(&k).copied().unwrap_or_default();
+            (k, c - c0, s - s0)
+        })
+        .filter(|(_, c, _)| *c >= 1.0)
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
 }
 
 /// One sample line of Prometheus text: name, labels, value.
@@ -768,6 +911,36 @@ fn summarize_scheduler_metrics(text: &str) -> Vec<String> {
             ));
         }
     }
+    let algo_n = metric_sum(
+        text,
+        "scheduler_scheduling_algorithm_duration_seconds_count",
+        &[],
+    );
+    if algo_n > 0.0 {
+        let algo = metric_sum(
+            text,
+            "scheduler_scheduling_algorithm_duration_seconds_sum",
+            &[],
+        );
+        let in_tree: f64 = ["PreFilter", "Filter", "PreScore", "Score"]
+            .iter()
+            .map(|ep| {
+                metric_sum(
+                    text,
+                    "scheduler_framework_extension_point_duration_seconds_sum",
+                    &[("extension_point", ep)],
+                )
+            })
+            .sum();
+        out.push(format!(
+            "scheduling algorithm (the serial part of a cycle): {algo:.1} s over {algo_n:.0} attempts = \
+             {} per attempt, of which in-tree PreFilter/Filter/PreScore/Score {} and extender calls + \
+             the rest {}",
+            fmt_secs_short(algo / algo_n),
+            fmt_secs_short(in_tree / algo_n),
+            fmt_secs_short((algo - in_tree).max(0.0) / algo_n)
+        ));
+    }
     for ep in ["Filter", "Score", "Permit", "Bind", "PreBind", "Reserve"] {
         let f = [("extension_point", ep), ("status", "Success")];
         let count = metric_sum(
@@ -880,8 +1053,10 @@ async fn create_all(
     client: Client,
     pods: Vec<(usize, Pod)>,
     concurrency: usize,
+    qps: Option<f64>,
     created: Arc<Mutex<Created>>,
 ) {
+    let start = tokio::time::Instant::now();
     let api: Api<Pod> = Api::namespaced(client, NS);
     let sem = Arc::new(Semaphore::new(concurrency));
     let mut set = JoinSet::new();
@@ -901,7 +1076,10 @@ async fn create_all(
                 Err(e) => c.errors.push(e.to_string()),
             }
         };
-    for (i, pod) in pods {
+    for (k, (i, pod)) in pods.into_iter().enumerate() {
+        if let Some(q) = qps {
+            tokio::time::sleep_until(start + Duration::from_secs_f64(k as f64 / q)).await;
+        }
         let Ok(permit) = sem.clone().acquire_owned().await else {
             break;
         };
@@ -924,10 +1102,14 @@ async fn create_all(
     created.lock().unwrap().done_at = Some(Instant::now());
 }
 
-async fn run_mode(mode: Mode, p: &Params, w: &Workload, ticks: f64) -> RunResult {
+async fn run_mode(mode: Mode, round: usize, p: &Params, w: &Workload, ticks: f64) -> RunResult {
     let t = Instant::now();
-    let mut r = RunResult::new(mode, w.pods.len());
-    eprintln!("e2e_throughput: ==> {}", mode.title());
+    let mut r = RunResult::new(mode, round, w.pods.len());
+    eprintln!(
+        "e2e_throughput: ==> {} (round {round}/{})",
+        mode.title(),
+        p.rounds
+    );
     if let Err(e) = run_mode_inner(mode, p, w, ticks, &mut r).await {
         let msg = format!("{e:#}");
         r.status = if mode == Mode::Native && r.create_secs.is_none() {
@@ -980,7 +1162,10 @@ async fn run_mode_inner(
             .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
     }
     let muster = if mode == Mode::Muster {
-        let mo = MusterOptions::new(MUSTER_BIN, cp.kubeconfig_path(), cp.dir());
+        let bin = std::env::var_os("E2E_MUSTER_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
+        let mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {
         None
@@ -989,7 +1174,7 @@ async fn run_mode_inner(
     so.args.push(SCHEDULER_METRICS_ARG.into());
     match &muster {
         Some(m) => {
-            so.config = Some(repo_root().join("scheduler-config/muster-as-default-scheduler.yaml"));
+            so.config = Some(p.muster_scheduler_config.clone());
             so.extender_base_url = Some(m.url());
         }
         None => {
@@ -1057,6 +1242,11 @@ async fn run_mode_inner(
         scheduling_group_dropped: 0,
         done_at: None,
     }));
+    if !p.quiet_wait.is_zero() {
+        r.others_before = Some(wait_for_quiet(&procs, ticks, p.quiet_wait).await);
+    }
+    let api_before = scrape_apiserver_metrics(&cp);
+    let sys0 = system_cpu(ticks);
     let cpu0 = cpu_snapshot(&procs, ticks);
     let t0 = Instant::now();
     let deadline = t0 + p.timeout;
@@ -1064,6 +1254,7 @@ async fn run_mode_inner(
         client.clone(),
         pods,
         p.concurrency,
+        p.create_qps,
         created.clone(),
     ));
 
@@ -1114,6 +1305,12 @@ async fn run_mode_inner(
         }
     }
     let cpu1 = cpu_snapshot(&procs, ticks);
+    let sys1 = system_cpu(ticks);
+    match (&api_before, scrape_apiserver_metrics(&cp)) {
+        (Ok(b), Ok(a)) => r.api_requests = apiserver_delta(b, &a),
+        (Err(e), _) => r.notes.push(format!("kube-apiserver /metrics: {e:#}")),
+        (_, Err(e)) => r.notes.push(format!("kube-apiserver /metrics: {e:#}")),
+    }
     if !creator.is_finished() {
         creator.abort();
     }
@@ -1185,6 +1382,10 @@ async fn run_mode_inner(
         .zip(&cpu1)
         .map(|((n, a), (_, b))| (n.clone(), b - a))
         .collect();
+    if let (Some((b0, t0s)), Some((b1, t1s))) = (sys0, sys1) {
+        let ours: f64 = r.cpu.iter().map(|x| x.1).filter(|c| c.is_finite()).sum();
+        r.other_cpu = Some((((b1 - b0) - ours).max(0.0), t1s - t0s));
+    }
     if watch_errors > 0 {
         r.notes.push(format!(
             "the bound-pod watch saw {watch_errors} errors (last: {})",
@@ -1206,6 +1407,29 @@ async fn run_mode_inner(
     }
 
     r.overcommit = Some(k8s::check_no_overcommit(&client).await?);
+    let evs: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), NS);
+    match evs.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mut by: BTreeMap<String, usize> = BTreeMap::new();
+            for e in list.items {
+                let who = e
+                    .reporting_component
+                    .filter(|s| !s.is_empty())
+                    .or(e.source.and_then(|s| s.component))
+                    .unwrap_or_else(|| "?".into());
+                let n = e
+                    .count
+                    .unwrap_or(1)
+                    .max(e.series.and_then(|s| s.count).unwrap_or(1))
+                    .max(1) as usize;
+                *by.entry(format!("{who} {}", e.reason.unwrap_or_default()))
+                    .or_default() += n;
+            }
+            r.events = by.into_iter().collect();
+            r.events.sort_by_key(|e| std::cmp::Reverse(e.1));
+        }
+        Err(e) => r.notes.push(format!("listing Events: {e}")),
+    }
     if mode == Mode::Native {
         let api: Api<PodGroup> = Api::namespaced(client.clone(), NS);
         let groups = api.list(&ListParams::default()).await?.items;
@@ -1224,7 +1448,11 @@ async fn run_mode_inner(
         r.native_groups_scheduled = Some((scheduled, groups.len()));
     }
     std::fs::create_dir_all(&p.out_dir)?;
-    let suffix = if p.smoke { "-smoke" } else { "" };
+    let suffix = match (p.smoke, p.rounds) {
+        (true, _) => "-smoke".to_string(),
+        (false, 1) => String::new(),
+        (false, _) => format!("-r{}", r.round),
+    };
     if let Some(m) = &muster {
         match m.get("/metrics").await {
             Ok((200, text)) => {
@@ -1308,7 +1536,32 @@ fn status_word(r: &RunResult) -> String {
     }
 }
 
-fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> String {
+/// The run shown for each configuration: the median by pods/s among its rounds, or a run that
+/// did not complete if there is one (problems are not averaged away).
+fn representatives(p: &Params, all: &[RunResult]) -> Vec<RunResult> {
+    let mut out = Vec::new();
+    for &m in &p.modes {
+        let mut runs: Vec<&RunResult> = all.iter().filter(|r| r.mode == m).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        if let Some(bad) = runs.iter().find(|r| !r.completed()) {
+            out.push((*bad).clone());
+            continue;
+        }
+        runs.sort_by(|a, b| {
+            a.avg_pps()
+                .unwrap_or(0.0)
+                .total_cmp(&b.avg_pps().unwrap_or(0.0))
+        });
+        out.push(runs[(runs.len() - 1) / 2].clone());
+    }
+    out
+}
+
+fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> String {
+    let reps = representatives(p, all);
+    let results = &reps[..];
     let mut s = String::new();
     let (gmin, gmax) = w.gang_size_range();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -1325,11 +1578,12 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
         k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         total_secs
     );
+    let _ = writeln!(s, "muster: {}.\n", muster_version());
     let _ = writeln!(
         s,
         "Workload (seed {}): {} fake nodes ({} cpu, {}, {} pods each); {} pods = {} gangs of \
          {gmin}–{gmax} (min-available = size; {} pods) + {} plain pods; {}m–{}m cpu and 256Mi \
-         each. Created by {} concurrent creators, {} gangs/plain pods interleaved at a time. \
+         each. Created by {} concurrent creators{}, {} gangs/plain pods interleaved at a time. \
          Deadline {} s per configuration.\n",
         p.seed,
         p.nodes,
@@ -1343,6 +1597,8 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
         p.cpu_min,
         p.cpu_max,
         p.concurrency,
+        p.create_qps
+            .map_or(String::new(), |q| format!(" paced at {q:.0} pods/s")),
         p.open_units,
         p.timeout.as_secs()
     );
@@ -1429,6 +1685,45 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
          last − first member binding.\n"
     );
 
+    if p.rounds > 1 {
+        let _ = writeln!(
+            s,
+            "Each configuration ran {} times, interleaved (a, b, c, a, b, c, …), each on a fresh \
+             control plane; the table shows the median run (by pods/s avg) of each. All runs:\n",
+            p.rounds
+        );
+        let _ = writeln!(
+            s,
+            "| configuration | round | status | pods/s avg | pods/s overall | time to all bound (s) | gang placement p50 / p99 (s) | scheduling algorithm per attempt |\n|---|---:|---|---:|---:|---:|---:|---|"
+        );
+        for m in &p.modes {
+            for r in all.iter().filter(|r| r.mode == *m) {
+                let algo = r
+                    .scheduler_summary
+                    .iter()
+                    .find_map(|l| {
+                        l.split_once(" attempts = ")
+                            .map(|(_, rest)| rest.split(',').next().unwrap_or(rest).to_string())
+                    })
+                    .unwrap_or_else(|| "–".into());
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    r.mode.title(),
+                    r.round,
+                    status_word(r),
+                    f1(r.tput.map(|d| d.mean)),
+                    f1(r.overall_pps),
+                    f1(r.all_bound_secs),
+                    r.gang_latency
+                        .map_or("–".into(), |d| format!("{:.2} / {:.2}", d.p50, d.p99)),
+                    algo
+                );
+            }
+        }
+        s.push('\n');
+    }
+
     // Targets.
     let get = |m: Mode| results.iter().find(|r| r.mode == m && r.completed());
     let (mv, mm, mn) = (get(Mode::Vanilla), get(Mode::Muster), get(Mode::Native));
@@ -1509,7 +1804,11 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
 
     // Per-configuration details.
     for r in results {
-        let _ = writeln!(s, "## {}\n", r.mode.title());
+        if p.rounds > 1 {
+            let _ = writeln!(s, "## {} (round {}, the median)\n", r.mode.title(), r.round);
+        } else {
+            let _ = writeln!(s, "## {}\n", r.mode.title());
+        }
         match &r.status {
             Status::Completed => {}
             Status::Incomplete(m) => {
@@ -1573,9 +1872,45 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
             let sum: f64 = r.cpu.iter().map(|(_, c)| c).filter(|c| c.is_finite()).sum();
             let _ = writeln!(
                 s,
-                "- CPU seconds during the measured {measured:.0} s: {} (total {sum:.1} of {:.0} available)",
+                "- CPU seconds during the measured {measured:.0} s: {} (total {sum:.1} of {:.0} available){}",
                 parts.join(", "),
-                measured * cores as f64
+                measured * cores as f64,
+                match r.other_cpu {
+                    Some((o, cap)) => format!(
+                        "; processes outside this run: {o:.1} CPU-s ({:.0}% of the machine){}",
+                        100.0 * o / cap.max(1e-9),
+                        r.others_before.map_or(String::new(), |b| format!(
+                            ", {:.0}% just before",
+                            100.0 * b
+                        ))
+                    ),
+                    None => String::new(),
+                }
+            );
+        }
+        if !r.api_requests.is_empty() {
+            let total: f64 = r.api_requests.iter().map(|x| x.1).sum();
+            let top: Vec<String> = r
+                .api_requests
+                .iter()
+                .take(10)
+                .map(|(k, c, secs)| format!("{k} {c:.0} ({secs:.1} s)"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "- kube-apiserver requests in the measured phase (not WATCH): {total:.0}, {:.2} per pod; \
+                 by verb and resource (count, summed latency): {}",
+                total / r.total.max(1) as f64,
+                top.join(", ")
+            );
+        }
+        if !r.events.is_empty() {
+            let total: usize = r.events.iter().map(|x| x.1).sum();
+            let parts: Vec<String> = r.events.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(
+                s,
+                "- Events at the end (counting series/repeats): {total}: {}",
+                parts.join(", ")
             );
         }
         for line in &r.scheduler_summary {
@@ -1599,15 +1934,50 @@ fn report(p: &Params, w: &Workload, results: &[RunResult], total_secs: f64) -> S
     s
 }
 
+/// The commit the bench (and the muster binary built with it) comes from, and whether src/ had
+/// uncommitted changes.
+fn muster_version() -> String {
+    if std::env::var_os("E2E_MUSTER_BIN").is_some() {
+        return "binary from E2E_MUSTER_BIN".into();
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo_root())
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(rev) => {
+            let dirty = git(&["status", "--porcelain", "--", "src", "Cargo.toml"])
+                .is_some_and(|s| !s.is_empty());
+            format!(
+                "built from commit {rev}{}",
+                if dirty {
+                    " plus uncommitted changes in src/"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => "version unknown (no git)".into(),
+    }
+}
+
 fn csv(results: &[RunResult]) -> String {
-    let mut s = String::from("configuration,second,elapsed_s,bound_total,bound_in_interval\n");
+    let mut s =
+        String::from("configuration,round,second,elapsed_s,bound_total,bound_in_interval\n");
     for r in results {
         let mut last = 0;
         for (i, x) in r.samples.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "{},{},{:.3},{},{}",
+                "{},{},{},{:.3},{},{}",
                 r.mode.slug(),
+                r.round,
                 i + 1,
                 x.t,
                 x.bound,
@@ -1810,9 +2180,11 @@ fn run(smoke: bool) -> Result<bool> {
         .enable_all()
         .build()?;
     let mut results = Vec::new();
-    for &mode in &p.modes {
-        let r = rt.block_on(run_mode(mode, &p, &w, ticks));
-        results.push(r);
+    for round in 1..=p.rounds {
+        for &mode in &p.modes {
+            let r = rt.block_on(run_mode(mode, round, &p, &w, ticks));
+            results.push(r);
+        }
     }
     let total_secs = started.elapsed().as_secs_f64();
     let md = report(&p, &w, &results, total_secs);
@@ -1826,7 +2198,7 @@ fn run(smoke: bool) -> Result<bool> {
     std::fs::write(
         base.with_extension("svg"),
         svg_chart(
-            &results,
+            &representatives(&p, &results),
             &format!(
                 "{} nodes, {} pods ({} gangs + {} plain): throughput over time",
                 p.nodes,

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::paths::{ensure_control_plane_binaries, repo_root, ControlPlaneBinaries};
 use crate::process::{free_port, http_get, random_string, Lifetime, ManagedProcess};
-use crate::tls::{openssl, ExtenderTls};
+use crate::tls::{openssl, Ca, ExtenderTls, Usage};
 
 /// Options of [`ControlPlane::start`].
 #[derive(Debug, Clone)]
@@ -626,63 +626,14 @@ impl Pki {
             &s("sa.key"),
         ])?;
         openssl(&["ec", "-in", &s("sa.key"), "-pubout", "-out", &s("sa.pub")])?;
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &s("ca.key"),
-            "-out",
-            &s("ca.crt"),
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=muster-local-ca",
-        ])?;
-        openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &s("apiserver.key"),
-            "-out",
-            &s("apiserver.csr"),
-            "-subj",
-            "/CN=kube-apiserver",
-        ])?;
-        fs::write(
-            p("apiserver.ext"),
-            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n\
-             basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-        )?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &s("apiserver.csr"),
-            "-CA",
-            &s("ca.crt"),
-            "-CAkey",
-            &s("ca.key"),
-            "-CAcreateserial",
-            "-out",
-            &s("apiserver.crt"),
-            "-days",
-            "3650",
-            "-extfile",
-            &s("apiserver.ext"),
-        ])?;
+        // The same throw-away CA code that makes muster's TLS certificates; the serving
+        // certificate's SAN (IP:127.0.0.1) is all a loopback apiserver needs.
+        let ca = Ca::generate(dir, "ca")?;
+        let serving = ca.issue("apiserver", Usage::Server)?;
         Ok(Self {
-            ca_cert: p("ca.crt"),
-            serving_cert: p("apiserver.crt"),
-            serving_key: p("apiserver.key"),
+            ca_cert: ca.cert,
+            serving_cert: serving.cert,
+            serving_key: serving.key,
             sa_key: p("sa.key"),
             sa_pub: p("sa.pub"),
         })

@@ -314,15 +314,16 @@ impl Overlay {
 /// Outcome of simulating a gang's placement.
 enum Admission {
     /// `first_nodes`: the candidate nodes the requesting member may take;
-    /// `plan`: where the other members needed for quorum go.
+    /// `plan`: where the other members needed for quorum go, including members not created
+    /// yet (under [`not_created_uid`] keys), which are assumed to request `not_created`.
     Fits {
         first_nodes: Vec<usize>,
         plan: Vec<(PodUid, usize)>,
+        not_created: Resources,
     },
-    /// Fewer members exist than the quorum needs.
-    MissingMembers { exist: u32, quorum: u32 },
-    /// At most `fit` of `quorum` members can have nodes at the same time.
-    DoesNotFit { fit: u32, quorum: u32 },
+    /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
+    /// are not created yet.
+    DoesNotFit { fit: u32, quorum: u32, missing: u32 },
 }
 
 /// The gang reservation table: the whole state muster decides from.
@@ -849,14 +850,19 @@ impl GangTable {
             .into_iter()
             .filter(|p| p.info.uid != pod.uid)
             .collect();
-        if others.len() + 1 < need {
-            return Admission::MissingMembers {
-                exist: facts.with_nodes + facts.confirmed_seats + 1 + others.len() as u32,
-                quorum: facts.quorum,
-            };
-        }
         sort_smallest_first(&mut others);
-        let chosen = largest_first(&others[..need.saturating_sub(1)]);
+        let existing = largest_first(&others[..need.saturating_sub(1).min(others.len())]);
+        // Members not created yet are simulated as copies of the largest member that exists,
+        // so the first bind reserves room for the whole quorum even while a controller is
+        // still creating pods (refusing until every member existed cost each early member a
+        // rejected cycle and a back-off). A guess too small is bounded by the gang's timeout;
+        // one too large only delays admission until the real members exist.
+        let missing = need.saturating_sub(others.len() + 1);
+        let template = existing.first().map_or(pod, |p| larger(pod, &p.info));
+        let chosen: Vec<(PodUid, &PodInfo)> = (0..missing)
+            .map(|n| (not_created_uid(n), template))
+            .chain(existing.iter().map(|p| (p.info.uid.clone(), &p.info)))
+            .collect();
 
         let mut overlay = Overlay::default();
         self.reserve_gangs_ahead(key, &mut overlay, now);
@@ -871,11 +877,11 @@ impl GangTable {
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
         let mut plan = Vec::with_capacity(chosen.len());
-        for p in &chosen {
-            match self.first_fit(&p.info, &overlay) {
+        for (uid, p) in &chosen {
+            match self.first_fit(p, &overlay) {
                 Some(i) => {
-                    overlay.take(i, &p.info.requests);
-                    plan.push((p.info.uid.clone(), i));
+                    overlay.take(i, &p.requests);
+                    plan.push((uid.clone(), i));
                 }
                 None => break,
             }
@@ -887,7 +893,11 @@ impl GangTable {
                 .filter(|&i| fits_first(&overlay, i))
                 .collect();
             if !first_nodes.is_empty() {
-                return Admission::Fits { first_nodes, plan };
+                return Admission::Fits {
+                    first_nodes,
+                    plan,
+                    not_created: template.requests.clone(),
+                };
             }
         }
         best =
@@ -904,11 +914,11 @@ impl GangTable {
         for first in tries {
             overlay.take(first, &pod.requests);
             let mut plan = Vec::with_capacity(chosen.len());
-            for p in &chosen {
-                match self.first_fit(&p.info, &overlay) {
+            for (uid, p) in &chosen {
+                match self.first_fit(p, &overlay) {
                     Some(i) => {
-                        overlay.take(i, &p.info.requests);
-                        plan.push((p.info.uid.clone(), i));
+                        overlay.take(i, &p.requests);
+                        plan.push((uid.clone(), i));
                     }
                     None => break,
                 }
@@ -917,6 +927,7 @@ impl GangTable {
                 return Admission::Fits {
                     first_nodes: vec![first],
                     plan,
+                    not_created: template.requests.clone(),
                 };
             }
             best = best.max(plan.len() + 1);
@@ -925,17 +936,26 @@ impl GangTable {
         Admission::DoesNotFit {
             fit: facts.with_nodes + facts.confirmed_seats + best as u32,
             quorum: facts.quorum,
+            missing: missing as u32,
         }
     }
 
     fn admission_message(key: &GangKey, a: &Admission) -> String {
         match a {
-            Admission::MissingMembers { exist, quorum } => {
-                format!("gang {key}: waiting for members: {exist} of {quorum} exist")
-            }
-            Admission::DoesNotFit { fit, quorum } => {
-                format!("gang {key}: {fit} of {quorum} members fit")
-            }
+            Admission::DoesNotFit {
+                fit,
+                quorum,
+                missing: 0,
+            } => format!("gang {key}: {fit} of {quorum} members fit"),
+            Admission::DoesNotFit {
+                fit,
+                quorum,
+                missing,
+            } => format!(
+                "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
+                 if the rest ask as much as the largest",
+                quorum - missing
+            ),
             Admission::Fits { .. } => format!("gang {key}: fits"),
         }
     }
@@ -984,32 +1004,40 @@ impl GangTable {
         let known: Vec<usize> = indices.iter().flatten().copied().collect();
         let admission = self.admission(&key, pod, &known, now);
         match admission {
-            Admission::Fits {
-                mut first_nodes, ..
-            } => {
-                first_nodes.sort_unstable();
-                let reason: Arc<str> = Arc::from(format!(
+            Admission::Fits { first_nodes, .. } => {
+                // One node, muster's choice: kube-scheduler then skips scoring (and the
+                // prioritize call) for this pod, and the member lands where the plan expects.
+                let chosen = self.tightest(pod, first_nodes.iter().copied());
+                let needed: Arc<str> = Arc::from(format!(
                     "gang {key}: the rest of the gang needs this node's room"
                 ));
+                let elsewhere = chosen.map(|c| self.placed_elsewhere(&key, c));
                 candidates
                     .iter()
                     .zip(&indices)
                     .map(|(name, idx)| match idx {
                         None => unknown(name),
-                        Some(i) if first_nodes.binary_search(i).is_ok() => NodeVerdict::Fits,
-                        Some(i) => {
-                            let e = &self.nodes[*i];
-                            match self.node_shortfall(e, &pod.requests, None, None) {
-                                Some(s) => NodeVerdict::Unschedulable(Arc::from(s.to_string())),
-                                None => NodeVerdict::Unschedulable(reason.clone()),
+                        Some(i) if Some(*i) == chosen => NodeVerdict::Fits,
+                        Some(i) => match (first_nodes.contains(i), &elsewhere) {
+                            (true, Some(elsewhere)) => {
+                                NodeVerdict::Unschedulable(elsewhere.clone())
                             }
-                        }
+                            _ => match self.node_shortfall(
+                                &self.nodes[*i],
+                                &pod.requests,
+                                None,
+                                None,
+                            ) {
+                                Some(s) => NodeVerdict::Unschedulable(Arc::from(s.to_string())),
+                                None => NodeVerdict::Unschedulable(needed.clone()),
+                            },
+                        },
                     })
                     .collect()
             }
             other => {
                 let message = Self::admission_message(&key, &other);
-                self.tell_waiting(&key, &message);
+                self.tell_waiting(&key, &other, pod);
                 let reason: Arc<str> = Arc::from(message);
                 candidates
                     .iter()
@@ -1024,7 +1052,10 @@ impl GangTable {
     }
 
     /// Plain room check: the pod fits in what is left after bound pods and every seat. A gang
-    /// member may also use its own seat, or a planned seat of its gang on that node.
+    /// member may also use its own seat, or a planned seat of its gang on that node; of the
+    /// nodes it may use, it is offered exactly one (its seat, else a planned seat of its gang,
+    /// else the tightest fit), so it lands where its gang's plan expects and kube-scheduler
+    /// skips scoring for it.
     fn filter_by_room(
         &self,
         pod: &PodInfo,
@@ -1033,60 +1064,120 @@ impl GangTable {
         gang: Option<&GangKey>,
     ) -> Vec<NodeVerdict> {
         let seats = gang.and_then(|k| self.gangs.get(k)).map(|g| &g.seats);
-        candidates
+        let own_seat = seats
+            .and_then(|s| s.get(&pod.uid))
+            .and_then(|s| self.node_index.get(&s.node).copied());
+        // Planned seats of the gang a member may take over, by node index (few per gang, so
+        // candidates are matched with one lookup each).
+        let mut donors: HashMap<usize, Vec<&Resources>> = HashMap::default();
+        for (uid, s) in seats.into_iter().flatten() {
+            if *uid != pod.uid && !s.confirmed {
+                if let Some(&i) = self.node_index.get(&s.node) {
+                    donors.entry(i).or_default().push(&s.requests);
+                }
+            }
+        }
+        // (preference, packing score, position) of the best node so far; gang members only.
+        let mut best: Option<(u8, f64, usize)> = None;
+        let mut verdicts: Vec<NodeVerdict> = candidates
             .iter()
             .zip(indices)
-            .map(|(name, idx)| {
-                let Some(i) = idx else {
+            .enumerate()
+            .map(|(pos, (name, idx))| {
+                let Some(i) = *idx else {
                     return NodeVerdict::Unresolvable(Arc::from(format!(
                         "node {name} is not in muster's cache (yet)"
                     )));
                 };
-                let entry = &self.nodes[*i];
-                let Some(short) = self.node_shortfall(entry, &pod.requests, None, None) else {
-                    return NodeVerdict::Fits;
+                let entry = &self.nodes[i];
+                let short = self.node_shortfall(entry, &pod.requests, None, None);
+                let preference = if own_seat == Some(i) {
+                    Some(2)
+                } else if donors.get(&i).is_some_and(|d| {
+                    d.iter().any(|r| {
+                        self.node_shortfall(entry, &pod.requests, Some(r), None)
+                            .is_none()
+                    })
+                }) {
+                    Some(1)
+                } else if short.is_none() {
+                    Some(0)
+                } else {
+                    None
                 };
-                if let Some(seats) = seats {
-                    if seats.get(&pod.uid).is_some_and(|s| *s.node == **name) {
-                        return NodeVerdict::Fits;
-                    }
-                    let usable = seats.iter().any(|(uid, s)| {
-                        *uid != pod.uid
-                            && !s.confirmed
-                            && *s.node == **name
-                            && self
-                                .node_shortfall(entry, &pod.requests, Some(&s.requests), None)
-                                .is_none()
-                    });
-                    if usable {
-                        return NodeVerdict::Fits;
+                let Some(preference) = preference else {
+                    let reserved = if entry.reserved.is_zero() {
+                        ""
+                    } else {
+                        " (some of it is reserved for gangs)"
+                    };
+                    let short = short.expect("no preference means no room");
+                    return NodeVerdict::Unschedulable(Arc::from(format!("{short}{reserved}")));
+                };
+                if gang.is_some() {
+                    let packing = packing_score(entry, &pod.requests);
+                    if best.is_none_or(|(p, s, _)| (preference, packing) > (p, s)) {
+                        best = Some((preference, packing, pos));
                     }
                 }
-                let reserved = if entry.reserved.is_zero() {
-                    ""
-                } else {
-                    " (some of it is reserved for gangs)"
-                };
-                NodeVerdict::Unschedulable(Arc::from(format!("{short}{reserved}")))
+                NodeVerdict::Fits
             })
-            .collect()
+            .collect();
+        if let (Some(key), Some((_, _, keep))) = (gang, best) {
+            let elsewhere = self.placed_elsewhere(key, indices[keep].expect("best is known"));
+            for (pos, v) in verdicts.iter_mut().enumerate() {
+                if pos != keep && *v == NodeVerdict::Fits {
+                    *v = NodeVerdict::Unschedulable(elsewhere.clone());
+                }
+            }
+        }
+        verdicts
     }
 
-    fn tell_waiting(&mut self, key: &GangKey, message: &str) {
+    /// The node of `options` where `pod` packs tightest (lowest position on ties).
+    fn tightest(&self, pod: &PodInfo, options: impl Iterator<Item = usize>) -> Option<usize> {
+        let mut best: Option<(f64, usize)> = None;
+        for i in options {
+            let score = packing_score(&self.nodes[i], &pod.requests);
+            if best.is_none_or(|(s, b)| score > s || (score == s && i < b)) {
+                best = Some((score, i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// Reason given to the nodes a gang member could use but is not offered.
+    fn placed_elsewhere(&self, key: &GangKey, chosen: usize) -> Arc<str> {
+        Arc::from(format!(
+            "gang {key}: muster places this member on node {}",
+            self.nodes[chosen].info.name
+        ))
+    }
+
+    /// Tells the gang's waiting members why they wait, once per distinct message. While
+    /// members are still being created the message changes with every arrival, so then only
+    /// `asking` (the member being decided) is told: telling all would be n^2 Events per gang.
+    fn tell_waiting(&mut self, key: &GangKey, admission: &Admission, asking: &PodInfo) {
+        let message = Self::admission_message(key, admission);
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
-        if gang.last_wait_message.as_deref() == Some(message) {
+        if gang.last_wait_message.as_deref() == Some(message.as_str()) {
             return;
         }
-        gang.last_wait_message = Some(message.to_string());
-        let members: Vec<PodRef> = gang
-            .members
-            .iter()
-            .filter_map(|u| self.pods.get(u))
-            .filter(|p| p.node().is_none() && !p.info.terminal)
-            .map(|p| pod_ref(&p.info))
-            .collect();
+        gang.last_wait_message = Some(message.clone());
+        let still_arriving =
+            matches!(admission, Admission::DoesNotFit { missing, .. } if *missing > 0);
+        let members: Vec<PodRef> = if still_arriving {
+            vec![pod_ref(asking)]
+        } else {
+            gang.members
+                .iter()
+                .filter_map(|u| self.pods.get(u))
+                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .map(|p| pod_ref(&p.info))
+                .collect()
+        };
         for pod in members {
             self.notices.push(Notice {
                 pod,
@@ -1260,7 +1351,9 @@ impl GangTable {
         } else {
             let index = self.node_index[&node];
             match self.admission(key, info, &[index], now) {
-                Admission::Fits { plan, .. } => {
+                Admission::Fits {
+                    plan, not_created, ..
+                } => {
                     self.add_seat(
                         key,
                         info.uid.clone(),
@@ -1271,7 +1364,10 @@ impl GangTable {
                         },
                     );
                     for (uid, i) in plan {
-                        let requests = self.pods[&uid].info.requests.clone();
+                        let requests = self
+                            .pods
+                            .get(&uid)
+                            .map_or_else(|| not_created.clone(), |p| p.info.requests.clone());
                         let node = self.nodes[i].info.name.clone();
                         self.add_seat(
                             key,
@@ -1289,7 +1385,7 @@ impl GangTable {
                 }
                 refused => {
                     let message = Self::admission_message(key, &refused);
-                    self.tell_waiting(key, &message);
+                    self.tell_waiting(key, &refused, info);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }
             }
@@ -1298,10 +1394,17 @@ impl GangTable {
         let facts = self.facts(key);
         let have = facts.with_nodes + facts.confirmed_seats;
         if have < facts.quorum {
-            let message = format!(
+            let exist = self.gangs.get(key).map_or(0, |g| g.members.len()) as u32;
+            let mut message = format!(
                 "gang {key} waiting for quorum: {have}/{} members have nodes",
                 facts.quorum
             );
+            if exist < facts.quorum {
+                message.push_str(&format!(
+                    "; {exist} of {} members exist, the rest are not created yet",
+                    facts.quorum
+                ));
+            }
             // No Event here: the bind handler holds the call and tells the member only if the
             // wait outlasts the hold (most gangs complete within it). Telling every member on
             // every seat was n^2 Events per gang.
@@ -1389,7 +1492,34 @@ impl GangTable {
             requests: info.requests.clone(),
             confirmed: true,
         };
+        // A member without a seat is one the gang's admission did not know: a seat held for a
+        // member not created yet is its own, here if there is one, else released elsewhere so
+        // the gang never holds more than its quorum.
+        let held_for_late: Vec<(PodUid, bool)> = if previous.is_none() {
+            self.gangs[key]
+                .seats
+                .iter()
+                .filter(|(uid, _)| is_not_created_uid(uid))
+                .map(|(uid, s)| {
+                    let usable_here = s.node == *node
+                        && self
+                            .node_shortfall(entry, &info.requests, Some(&s.requests), None)
+                            .is_none();
+                    (uid.clone(), usable_here)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Some((held, _)) = held_for_late.iter().find(|(_, here)| *here) {
+            self.release_seat_keep_admitted(key, held);
+            self.add_seat(key, info.uid.clone(), new_seat);
+            return Ok(());
+        }
         let Some(shortfall) = shortfall else {
+            if let Some((held, _)) = held_for_late.first() {
+                self.release_seat_keep_admitted(key, held);
+            }
             self.add_seat(key, info.uid.clone(), new_seat);
             return Ok(());
         };
@@ -1663,6 +1793,30 @@ fn sort_smallest_first(members: &mut [&PodEntry]) {
             &b.info.name,
         ))
     });
+}
+
+/// Key of the planned seat held for the `n`th member of a gang not created yet; never a real
+/// UID (those are UUIDs). A member that arrives later takes such a seat over like any planned
+/// seat of its gang.
+fn not_created_uid(n: usize) -> PodUid {
+    PodUid::from(format!("(member not created yet #{n})"))
+}
+
+fn is_not_created_uid(uid: &str) -> bool {
+    uid.starts_with("(member not created yet #")
+}
+
+/// The larger of two pods in the order of [`largest_first`].
+fn larger<'a>(a: &'a PodInfo, b: &'a PodInfo) -> &'a PodInfo {
+    let key = |p: &'a PodInfo| {
+        let r = &p.requests;
+        (&r.extended, r.cpu_milli, r.memory)
+    };
+    if key(b) > key(a) {
+        b
+    } else {
+        a
+    }
 }
 
 /// The same members, largest first, for first-fit-decreasing packing.

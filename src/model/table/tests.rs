@@ -405,20 +405,135 @@ fn feasibility_is_node_by_node_not_an_aggregate_sum() {
 }
 
 #[test]
-fn a_gang_waits_for_members_that_do_not_exist_yet() {
+fn members_not_created_yet_take_room_when_they_arrive() {
     let mut w = World::new(&[node("a", 10_000)]);
     let p = pod("p").gang("g", 3).build();
     let q = pod("q").gang("g", 3).build();
     w.add(&[&p, &q]);
-    let (ok, reasons) = w.filter(&p);
-    assert!(ok.is_empty());
+    // The members that exist are simulated and seated; the bind waits for the third.
+    assert_eq!(w.filter(&p).0, vec!["a"]);
     assert_eq!(
-        reasons,
-        vec!["gang ml/g: waiting for members: 2 of 3 exist"]
+        wait_message(&w.bind(&p, "a")),
+        "gang ml/g waiting for quorum: 1/3 members have nodes; \
+         2 of 3 members exist, the rest are not created yet"
+    );
+    assert_eq!(
+        w.reserved("a"),
+        300,
+        "p's seat, q's planned seat and one held for the member not created yet"
+    );
+    assert_eq!(w.filter(&q).0, vec!["a"]);
+    assert_eq!(
+        wait_message(&w.bind(&q, "a")),
+        "gang ml/g waiting for quorum: 2/3 members have nodes; \
+         2 of 3 members exist, the rest are not created yet"
     );
     let r = pod("r").gang("g", 3).build();
     w.add(&[&r]);
-    assert_eq!(w.filter(&p).0, vec!["a"]);
+    assert_eq!(w.filter(&r).0, vec!["a"]);
+    assert_eq!(names(&w.bind(&r, "a")), vec!["p@a", "q@a", "r@a"]);
+    assert_eq!(w.reserved("a"), 0, "seats became bindings or were let go");
+}
+
+#[test]
+fn a_gang_still_being_created_holds_room_for_its_whole_quorum() {
+    // Room for three members; two gangs of three, each with one member created so far.
+    let mut w = World::new(&[node("n1", 300)]);
+    let a0 = pod("a0").gang("alpha", 3).created(1).build();
+    let b0 = pod("b0").gang("beta", 3).created(2).build();
+    w.add(&[&a0, &b0]);
+    assert_eq!(w.filter(&a0).0, vec!["n1"]);
+    wait_message(&w.bind(&a0, "n1"));
+    assert_eq!(w.reserved("n1"), 300, "alpha holds room for all three");
+    let (ok, reasons) = w.filter(&b0);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        vec![
+            "gang ml/beta: waiting for members: 1 of 3 exist, and room for 0 \
+             if the rest ask as much as the largest"
+        ]
+    );
+    let a1 = pod("a1").gang("alpha", 3).created(3).build();
+    let a2 = pod("a2").gang("alpha", 3).created(4).build();
+    w.add(&[&a1, &a2]);
+    for p in [&a1, &a2] {
+        assert_eq!(w.filter(p).0, vec!["n1"]);
+    }
+    wait_message(&w.bind(&a1, "n1"));
+    assert_eq!(w.reserved("n1"), 300, "a1 took a seat held for it");
+    assert_eq!(names(&w.bind(&a2, "n1")), vec!["a0@n1", "a1@n1", "a2@n1"]);
+}
+
+#[test]
+fn a_guess_too_large_for_members_not_created_yet_only_delays_admission() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    let big = pod("big").cpu(600).gang("g", 2).build();
+    w.add(&[&big]);
+    // Room for one 600m pod, not for two.
+    assert_eq!(
+        w.filter(&big).1,
+        vec![
+            "gang ml/g: waiting for members: 1 of 2 exist, and room for 1 \
+              if the rest ask as much as the largest"
+        ]
+    );
+    let small = pod("small").cpu(300).gang("g", 2).build();
+    w.add(&[&small]);
+    assert_eq!(w.filter(&big).0, vec!["n1"]);
+    wait_message(&w.bind(&big, "n1"));
+    assert_eq!(names(&w.bind(&small, "n1")), vec!["big@n1", "small@n1"]);
+}
+
+#[test]
+fn a_member_below_quorum_is_offered_one_node_and_a_seated_member_its_seat() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let p = pod("p").cpu(600).gang("g", 2).build();
+    let q = pod("q").cpu(600).gang("g", 2).build();
+    let plain = pod("plain").cpu(100).build();
+    w.add(&[&p, &q, &plain]);
+    // Plain pods get every node with room: kube-scheduler scores them as usual.
+    assert_eq!(w.filter(&plain).0, vec!["n1", "n2", "n3"]);
+    // The simulation plans q on n1, so p may use n2 or n3; it is offered one of them.
+    let (ok, reasons) = w.filter(&p);
+    assert_eq!(ok, vec!["n2"]);
+    assert_eq!(
+        reasons,
+        vec![
+            "gang ml/g: the rest of the gang needs this node's room",
+            "gang ml/g: muster places this member on node n2",
+        ]
+    );
+    wait_message(&w.bind(&p, "n2"));
+    // q is offered its planned seat, not n3, which has as much room.
+    let (ok, reasons) = w.filter(&q);
+    assert_eq!(ok, vec!["n1"]);
+    assert_eq!(
+        reasons,
+        vec![
+            "insufficient cpu: requested 600m, free 400m (some of it is reserved for gangs)",
+            "gang ml/g: muster places this member on node n1",
+        ]
+    );
+    assert_eq!(names(&w.bind(&q, "n1")), vec!["p@n2", "q@n1"]);
+}
+
+#[test]
+fn seats_of_a_gang_whose_members_never_come_are_released_at_its_timeout() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let p = pod("p").gang("g", 2).build();
+    w.add(&[&p]);
+    wait_message(&w.bind(&p, "a"));
+    assert_eq!(
+        w.reserved("a"),
+        200,
+        "p's seat and one for the member not created yet"
+    );
+    w.advance(ModelConfig::default().default_timeout + Duration::from_secs(1));
+    let now = w.now;
+    assert_eq!(w.table.expire(now).len(), 1);
+    assert_eq!(w.reserved("a"), 0);
+    assert_eq!(w.state("g"), "backoff");
 }
 
 #[test]
@@ -693,7 +808,8 @@ fn restart_rebuilds_from_bound_members() {
     let p2 = pod("p2").gang("g", 3).build();
     w.add(&[&p0, &p1, &p2]);
     assert_eq!(w.table.node("n1").unwrap().used.cpu_milli, 100);
-    assert_eq!(w.filter(&p1).0.len(), 2);
+    // One node offered: the tightest fit, next to the bound member.
+    assert_eq!(w.filter(&p1).0, vec!["n1"]);
     assert_eq!(
         wait_message(&w.bind(&p1, "n1")),
         "gang ml/g waiting for quorum: 2/3 members have nodes"
@@ -739,11 +855,13 @@ fn members_that_disagree_on_min_available_use_the_largest_and_say_so() {
         notices[0].message,
         "members of gang ml/g disagree on minAvailable (2, 3); using the largest, 3"
     );
-    assert_eq!(
-        w.filter(&p).1,
-        vec!["gang ml/g: waiting for members: 2 of 3 exist"]
-    );
     w.table.take_notices();
+    assert_eq!(w.filter(&p).0, vec!["n1"]);
+    assert_eq!(
+        wait_message(&w.bind(&p, "n1")),
+        "gang ml/g waiting for quorum: 1/3 members have nodes; \
+         2 of 3 members exist, the rest are not created yet"
+    );
     // Reported once, not on every update.
     w.add(&[&p]);
     assert!(w.table.take_notices().is_empty());

@@ -7,7 +7,10 @@
 //!   A *confirmed* seat is on the node kube-scheduler chose for that member (its bind call
 //!   arrived); a *planned* seat is where muster's simulation put a member that has not asked
 //!   yet. Planned seats are what stop two gangs from each holding half of what both need: the
-//!   moment a gang takes its first seat, it holds room for all of its quorum;
+//!   moment a gang takes its first seat, it holds room for all of its quorum (members not
+//!   created yet included, assumed as large as the largest member that exists);
+//! - filter offers a member below quorum exactly one node (its seat, a planned seat of its
+//!   gang, or the tightest fit), so kube-scheduler skips scoring it and it lands on the plan;
 //! - a gang is *admitted* while it holds seats, and *placed* once bound + seated members reached
 //!   quorum (then every seated member is bound, and later members bind at once).
 

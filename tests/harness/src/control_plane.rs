@@ -43,7 +43,7 @@ impl Default for ControlPlaneOptions {
 #[derive(Debug, Clone)]
 pub struct SchedulerOptions {
     /// KubeSchedulerConfiguration to start from. `None`: `MUSTER_SCHEDULER_CONFIG`, else
-    /// `scheduler-config/muster-as-default-scheduler.yaml`, else `scheduler-config/local-e2e.yaml`.
+    /// `scheduler-config/muster-as-default-scheduler.yaml` (the file operators install).
     pub config: Option<PathBuf>,
     /// Replaces scheme, host and port of every `extenders[].urlPrefix` (the path is kept), e.g.
     /// `http://127.0.0.1:31234` (sets `enableHTTPS: false`) or `https://127.0.0.1:31234` (sets
@@ -433,17 +433,13 @@ pub fn default_scheduler_config() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("MUSTER_SCHEDULER_CONFIG") {
         return Ok(PathBuf::from(p));
     }
-    let dir = repo_root().join("scheduler-config");
-    for name in ["muster-as-default-scheduler.yaml", "local-e2e.yaml"] {
-        let p = dir.join(name);
-        if p.exists() {
-            return Ok(p);
-        }
+    let p = repo_root()
+        .join("scheduler-config")
+        .join("muster-as-default-scheduler.yaml");
+    if !p.exists() {
+        bail!("scheduler config {} is missing", p.display());
     }
-    bail!(
-        "no scheduler config in {} (muster-as-default-scheduler.yaml or local-e2e.yaml)",
-        dir.display()
-    )
+    Ok(p)
 }
 
 /// Rewrites a KubeSchedulerConfiguration for a local cluster. Pure; unit-tested.

@@ -19,18 +19,24 @@ use muster::http::{router, AppState};
 use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef, Resources};
 use muster::state::Shared;
 
-/// Records binding calls; fails for pods named in `fail`.
+/// Records binding calls; fails for pods named in `fail`; with a `gate`, each binding waits
+/// for a permit, as a slow API server would make it wait.
 #[derive(Default)]
 struct FakeBinder {
     calls: Mutex<Vec<String>>,
     fail: Mutex<Vec<String>>,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Binder for FakeBinder {
     fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), String>> {
         self.calls.lock().push(format!("{pod}@{node}"));
         let fail = self.fail.lock().contains(&pod.name.to_string());
+        let gate = self.gate.clone();
         Box::pin(async move {
+            if let Some(gate) = gate {
+                gate.acquire().await.expect("gate open").forget();
+            }
             if fail {
                 Err("the API server said no".to_string())
             } else {
@@ -64,7 +70,11 @@ fn node(name: &str, cpu_milli: i64) -> NodeInfo {
 
 impl Fixture {
     fn new(nodes: &[NodeInfo]) -> Self {
-        let binder = Arc::new(FakeBinder::default());
+        Self::with_binder(nodes, FakeBinder::default())
+    }
+
+    fn with_binder(nodes: &[NodeInfo], binder: FakeBinder) -> Self {
+        let binder = Arc::new(binder);
         let shared = Arc::new(Shared::new(
             ModelConfig::default(),
             binder.clone(),
@@ -148,9 +158,17 @@ async fn filter_in_node_cache_mode_answers_in_go_field_names() {
         .post("/filter", &filter_args(&pod, &["node1", "node2"]))
         .await;
     assert_eq!(status, StatusCode::OK);
+    // With a node left, kube-scheduler never reads the reasons: they are left out.
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{"node2":"insufficient cpu: requested 100m, free 50m"},"FailedAndUnresolvableNodes":{},"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
+    );
+    // With none left, they become the pod's FailedScheduling message.
+    let (status, body) = f.post("/filter", &filter_args(&pod, &["node2"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{"node2":"insufficient cpu: requested 100m, free 50m"},"FailedAndUnresolvableNodes":{},"Error":""}"#
     );
 }
 
@@ -168,7 +186,7 @@ async fn filter_with_full_node_list_returns_the_kept_items_verbatim() {
     assert_eq!(
         body,
         format!(
-            r#"{{"Nodes":{{"items":[{n1}]}},"NodeNames":null,"FailedNodes":{{"node2":"insufficient cpu: requested 100m, free 50m"}},"FailedAndUnresolvableNodes":{{}},"Error":""}}"#
+            r#"{{"Nodes":{{"items":[{n1}]}},"NodeNames":null,"FailedNodes":{{}},"FailedAndUnresolvableNodes":{{}},"Error":""}}"#
         )
     );
 }
@@ -192,12 +210,17 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
 async fn filter_fails_unknown_nodes_as_unresolvable() {
     let f = Fixture::new(&[node("node1", 1000)]);
     let pod = go_pod("web", "u-web", "100m", "{}");
+    let (_, body) = f.post("/filter", &filter_args(&pod, &["ghost"])).await;
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{"ghost":"node ghost is not in muster's cache (yet)"},"Error":""}"#
+    );
     let (_, body) = f
         .post("/filter", &filter_args(&pod, &["node1", "ghost"]))
         .await;
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{"ghost":"node ghost is not in muster's cache (yet)"},"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
     );
 }
 
@@ -313,6 +336,56 @@ async fn a_held_bind_call_answers_success_once_its_gang_is_bound() {
     let (status, body) = held.await.unwrap();
     assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"Error":""}"#));
     assert_eq!(f.binder.calls.lock().len(), 2);
+}
+
+/// The held call must not mistake "seat given up because the gang is being bound" for "seat
+/// lost": between the quorum decision and the binding results, a wake-up finds no seat and no
+/// outcome yet. Single-threaded runtime, so each `yield_now` lets the held task run.
+#[tokio::test]
+async fn a_held_bind_call_woken_while_its_gang_is_being_bound_keeps_waiting() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut f = Fixture::with_binder(
+        &[node("node1", 1000)],
+        FakeBinder {
+            gate: Some(gate.clone()),
+            ..Default::default()
+        },
+    );
+    f.bind_wait = std::time::Duration::from_secs(20);
+    let f = Arc::new(f);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.post("/filter", &filter_args(&master, &["node1"])).await;
+    f.post("/filter", &filter_args(&worker, &["node1"])).await;
+    let spawn_bind = |name: &'static str, uid: &'static str| {
+        let f = f.clone();
+        tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
+    };
+    let held = spawn_bind("ai-gang-job-master-0", "u-m");
+    while f.seats() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let completing = spawn_bind("ai-gang-job-worker-0", "u-w");
+    // Both bindings started (and wait at the gate): the gang's seats are gone.
+    while f.binder.calls.lock().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(f.seats(), 0);
+    f.shared
+        .wake_gang(&muster::model::GangKey::new("ml", "ai-gang-job"));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !held.is_finished(),
+        "answered before its binding finished: {:?}",
+        held.await
+    );
+    gate.add_permits(2);
+    let (_, body) = completing.await.unwrap();
+    assert_eq!(body, r#"{"Error":""}"#);
+    let (status, body) = held.await.unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"Error":""}"#));
 }
 
 #[tokio::test]

@@ -392,6 +392,12 @@ impl GangTable {
             .is_some_and(|g| g.seats.contains_key(uid))
     }
 
+    /// Whether the pod has a node: bound, or being bound by muster (its gang reached quorum
+    /// and the binding call is in flight).
+    pub fn has_node(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|p| p.node().is_some())
+    }
+
     /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).
     pub fn wait_reason(&self, uid: &str) -> Option<String> {
         let key = &self.pods.get(uid)?.info.gang()?.gang;

@@ -129,15 +129,23 @@ async fn not_enough_room_waits_whole_then_places_when_capacity_added() -> Result
         c.assert_none_bound_for("room", &names, WINDOW).await?;
         c.add_node("node-2", NodeShape::cpu("250m")).await?;
         let bound = c.wait_bound("room", &names, PLACE).await?;
-        for n in &names {
-            c.wait_event_matching(
+        // One GangPlaced for the gang, on its first member, naming where each member went.
+        let mut sorted = names.clone();
+        sorted.sort();
+        let (_, ev) = c
+            .wait_event_matching(
                 "room",
-                std::slice::from_ref(n),
+                &sorted[..1],
                 "GangPlaced from muster",
                 REASON,
                 |e| e.reason == "GangPlaced" && e.message.starts_with("gang room/trainer placed"),
             )
             .await?;
+        for (pod, (node, _)) in &bound {
+            ensure!(
+                ev.message.contains(&format!("{pod} on {node}")),
+                "GangPlaced does not say {pod} is on {node}: {ev}"
+            );
         }
         let s = spread(&bound);
         eprintln!(

@@ -285,7 +285,13 @@ fn seed_gang_waits_whole_until_a_node_is_added_then_binds_together() {
         .into_iter()
         .filter(|n| n.kind == NoticeKind::Placed)
         .collect();
-    assert_eq!(placed.len(), 2);
+    assert_eq!(placed.len(), 1, "one GangPlaced per gang: {placed:?}");
+    assert_eq!(&*placed[0].pod.name, "ai-gang-job-master-0");
+    assert_eq!(
+        placed[0].message,
+        "gang ml/ai-gang-job placed: 2 members bound together (0 already had nodes): \
+         ai-gang-job-master-0 on node-2, ai-gang-job-worker-0 on node-1"
+    );
     w.confirm(&second);
     assert_eq!(w.state("ai-gang-job"), "placed");
     assert_eq!(w.table.stats().gangs_placed, 1);

@@ -244,6 +244,7 @@ async fn filter(State(state): State<AppState>, body: Result<RawBody, ApiError>) 
     for (i, (name, verdict)) in names.iter().zip(verdicts).enumerate() {
         match verdict {
             NodeVerdict::Fits => passing.push(i),
+            NodeVerdict::NotOffered => {}
             _ if !reasons_read => {}
             NodeVerdict::Unschedulable(reason) => {
                 result

@@ -636,3 +636,82 @@ async fn gpu_gang_of_8_on_4_plus_2_gpus_is_not_placed_and_nothing_is_bound() -> 
     .await;
     c.report(&["gpu", "frag"], r).await
 }
+
+/// A job controller creating members one at a time: the first member is seated at once and
+/// room is held for the members not created yet, so a complete gang arriving meanwhile cannot
+/// take it; nothing binds until the last member exists, then the whole gang binds together.
+#[tokio::test]
+async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together() -> Result<()> {
+    let _t = Timer(
+        "a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let r = async {
+        c.namespace("slow").await?;
+        // Room for one gang of 3 × 100m, not two.
+        c.add_node("node-1", NodeShape::cpu("400m")).await?;
+        let member = |name: &str, group: &str| {
+            muster_harness::PodBuilder::new("slow", name)
+                .cpu("100m")
+                .gang(GangKey::Muster, group, 3)
+        };
+        c.create(member("early-0", "early")).await?;
+        wait_for(
+            "early-0 seated with room held for two members not created yet",
+            PLACE,
+            || async {
+                let (_, body) = c.muster.get("/gangs").await?;
+                let gangs: serde_json::Value = serde_json::from_str(&body)?;
+                let states: Vec<String> = gangs["gangs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|g| g["name"] == "early")
+                    .flat_map(|g| g["members"].as_array().cloned().unwrap_or_default())
+                    .map(|m| format!("{}={}", m["name"], m["state"]))
+                    .collect();
+                let held = states.iter().filter(|s| s.ends_with("=\"held\"")).count();
+                let seated = states.iter().any(|s| s == "\"early-0\"=\"seated\"");
+                Ok(if seated && held == 2 {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("members of gang early: {states:?} in {body}"))
+                })
+            },
+        )
+        .await?;
+        // A complete gang arrives while "early" is still being created: it must not fit.
+        let late = c
+            .create_gang("slow", "late", 3, 3, GangKey::Muster, cpu("100m"))
+            .await?;
+        c.wait_event_matching(
+            "slow",
+            &late,
+            "saying gang slow/late does not fit",
+            REASON,
+            capacity_reason("slow", "late"),
+        )
+        .await?;
+        let early = vec![
+            "early-0".to_string(),
+            "early-1".to_string(),
+            "early-2".to_string(),
+        ];
+        let everyone: Vec<String> = early.iter().chain(&late).cloned().collect();
+        c.assert_none_bound_for("slow", &everyone, WINDOW).await?;
+        for n in &early[1..] {
+            c.create(member(n, "early")).await?;
+        }
+        let bound = c.wait_bound("slow", &early, PLACE).await?;
+        let s = spread(&bound);
+        ensure!(s <= TOGETHER, "members bound {s:?} apart: {bound:?}");
+        ensure!(
+            c.count_bound("slow", &late).await? == 0,
+            "a member of the late gang was bound"
+        );
+        no_overcommit(&c).await
+    }
+    .await;
+    c.report(&["slow"], r).await
+}

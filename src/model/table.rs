@@ -117,6 +117,9 @@ impl NoticeKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeVerdict {
     Fits,
+    /// Not offered, and no reason given: another node of the same answer fits, and
+    /// kube-scheduler reads reasons only when no node does (so making them would be waste).
+    NotOffered,
     /// Goes to `FailedNodes`: preemption may still help.
     Unschedulable(Arc<str>),
     /// Goes to `FailedAndUnresolvableNodes`: nothing on this node can help.
@@ -212,7 +215,8 @@ pub struct GangView {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct MemberView {
     pub name: String,
-    /// `bound`, `binding`, `seated`, `planned` or `pending`.
+    /// `bound`, `binding`, `seated`, `planned` or `pending`; `held` for room held for a
+    /// member not created yet (its name is then `(not created yet)`).
     pub state: &'static str,
     pub node: Option<String>,
 }
@@ -1016,31 +1020,14 @@ impl GangTable {
             Admission::Fits { first_nodes, .. } => {
                 // One node, muster's choice: kube-scheduler then skips scoring (and the
                 // prioritize call) for this pod, and the member lands where the plan expects.
+                // Every other node is simply not offered: with one node passing, kube-scheduler
+                // never reads failure reasons, so none are made.
                 let chosen = self.tightest(pod, first_nodes.iter().copied());
-                let needed: Arc<str> = Arc::from(format!(
-                    "gang {key}: the rest of the gang needs this node's room"
-                ));
-                let elsewhere = chosen.map(|c| self.placed_elsewhere(&key, c));
-                candidates
+                indices
                     .iter()
-                    .zip(&indices)
-                    .map(|(name, idx)| match idx {
-                        None => unknown(name),
+                    .map(|idx| match idx {
                         Some(i) if Some(*i) == chosen => NodeVerdict::Fits,
-                        Some(i) => match (first_nodes.contains(i), &elsewhere) {
-                            (true, Some(elsewhere)) => {
-                                NodeVerdict::Unschedulable(elsewhere.clone())
-                            }
-                            _ => match self.node_shortfall(
-                                &self.nodes[*i],
-                                &pod.requests,
-                                None,
-                                None,
-                            ) {
-                                Some(s) => NodeVerdict::Unschedulable(Arc::from(s.to_string())),
-                                None => NodeVerdict::Unschedulable(needed.clone()),
-                            },
-                        },
+                        _ => NodeVerdict::NotOffered,
                     })
                     .collect()
             }
@@ -1086,43 +1073,36 @@ impl GangTable {
                 }
             }
         }
-        // (preference, packing score, position) of the best node so far; gang members only.
+        // First pass, no strings: which nodes the pod may use, and (gang members only) the
+        // best of them as (preference, packing score, position).
         let mut best: Option<(u8, f64, usize)> = None;
-        let mut verdicts: Vec<NodeVerdict> = candidates
+        let mut any_fits = false;
+        let mut verdicts: Vec<NodeVerdict> = indices
             .iter()
-            .zip(indices)
             .enumerate()
-            .map(|(pos, (name, idx))| {
+            .map(|(pos, idx)| {
                 let Some(i) = *idx else {
-                    return NodeVerdict::Unresolvable(Arc::from(format!(
-                        "node {name} is not in muster's cache (yet)"
-                    )));
+                    return NodeVerdict::NotOffered;
                 };
                 let entry = &self.nodes[i];
-                let short = self.node_shortfall(entry, &pod.requests, None, None);
                 let preference = if own_seat == Some(i) {
-                    Some(2)
+                    2
                 } else if donors.get(&i).is_some_and(|d| {
                     d.iter().any(|r| {
                         self.node_shortfall(entry, &pod.requests, Some(r), None)
                             .is_none()
                     })
                 }) {
-                    Some(1)
-                } else if short.is_none() {
-                    Some(0)
+                    1
+                } else if self
+                    .node_shortfall(entry, &pod.requests, None, None)
+                    .is_none()
+                {
+                    0
                 } else {
-                    None
+                    return NodeVerdict::NotOffered;
                 };
-                let Some(preference) = preference else {
-                    let reserved = if entry.reserved.is_zero() {
-                        ""
-                    } else {
-                        " (some of it is reserved for gangs)"
-                    };
-                    let short = short.expect("no preference means no room");
-                    return NodeVerdict::Unschedulable(Arc::from(format!("{short}{reserved}")));
-                };
+                any_fits = true;
                 if gang.is_some() {
                     let packing = packing_score(entry, &pod.requests);
                     if best.is_none_or(|(p, s, _)| (preference, packing) > (p, s)) {
@@ -1132,15 +1112,39 @@ impl GangTable {
                 NodeVerdict::Fits
             })
             .collect();
-        if let (Some(key), Some((_, _, keep))) = (gang, best) {
-            let elsewhere = self.placed_elsewhere(key, indices[keep].expect("best is known"));
+        if let Some((_, _, keep)) = best {
             for (pos, v) in verdicts.iter_mut().enumerate() {
-                if pos != keep && *v == NodeVerdict::Fits {
-                    *v = NodeVerdict::Unschedulable(elsewhere.clone());
+                if pos != keep {
+                    *v = NodeVerdict::NotOffered;
                 }
             }
         }
-        verdicts
+        if any_fits {
+            // kube-scheduler reads failure reasons only when no node passes.
+            return verdicts;
+        }
+        // Second pass, nothing fits: say why for each node.
+        candidates
+            .iter()
+            .zip(indices)
+            .map(|(name, idx)| {
+                let Some(i) = *idx else {
+                    return NodeVerdict::Unresolvable(Arc::from(format!(
+                        "node {name} is not in muster's cache (yet)"
+                    )));
+                };
+                let entry = &self.nodes[i];
+                let short = self
+                    .node_shortfall(entry, &pod.requests, None, None)
+                    .expect("the first pass found no room here");
+                let reserved = if entry.reserved.is_zero() {
+                    ""
+                } else {
+                    " (some of it is reserved for gangs)"
+                };
+                NodeVerdict::Unschedulable(Arc::from(format!("{short}{reserved}")))
+            })
+            .collect()
     }
 
     /// The node of `options` where `pod` packs tightest (lowest position on ties).
@@ -1155,17 +1159,6 @@ impl GangTable {
         best.map(|(_, i)| i)
     }
 
-    /// Reason given to the nodes a gang member could use but is not offered.
-    fn placed_elsewhere(&self, key: &GangKey, chosen: usize) -> Arc<str> {
-        Arc::from(format!(
-            "gang {key}: muster places this member on node {}",
-            self.nodes[chosen].info.name
-        ))
-    }
-
-    /// Tells the gang's waiting members why they wait, once per distinct message. While
-    /// members are still being created the message changes with every arrival, so then only
-    /// `asking` (the member being decided) is told: telling all would be n^2 Events per gang.
     fn tell_waiting(&mut self, key: &GangKey, admission: &Admission, asking: &PodInfo) {
         let message = Self::admission_message(key, admission);
         let Some(gang) = self.gangs.get_mut(key) else {
@@ -1632,8 +1625,18 @@ impl GangTable {
             gang.backoff_until = Some(now + backoff);
             gang.last_wait_message = None;
             self.stats.gang_timeouts += 1;
+            let exist = self.gangs[key]
+                .members
+                .iter()
+                .filter(|u| self.pods.contains_key(*u))
+                .count() as u32;
+            let missing = if exist < facts.quorum {
+                format!(" ({exist} of {} members exist)", facts.quorum)
+            } else {
+                String::new()
+            };
             let message = format!(
-                "gang {key} did not reach quorum within {}: {}/{} members had nodes; seats released, retrying in {}",
+                "gang {key} did not reach quorum within {}: {}/{} members had nodes{missing}; seats released, retrying in {}",
                 humantime::format_duration(timeout),
                 facts.with_nodes + facts.confirmed_seats,
                 facts.quorum,
@@ -1704,6 +1707,16 @@ impl GangTable {
                             node,
                         }
                     })
+                    .chain(
+                        gang.seats
+                            .iter()
+                            .filter(|(uid, _)| is_not_created_uid(uid))
+                            .map(|(_, s)| MemberView {
+                                name: "(not created yet)".to_string(),
+                                state: "held",
+                                node: Some(s.node.to_string()),
+                            }),
+                    )
                     .collect();
                 let state = gang_state(self, key, gang, now);
                 GangView {

@@ -236,16 +236,12 @@ async fn filter(State(state): State<AppState>, body: Result<RawBody, ApiError>) 
 
     let mut result = ExtenderFilterResult::default();
     let mut passing = Vec::new();
-    // kube-scheduler reads the reasons of failed nodes only when no node is left (they become
-    // the pod's FailedScheduling message and guide preemption); with a node left they are
-    // dropped unread. Leaving them out then spares encoding and decoding a reason for each of
-    // hundreds of nodes on every pod (a gang member below quorum passes exactly one node).
-    let reasons_read = !verdicts.contains(&NodeVerdict::Fits);
+    // The model gives reasons only when no node passes (NotOffered otherwise): that is the only
+    // time kube-scheduler reads them.
     for (i, (name, verdict)) in names.iter().zip(verdicts).enumerate() {
         match verdict {
             NodeVerdict::Fits => passing.push(i),
             NodeVerdict::NotOffered => {}
-            _ if !reasons_read => {}
             NodeVerdict::Unschedulable(reason) => {
                 result
                     .failed_nodes

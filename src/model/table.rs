@@ -278,6 +278,8 @@ struct Gang {
 /// Derived, per-decision facts about a gang.
 struct GangFacts {
     quorum: u32,
+    /// Members that exist (pods muster has seen).
+    existing: u32,
     /// Members bound or assumed.
     with_nodes: u32,
     confirmed_seats: u32,
@@ -698,6 +700,7 @@ impl GangTable {
     fn facts(&self, key: &GangKey) -> GangFacts {
         let mut f = GangFacts {
             quorum: 0,
+            existing: 0,
             with_nodes: 0,
             confirmed_seats: 0,
             priority: i32::MIN,
@@ -730,6 +733,7 @@ impl GangTable {
         }
         // Without any quorum key, the gang is every member that exists.
         f.quorum = explicit.unwrap_or(members).max(1);
+        f.existing = members;
         f.confirmed_seats = gang.seats.values().filter(|s| s.confirmed).count() as u32;
         f
     }
@@ -1033,7 +1037,7 @@ impl GangTable {
             }
             other => {
                 let message = Self::admission_message(&key, &other);
-                self.tell_waiting(&key, &other, pod);
+                self.tell_waiting(&key, &message, &other, pod);
                 let reason: Arc<str> = Arc::from(message);
                 candidates
                     .iter()
@@ -1159,15 +1163,20 @@ impl GangTable {
         best.map(|(_, i)| i)
     }
 
-    fn tell_waiting(&mut self, key: &GangKey, admission: &Admission, asking: &PodInfo) {
-        let message = Self::admission_message(key, admission);
+    fn tell_waiting(
+        &mut self,
+        key: &GangKey,
+        message: &str,
+        admission: &Admission,
+        asking: &PodInfo,
+    ) {
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
-        if gang.last_wait_message.as_deref() == Some(message.as_str()) {
+        if gang.last_wait_message.as_deref() == Some(message) {
             return;
         }
-        gang.last_wait_message = Some(message.clone());
+        gang.last_wait_message = Some(message.to_string());
         let still_arriving =
             matches!(admission, Admission::DoesNotFit { missing, .. } if *missing > 0);
         let members: Vec<PodRef> = if still_arriving {
@@ -1387,7 +1396,7 @@ impl GangTable {
                 }
                 refused => {
                     let message = Self::admission_message(key, &refused);
-                    self.tell_waiting(key, &refused, info);
+                    self.tell_waiting(key, &message, &refused, info);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }
             }
@@ -1396,15 +1405,14 @@ impl GangTable {
         let facts = self.facts(key);
         let have = facts.with_nodes + facts.confirmed_seats;
         if have < facts.quorum {
-            let exist = self.gangs.get(key).map_or(0, |g| g.members.len()) as u32;
             let mut message = format!(
                 "gang {key} waiting for quorum: {have}/{} members have nodes",
                 facts.quorum
             );
-            if exist < facts.quorum {
+            if facts.existing < facts.quorum {
                 message.push_str(&format!(
-                    "; {exist} of {} members exist, the rest are not created yet",
-                    facts.quorum
+                    "; {} of {} members exist, the rest are not created yet",
+                    facts.existing, facts.quorum
                 ));
             }
             // No Event here: the bind handler holds the call and tells the member only if the
@@ -1625,13 +1633,8 @@ impl GangTable {
             gang.backoff_until = Some(now + backoff);
             gang.last_wait_message = None;
             self.stats.gang_timeouts += 1;
-            let exist = self.gangs[key]
-                .members
-                .iter()
-                .filter(|u| self.pods.contains_key(*u))
-                .count() as u32;
-            let missing = if exist < facts.quorum {
-                format!(" ({exist} of {} members exist)", facts.quorum)
+            let missing = if facts.existing < facts.quorum {
+                format!(" ({} of {} members exist)", facts.existing, facts.quorum)
             } else {
                 String::new()
             };

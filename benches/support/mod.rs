@@ -53,6 +53,9 @@ pub fn pod(name: &str, cpu_milli: i64, gang: Option<(&str, u32)>, node: Option<S
         membership: membership_of("bench", &BTreeMap::new(), &annotations),
         node_selector: vec![],
         tolerations: vec![],
+        labels: Default::default(),
+        terminating: false,
+        rules: None,
     }
 }
 

@@ -5,12 +5,21 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as ApiPodAffinityTerm, PodSpec,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSelector;
 
 use crate::model::membership::membership_of;
-use crate::model::objects::{pod_requests, ContainerRequests, Taint, Toleration};
+use crate::model::objects::{
+    pod_requests, ContainerRequests, PodRules, Taint, Toleration, TolerationOperator,
+};
 use crate::model::quantity::QuantityError;
+use crate::model::rules::{
+    InclusionPolicy, LabelSelector, NodeSelector, NodeSelectorTerm, PodAffinityTerm,
+    SpreadConstraint,
+};
 use crate::model::{NodeInfo, PodInfo, Resources};
 
 /// Why a pod or node could not be read.
@@ -26,6 +35,14 @@ pub enum ConvertError {
         object: &'static str,
         name: String,
         source: QuantityError,
+    },
+    /// The API server validates these fields, so this means a client bypassed validation
+    /// or a newer API added an operator muster does not know.
+    #[error("pod {pod}: {field}: {why}")]
+    BadRule {
+        pod: String,
+        field: String,
+        why: String,
     },
 }
 
@@ -69,6 +86,10 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
     let labels = meta.labels.as_ref().unwrap_or(&empty);
     let annotations = meta.annotations.as_ref().unwrap_or(&empty);
 
+    let rules = match &pod.spec {
+        Some(spec) => rules_of(spec, namespace, &display)?,
+        None => None,
+    };
     let (requests, node_name, priority, node_selector, tolerations) = match &pod.spec {
         Some(spec) => {
             let containers = spec
@@ -105,7 +126,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
                 .flatten()
                 .map(|t| Toleration {
                     key: t.key.clone().unwrap_or_default(),
-                    exists: t.operator.as_deref() == Some("Exists"),
+                    operator: TolerationOperator::parse(t.operator.as_deref()),
                     value: t.value.clone().unwrap_or_default(),
                     effect: t.effect.clone().unwrap_or_default(),
                 })
@@ -152,7 +173,160 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
         membership: membership_of(namespace, labels, annotations),
         node_selector,
         tolerations,
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
+        terminating: meta.deletion_timestamp.is_some(),
+        rules,
     })
+}
+
+/// The pod's required placement rules; `None` when it has none (most pods).
+fn rules_of(
+    spec: &PodSpec,
+    namespace: &str,
+    pod: &str,
+) -> Result<Option<Box<PodRules>>, ConvertError> {
+    let bad = |field: String| {
+        move |why: String| ConvertError::BadRule {
+            pod: pod.to_string(),
+            field,
+            why,
+        }
+    };
+    let affinity = spec.affinity.as_ref();
+    let node_affinity = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|required| NodeSelector {
+            terms: required
+                .node_selector_terms
+                .iter()
+                .map(|t| {
+                    let raw = |list: &Option<Vec<NodeSelectorRequirement>>| {
+                        list.iter()
+                            .flatten()
+                            .map(|r| {
+                                (
+                                    r.key.clone(),
+                                    r.operator.clone(),
+                                    r.values.clone().unwrap_or_default(),
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                    };
+                    let (exprs, fields) = (raw(&t.match_expressions), raw(&t.match_fields));
+                    NodeSelectorTerm::parse(
+                        exprs
+                            .iter()
+                            .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
+                        fields
+                            .iter()
+                            .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
+                    )
+                })
+                .collect(),
+        });
+    let terms = |kind: &str, list: Option<&Vec<ApiPodAffinityTerm>>| {
+        list.into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| -> Result<PodAffinityTerm, ConvertError> {
+                let field = |what: &str| format!("{kind}[{i}].{what}");
+                // matchLabelKeys/mismatchLabelKeys are not read: the API server merged them
+                // into labelSelector when the pod was created, and kube-scheduler reads only
+                // that selector.
+                Ok(PodAffinityTerm::new(
+                    namespace,
+                    selector_of(t.label_selector.as_ref()).map_err(bad(field("labelSelector")))?,
+                    t.namespaces.clone().unwrap_or_default(),
+                    t.namespace_selector
+                        .as_ref()
+                        .map(|s| selector_of(Some(s)))
+                        .transpose()
+                        .map_err(bad(field("namespaceSelector")))?,
+                    &t.topology_key,
+                ))
+            })
+            .collect::<Result<Vec<_>, ConvertError>>()
+    };
+    let pod_affinity = affinity
+        .and_then(|a| a.pod_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let pod_anti_affinity = affinity
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let spread = spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, c)| c.when_unsatisfiable == "DoNotSchedule")
+        .map(|(i, c)| -> Result<SpreadConstraint, ConvertError> {
+            let field = |what: &str| format!("topologySpreadConstraints[{i}].{what}");
+            Ok(SpreadConstraint {
+                max_skew: c.max_skew,
+                topology_key: c.topology_key.clone(),
+                selector: selector_of(c.label_selector.as_ref())
+                    .map_err(bad(field("labelSelector")))?,
+                match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+                min_domains: c.min_domains.unwrap_or(1),
+                node_affinity_policy: InclusionPolicy::parse(
+                    c.node_affinity_policy.as_deref(),
+                    InclusionPolicy::Honor,
+                )
+                .map_err(bad(field("nodeAffinityPolicy")))?,
+                node_taints_policy: InclusionPolicy::parse(
+                    c.node_taints_policy.as_deref(),
+                    InclusionPolicy::Ignore,
+                )
+                .map_err(bad(field("nodeTaintsPolicy")))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConvertError>>()?;
+    let rules = PodRules {
+        node_affinity,
+        affinity: terms("podAffinity.required", pod_affinity)?,
+        anti_affinity: terms("podAntiAffinity.required", pod_anti_affinity)?,
+        spread,
+        scheduling_gates: spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
+    };
+    Ok((!rules.is_empty()).then(|| Box::new(rules)))
+}
+
+/// `metav1.LabelSelectorAsSelector`: absent selects nothing.
+fn selector_of(s: Option<&ApiLabelSelector>) -> Result<LabelSelector, String> {
+    let Some(s) = s else {
+        return Ok(LabelSelector::Nothing);
+    };
+    LabelSelector::from_parts(
+        s.match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        s.match_expressions.iter().flatten().map(|e| {
+            (
+                e.key.as_str(),
+                e.operator.as_str(),
+                e.values.as_deref().unwrap_or(&[]),
+            )
+        }),
+    )
 }
 
 /// Reads a node: allocatable (or capacity, when a node reports no allocatable), labels,
@@ -229,7 +403,7 @@ mod tests {
         assert_eq!(info.priority, 7);
         assert!(info.created > 0);
         assert_eq!(info.gang().unwrap().gang.to_string(), "ml/job");
-        assert!(info.tolerations[0].exists);
+        assert_eq!(info.tolerations[0].operator, TolerationOperator::Exists);
     }
 
     #[test]
@@ -275,5 +449,109 @@ mod tests {
         assert_eq!(info.allocatable.extended("nvidia.com/gpu"), 4);
         assert_eq!(info.taints.len(), 1, "PreferNoSchedule never blocks");
         assert_eq!(info.zone(), Some("z1"));
+    }
+
+    #[test]
+    fn reads_placement_rules() {
+        use crate::model::rules::{LabelSelector, NodeSelectorTerm, Requirement};
+        let p = pod_json(serde_json::json!({
+            "metadata": {"name": "w-1", "namespace": "ml", "uid": "u2",
+                "labels": {"app": "train", "job": "j1"},
+                "deletionTimestamp": "2026-11-29T10:05:00Z"},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "schedulingGates": [{"name": "example.com/quota"}],
+                "tolerations": [{"key": "k", "operator": "Gt", "value": "3"}],
+                "affinity": {
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}],
+                             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]},
+                            {"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["x"]}]}
+                        ]}},
+                    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "train"}},
+                         "matchLabelKeys": ["job"],
+                         "topologyKey": "topology.kubernetes.io/zone"}
+                    ]},
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchExpressions": [{"key": "job", "operator": "In", "values": ["j1"]}]},
+                         "namespaceSelector": {},
+                         "topologyKey": "kubernetes.io/hostname"}
+                    ]}
+                },
+                "topologySpreadConstraints": [
+                    {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "train"}},
+                     "matchLabelKeys": ["job"], "minDomains": 3, "nodeTaintsPolicy": "Honor"},
+                    {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                     "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}
+                ]
+            }
+        }));
+        let info = pod_info(&p).unwrap();
+        assert_eq!(info.labels.get("job"), Some("j1"));
+        assert!(info.terminating);
+        assert_eq!(
+            info.tolerations[0].operator,
+            TolerationOperator::Unsupported
+        );
+        let rules = info.rules.as_ref().unwrap();
+        assert_eq!(rules.scheduling_gates, ["example.com/quota"]);
+        let terms = &rules.node_affinity.as_ref().unwrap().terms;
+        assert!(
+            matches!(&terms[0], NodeSelectorTerm::Parsed { expressions, fields }
+            if expressions.len() == 1 && fields.len() == 1 && !fields[0].equal)
+        );
+        assert!(
+            matches!(terms[1], NodeSelectorTerm::Invalid(_)),
+            "Gt needs an integer"
+        );
+        let affinity = &rules.affinity[0];
+        assert_eq!(
+            affinity.selector,
+            LabelSelector::from_parts([("app", "train")], []).unwrap(),
+            "matchLabelKeys are the API server's to merge; the stored selector is read as is"
+        );
+        assert_eq!(affinity.namespaces, ["ml"], "own namespace by default");
+        assert_eq!(affinity.namespace_selector, LabelSelector::Nothing);
+        let anti = &rules.anti_affinity[0];
+        assert!(anti.namespaces.is_empty());
+        assert!(
+            anti.namespace_selector.is_empty(),
+            "{{}} selects every namespace"
+        );
+        assert!(
+            matches!(&anti.selector, LabelSelector::All(r) if r == &[Requirement::from_label_expression("job", "In", &["j1".into()]).unwrap()])
+        );
+        assert_eq!(rules.spread.len(), 1, "ScheduleAnyway only scores");
+        let c = &rules.spread[0];
+        assert_eq!((c.min_domains, c.match_label_keys.len()), (3, 1));
+        assert_eq!(c.node_affinity_policy, InclusionPolicy::Honor);
+        assert_eq!(c.node_taints_policy, InclusionPolicy::Honor);
+    }
+
+    #[test]
+    fn pods_without_rules_carry_none_and_bad_selectors_are_named() {
+        let plain = pod_json(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+            "spec": {"containers": [{"name": "c"}],
+                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]}
+        }));
+        let info = pod_info(&plain).unwrap();
+        assert!(info.rules.is_none() && info.labels.is_empty() && !info.terminating);
+
+        let bad = pod_json(serde_json::json!({
+            "metadata": {"name": "bad", "namespace": "ml", "uid": "u"},
+            "spec": {"containers": [{"name": "c"}],
+                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchExpressions": [{"key": "job", "operator": "Near", "values": ["a"]}]},
+                         "topologyKey": "kubernetes.io/hostname"}]}}}
+        }));
+        assert_eq!(
+            pod_info(&bad).unwrap_err().to_string(),
+            "pod ml/bad: podAntiAffinity.required[0].labelSelector: key \"job\": \"Near\" is not \
+             a valid label selector operator (In, NotIn, Exists, DoesNotExist)"
+        );
     }
 }

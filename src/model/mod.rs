@@ -8,6 +8,7 @@ pub mod membership;
 pub mod objects;
 pub mod quantity;
 pub mod resources;
+pub mod rules;
 mod table;
 
 pub use membership::{GangKey, Membership, MembershipError};

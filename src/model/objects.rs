@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::membership::{Membership, MembershipError};
 use super::resources::Resources;
+use super::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
 
 pub type PodUid = Arc<str>;
 pub type NodeName = Arc<str>;
@@ -32,6 +33,35 @@ pub struct PodInfo {
     /// go: kube-scheduler only tells us the feasible nodes of the pod being scheduled.
     pub node_selector: Vec<(String, String)>,
     pub tolerations: Vec<Toleration>,
+    /// Read by other pods' affinity terms and spread constraints.
+    pub labels: Labels,
+    /// `metadata.deletionTimestamp` is set: topology spread no longer counts the pod.
+    pub terminating: bool,
+    /// The placement rules few pods carry, behind one pointer so that the many pods without
+    /// them cost eight bytes.
+    pub rules: Option<Box<PodRules>>,
+}
+
+/// A pod's required placement rules beyond `nodeSelector`, tolerations and resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodRules {
+    /// Required node affinity; `None` when the pod has none (every node passes).
+    pub node_affinity: Option<NodeSelector>,
+    /// Required pod affinity terms.
+    pub affinity: Vec<PodAffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Topology spread constraints with `whenUnsatisfiable: DoNotSchedule` (the others only
+    /// score).
+    pub spread: Vec<SpreadConstraint>,
+    /// `spec.schedulingGates` names: while any remains, the pod is not ready to be placed.
+    pub scheduling_gates: Vec<String>,
+}
+
+impl PodRules {
+    pub fn is_empty(&self) -> bool {
+        *self == PodRules::default()
+    }
 }
 
 impl PodInfo {
@@ -72,41 +102,43 @@ pub struct Taint {
     pub effect: String,
 }
 
+/// Matching rules: [`Toleration::tolerates`] in `rules::taint_toleration`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Toleration {
-    /// Empty with `exists` = tolerate everything.
+    /// Empty = every key.
     pub key: String,
-    pub exists: bool,
+    pub operator: TolerationOperator,
     pub value: String,
     /// Empty = every effect.
     pub effect: String,
 }
 
-impl Toleration {
-    fn tolerates(&self, taint: &Taint) -> bool {
-        if !self.effect.is_empty() && self.effect != taint.effect {
-            return false;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TolerationOperator {
+    /// `Equal`, or no operator: the values must be equal.
+    Equal,
+    Exists,
+    /// `Lt`, `Gt` (behind a feature gate that is off by default) or anything else: kube-scheduler
+    /// lets such a toleration tolerate nothing.
+    Unsupported,
+}
+
+impl TolerationOperator {
+    pub fn parse(operator: Option<&str>) -> Self {
+        match operator {
+            None | Some("") | Some("Equal") => TolerationOperator::Equal,
+            Some("Exists") => TolerationOperator::Exists,
+            Some(_) => TolerationOperator::Unsupported,
         }
-        if self.key.is_empty() {
-            return self.exists;
-        }
-        self.key == taint.key && (self.exists || self.value == taint.value)
     }
 }
 
-/// Whether `pod` could be placed on `node` by the rules the model knows (node selector,
-/// taints, cordon). Used only to simulate other gang members, never to veto the pod that
-/// kube-scheduler already filtered.
+/// Whether `pod` could be placed on `node` by the rules that need no other pod: cordon,
+/// taints, `nodeSelector` and required node affinity (kube-scheduler's NodeUnschedulable,
+/// TaintToleration and NodeAffinity; see [`rules::node_fits`]). Used only to simulate other
+/// gang members, never to veto the pod that kube-scheduler already filtered.
 pub fn node_admits(node: &NodeInfo, pod: &PodInfo) -> bool {
-    !node.unschedulable
-        && pod
-            .node_selector
-            .iter()
-            .all(|(k, v)| node.labels.get(k) == Some(v))
-        && node
-            .taints
-            .iter()
-            .all(|t| pod.tolerations.iter().any(|tol| tol.tolerates(t)))
+    rules::node_fits(node, pod).is_ok()
 }
 
 /// One container's requests and whether it is a sidecar (an init container with
@@ -255,23 +287,47 @@ mod tests {
     }
 
     #[test]
-    fn tolerations_match_taints() {
-        let taint = Taint {
-            key: "nvidia.com/gpu".into(),
-            value: "present".into(),
+    fn node_admits_applies_cordon_taints_and_selector() {
+        use crate::model::rules::fixtures::{node, pod};
+        let mut n = node("n1");
+        n.labels.insert("pool".into(), "a".into());
+        let mut p = pod("p");
+        assert!(node_admits(&n, &p));
+        p.node_selector = vec![("pool".into(), "b".into())];
+        assert!(!node_admits(&n, &p), "nodeSelector");
+        p.node_selector.clear();
+        n.taints.push(Taint {
+            key: "gpu".into(),
+            value: String::new(),
             effect: "NoSchedule".into(),
-        };
-        let tol = |key: &str, exists: bool, value: &str, effect: &str| Toleration {
-            key: key.into(),
-            exists,
-            value: value.into(),
-            effect: effect.into(),
-        };
-        assert!(tol("nvidia.com/gpu", true, "", "").tolerates(&taint));
-        assert!(tol("nvidia.com/gpu", false, "present", "NoSchedule").tolerates(&taint));
-        assert!(!tol("nvidia.com/gpu", false, "absent", "").tolerates(&taint));
-        assert!(!tol("nvidia.com/gpu", true, "", "NoExecute").tolerates(&taint));
-        assert!(tol("", true, "", "").tolerates(&taint));
-        assert!(!tol("other", true, "", "").tolerates(&taint));
+        });
+        assert!(!node_admits(&n, &p), "untolerated taint");
+        p.tolerations.push(Toleration {
+            key: String::new(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: String::new(),
+        });
+        n.unschedulable = true;
+        assert!(
+            node_admits(&n, &p),
+            "tolerating everything tolerates the cordon too (NodeUnschedulable)"
+        );
+    }
+
+    #[test]
+    fn toleration_operators_parse_as_kube_scheduler_reads_them() {
+        use TolerationOperator::*;
+        assert_eq!(TolerationOperator::parse(None), Equal);
+        assert_eq!(TolerationOperator::parse(Some("Equal")), Equal);
+        assert_eq!(TolerationOperator::parse(Some("Exists")), Exists);
+        assert_eq!(TolerationOperator::parse(Some("Gt")), Unsupported);
+    }
+
+    #[test]
+    fn pods_without_rules_stay_small() {
+        assert_eq!(std::mem::size_of::<Option<Box<PodRules>>>(), 8);
+        assert_eq!(std::mem::size_of::<Labels>(), 16);
+        assert!(PodRules::default().is_empty());
     }
 }

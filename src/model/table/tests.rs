@@ -30,6 +30,9 @@ fn pod(name: &str) -> PodBuilder {
             membership: Ok(None),
             node_selector: vec![],
             tolerations: vec![],
+            labels: Default::default(),
+            terminating: false,
+            rules: None,
         },
         BTreeMap::new(),
     )

@@ -1,0 +1,106 @@
+//! Small builders for the rule tests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::inter_pod_affinity::PodAffinityTerm;
+use super::labels::{LabelSelector, Labels};
+use super::node_affinity::{NodeSelector, NodeSelectorTerm};
+use super::pod_topology_spread::SpreadConstraint;
+use crate::model::objects::{NodeInfo, PodInfo, PodRules};
+use crate::model::resources::Resources;
+
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// A node labelled with its hostname, 8 CPUs.
+pub fn node(name: &str) -> NodeInfo {
+    NodeInfo {
+        name: Arc::from(name),
+        allocatable: Resources {
+            cpu_milli: 8000,
+            pods: 110,
+            ..Default::default()
+        },
+        labels: BTreeMap::from([(HOSTNAME.to_string(), name.to_string())]),
+        unschedulable: false,
+        taints: vec![],
+    }
+}
+
+/// A node in a zone.
+pub fn zoned(name: &str, zone: &str) -> NodeInfo {
+    let mut n = node(name);
+    n.labels.insert(ZONE.to_string(), zone.to_string());
+    n
+}
+
+/// A plain pod in namespace `ml`.
+pub fn pod(name: &str) -> PodInfo {
+    PodInfo {
+        uid: Arc::from(format!("uid-{name}")),
+        namespace: Arc::from("ml"),
+        name: Arc::from(name),
+        requests: Resources::cpu(1000),
+        node_name: None,
+        terminal: false,
+        priority: 0,
+        created: 0,
+        membership: Ok(None),
+        node_selector: vec![],
+        tolerations: vec![],
+        labels: Labels::default(),
+        terminating: false,
+        rules: None,
+    }
+}
+
+pub fn labelled(mut p: PodInfo, labels: &[(&str, &str)]) -> PodInfo {
+    p.labels = labels.iter().map(|(k, v)| (*k, *v)).collect();
+    p
+}
+
+pub fn in_namespace(mut p: PodInfo, ns: &str) -> PodInfo {
+    p.namespace = Arc::from(ns);
+    p
+}
+
+/// `matchLabels` only.
+pub fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector::from_parts(labels.iter().copied(), []).unwrap()
+}
+
+/// A term of a pod in `ml` selecting `labels` over `key`.
+pub fn term(labels: &[(&str, &str)], key: &str) -> PodAffinityTerm {
+    PodAffinityTerm::new("ml", selector(labels), vec![], None, key)
+}
+
+#[derive(Default)]
+pub struct PodRulesBuilder(PodRules);
+
+impl PodRulesBuilder {
+    pub fn node_affinity(mut self, terms: Vec<NodeSelectorTerm>) -> Self {
+        self.0.node_affinity = Some(NodeSelector { terms });
+        self
+    }
+    pub fn affinity(mut self, t: PodAffinityTerm) -> Self {
+        self.0.affinity.push(t);
+        self
+    }
+    pub fn anti_affinity(mut self, t: PodAffinityTerm) -> Self {
+        self.0.anti_affinity.push(t);
+        self
+    }
+    pub fn spread(mut self, c: SpreadConstraint) -> Self {
+        self.0.spread.push(c);
+        self
+    }
+    pub fn gate(mut self, name: &str) -> Self {
+        self.0.scheduling_gates.push(name.to_string());
+        self
+    }
+    pub fn on(self, mut p: PodInfo) -> PodInfo {
+        p.rules = Some(Box::new(self.0));
+        p
+    }
+}

@@ -1,0 +1,45 @@
+//! kube-scheduler's required (filter-time) predicates as pure functions and states: what the
+//! stock scheduler will check for each gang member, so that muster's simulation of a whole gang
+//! agrees with it (invariant 6). One file per kube-scheduler plugin, each with its own table
+//! tests naming the plugin; differences from the Go code are written down where they are.
+//!
+//! - stateless, per node: [`node_fits`] = NodeUnschedulable, TaintToleration, NodeAffinity
+//!   (in kube-scheduler's filter order); [`scheduling_gates`] per pod;
+//! - stateful, per decision: [`InterPodAffinity`] and [`PodTopologySpread`], built once from the
+//!   pods already on nodes, updated as a simulation places members (`add`), checked per node.
+//!   [`GangPlacement`] bundles them for a gang whose members are placed one by one.
+//!
+//! Resources (`NodeResourcesFit`, including the `pods` count, which is part of
+//! [`crate::model::Resources`]) stay with the capacity ledger.
+
+mod diagnosis;
+pub mod inter_pod_affinity;
+pub mod labels;
+pub mod node_affinity;
+pub mod node_unschedulable;
+mod placement;
+pub mod pod_topology_spread;
+pub mod scheduling_gates;
+pub mod taint_toleration;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+pub use diagnosis::{Diagnosis, Reason};
+pub use inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
+pub use labels::{LabelSelector, Labels, NamespaceLabels, Requirement};
+pub use node_affinity::{NodeSelector, NodeSelectorTerm};
+pub use placement::{
+    shortfall_message, ClusterSnapshot, GangPlacement, PodPlacement, HOSTNAME_KEY,
+};
+pub use pod_topology_spread::{InclusionPolicy, PodTopologySpread, SpreadConstraint};
+
+use crate::model::objects::{NodeInfo, PodInfo};
+
+/// The rules that need no other pod, in kube-scheduler's order (NodeUnschedulable,
+/// TaintToleration, NodeAffinity); the first that fails is the reason.
+pub fn node_fits(node: &NodeInfo, pod: &PodInfo) -> Result<(), Reason> {
+    node_unschedulable::check(node, pod)?;
+    taint_toleration::check(node, pod)?;
+    node_affinity::check(node, pod)
+}

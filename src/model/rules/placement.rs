@@ -1,0 +1,184 @@
+//! The rules together, shaped for a simulation that places a gang's members one by one:
+//! [`PodPlacement`] is every required rule for one pod (kube-scheduler's PreFilter state plus its
+//! Filter), [`GangPlacement`] one such state per distinct member spec, each told of every
+//! member placed.
+//!
+//! Cost: building reads every bound pod once per distinct spec (pods without terms of their
+//! own are skipped unless they carry anti-affinity) and every node once when the spec has
+//! spread constraints; `check` is a few label and hash lookups; `place` is one update per spec.
+
+use super::inter_pod_affinity::InterPodAffinity;
+use super::labels::NamespaceLabels;
+use super::pod_topology_spread::PodTopologySpread;
+use super::{node_fits, scheduling_gates, Diagnosis, Reason};
+use crate::model::objects::{NodeInfo, PodInfo};
+
+/// The topology key of one node per domain.
+pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+
+/// What the rules read about the cluster at one decision.
+pub struct ClusterSnapshot<'a> {
+    /// Every node (topology spread registers the domains of all of them).
+    pub nodes: Vec<&'a NodeInfo>,
+    /// Every pod on a node — bound, assumed or holding a confirmed seat — with its node.
+    pub bound: Vec<(&'a NodeInfo, &'a PodInfo)>,
+    pub namespaces: &'a NamespaceLabels,
+}
+
+/// Every required rule but resources, for one pod, at one decision.
+pub struct PodPlacement<'a> {
+    pod: &'a PodInfo,
+    inter_pod: InterPodAffinity<'a>,
+    spread: PodTopologySpread<'a>,
+}
+
+impl<'a> PodPlacement<'a> {
+    pub fn new(pod: &'a PodInfo, cluster: &ClusterSnapshot<'a>) -> Self {
+        PodPlacement {
+            pod,
+            inter_pod: InterPodAffinity::new(
+                pod,
+                cluster.bound.iter().copied(),
+                cluster.namespaces,
+            ),
+            spread: PodTopologySpread::new(
+                pod,
+                cluster.nodes.iter().copied(),
+                cluster.bound.iter().copied(),
+            ),
+        }
+    }
+
+    pub fn pod(&self) -> &'a PodInfo {
+        self.pod
+    }
+
+    /// kube-scheduler's filters in its order (SchedulingGates, NodeUnschedulable,
+    /// TaintToleration, NodeAffinity, [NodeResourcesFit: the ledger's], PodTopologySpread,
+    /// InterPodAffinity); the first refusal is the reason.
+    pub fn check(&self, node: &NodeInfo) -> Result<(), Reason> {
+        scheduling_gates::check(self.pod)?;
+        node_fits(node, self.pod)?;
+        self.spread.check(node)?;
+        self.inter_pod.check(node)
+    }
+
+    /// `placed` now runs on `node` (a gang member the simulation placed).
+    pub fn add(&mut self, node: &'a NodeInfo, placed: &'a PodInfo) {
+        self.inter_pod.add(node, placed);
+        self.spread.add(node, placed);
+    }
+
+    /// `gone` no longer runs on `node` (e.g. a simulated eviction).
+    pub fn remove(&mut self, node: &'a NodeInfo, gone: &'a PodInfo) {
+        self.inter_pod.remove(node, gone);
+        self.spread.remove(node, gone);
+    }
+
+    /// The verdict on every node, counted.
+    pub fn diagnose<'n>(&self, nodes: impl IntoIterator<Item = &'n NodeInfo>) -> Diagnosis {
+        let mut d = Diagnosis::default();
+        for n in nodes {
+            d.record(self.check(n));
+        }
+        d
+    }
+}
+
+/// One [`PodPlacement`] per distinct spec among a gang's members (members of one template
+/// share one), each updated with every member placed.
+pub struct GangPlacement<'a> {
+    specs: Vec<PodPlacement<'a>>,
+    /// Member index → index in `specs`.
+    spec_of: Vec<usize>,
+    members: Vec<&'a PodInfo>,
+}
+
+impl<'a> GangPlacement<'a> {
+    pub fn new(members: &[&'a PodInfo], cluster: &ClusterSnapshot<'a>) -> Self {
+        let mut specs: Vec<PodPlacement<'a>> = Vec::new();
+        let mut spec_of = Vec::with_capacity(members.len());
+        for &m in members {
+            let i = match specs.iter().position(|s| same_spec(s.pod, m)) {
+                Some(i) => i,
+                None => {
+                    specs.push(PodPlacement::new(m, cluster));
+                    specs.len() - 1
+                }
+            };
+            spec_of.push(i);
+        }
+        GangPlacement {
+            specs,
+            spec_of,
+            members: members.to_vec(),
+        }
+    }
+
+    /// How many distinct specs (states) the gang needed.
+    pub fn spec_count(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Whether member `member` (index into the slice given to `new`) may go on `node`.
+    pub fn check(&self, member: usize, node: &NodeInfo) -> Result<(), Reason> {
+        self.specs[self.spec_of[member]].check(node)
+    }
+
+    /// Member `member` is placed on `node`: every spec's state counts it from now on.
+    pub fn place(&mut self, member: usize, node: &'a NodeInfo) {
+        let pod = self.members[member];
+        for s in &mut self.specs {
+            s.add(node, pod);
+        }
+    }
+
+    pub fn diagnose<'n>(
+        &self,
+        member: usize,
+        nodes: impl IntoIterator<Item = &'n NodeInfo>,
+    ) -> Diagnosis {
+        self.specs[self.spec_of[member]].diagnose(nodes)
+    }
+}
+
+/// Whether two pods are the same to every rule (so one state serves both).
+fn same_spec(a: &PodInfo, b: &PodInfo) -> bool {
+    a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.node_selector == b.node_selector
+        && a.tolerations == b.tolerations
+        && a.rules == b.rules
+}
+
+/// Why a gang's members stopped fitting: `placed` of `need` members were placed and the next
+/// one (`pod`) fit nowhere, `diagnosis` saying why per node. A gang whose members repel each
+/// other per node gets the count the user must act on.
+pub fn shortfall_message(
+    pod: &PodInfo,
+    need: usize,
+    placed: usize,
+    diagnosis: &Diagnosis,
+) -> String {
+    let possible = diagnosis.statically_possible() as usize;
+    if possible < need && repels_itself_per_node(pod) {
+        return format!(
+            "{need} members need distinct nodes by pod anti-affinity; {possible} nodes match"
+        );
+    }
+    format!("{placed} of {need} members placed; no node for the next: {diagnosis}")
+}
+
+/// The pod has a hostname anti-affinity term that matches the pod itself.
+fn repels_itself_per_node(pod: &PodInfo) -> bool {
+    let none = NamespaceLabels::default();
+    pod.rules.as_ref().is_some_and(|r| {
+        r.anti_affinity
+            .iter()
+            .any(|t| t.topology_key == HOSTNAME_KEY && t.matches(pod, &none))
+    })
+}
+
+#[cfg(test)]
+#[path = "placement/tests.rs"]
+mod tests;

@@ -1,0 +1,160 @@
+//! kube-scheduler's TaintToleration filter: a node's `NoSchedule` and `NoExecute` taints must
+//! each be tolerated by one of the pod's tolerations (`PreferNoSchedule` never filters; the
+//! cluster adapter drops those taints on reading).
+
+use super::Reason;
+use crate::model::objects::{NodeInfo, PodInfo, Taint, Toleration, TolerationOperator};
+
+impl Toleration {
+    /// `v1.Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key every
+    /// key; `Equal` (or no operator) compares values — also when the key is empty — and `Exists`
+    /// ignores them. `Lt`/`Gt` never tolerate: their feature gate
+    /// (`TaintTolerationComparisonOperators`, alpha) is off by default in v1.37.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if !self.effect.is_empty() && self.effect != taint.effect {
+            return false;
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOperator::Equal => self.value == taint.value,
+            TolerationOperator::Exists => true,
+            TolerationOperator::Unsupported => false,
+        }
+    }
+}
+
+/// Whether some toleration of the list tolerates `taint` (`TolerationsTolerateTaint`).
+pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| t.tolerates(taint))
+}
+
+/// The first of the node's `NoSchedule`/`NoExecute` taints the pod does not tolerate.
+pub fn untolerated_taint<'n>(node: &'n NodeInfo, pod: &PodInfo) -> Option<&'n Taint> {
+    node.taints
+        .iter()
+        .filter(|t| blocks_scheduling(t))
+        .find(|t| !tolerated(&pod.tolerations, t))
+}
+
+/// `helper.DoNotScheduleTaintsFilterFunc`: only these effects keep a pod off a node.
+fn blocks_scheduling(taint: &Taint) -> bool {
+    taint.effect == "NoSchedule" || taint.effect == "NoExecute"
+}
+
+pub fn check(node: &NodeInfo, pod: &PodInfo) -> Result<(), Reason> {
+    match untolerated_taint(node, pod) {
+        Some(_) => Err(Reason::UntoleratedTaint),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::rules::fixtures::{node, pod};
+
+    fn tol(key: &str, operator: TolerationOperator, value: &str, effect: &str) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator,
+            value: value.into(),
+            effect: effect.into(),
+        }
+    }
+
+    fn taint(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect: effect.into(),
+        }
+    }
+
+    /// Mirrors TaintToleration (`v1.Toleration.ToleratesTaint`), case by case.
+    #[test]
+    fn toleration_matching_mirrors_taint_toleration() {
+        use TolerationOperator::*;
+        let gpu = taint("nvidia.com/gpu", "present", "NoSchedule");
+        let cases = [
+            (
+                "exists on the key, any effect",
+                tol("nvidia.com/gpu", Exists, "", ""),
+                true,
+            ),
+            (
+                "equal value and effect",
+                tol("nvidia.com/gpu", Equal, "present", "NoSchedule"),
+                true,
+            ),
+            (
+                "equal, other value",
+                tol("nvidia.com/gpu", Equal, "absent", ""),
+                false,
+            ),
+            (
+                "exists, other effect",
+                tol("nvidia.com/gpu", Exists, "", "NoExecute"),
+                false,
+            ),
+            (
+                "empty key with Exists tolerates everything",
+                tol("", Exists, "", ""),
+                true,
+            ),
+            (
+                "empty key with Exists, effect must still match",
+                tol("", Exists, "", "NoExecute"),
+                false,
+            ),
+            (
+                "empty key with Equal compares the value",
+                tol("", Equal, "present", ""),
+                true,
+            ),
+            (
+                "empty key with Equal, other value",
+                tol("", Equal, "other", ""),
+                false,
+            ),
+            ("other key", tol("other", Exists, "", ""), false),
+            (
+                "Gt is gated off: never tolerates",
+                tol("nvidia.com/gpu", Unsupported, "present", ""),
+                false,
+            ),
+        ];
+        for (name, t, want) in cases {
+            assert_eq!(t.tolerates(&gpu), want, "{name}");
+        }
+        let no_value = taint("dedicated", "", "NoExecute");
+        assert!(
+            tol("dedicated", Equal, "", "").tolerates(&no_value),
+            "empty equals empty"
+        );
+    }
+
+    /// TaintToleration filter: NoSchedule and NoExecute taints block, each must be tolerated.
+    #[test]
+    fn every_hard_taint_must_be_tolerated() {
+        let mut n = node("n1");
+        n.taints = vec![
+            taint("a", "1", "NoSchedule"),
+            taint("b", "", "NoExecute"),
+            taint("soft", "", "PreferNoSchedule"),
+        ];
+        let mut p = pod("p");
+        assert_eq!(check(&n, &p), Err(Reason::UntoleratedTaint));
+        assert_eq!(untolerated_taint(&n, &p).unwrap().key, "a");
+        p.tolerations = vec![tol("a", TolerationOperator::Equal, "1", "NoSchedule")];
+        assert_eq!(
+            untolerated_taint(&n, &p).unwrap().key,
+            "b",
+            "NoExecute blocks too"
+        );
+        p.tolerations
+            .push(tol("b", TolerationOperator::Exists, "", ""));
+        assert_eq!(check(&n, &p), Ok(()), "PreferNoSchedule never blocks");
+    }
+}

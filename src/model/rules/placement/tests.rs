@@ -215,23 +215,35 @@ fn timing_gang_of_64_over_5000_nodes_and_20000_pods() {
         .collect();
     let refs: Vec<&PodInfo> = members.iter().collect();
 
-    let start = Instant::now();
-    let cluster = snapshot(&nodes, &bound, &ns);
-    let snap = start.elapsed();
-    let mut gang = GangPlacement::new(&refs, &cluster);
-    let built = start.elapsed();
-    let placed = first_fit(&mut gang, &nodes, refs.len());
-    let total = start.elapsed();
-    assert_eq!(placed.len(), 64);
-    // A gang that cannot fit scans every node for the member that fails: time that too.
-    let scan = Instant::now();
-    let d = gang.diagnose(0, &nodes);
-    let full_scan = scan.elapsed();
-    assert_eq!(d.nodes(), 5000);
+    // The machine may be shared: repeat, and report the fastest and the median run.
+    let mut runs = Vec::new();
+    let mut scans = Vec::new();
+    for _ in 0..15 {
+        let start = Instant::now();
+        let cluster = snapshot(&nodes, &bound, &ns);
+        let mut gang = GangPlacement::new(&refs, &cluster);
+        let built = start.elapsed();
+        let placed = first_fit(&mut gang, &nodes, refs.len());
+        let total = start.elapsed();
+        assert_eq!(placed.len(), 64);
+        assert_eq!(gang.spec_count(), 1);
+        runs.push((total, built));
+        // A gang that cannot fit scans every node for the member that fails: time that too.
+        let scan = Instant::now();
+        assert_eq!(gang.diagnose(0, &nodes).nodes(), 5000);
+        scans.push(scan.elapsed());
+    }
+    runs.sort();
+    scans.sort();
+    let (fastest, median) = (runs[0], runs[runs.len() / 2]);
     println!(
-        "gang 64 / 5000 nodes / 20000 pods: snapshot {snap:?}, states built {:?}, \
-         64 members placed {:?}, total {total:?}; one full scan of 5000 nodes {full_scan:?}",
-        built - snap,
-        total - built
+        "gang of 64 over 5000 nodes and 20000 bound pods: whole decision (snapshot, states, \
+         64 placements) fastest {:?} (states {:?}), median {:?}; a full 5000-node scan fastest \
+         {:?}, median {:?}",
+        fastest.0,
+        fastest.1,
+        median.0,
+        scans[0],
+        scans[scans.len() / 2]
     );
 }

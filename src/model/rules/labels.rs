@@ -201,6 +201,15 @@ impl LabelSelector {
         }
     }
 
+    /// The label keys the selector reads.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        let requirements = match self {
+            LabelSelector::Nothing => &[][..],
+            LabelSelector::All(r) => &r[..],
+        };
+        requirements.iter().map(|r| r.key.as_str())
+    }
+
     /// `labels.Selector.Empty()`: the selector `{}` (true) — not the absent selector (false).
     pub fn is_empty(&self) -> bool {
         matches!(self, LabelSelector::All(r) if r.is_empty())

@@ -3,11 +3,13 @@
 //! Filter), [`GangPlacement`] one such state per distinct member spec, each told of every
 //! member placed.
 //!
-//! Cost: building reads every bound pod once per distinct spec (pods without terms of their
-//! own are skipped unless they carry anti-affinity) and every node once when the spec has
+//! Cost: building reads, once per distinct spec, every bound pod if the spec has (anti-)affinity
+//! terms of its own (otherwise only the pods with anti-affinity) and every node if it has
 //! spread constraints; `check` is a few label and hash lookups; `place` is one update per spec.
 
-use super::inter_pod_affinity::InterPodAffinity;
+use std::collections::BTreeSet;
+
+use super::inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
 use super::labels::NamespaceLabels;
 use super::pod_topology_spread::PodTopologySpread;
 use super::{node_fits, scheduling_gates, Diagnosis, Reason};
@@ -18,11 +20,42 @@ pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 
 /// What the rules read about the cluster at one decision.
 pub struct ClusterSnapshot<'a> {
-    /// Every node (topology spread registers the domains of all of them).
-    pub nodes: Vec<&'a NodeInfo>,
-    /// Every pod on a node — bound, assumed or holding a confirmed seat — with its node.
-    pub bound: Vec<(&'a NodeInfo, &'a PodInfo)>,
-    pub namespaces: &'a NamespaceLabels,
+    nodes: Vec<&'a NodeInfo>,
+    bound: Vec<(&'a NodeInfo, &'a PodInfo)>,
+    /// The part of `bound` with required anti-affinity (kube-scheduler's
+    /// `HavePodsWithRequiredAntiAffinityList`): all that a pod without terms of its own checks.
+    with_anti_affinity: Vec<(&'a NodeInfo, &'a PodInfo)>,
+    namespaces: &'a NamespaceLabels,
+}
+
+impl<'a> ClusterSnapshot<'a> {
+    /// `nodes`: every node (topology spread registers the domains of all of them); `bound`:
+    /// every pod on a node — bound, assumed or holding a seat — with its node.
+    pub fn new(
+        nodes: Vec<&'a NodeInfo>,
+        bound: Vec<(&'a NodeInfo, &'a PodInfo)>,
+        namespaces: &'a NamespaceLabels,
+    ) -> Self {
+        let with_anti_affinity = bound
+            .iter()
+            .copied()
+            .filter(|(_, p)| !anti_affinity_of(p).is_empty())
+            .collect();
+        ClusterSnapshot {
+            nodes,
+            bound,
+            with_anti_affinity,
+            namespaces,
+        }
+    }
+
+    pub fn nodes(&self) -> &[&'a NodeInfo] {
+        &self.nodes
+    }
+}
+
+fn anti_affinity_of(pod: &PodInfo) -> &[PodAffinityTerm] {
+    pod.rules.as_ref().map_or(&[], |r| &r.anti_affinity)
 }
 
 /// Every required rule but resources, for one pod, at one decision.
@@ -38,7 +71,13 @@ impl<'a> PodPlacement<'a> {
             pod,
             inter_pod: InterPodAffinity::new(
                 pod,
-                cluster.bound.iter().copied(),
+                if has_own_terms(pod) {
+                    &cluster.bound
+                } else {
+                    &cluster.with_anti_affinity
+                }
+                .iter()
+                .copied(),
                 cluster.namespaces,
             ),
             spread: PodTopologySpread::new(
@@ -85,8 +124,11 @@ impl<'a> PodPlacement<'a> {
     }
 }
 
-/// One [`PodPlacement`] per distinct spec among a gang's members (members of one template
-/// share one), each updated with every member placed.
+/// One [`PodPlacement`] per distinct spec among a gang's members, each updated with every
+/// member placed. Members share a spec when they agree on namespace, rules, `nodeSelector`,
+/// tolerations and the values of every label key some selector that judges them reads — so
+/// the per-pod index labels of Indexed Jobs, StatefulSets or training operators do not split a
+/// gang into one state per member.
 pub struct GangPlacement<'a> {
     specs: Vec<PodPlacement<'a>>,
     /// Member index → index in `specs`.
@@ -96,10 +138,11 @@ pub struct GangPlacement<'a> {
 
 impl<'a> GangPlacement<'a> {
     pub fn new(members: &[&'a PodInfo], cluster: &ClusterSnapshot<'a>) -> Self {
+        let keys = label_keys_read(members, cluster);
         let mut specs: Vec<PodPlacement<'a>> = Vec::new();
         let mut spec_of = Vec::with_capacity(members.len());
         for &m in members {
-            let i = match specs.iter().position(|s| same_spec(s.pod, m)) {
+            let i = match specs.iter().position(|s| same_spec(s.pod, m, &keys)) {
                 Some(i) => i,
                 None => {
                     specs.push(PodPlacement::new(m, cluster));
@@ -142,13 +185,43 @@ impl<'a> GangPlacement<'a> {
     }
 }
 
+fn has_own_terms(pod: &PodInfo) -> bool {
+    pod.rules
+        .as_ref()
+        .is_some_and(|r| !r.affinity.is_empty() || !r.anti_affinity.is_empty())
+}
+
+/// Every pod label key a selector that judges these members reads: their own terms and spread
+/// constraints (self-matching, `matchLabelKeys`), and the anti-affinity terms of every bound
+/// pod and member (existing pods' anti-affinity is checked against the incoming pod).
+fn label_keys_read<'k>(
+    members: &[&'k PodInfo],
+    cluster: &ClusterSnapshot<'k>,
+) -> BTreeSet<&'k str> {
+    let mut keys = BTreeSet::new();
+    let holders = cluster.with_anti_affinity.iter().map(|(_, p)| *p);
+    for pod in members.iter().copied().chain(holders) {
+        let Some(rules) = &pod.rules else { continue };
+        for t in rules.affinity.iter().chain(&rules.anti_affinity) {
+            keys.extend(t.selector.keys());
+        }
+        for c in &rules.spread {
+            keys.extend(c.selector.keys());
+            keys.extend(c.match_label_keys.iter().map(String::as_str));
+        }
+    }
+    keys
+}
+
 /// Whether two pods are the same to every rule (so one state serves both).
-fn same_spec(a: &PodInfo, b: &PodInfo) -> bool {
+fn same_spec(a: &PodInfo, b: &PodInfo, label_keys_read: &BTreeSet<&str>) -> bool {
     a.namespace == b.namespace
-        && a.labels == b.labels
         && a.node_selector == b.node_selector
         && a.tolerations == b.tolerations
         && a.rules == b.rules
+        && label_keys_read
+            .iter()
+            .all(|k| a.labels.get(k) == b.labels.get(k))
 }
 
 /// Why a gang's members stopped fitting: `placed` of `need` members were placed and the next

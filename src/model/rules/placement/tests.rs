@@ -32,11 +32,11 @@ fn snapshot<'a>(
     bound: &'a [(usize, PodInfo)],
     namespaces: &'a NamespaceLabels,
 ) -> ClusterSnapshot<'a> {
-    ClusterSnapshot {
-        nodes: nodes.iter().collect(),
-        bound: bound.iter().map(|(i, p)| (&nodes[*i], p)).collect(),
+    ClusterSnapshot::new(
+        nodes.iter().collect(),
+        bound.iter().map(|(i, p)| (&nodes[*i], p)).collect(),
         namespaces,
-    }
+    )
 }
 
 fn worker(name: &str) -> PodInfo {
@@ -75,6 +75,44 @@ fn one_worker_per_node_on_two_nodes_places_two_of_three() {
         [0, 1, 2],
         "given a third node: whole"
     );
+}
+
+/// Index labels (Indexed Jobs, StatefulSets) do not split a gang into one state per member;
+/// a label some bound pod's anti-affinity selects does.
+#[test]
+fn members_share_a_state_unless_a_selector_tells_them_apart() {
+    let nodes = vec![node("n0"), node("n1")];
+    let ns = NamespaceLabels::default();
+    let indexed = |i: usize, role: &str| {
+        PodRulesBuilder::default()
+            .anti_affinity(term(&[("job", "j1")], HOSTNAME))
+            .on(labelled(
+                pod(&format!("w{i}")),
+                &[("job", "j1"), ("role", role), ("index", &i.to_string())],
+            ))
+    };
+    let members = [indexed(0, "worker"), indexed(1, "worker"), indexed(2, "ps")];
+    let refs: Vec<&PodInfo> = members.iter().collect();
+    let cluster = snapshot(&nodes, &[], &ns);
+    assert_eq!(GangPlacement::new(&refs, &cluster).spec_count(), 1);
+
+    let repels_ps = PodRulesBuilder::default()
+        .anti_affinity(term(&[("role", "ps")], HOSTNAME))
+        .on(labelled(pod("guard"), &[("app", "guard")]));
+    let bound = [(0, repels_ps)];
+    let cluster = snapshot(&nodes, &bound, &ns);
+    let gang = GangPlacement::new(&refs, &cluster);
+    assert_eq!(
+        gang.spec_count(),
+        2,
+        "the role label is read by the guard's term"
+    );
+    assert_eq!(gang.check(0, &nodes[0]), Ok(()));
+    assert_eq!(
+        gang.check(2, &nodes[0]),
+        Err(Reason::ExistingPodsAntiAffinity)
+    );
+    assert_eq!(gang.check(2, &nodes[1]), Ok(()));
 }
 
 /// Issue 10, case 1: required node affinity `pool In [a]` with two pool-a nodes.
@@ -210,7 +248,13 @@ fn timing_gang_of_64_over_5000_nodes_and_20000_pods() {
                     node_affinity_policy: InclusionPolicy::Honor,
                     node_taints_policy: InclusionPolicy::Ignore,
                 })
-                .on(worker(&format!("w{i}")))
+                .on(labelled(
+                    pod(&format!("w{i}")),
+                    &[
+                        ("job", "j1"),
+                        ("batch.kubernetes.io/job-completion-index", &i.to_string()),
+                    ],
+                ))
         })
         .collect();
     let refs: Vec<&PodInfo> = members.iter().collect();

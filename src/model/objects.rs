@@ -296,6 +296,18 @@ mod tests {
         p.node_selector = vec![("pool".into(), "b".into())];
         assert!(!node_admits(&n, &p), "nodeSelector");
         p.node_selector.clear();
+        let pool_b = rules::NodeSelectorTerm::parse([("pool", "In", &["b".to_string()][..])], []);
+        let mut affine = rules::fixtures::PodRulesBuilder::default()
+            .node_affinity(vec![pool_b])
+            .on(p.clone());
+        assert!(!node_admits(&n, &affine), "required node affinity");
+        n.labels.insert("pool".into(), "b".into());
+        assert!(node_admits(&n, &affine));
+        affine.node_selector = vec![("pool".into(), "a".into())];
+        assert!(
+            !node_admits(&n, &affine),
+            "nodeSelector and affinity both hold"
+        );
         n.taints.push(Taint {
             key: "gpu".into(),
             value: String::new(),

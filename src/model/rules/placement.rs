@@ -134,6 +134,8 @@ pub struct GangPlacement<'a> {
     /// Member index → index in `specs`.
     spec_of: Vec<usize>,
     members: Vec<&'a PodInfo>,
+    /// Placements in order, so a simulation can roll back to a checkpoint.
+    placed: Vec<(usize, &'a NodeInfo)>,
 }
 
 impl<'a> GangPlacement<'a> {
@@ -155,6 +157,7 @@ impl<'a> GangPlacement<'a> {
             specs,
             spec_of,
             members: members.to_vec(),
+            placed: Vec::new(),
         }
     }
 
@@ -173,6 +176,23 @@ impl<'a> GangPlacement<'a> {
         let pod = self.members[member];
         for s in &mut self.specs {
             s.add(node, pod);
+        }
+        self.placed.push((member, node));
+    }
+
+    /// A point [`GangPlacement::rollback`] returns to (as the planner's resource overlay).
+    pub fn checkpoint(&self) -> usize {
+        self.placed.len()
+    }
+
+    /// Undoes the placements made since `checkpoint`.
+    pub fn rollback(&mut self, checkpoint: usize) {
+        while self.placed.len() > checkpoint {
+            let (member, node) = self.placed.pop().expect("longer than the checkpoint");
+            let pod = self.members[member];
+            for s in &mut self.specs {
+                s.remove(node, pod);
+            }
         }
     }
 

@@ -115,6 +115,36 @@ fn members_share_a_state_unless_a_selector_tells_them_apart() {
     assert_eq!(gang.check(2, &nodes[1]), Ok(()));
 }
 
+/// A simulation that tries a placement and backs out leaves the states as they were.
+#[test]
+fn rollback_undoes_placements() {
+    let nodes = vec![zoned("n0", "z1"), zoned("n1", "z2")];
+    let ns = NamespaceLabels::default();
+    let members: Vec<PodInfo> = (0..3)
+        .map(|i| {
+            PodRulesBuilder::default()
+                .anti_affinity(term(&[("job", "j1")], ZONE))
+                .on(worker(&format!("w{i}")))
+        })
+        .collect();
+    let refs: Vec<&PodInfo> = members.iter().collect();
+    let cluster = snapshot(&nodes, &[], &ns);
+    let mut gang = GangPlacement::new(&refs, &cluster);
+    gang.place(0, &nodes[0]);
+    let cp = gang.checkpoint();
+    gang.place(1, &nodes[1]);
+    assert_eq!(gang.check(2, &nodes[1]), Err(Reason::PodAntiAffinity));
+    gang.rollback(cp);
+    assert_eq!(gang.check(2, &nodes[1]), Ok(()), "w1 is gone from z2");
+    assert_eq!(
+        gang.check(2, &nodes[0]),
+        Err(Reason::PodAntiAffinity),
+        "w0 stays"
+    );
+    gang.rollback(0);
+    assert_eq!(gang.check(2, &nodes[0]), Ok(()));
+}
+
 /// Issue 10, case 1: required node affinity `pool In [a]` with two pool-a nodes.
 #[test]
 fn required_node_affinity_limits_the_gang_to_its_pool() {

@@ -17,7 +17,9 @@
 //!
 //! [`PodTopologySpread`] is the PreFilter state: built once from the nodes and the bound pods,
 //! updated with [`PodTopologySpread::add`] as a simulation places pods, checked per node in
-//! O(constraints).
+//! O(constraints). Its global minimum is exact after every update, where kube-scheduler's two
+//! "critical paths" only approximate it within one cycle: each member's own scheduling cycle
+//! recomputes it from scratch, and that is what a simulation must predict.
 //!
 //! One kube-scheduler quirk is kept on purpose: a selector `{}` counts no pod at all
 //! (`countPodsMatchSelector` returns 0 for an empty selector), while the pod still matches it

@@ -481,6 +481,8 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
 /// bound). While it is down nothing binds, on every poll — not the gang's third member, and not
 /// a plain pod created meanwhile: kube-scheduler reports muster unreachable and stops
 /// (`ignorable: false`). After the restart the gang binds whole and the plain pod is scheduled.
+/// Killed again while a second gang waits whole and room for it appears meanwhile: after the
+/// restart the placed gang stays placed and the waiting one is placed whole.
 #[tokio::test]
 async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then_gang_whole(
 ) -> Result<()> {
@@ -576,6 +578,31 @@ async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then
         );
         ensure!(s <= TOGETHER, "gang a bound {s:?} apart: {bound:?}");
         placed(&c, ns, "a").await?;
+        no_overcommit(&c).await?;
+
+        // Kill #2 while gang b waits (50m left, it needs 2 × 100m); room for it appears
+        // while muster is down. After the restart muster's beliefs come from the cluster: gang
+        // a is placed (not gated again), and gang b is placed whole, not stuck.
+        let b = c
+            .create_gang(ns, "b", 2, 2, GangKey::Muster, cpu("100m"))
+            .await?;
+        // No node has room for one member: kube-scheduler's own NodeResourcesFit refuses them
+        // before muster is asked, so muster knows the gang but has no reason of its own.
+        c.wait_gang(ns, "b", &b, "known, waiting, no seats", REASON, |g| {
+            g.state == "waiting" && g.members.len() == 2 && g.seats().is_empty()
+        })
+        .await?;
+        c.assert_none_bound_for(ns, &b, WINDOW).await?;
+        c.muster.kill_hard();
+        c.delete_pod(ns, "plain-0").await?;
+        c.add_node("node-3", NodeShape::cpu("150m")).await?;
+        c.muster.restart().await?;
+        let bound = c.wait_bound(ns, &b, PLACE).await?;
+        eprintln!("after the second restart gang b was placed: {bound:?}");
+        ensure!(spread(&bound) <= TOGETHER, "gang b bound apart: {bound:?}");
+        ensure!(c.count_bound(ns, &gang).await? == 3, "gang a lost members");
+        placed(&c, ns, "a").await?;
+        placed(&c, ns, "b").await?;
         no_overcommit(&c).await
     }
     .await;

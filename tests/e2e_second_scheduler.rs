@@ -55,9 +55,10 @@ fn untouched(pods: &[Pod], names: &[String]) -> std::result::Result<(), String> 
     Ok(())
 }
 
-/// Only `schedulerName: muster-scheduler` pods are scheduled: that gang is placed whole (and a
-/// gang that does not fit waits whole until capacity arrives), while pods with the default
-/// schedulerName — plain, and a would-be gang — stay Pending the whole time.
+/// Only `schedulerName: muster-scheduler` pods are scheduled, and as gangs: with room for 2 of
+/// its 3 members the opted-in gang waits whole (muster: "2 of 3 members fit"), then is placed
+/// whole when a node arrives; a second gang waits whole until capacity arrives too. Pods with
+/// the default schedulerName — plain, and a would-be gang — stay Pending the whole time.
 #[tokio::test]
 async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() -> Result<()> {
     let _t = Timer(
@@ -89,7 +90,6 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
 
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("1")).await?;
-        c.add_node("node-2", NodeShape::cpu("1")).await?;
 
         // Pods nobody should schedule: two plain ones and a gang, all with the default
         // schedulerName (created first, so they were there all along).
@@ -104,12 +104,31 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
                 .await?,
         );
 
-        // The opted-in gang: 3 members of 500m on two 1-CPU nodes (min-available 3).
+        // The opted-in gang: 3 members of 500m (min-available 3), room for 2 of them.
         let gang = c
             .create_gang(ns, "trainer", 3, 3, GangKey::Muster, |p| {
                 p.cpu("500m").scheduler_name(SCHEDULER_NAME)
             })
             .await?;
+        let reason = format!("gang {ns}/trainer: 2 of 3 members fit");
+        c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, PLACE)
+            .await?;
+        holds_for(
+            "gang trainer to wait whole and the other pods to stay untouched",
+            WINDOW,
+            || async {
+                if let Err(e) = untouched(&c.pods(ns).await?, &others) {
+                    return Ok(Err(e));
+                }
+                Ok(match c.muster.gang(ns, "trainer").await? {
+                    Some(g) => g.check_waiting_whole(&reason),
+                    None => Err("/gangs does not list gang trainer".into()),
+                })
+            },
+        )
+        .await?;
+        // Room for the third member: the gang is placed whole.
+        c.add_node("node-2", NodeShape::cpu("1")).await?;
 
         // Poll until the gang is bound; every poll, the others must still be untouched.
         let deadline = Instant::now() + PLACE;
@@ -162,9 +181,11 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
                 p.cpu("400m").scheduler_name(SCHEDULER_NAME)
             })
             .await?;
-        c.wait_event_containing(ns, &second, "gang second/eval", PLACE)
+        let reason = format!("gang {ns}/eval: 1 of 2 members fit");
+        c.wait_gang_waiting_whole(ns, "eval", &second, &reason, PLACE)
             .await?;
-        c.assert_none_bound_for(ns, &second, WINDOW).await?;
+        c.assert_gang_waits_whole_for(ns, "eval", &second, &reason, WINDOW)
+            .await?;
         // ... until a node arrives; then both are bound together, and the others still wait.
         c.add_node("node-3", NodeShape::cpu("1")).await?;
         let bound = c.wait_bound(ns, &second, PLACE).await?;

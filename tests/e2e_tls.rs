@@ -23,6 +23,8 @@ use muster_harness::Timer;
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// Deadline for something that should happen.
 const PLACE: Duration = Duration::from_secs(60);
+/// Observation window for "nothing gets bound".
+const WINDOW: Duration = Duration::from_secs(3);
 /// Members of one gang must be bound within this of each other.
 const TOGETHER: Duration = Duration::from_secs(3);
 /// muster checks the certificate files every 10 s; a rotation must be served within this.
@@ -151,12 +153,30 @@ async fn requests(c: &Cluster, verb: &str) -> Result<f64> {
         .sum())
 }
 
-/// Places a gang of `n` members (min `n`) in `ns` and checks they are bound together.
+/// Places a gang of `n` members (min `n`) in `ns` and checks they are bound together, each
+/// through a bind call muster answered (over HTTPS).
 async fn place_gang(c: &Cluster, ns: &str, group: &str, n: u32) -> Result<()> {
+    let binds_before = requests(c, "bind").await?;
     let names = c
         .create_gang(ns, group, n, n, GangKey::Muster, |p| p.cpu("100m"))
         .await?;
     let bound = c.wait_bound(ns, &names, PLACE).await?;
+    // A bind call is counted when it is answered, a moment after the binding it made.
+    wait_for(
+        &format!("muster to have answered the {n} bind calls of gang {ns}/{group}"),
+        Duration::from_secs(10),
+        || async {
+            let binds = requests(c, "bind").await? - binds_before;
+            Ok(if binds >= f64::from(n) {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!(
+                    "{binds} bind calls answered since the gang was created"
+                ))
+            })
+        },
+    )
+    .await?;
     let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
     let spread = times
         .iter()
@@ -176,8 +196,10 @@ async fn place_gang(c: &Cluster, ns: &str, group: &str, n: u32) -> Result<()> {
 
 // -------------------------------------------------------------------------------------------
 
-/// kube-scheduler with `enableHTTPS: true`, the CA and a client certificate places the README's
-/// seed gang (master + worker, min-available 2) through muster's HTTPS endpoint.
+/// kube-scheduler with `enableHTTPS: true`, the CA and a client certificate runs the README's
+/// seed gang (master + worker, min-available 2) through muster's HTTPS endpoint: with room for
+/// one member, neither is bound and muster (read over HTTPS) says why; with a second node both
+/// are bound together.
 #[tokio::test]
 async fn scheduler_over_https_with_client_cert_places_seed_gang() -> Result<()> {
     let _t = Timer(
@@ -187,20 +209,8 @@ async fn scheduler_over_https_with_client_cert_places_seed_gang() -> Result<()> 
     let c = tls_cluster().await?;
     let r = async {
         let tls = tls_of(&c)?;
-        // The scheduler really was configured for HTTPS with the CA and the client certificate.
-        let cfg = rendered_scheduler_config(&c)?;
-        let ext = &cfg["extenders"][0];
-        ensure!(
-            ext["urlPrefix"] == format!("https://127.0.0.1:{}", c.muster.port())
-                && ext["enableHTTPS"] == true
-                && ext["tlsConfig"]["caFile"] == p(&tls.ca.cert)
-                && ext["tlsConfig"]["certFile"] == p(&tls.client.cert)
-                && ext["tlsConfig"]["keyFile"] == p(&tls.client.key),
-            "extender stanza not set up for HTTPS: {ext}"
-        );
         c.namespace("ml").await?;
-        c.add_node("node-1", NodeShape::cpu("1")).await?;
-        c.add_node("node-2", NodeShape::cpu("1")).await?;
+        c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one member
         let names = vec![
             "ai-gang-job-master-0".to_string(),
             "ai-gang-job-worker-0".to_string(),
@@ -213,6 +223,12 @@ async fn scheduler_over_https_with_client_cert_places_seed_gang() -> Result<()> 
             )
             .await?;
         }
+        let reason = "gang ml/ai-gang-job: 1 of 2 members fit";
+        c.wait_gang_waiting_whole("ml", "ai-gang-job", &names, reason, PLACE)
+            .await?;
+        c.assert_gang_waits_whole_for("ml", "ai-gang-job", &names, reason, WINDOW)
+            .await?;
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
         let bound = c.wait_bound("ml", &names, PLACE).await?;
         let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
         let spread = times[0]
@@ -226,12 +242,31 @@ async fn scheduler_over_https_with_client_cert_places_seed_gang() -> Result<()> 
             spread <= TOGETHER,
             "members bound {spread:?} apart: {bound:?}"
         );
-        // muster answered the scheduler's filter and bind calls (a bind per member; the first
-        // one answered "waiting for quorum"). It serves nothing but TLS.
-        let (filter, bind) = (requests(&c, "filter").await?, requests(&c, "bind").await?);
+        // muster answered the scheduler's filter and bind calls (a bind per member). It serves
+        // nothing but TLS, and the scheduler was configured for it: HTTPS, the CA and the client
+        // certificate.
+        wait_for(
+            "muster to have answered filter and bind calls for both members",
+            Duration::from_secs(10),
+            || async {
+                let (filter, bind) = (requests(&c, "filter").await?, requests(&c, "bind").await?);
+                Ok(if filter >= 2.0 && bind >= 2.0 {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("filter={filter} bind={bind} requests"))
+                })
+            },
+        )
+        .await?;
+        let cfg = rendered_scheduler_config(&c)?;
+        let ext = &cfg["extenders"][0];
         ensure!(
-            filter >= 2.0 && bind >= 2.0,
-            "muster counted filter={filter} bind={bind} requests"
+            ext["urlPrefix"] == format!("https://127.0.0.1:{}", c.muster.port())
+                && ext["enableHTTPS"] == true
+                && ext["tlsConfig"]["caFile"] == p(&tls.ca.cert)
+                && ext["tlsConfig"]["certFile"] == p(&tls.client.cert)
+                && ext["tlsConfig"]["keyFile"] == p(&tls.client.key),
+            "extender stanza not set up for HTTPS: {ext}"
         );
         if let Err(e) = c.check_no_overcommit().await? {
             bail!("{e}");
@@ -380,7 +415,7 @@ async fn clients_without_a_valid_certificate_are_refused() -> Result<()> {
 }
 
 /// A new serving certificate (same CA, new serial) written over the files is served to fresh
-/// connections within the reload period, and the scheduler keeps working.
+/// connections within the reload period, and the scheduler keeps binding gangs through muster.
 #[tokio::test]
 async fn rotated_serving_certificate_is_picked_up() -> Result<()> {
     let _t = Timer("rotated_serving_certificate_is_picked_up", Instant::now());

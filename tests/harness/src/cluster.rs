@@ -16,6 +16,17 @@ use crate::process::Lifetime;
 use crate::tls::MusterTls;
 use crate::wait::{holds_for, wait_for, Progress};
 
+/// Set to `1` to make every [`Cluster`] a *control run*: kube-scheduler starts without the
+/// extender stanza, so it schedules on its own; muster still runs and watches, but is never
+/// consulted. Gang e2e tests must fail there (`tests/control-run`): one that passes is not
+/// testing muster.
+pub const CONTROL_RUN_ENV: &str = "MUSTER_E2E_CONTROL";
+
+/// Whether [`CONTROL_RUN_ENV`] asks for a control run.
+pub fn control_run_requested() -> bool {
+    std::env::var(CONTROL_RUN_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 /// Options of [`Cluster::start_with`].
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -52,6 +63,12 @@ impl ClusterOptions {
     /// `muster-as-default-scheduler.yaml`).
     pub fn scheduler_config(mut self, name: &str) -> Self {
         self.scheduler = self.scheduler.with_repo_config(name);
+        self
+    }
+
+    /// Extra muster flags (e.g. `["--gang-timeout", "5s"]`), after the ones the harness sets.
+    pub fn muster_args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.muster_args.extend(args.into_iter().map(Into::into));
         self
     }
 
@@ -109,6 +126,13 @@ impl Cluster {
         so.extender_base_url = Some(muster.url());
         if so.extender_tls.is_none() {
             so.extender_tls = muster.tls().map(MusterTls::extender_tls);
+        }
+        if control_run_requested() {
+            so.without_extenders = true;
+            eprintln!(
+                "muster-harness: CONTROL RUN ({CONTROL_RUN_ENV}): kube-scheduler starts without \
+                 extenders; muster runs but is never consulted"
+            );
         }
         cp.start_scheduler(so).await?;
         let startup = StartupTimes {

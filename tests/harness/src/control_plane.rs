@@ -59,6 +59,9 @@ pub struct SchedulerOptions {
     pub start_timeout: Duration,
     /// Extra kube-scheduler flags.
     pub args: Vec<String>,
+    /// Start kube-scheduler with the config's `extenders:` removed: stock scheduling that never
+    /// consults muster (the control run, see [`crate::cluster::CONTROL_RUN_ENV`]).
+    pub without_extenders: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -71,6 +74,7 @@ impl Default for SchedulerOptions {
             burst: 10000,
             start_timeout: Duration::from_secs(60),
             args: Vec::new(),
+            without_extenders: false,
         }
     }
 }
@@ -333,6 +337,9 @@ impl ControlPlane {
         if let Some(tls) = &opts.extender_tls {
             apply_extender_tls(&mut rendered, tls);
         }
+        if opts.without_extenders {
+            remove_extenders(&mut rendered);
+        }
         let config_path = self.dir.join("kube-scheduler-config.yaml");
         // JSON is YAML: the scheduler reads it as is.
         fs::write(&config_path, serde_json::to_string_pretty(&rendered)?)?;
@@ -518,6 +525,14 @@ pub fn apply_extender_tls(config: &mut Value, tls: &ExtenderTls) {
         }
         e["enableHTTPS"] = json!(true);
         e["tlsConfig"] = Value::Object(tc.clone());
+    }
+}
+
+/// Removes `extenders:`: kube-scheduler then schedules every pod on its own, as if muster were
+/// not installed. Pure; unit-tested.
+pub fn remove_extenders(config: &mut Value) {
+    if let Some(config) = config.as_object_mut() {
+        config.remove("extenders");
     }
 }
 
@@ -721,6 +736,20 @@ extenders:
             .unwrap();
         assert_eq!(v["profiles"][0]["schedulerName"], "muster-scheduler");
         assert_eq!(v["leaderElection"]["leaderElect"], false);
+        assert_eq!(v["clientConnection"]["kubeconfig"], "/k");
+    }
+
+    #[test]
+    fn control_run_config_has_no_extenders_and_keeps_the_rest() {
+        let p = scheduler_config_file("muster-as-default-scheduler.yaml");
+        let text = fs::read_to_string(&p).unwrap();
+        let mut v =
+            render_scheduler_config(&text, Path::new("/k"), Some("http://127.0.0.1:1"), 1.0, 1)
+                .unwrap();
+        assert!(v["extenders"].is_array());
+        remove_extenders(&mut v);
+        assert!(v.get("extenders").is_none(), "{v}");
+        assert_eq!(v["profiles"][0]["schedulerName"], "default-scheduler");
         assert_eq!(v["clientConnection"]["kubeconfig"], "/k");
     }
 

@@ -27,9 +27,14 @@
 //! let tls = cluster.tls().unwrap(); // CA, server and client files; rotate_server_cert()
 //! # let _ = tls; Ok(()) }
 //! ```
+//!
+//! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
+//! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
+//! gang e2e test to fail without muster. [`gangs`] reads muster's own `/gangs` view for tests.
 
 pub mod cluster;
 pub mod control_plane;
+pub mod gangs;
 pub mod k8s;
 pub mod muster;
 pub mod paths;
@@ -37,8 +42,9 @@ pub mod process;
 pub mod tls;
 pub mod wait;
 
-pub use cluster::{Cluster, ClusterOptions, TlsOptions};
+pub use cluster::{control_run_requested, Cluster, ClusterOptions, TlsOptions, CONTROL_RUN_ENV};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+pub use gangs::{GangView, MemberView};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
 pub use tls::{HttpsClient, MusterTls};

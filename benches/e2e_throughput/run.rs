@@ -1,0 +1,525 @@
+//! One configuration, one round: a fresh control plane (+ muster), the pods created, bound pods
+//! watched and sampled once a second until all are bound or the deadline passes, then the
+//! results gathered (checks, CPU, API requests, Events, metrics, logs).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
+use kube::api::{Api, ListParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use muster_harness::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+use muster_harness::k8s;
+use muster_harness::muster::{Muster, MusterOptions};
+use tokio::sync::Notify;
+
+use crate::create::{create_all, create_nodes, create_pod_groups, Created};
+use crate::metrics::{
+    scrape_apiserver_metrics, scrape_scheduler_metrics, summarize_muster_metrics,
+    summarize_scheduler_metrics,
+};
+use crate::params::{Mode, Params};
+use crate::process::{cpu_snapshot, system_cpu, wait_for_quiet};
+use crate::prometheus::apiserver_delta;
+use crate::result::{RunResult, Status};
+use crate::stats::{dist, throughput_samples, Sample};
+use crate::workload::{pod_object, Workload, NS};
+
+pub const MUSTER_BIN: &str = env!("CARGO_BIN_EXE_muster");
+/// kube-apiserver flags that serve the PodGroup API (as scheduler_perf does for GenericWorkload).
+pub const NATIVE_APISERVER_ARGS: [&str; 2] = [
+    "--feature-gates=GenericWorkload=true",
+    "--runtime-config=scheduling.k8s.io/v1beta1=true",
+];
+/// kube-scheduler flag that turns on its GangScheduling plugin (added to the default plugins).
+pub const NATIVE_SCHEDULER_ARGS: [&str; 1] = ["--feature-gates=GenericWorkload=true"];
+/// Lets the bench read kube-scheduler's /metrics without credentials (loopback only).
+pub const SCHEDULER_METRICS_ARG: &str =
+    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics";
+pub const VANILLA_SCHEDULER_CONFIG: &str =
+    "# written by the e2e_throughput bench: stock kube-scheduler, no extender
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /set/by/the/harness
+leaderElection:
+  leaderElect: false
+profiles:
+  - schedulerName: default-scheduler
+";
+
+/// What the watch saw: when each pod was first seen bound.
+pub struct Tracker {
+    pub index: HashMap<String, usize>,
+    pub bound_at: Vec<Option<Instant>>,
+    pub bound: usize,
+    pub watch_errors: usize,
+    pub last_watch_error: Option<String>,
+}
+
+pub async fn watch_bound(client: Client, tracker: Arc<Mutex<Tracker>>, ready: Arc<Notify>) {
+    let api: Api<Pod> = Api::namespaced(client, NS);
+    let cfg = watcher::Config::default().fields("spec.nodeName!=");
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        let now = Instant::now();
+        match ev {
+            Ok(Event::Apply(p)) | Ok(Event::InitApply(p)) => {
+                if k8s::pod_node(&p).is_none() {
+                    continue;
+                }
+                let mut t = tracker.lock().unwrap();
+                if let Some(&i) = t.index.get(k8s::pod_name(&p)) {
+                    if t.bound_at[i].is_none() {
+                        t.bound_at[i] = Some(now);
+                        t.bound += 1;
+                    }
+                }
+            }
+            Ok(Event::InitDone) => ready.notify_one(),
+            Ok(_) => {}
+            Err(e) => {
+                let mut t = tracker.lock().unwrap();
+                t.watch_errors += 1;
+                t.last_watch_error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+pub async fn run_mode(mode: Mode, round: usize, p: &Params, w: &Workload, ticks: f64) -> RunResult {
+    let t = Instant::now();
+    let mut r = RunResult::new(mode, round, w.pods.len());
+    eprintln!(
+        "e2e_throughput: ==> {} (round {round}/{})",
+        mode.title(),
+        p.rounds
+    );
+    if let Err(e) = run_mode_inner(mode, p, w, ticks, &mut r).await {
+        let msg = format!("{e:#}");
+        r.status = if mode == Mode::Native && r.create_secs.is_none() {
+            Status::NotEnabled(msg)
+        } else {
+            Status::Failed(msg)
+        };
+    }
+    r.wall_secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "e2e_throughput: <== {} in {:.0}s: {:?}",
+        mode.title(),
+        r.wall_secs,
+        r.status
+    );
+    r
+}
+
+pub async fn run_mode_inner(
+    mode: Mode,
+    p: &Params,
+    w: &Workload,
+    ticks: f64,
+    r: &mut RunResult,
+) -> Result<()> {
+    let t_start = Instant::now();
+    let mut cpo = ControlPlaneOptions::default();
+    if mode == Mode::Native {
+        cpo.apiserver_args = NATIVE_APISERVER_ARGS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    let mut cp = ControlPlane::start(cpo).await.with_context(|| {
+        if mode == Mode::Native {
+            format!(
+                "kube-apiserver did not start with {}",
+                NATIVE_APISERVER_ARGS.join(" ")
+            )
+        } else {
+            "starting etcd + kube-apiserver".to_string()
+        }
+    })?;
+    let client = cp.client();
+    k8s::create_namespace(&client, NS).await?;
+    create_nodes(&client, p, 0..p.nodes - p.late_nodes)
+        .await
+        .context("creating nodes")?;
+    if mode == Mode::Native {
+        create_pod_groups(&client, w)
+            .await
+            .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
+    }
+    let muster = if mode == Mode::Muster {
+        let bin = std::env::var_os("E2E_MUSTER_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
+        let mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
+        Some(Muster::start(mo).await.context("starting muster")?)
+    } else {
+        None
+    };
+    let mut so = SchedulerOptions::default();
+    so.args.push(SCHEDULER_METRICS_ARG.into());
+    match &muster {
+        Some(m) => {
+            so.config = Some(p.muster_scheduler_config.clone());
+            so.extender_base_url = Some(m.url());
+        }
+        None => {
+            let path = cp.dir().join("bench-vanilla-scheduler.yaml");
+            std::fs::write(&path, VANILLA_SCHEDULER_CONFIG)?;
+            so.config = Some(path);
+        }
+    }
+    if mode == Mode::Native {
+        so.args
+            .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
+    }
+    cp.start_scheduler(so).await.with_context(|| {
+        if mode == Mode::Native {
+            format!(
+                "kube-scheduler did not start with {}",
+                NATIVE_SCHEDULER_ARGS.join(" ")
+            )
+        } else {
+            "starting kube-scheduler".to_string()
+        }
+    })?;
+    r.startup_secs = t_start.elapsed().as_secs_f64();
+
+    let mut procs: Vec<(String, u32)> = cp
+        .processes()
+        .map(|p| (p.name().to_string(), p.pid()))
+        .collect();
+    if let Some(pid) = muster.as_ref().and_then(Muster::pid) {
+        procs.push(("muster".into(), pid));
+    }
+    procs.push(("bench (creator + watch)".into(), std::process::id()));
+    let scheduler_pid = procs
+        .iter()
+        .find(|(n, _)| n == "kube-scheduler")
+        .map(|(_, pid)| *pid);
+
+    // Watch bound pods before the first create.
+    let tracker = Arc::new(Mutex::new(Tracker {
+        index: w
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, pp)| (pp.name.clone(), i))
+            .collect(),
+        bound_at: vec![None; w.pods.len()],
+        bound: 0,
+        watch_errors: 0,
+        last_watch_error: None,
+    }));
+    let ready = Arc::new(Notify::new());
+    let watch = tokio::spawn(watch_bound(client.clone(), tracker.clone(), ready.clone()));
+    tokio::time::timeout(Duration::from_secs(30), ready.notified())
+        .await
+        .map_err(|_| anyhow!("the watch of bound pods did not sync within 30s"))?;
+
+    let pods: Vec<(usize, Pod)> = w
+        .order
+        .iter()
+        .map(|&i| (i, pod_object(w, i, mode)))
+        .collect();
+    let created = Arc::new(Mutex::new(Created {
+        at: vec![None; w.pods.len()],
+        errors: Vec::new(),
+        scheduling_group_dropped: 0,
+        done_at: None,
+    }));
+    if !p.quiet_wait.is_zero() {
+        r.others_before = Some(wait_for_quiet(&procs, ticks, p.quiet_wait).await);
+    }
+    let api_before = scrape_apiserver_metrics(&cp);
+    let sys0 = system_cpu(ticks);
+    let cpu0 = cpu_snapshot(&procs, ticks);
+    let t0 = Instant::now();
+    let deadline = t0 + p.timeout;
+    let creator = tokio::spawn(create_all(
+        client.clone(),
+        pods,
+        p.concurrency,
+        p.create_qps,
+        created.clone(),
+    ));
+    // Until the late nodes come, the pods compete for too little room.
+    let late_nodes = (p.late_nodes > 0).then(|| {
+        let (client, p) = (client.clone(), p.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until((t0 + p.late_nodes_after).into()).await;
+            create_nodes(&client, &p, p.nodes - p.late_nodes..p.nodes).await
+        })
+    });
+
+    // Sample once a second until everything is bound or the deadline passes.
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::from_std(t0 + Duration::from_secs(1)),
+        Duration::from_secs(1),
+    );
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let total = w.pods.len();
+    let mut first_partial: Vec<Option<Instant>> = vec![None; w.gangs.len()];
+    let mut last_progress = (0usize, Instant::now());
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let bound = {
+            let t = tracker.lock().unwrap();
+            for (g, gang) in w.gangs.iter().enumerate() {
+                let times: Vec<Instant> =
+                    gang.members.iter().filter_map(|&i| t.bound_at[i]).collect();
+                if !times.is_empty() && times.len() < gang.members.len() {
+                    let first = *times.iter().min().unwrap();
+                    first_partial[g].get_or_insert(first);
+                    if now.duration_since(first) > p.grace {
+                        r.partial_observations += 1;
+                    }
+                }
+            }
+            t.bound
+        };
+        r.samples.push(Sample {
+            t: now.duration_since(t0).as_secs_f64(),
+            bound,
+        });
+        if bound != last_progress.0 {
+            last_progress = (bound, now);
+        }
+        if !p.smoke && r.samples.len().is_multiple_of(10) {
+            eprintln!(
+                "e2e_throughput: {} t={:.0}s bound {bound}/{total}",
+                mode.slug(),
+                now.duration_since(t0).as_secs_f64()
+            );
+        }
+        let creating_failed = !created.lock().unwrap().errors.is_empty() && creator.is_finished();
+        if bound >= total || now >= deadline || creating_failed {
+            break;
+        }
+    }
+    let cpu1 = cpu_snapshot(&procs, ticks);
+    let sys1 = system_cpu(ticks);
+    match (&api_before, scrape_apiserver_metrics(&cp)) {
+        (Ok(b), Ok(a)) => r.api_requests = apiserver_delta(b, &a),
+        (Err(e), _) => r.notes.push(format!("kube-apiserver /metrics: {e:#}")),
+        (_, Err(e)) => r.notes.push(format!("kube-apiserver /metrics: {e:#}")),
+    }
+    if !creator.is_finished() {
+        creator.abort();
+    }
+    let _ = creator.await;
+    if let Some(late) = late_nodes {
+        late.abort();
+        if let Ok(Err(e)) = late.await {
+            r.notes.push(format!("creating the late nodes: {e:#}"));
+        }
+    }
+    watch.abort();
+
+    // ---- results
+    let (bound_at, watch_errors, last_watch_error) = {
+        let t = tracker.lock().unwrap();
+        (
+            t.bound_at.clone(),
+            t.watch_errors,
+            t.last_watch_error.clone(),
+        )
+    };
+    let c = {
+        let mut g = created.lock().unwrap();
+        Created {
+            at: std::mem::take(&mut g.at),
+            errors: std::mem::take(&mut g.errors),
+            scheduling_group_dropped: g.scheduling_group_dropped,
+            done_at: g.done_at,
+        }
+    };
+    r.bound = bound_at.iter().flatten().count();
+    r.create_secs = c.done_at.map(|d| d.duration_since(t0).as_secs_f64());
+    if r.bound == total {
+        let last = bound_at.iter().flatten().max().copied().unwrap_or(t0);
+        r.all_bound_secs = Some(last.duration_since(t0).as_secs_f64());
+    }
+    let tput = throughput_samples(&r.samples);
+    r.tput = dist(tput);
+    if let Some(last) = bound_at.iter().flatten().max() {
+        let secs = last.duration_since(t0).as_secs_f64();
+        if secs > 0.0 {
+            r.overall_pps = Some(r.bound as f64 / secs);
+        }
+    }
+    let mut gang_lat = Vec::new();
+    let mut spreads = Vec::new();
+    for gang in &w.gangs {
+        let bt: Option<Vec<Instant>> = gang.members.iter().map(|&i| bound_at[i]).collect();
+        let ct: Option<Vec<Instant>> = gang.members.iter().map(|&i| c.at[i]).collect();
+        if let (Some(bt), Some(ct)) = (bt, ct) {
+            let last_bound = *bt.iter().max().unwrap();
+            let first_bound = *bt.iter().min().unwrap();
+            let last_created = *ct.iter().max().unwrap();
+            gang_lat.push(
+                last_bound
+                    .saturating_duration_since(last_created)
+                    .as_secs_f64(),
+            );
+            spreads.push(last_bound.duration_since(first_bound).as_secs_f64());
+        }
+    }
+    r.gangs_complete = gang_lat.len();
+    r.gang_latency = dist(gang_lat);
+    r.max_gang_spread = spreads.iter().copied().reduce(f64::max);
+    r.pod_latency = dist(
+        (0..total)
+            .filter_map(|i| match (c.at[i], bound_at[i]) {
+                (Some(ct), Some(bt)) => Some(bt.saturating_duration_since(ct).as_secs_f64()),
+                _ => None,
+            })
+            .collect(),
+    );
+    r.cpu = cpu0
+        .iter()
+        .zip(&cpu1)
+        .map(|((n, a), (_, b))| (n.clone(), b - a))
+        .collect();
+    if let (Some((b0, t0s)), Some((b1, t1s))) = (sys0, sys1) {
+        let ours: f64 = r.cpu.iter().map(|x| x.1).filter(|c| c.is_finite()).sum();
+        r.other_cpu = Some((((b1 - b0) - ours).max(0.0), t1s - t0s));
+    }
+    if watch_errors > 0 {
+        r.notes.push(format!(
+            "the bound-pod watch saw {watch_errors} errors (last: {})",
+            last_watch_error.unwrap_or_default()
+        ));
+    }
+    if !c.errors.is_empty() {
+        r.notes.push(format!(
+            "{} pod creations failed; first: {}",
+            c.errors.len(),
+            c.errors[0]
+        ));
+    }
+    let dropped = c.scheduling_group_dropped;
+    if mode == Mode::Native && dropped > 0 {
+        r.notes.push(format!(
+            "kube-apiserver dropped spec.schedulingGroup from {dropped} pods (GenericWorkload off in the apiserver?)"
+        ));
+    }
+
+    r.overcommit = Some(k8s::check_no_overcommit(&client).await?);
+    let evs: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), NS);
+    match evs.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mut by: BTreeMap<String, usize> = BTreeMap::new();
+            for e in list.items {
+                let who = e
+                    .reporting_component
+                    .filter(|s| !s.is_empty())
+                    .or(e.source.and_then(|s| s.component))
+                    .unwrap_or_else(|| "?".into());
+                let n = e
+                    .count
+                    .unwrap_or(1)
+                    .max(e.series.and_then(|s| s.count).unwrap_or(1))
+                    .max(1) as usize;
+                *by.entry(format!("{who} {}", e.reason.unwrap_or_default()))
+                    .or_default() += n;
+            }
+            r.events = by.into_iter().collect();
+            r.events.sort_by_key(|e| std::cmp::Reverse(e.1));
+        }
+        Err(e) => r.notes.push(format!("listing Events: {e}")),
+    }
+    if mode == Mode::Native {
+        let api: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+        let groups = api.list(&ListParams::default()).await?.items;
+        let scheduled = groups
+            .iter()
+            .filter(|g| {
+                g.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True")
+                    })
+            })
+            .count();
+        r.native_groups_scheduled = Some((scheduled, groups.len()));
+    }
+    std::fs::create_dir_all(&p.out_dir)?;
+    let suffix = match (p.smoke, p.rounds) {
+        (true, _) => "-smoke".to_string(),
+        (false, 1) => String::new(),
+        (false, _) => format!("-r{}", r.round),
+    };
+    if let Some(m) = &muster {
+        match m.get("/metrics").await {
+            Ok((200, text)) => {
+                r.muster_summary = summarize_muster_metrics(&text);
+                let path = p
+                    .out_dir
+                    .join(format!("e2e-throughput{suffix}-muster-metrics.txt"));
+                std::fs::write(path, &text)?;
+            }
+            Ok((code, _)) => r.notes.push(format!("muster /metrics: HTTP {code}")),
+            Err(e) => r.notes.push(format!("muster /metrics: {e:#}")),
+        }
+    }
+    if let Some(pid) = scheduler_pid {
+        match scrape_scheduler_metrics(pid) {
+            Ok(text) => {
+                r.scheduler_summary = summarize_scheduler_metrics(&text);
+                let path = p.out_dir.join(format!(
+                    "e2e-throughput{suffix}-{}-scheduler-metrics.txt",
+                    mode.slug()
+                ));
+                std::fs::write(path, &text)?;
+            }
+            Err(e) => r.notes.push(format!("kube-scheduler /metrics: {e:#}")),
+        }
+    }
+    // Keep the logs of every run next to the results (small: info level).
+    for (name, src) in [
+        ("kube-scheduler", cp.dir().join("kube-scheduler.log")),
+        ("muster", cp.dir().join("muster.log")),
+    ] {
+        if src.exists() {
+            let dst = p
+                .out_dir
+                .join(format!("e2e-throughput{suffix}-{}-{name}.log", mode.slug()));
+            let _ = std::fs::copy(&src, dst);
+        }
+    }
+
+    r.status = if r.bound == total {
+        Status::Completed
+    } else {
+        let state = k8s::list_pods(&client, NS).await.ok().map(|pods| {
+            let pending: Vec<Pod> = pods
+                .into_iter()
+                .filter(|p| k8s::pod_node(p).is_none())
+                .take(5)
+                .collect();
+            k8s::describe_pods(&pending)
+        });
+        Status::Incomplete(format!(
+            "{}/{total} pods bound after {:.0}s (no progress for the last {:.0}s); some pending: {}",
+            r.bound,
+            p.timeout.as_secs_f64(),
+            last_progress.1.elapsed().as_secs_f64(),
+            state.unwrap_or_default()
+        ))
+    };
+    drop(muster);
+    drop(cp);
+    Ok(())
+}

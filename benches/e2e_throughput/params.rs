@@ -113,9 +113,10 @@ impl Params {
             },
         )?;
         // The smoke contends: 8 one-cpu nodes of which 4 come 8 s late, 32 pods of 250m (every
-        // slot of the 8 nodes, so any packing completes), gangs of 3-6 (sizes that do not
-        // divide a node's 4 slots). Until the late nodes come, half the pods cannot have a node:
-        // gangs must wait whole, and every slot is taken, so a seat booked twice overcommits.
+        // slot of the 8 nodes, so any packing completes), gangs of 3-6 (most cannot fill a
+        // node's 4 slots exactly, so gangs share nodes). Until the late nodes come, half the pods
+        // cannot have a node: gangs must wait whole; in the end every slot is taken, so a seat
+        // given twice overcommits a node.
         let p = Params {
             smoke,
             nodes: env_or("E2E_NODES", if smoke { 8 } else { 500 })?,

@@ -35,7 +35,8 @@
 //! (scheduler-config/muster-as-default-scheduler.yaml).
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
-//! [`run`] (one configuration: start, create, watch, sample, gather), [`stats`] (percentiles,
+//! [`run`] (one configuration: start, create, watch, sample, gather), [`checks`] (partly bound
+//! gangs), [`stats`] (percentiles,
 //! throughput), [`prometheus`] (the text format), [`metrics`] (scraping and summaries),
 //! [`process`] (CPU accounting), [`result`], [`report`] (Markdown, CSV), [`chart`] (SVG).
 
@@ -44,6 +45,7 @@
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
 mod chart;
+mod checks;
 mod create;
 mod metrics;
 mod params;

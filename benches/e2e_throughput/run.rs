@@ -20,6 +20,7 @@ use muster_harness::k8s;
 use muster_harness::muster::{Muster, MusterOptions};
 use tokio::sync::Notify;
 
+use crate::checks::gangs_partly_bound_beyond;
 use crate::create::{create_all, create_nodes, create_pod_groups, Created};
 use crate::metrics::{
     scrape_apiserver_metrics, scrape_scheduler_metrics, summarize_muster_metrics,
@@ -267,24 +268,14 @@ pub async fn run_mode_inner(
     );
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let total = w.pods.len();
-    let mut first_partial: Vec<Option<Instant>> = vec![None; w.gangs.len()];
     let mut last_progress = (0usize, Instant::now());
     loop {
         tick.tick().await;
         let now = Instant::now();
         let bound = {
             let t = tracker.lock().unwrap();
-            for (g, gang) in w.gangs.iter().enumerate() {
-                let times: Vec<Instant> =
-                    gang.members.iter().filter_map(|&i| t.bound_at[i]).collect();
-                if !times.is_empty() && times.len() < gang.members.len() {
-                    let first = *times.iter().min().unwrap();
-                    first_partial[g].get_or_insert(first);
-                    if now.duration_since(first) > p.grace {
-                        r.partial_observations += 1;
-                    }
-                }
-            }
+            r.partial_observations +=
+                gangs_partly_bound_beyond(&w.gangs, &t.bound_at, now, p.grace);
             t.bound
         };
         r.samples.push(Sample {

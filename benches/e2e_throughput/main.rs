@@ -35,18 +35,16 @@
 //! (scheduler-config/muster-as-default-scheduler.yaml).
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
-//! [`run`] (one configuration: start, create, watch, sample, gather), [`checks`] (partly bound
-//! gangs), [`stats`] (percentiles,
+//! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),
+//! [`gangs`] (per-gang checks and times), [`gather`] (what is read off the cluster after a
+//! run), [`stats`] (percentiles,
 //! throughput), [`prometheus`] (the text format), [`metrics`] (scraping and summaries),
 //! [`process`] (CPU accounting), [`result`], [`report`] (Markdown, CSV), [`chart`] (SVG).
 
-// `cargo test` builds this `harness = false` target with cfg(test) but runs `main`, not tests:
-// the modules' test code is compiled and unused here (`e2e_throughput_units` runs it).
-#![cfg_attr(test, allow(dead_code, unused_imports))]
-
 mod chart;
-mod checks;
 mod create;
+mod gangs;
+mod gather;
 mod metrics;
 mod params;
 mod process;
@@ -54,6 +52,7 @@ mod prometheus;
 mod report;
 mod result;
 mod run;
+mod setup;
 mod stats;
 mod workload;
 

@@ -107,7 +107,10 @@ pub fn apiserver_delta(before: &str, after: &str) -> Vec<(String, f64, f64)> {
     v
 }
 
+// `cargo test` also builds this module into the `harness = false` bench, where tests do not
+// run and their helpers go unused; `e2e_throughput_units` runs them.
 #[cfg(test)]
+#[allow(dead_code, unused_imports)]
 mod tests {
     use super::*;
 

@@ -7,7 +7,7 @@ use muster_harness::paths::{k8s_version, repo_root};
 
 use crate::params::{Mode, Params};
 use crate::result::{RunResult, Status};
-use crate::run::{NATIVE_APISERVER_ARGS, NATIVE_SCHEDULER_ARGS};
+use crate::setup::{NATIVE_APISERVER_ARGS, NATIVE_SCHEDULER_ARGS};
 use crate::stats::lower_median_by;
 use crate::workload::Workload;
 

@@ -1,60 +1,33 @@
-//! One configuration, one round: a fresh control plane (+ muster), the pods created, bound pods
-//! watched and sampled once a second until all are bound or the deadline passes, then the
-//! results gathered (checks, CPU, API requests, Events, metrics, logs).
+//! One configuration, one round: started (see `setup`), the pods created, bound pods watched
+//! and sampled once a second until all are bound or the deadline passes, then the results
+//! computed (throughput, gang and pod times, CPU, API requests) and gathered (see `gather`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::scheduling::v1beta1::PodGroup;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
-use muster_harness::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 use muster_harness::k8s;
-use muster_harness::muster::{Muster, MusterOptions};
+use muster_harness::muster::Muster;
 use tokio::sync::Notify;
 
-use crate::checks::gangs_partly_bound_beyond;
-use crate::create::{create_all, create_nodes, create_pod_groups, Created};
-use crate::metrics::{
-    scrape_apiserver_metrics, scrape_scheduler_metrics, summarize_muster_metrics,
-    summarize_scheduler_metrics,
-};
+use crate::create::{create_all, create_nodes, Created};
+use crate::gangs::{gangs_partly_bound_beyond, whole_gang_times};
+use crate::gather;
+use crate::metrics::scrape_apiserver_metrics;
 use crate::params::{Mode, Params};
 use crate::process::{cpu_snapshot, system_cpu, wait_for_quiet};
 use crate::prometheus::apiserver_delta;
 use crate::result::{RunResult, Status};
+use crate::setup::start;
 use crate::stats::{dist, throughput_samples, Sample};
 use crate::workload::{pod_object, Workload, NS};
-
-pub const MUSTER_BIN: &str = env!("CARGO_BIN_EXE_muster");
-/// kube-apiserver flags that serve the PodGroup API (as scheduler_perf does for GenericWorkload).
-pub const NATIVE_APISERVER_ARGS: [&str; 2] = [
-    "--feature-gates=GenericWorkload=true",
-    "--runtime-config=scheduling.k8s.io/v1beta1=true",
-];
-/// kube-scheduler flag that turns on its GangScheduling plugin (added to the default plugins).
-pub const NATIVE_SCHEDULER_ARGS: [&str; 1] = ["--feature-gates=GenericWorkload=true"];
-/// Lets the bench read kube-scheduler's /metrics without credentials (loopback only).
-pub const SCHEDULER_METRICS_ARG: &str =
-    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics";
-pub const VANILLA_SCHEDULER_CONFIG: &str =
-    "# written by the e2e_throughput bench: stock kube-scheduler, no extender
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: /set/by/the/harness
-leaderElection:
-  leaderElect: false
-profiles:
-  - schedulerName: default-scheduler
-";
 
 /// What the watch saw: when each pod was first seen bound.
 pub struct Tracker {
@@ -129,70 +102,9 @@ pub async fn run_mode_inner(
     r: &mut RunResult,
 ) -> Result<()> {
     let t_start = Instant::now();
-    let mut cpo = ControlPlaneOptions::default();
-    if mode == Mode::Native {
-        cpo.apiserver_args = NATIVE_APISERVER_ARGS
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    }
-    let mut cp = ControlPlane::start(cpo).await.with_context(|| {
-        if mode == Mode::Native {
-            format!(
-                "kube-apiserver did not start with {}",
-                NATIVE_APISERVER_ARGS.join(" ")
-            )
-        } else {
-            "starting etcd + kube-apiserver".to_string()
-        }
-    })?;
-    let client = cp.client();
-    k8s::create_namespace(&client, NS).await?;
-    create_nodes(&client, p, 0..p.nodes - p.late_nodes)
-        .await
-        .context("creating nodes")?;
-    if mode == Mode::Native {
-        create_pod_groups(&client, w)
-            .await
-            .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
-    }
-    let muster = if mode == Mode::Muster {
-        let bin = std::env::var_os("E2E_MUSTER_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
-        let mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
-        Some(Muster::start(mo).await.context("starting muster")?)
-    } else {
-        None
-    };
-    let mut so = SchedulerOptions::default();
-    so.args.push(SCHEDULER_METRICS_ARG.into());
-    match &muster {
-        Some(m) => {
-            so.config = Some(p.muster_scheduler_config.clone());
-            so.extender_base_url = Some(m.url());
-        }
-        None => {
-            let path = cp.dir().join("bench-vanilla-scheduler.yaml");
-            std::fs::write(&path, VANILLA_SCHEDULER_CONFIG)?;
-            so.config = Some(path);
-        }
-    }
-    if mode == Mode::Native {
-        so.args
-            .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
-    }
-    cp.start_scheduler(so).await.with_context(|| {
-        if mode == Mode::Native {
-            format!(
-                "kube-scheduler did not start with {}",
-                NATIVE_SCHEDULER_ARGS.join(" ")
-            )
-        } else {
-            "starting kube-scheduler".to_string()
-        }
-    })?;
+    let (cp, muster) = start(mode, p, w).await?;
     r.startup_secs = t_start.elapsed().as_secs_f64();
+    let client = cp.client();
 
     let mut procs: Vec<(String, u32)> = cp
         .processes()
@@ -348,23 +260,7 @@ pub async fn run_mode_inner(
             r.overall_pps = Some(r.bound as f64 / secs);
         }
     }
-    let mut gang_lat = Vec::new();
-    let mut spreads = Vec::new();
-    for gang in &w.gangs {
-        let bt: Option<Vec<Instant>> = gang.members.iter().map(|&i| bound_at[i]).collect();
-        let ct: Option<Vec<Instant>> = gang.members.iter().map(|&i| c.at[i]).collect();
-        if let (Some(bt), Some(ct)) = (bt, ct) {
-            let last_bound = *bt.iter().max().unwrap();
-            let first_bound = *bt.iter().min().unwrap();
-            let last_created = *ct.iter().max().unwrap();
-            gang_lat.push(
-                last_bound
-                    .saturating_duration_since(last_created)
-                    .as_secs_f64(),
-            );
-            spreads.push(last_bound.duration_since(first_bound).as_secs_f64());
-        }
-    }
+    let (gang_lat, spreads) = whole_gang_times(&w.gangs, &bound_at, &c.at);
     r.gangs_complete = gang_lat.len();
     r.gang_latency = dist(gang_lat);
     r.max_gang_spread = spreads.iter().copied().reduce(f64::max);
@@ -405,91 +301,7 @@ pub async fn run_mode_inner(
         ));
     }
 
-    r.overcommit = Some(k8s::check_no_overcommit(&client).await?);
-    let evs: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), NS);
-    match evs.list(&ListParams::default()).await {
-        Ok(list) => {
-            let mut by: BTreeMap<String, usize> = BTreeMap::new();
-            for e in list.items {
-                let who = e
-                    .reporting_component
-                    .filter(|s| !s.is_empty())
-                    .or(e.source.and_then(|s| s.component))
-                    .unwrap_or_else(|| "?".into());
-                let n = e
-                    .count
-                    .unwrap_or(1)
-                    .max(e.series.and_then(|s| s.count).unwrap_or(1))
-                    .max(1) as usize;
-                *by.entry(format!("{who} {}", e.reason.unwrap_or_default()))
-                    .or_default() += n;
-            }
-            r.events = by.into_iter().collect();
-            r.events.sort_by_key(|e| std::cmp::Reverse(e.1));
-        }
-        Err(e) => r.notes.push(format!("listing Events: {e}")),
-    }
-    if mode == Mode::Native {
-        let api: Api<PodGroup> = Api::namespaced(client.clone(), NS);
-        let groups = api.list(&ListParams::default()).await?.items;
-        let scheduled = groups
-            .iter()
-            .filter(|g| {
-                g.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True")
-                    })
-            })
-            .count();
-        r.native_groups_scheduled = Some((scheduled, groups.len()));
-    }
-    std::fs::create_dir_all(&p.out_dir)?;
-    let suffix = match (p.smoke, p.rounds) {
-        (true, _) => "-smoke".to_string(),
-        (false, 1) => String::new(),
-        (false, _) => format!("-r{}", r.round),
-    };
-    if let Some(m) = &muster {
-        match m.get("/metrics").await {
-            Ok((200, text)) => {
-                r.muster_summary = summarize_muster_metrics(&text);
-                let path = p
-                    .out_dir
-                    .join(format!("e2e-throughput{suffix}-muster-metrics.txt"));
-                std::fs::write(path, &text)?;
-            }
-            Ok((code, _)) => r.notes.push(format!("muster /metrics: HTTP {code}")),
-            Err(e) => r.notes.push(format!("muster /metrics: {e:#}")),
-        }
-    }
-    if let Some(pid) = scheduler_pid {
-        match scrape_scheduler_metrics(pid) {
-            Ok(text) => {
-                r.scheduler_summary = summarize_scheduler_metrics(&text);
-                let path = p.out_dir.join(format!(
-                    "e2e-throughput{suffix}-{}-scheduler-metrics.txt",
-                    mode.slug()
-                ));
-                std::fs::write(path, &text)?;
-            }
-            Err(e) => r.notes.push(format!("kube-scheduler /metrics: {e:#}")),
-        }
-    }
-    // Keep the logs of every run next to the results (small: info level).
-    for (name, src) in [
-        ("kube-scheduler", cp.dir().join("kube-scheduler.log")),
-        ("muster", cp.dir().join("muster.log")),
-    ] {
-        if src.exists() {
-            let dst = p
-                .out_dir
-                .join(format!("e2e-throughput{suffix}-{}-{name}.log", mode.slug()));
-            let _ = std::fs::copy(&src, dst);
-        }
-    }
+    gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
 
     r.status = if r.bound == total {
         Status::Completed

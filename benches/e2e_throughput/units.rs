@@ -3,7 +3,7 @@
 //! runs its `main` (the smoke) instead of tests. Under `cargo bench` the tests are skipped.
 #![allow(dead_code)]
 
-mod checks;
+mod gangs;
 mod params;
 mod prometheus;
 mod stats;

@@ -5,6 +5,10 @@
 //! Run: `cargo bench --bench load` (env LOAD_REQUESTS per level, default 2000;
 //! LOAD_NODES / LOAD_PODS to change the cluster). Writes target/muster-bench/load.txt.
 //! Under `cargo test --benches` it runs a few requests only (smoke).
+//!
+//! Every answer is checked, not only timed: a non-200 status, a filter answer with `Error` set
+//! or offering no node, or a prioritize answer that is not a list fails the run (exit 1), so
+//! a server answering errors fast cannot pass for a fast server.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,6 +52,35 @@ fn peak_rss_mib() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// Why an answer does not count as served: `None` when it is a real answer of `verb`.
+fn bad_answer(verb: &str, status: hyper::StatusCode, body: &[u8]) -> Option<String> {
+    let text = || String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+    if status != hyper::StatusCode::OK {
+        return Some(format!("HTTP {status}: {}", text()));
+    }
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Some(format!("not JSON: {}", text()));
+    };
+    match verb {
+        "filter" => {
+            let error = json.get("Error").and_then(|e| e.as_str()).unwrap_or("");
+            let offered = json
+                .get("NodeNames")
+                .and_then(|n| n.as_array())
+                .is_some_and(|n| !n.is_empty());
+            if !error.is_empty() {
+                Some(format!("filter answered Error {error:?}"))
+            } else if !offered {
+                Some(format!("filter offered no node: {}", text()))
+            } else {
+                None
+            }
+        }
+        _ if !json.is_array() => Some(format!("{verb} did not answer a list: {}", text())),
+        _ => None,
+    }
+}
+
 struct LevelResult {
     verb: &'static str,
     concurrency: usize,
@@ -65,7 +98,7 @@ async fn run_level(
     concurrency: usize,
     requests: usize,
     deadline: Duration,
-) -> LevelResult {
+) -> Result<LevelResult, String> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(concurrency)
         .build_http();
@@ -88,17 +121,19 @@ async fn run_level(
                     .unwrap();
                 let t = Instant::now();
                 let resp = client.request(req).await.expect("loopback request");
-                assert_eq!(resp.status(), 200);
+                let status = resp.status();
                 let bytes = resp.into_body().collect().await.unwrap().to_bytes();
                 lat.push(t.elapsed());
-                assert!(!bytes.is_empty());
+                if let Some(why) = bad_answer(verb, status, &bytes) {
+                    return Err(format!("{verb} at concurrency {concurrency}: {why}"));
+                }
             }
-            lat
+            Ok(lat)
         }));
     }
     let mut all = Vec::new();
     for w in workers {
-        all.extend(w.await.unwrap());
+        all.extend(w.await.unwrap()?);
     }
     let seconds = started.elapsed().as_secs_f64();
     all.sort();
@@ -106,7 +141,7 @@ async fn run_level(
         let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
         all[i].as_secs_f64() * 1e6
     };
-    LevelResult {
+    Ok(LevelResult {
         verb,
         concurrency,
         requests: all.len(),
@@ -114,7 +149,7 @@ async fn run_level(
         p50_us: pct(0.50),
         p99_us: pct(0.99),
         max_us: pct(1.0),
-    }
+    })
 }
 
 fn main() {
@@ -167,13 +202,20 @@ fn main() {
         ));
         let mut out = Vec::new();
         for c in [1usize, 16, 64] {
-            out.push(run_level(&url, "filter", member.clone(), c, requests, deadline).await);
-            out.push(run_level(&url, "filter", plain.clone(), c, requests, deadline).await);
-            out.push(run_level(&url, "prioritize", member.clone(), c, requests, deadline).await);
+            out.push(run_level(&url, "filter", member.clone(), c, requests, deadline).await?);
+            out.push(run_level(&url, "filter", plain.clone(), c, requests, deadline).await?);
+            out.push(run_level(&url, "prioritize", member.clone(), c, requests, deadline).await?);
         }
         server.abort();
-        out
+        Ok::<_, String>(out)
     });
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("load: a request was not served: {e}");
+            std::process::exit(1);
+        }
+    };
 
     let mut report = format!(
         "muster load test: {nodes} nodes, {pods} bound pods, 10 waiting gangs of 8; every request names all {nodes} nodes\n\

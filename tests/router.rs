@@ -388,20 +388,43 @@ async fn a_held_bind_call_woken_while_its_gang_is_being_bound_keeps_waiting() {
     assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"Error":""}"#));
 }
 
+/// `--bind-wait`: the call of a seated member below quorum is held for the wait, not less and
+/// not much more, then answers the wait reason; `0s` answers it at once. The bounds leave room
+/// for a loaded machine, none for a wait that is ignored, replaced or never ends.
 #[tokio::test]
 async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
-    let mut f = Fixture::new(&[node("node1", 1000)]);
-    f.bind_wait = std::time::Duration::from_millis(200);
-    let master = go_pod("m", "u-m", "100m", GANG);
-    let worker = go_pod("w", "u-w", "100m", GANG);
-    f.post("/filter", &filter_args(&master, &["node1"])).await;
-    f.post("/filter", &filter_args(&worker, &["node1"])).await;
-    let (_, body) = f.post("/bind", &bind_args("m", "u-m", "node1")).await;
-    assert_eq!(
-        body,
-        r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
-    );
-    assert_eq!(f.seats(), 2, "its seat (and the planned one) are kept");
+    use std::time::{Duration, Instant};
+    for (wait, earliest, latest) in [
+        (
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::from_secs(4),
+        ),
+        (Duration::ZERO, Duration::ZERO, Duration::from_millis(500)),
+    ] {
+        let mut f = Fixture::new(&[node("node1", 1000)]);
+        f.bind_wait = wait;
+        let master = go_pod("m", "u-m", "100m", GANG);
+        let worker = go_pod("w", "u-w", "100m", GANG);
+        f.post("/filter", &filter_args(&master, &["node1"])).await;
+        f.post("/filter", &filter_args(&worker, &["node1"])).await;
+        let started = Instant::now();
+        let args = bind_args("m", "u-m", "node1");
+        let bind = f.post("/bind", &args);
+        let (_, body) = tokio::time::timeout(latest + Duration::from_secs(5), bind)
+            .await
+            .unwrap_or_else(|_| panic!("--bind-wait {wait:?}: no answer"));
+        let took = started.elapsed();
+        assert_eq!(
+            body,
+            r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
+        );
+        assert!(
+            (earliest..=latest).contains(&took),
+            "--bind-wait {wait:?} answered after {took:?}, not within {earliest:?}..={latest:?}"
+        );
+        assert_eq!(f.seats(), 2, "its seat (and the planned one) are kept");
+    }
 }
 
 #[tokio::test]

@@ -1,0 +1,173 @@
+//! What one run measures: the configurations to compare and every knob of the workload, read
+//! from `E2E_*` environment variables (defaults differ between the smoke and the full bench).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use muster_harness::paths::repo_root;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Vanilla,
+    Muster,
+    Native,
+}
+
+impl Mode {
+    pub fn slug(self) -> &'static str {
+        match self {
+            Mode::Vanilla => "vanilla",
+            Mode::Muster => "muster",
+            Mode::Native => "native",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Mode::Vanilla => "(a) vanilla kube-scheduler",
+            Mode::Muster => "(b) kube-scheduler + muster",
+            Mode::Native => "(c) native gang scheduling",
+        }
+    }
+
+    /// `var` names the environment variable the value came from, for the error.
+    pub fn parse(var: &str, s: &str) -> Result<Self> {
+        match s.trim() {
+            "vanilla" | "a" => Ok(Mode::Vanilla),
+            "muster" | "b" => Ok(Mode::Muster),
+            "native" | "c" => Ok(Mode::Native),
+            other => {
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native)")
+            }
+        }
+    }
+}
+
+/// A comma-separated list of configurations from `var`.
+fn modes_from_env(var: &str, default: &str) -> Result<Vec<Mode>> {
+    env_or(var, default.to_string())?
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| Mode::parse(var, s))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub smoke: bool,
+    /// All nodes, including the late ones.
+    pub nodes: usize,
+    /// How many of `nodes` are added only `late_nodes_after` after the first pod is created,
+    /// so that until then the pods compete for too little room and gangs must wait.
+    pub late_nodes: usize,
+    pub late_nodes_after: Duration,
+    pub node_cpu: String,
+    pub node_memory: String,
+    pub node_pods: u32,
+    pub pods: usize,
+    pub plain_percent: usize,
+    pub gang_min: usize,
+    pub gang_max: usize,
+    pub cpu_min: u32,
+    pub cpu_max: u32,
+    pub seed: u64,
+    pub concurrency: usize,
+    pub open_units: usize,
+    pub timeout: Duration,
+    pub grace: Duration,
+    /// Creates per second (None: as fast as the creators go).
+    pub create_qps: Option<f64>,
+    /// How long to wait for other processes to leave the CPUs alone before each configuration.
+    pub quiet_wait: Duration,
+    pub modes: Vec<Mode>,
+    /// Configurations whose runs fail the bench when a gang stays partially bound beyond the
+    /// grace or a node is overcommitted (muster; add vanilla to see the checks catch a
+    /// scheduler that does not keep gangs whole).
+    pub gang_checks: Vec<Mode>,
+    /// Every configuration runs this many times (a, b, c, a, b, c, ...); the report shows the
+    /// median run of each.
+    pub rounds: usize,
+    pub out_dir: PathBuf,
+    pub muster_scheduler_config: PathBuf,
+}
+
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("{name}={v:?} is not a valid value")),
+        _ => Ok(default),
+    }
+}
+
+impl Params {
+    pub fn from_env(smoke: bool) -> Result<Self> {
+        let modes = modes_from_env(
+            "E2E_CONFIGS",
+            if smoke {
+                "vanilla,muster"
+            } else {
+                "vanilla,muster,native"
+            },
+        )?;
+        // The smoke contends: 8 one-cpu nodes of which 4 come 8 s late, 32 pods of 250m (every
+        // slot of the 8 nodes, so any packing completes), gangs of 3-6 (most cannot fill a
+        // node's 4 slots exactly, so gangs share nodes). Until the late nodes come, half the pods
+        // cannot have a node: gangs must wait whole; in the end every slot is taken, so a seat
+        // given twice overcommits a node.
+        let p = Params {
+            smoke,
+            nodes: env_or("E2E_NODES", if smoke { 8 } else { 500 })?,
+            late_nodes: env_or("E2E_LATE_NODES", if smoke { 4 } else { 0 })?,
+            late_nodes_after: Duration::from_secs(env_or("E2E_LATE_NODES_AFTER_SECS", 8)?),
+            node_cpu: env_or("E2E_NODE_CPU", if smoke { "1" } else { "4" }.to_string())?,
+            node_memory: env_or("E2E_NODE_MEMORY", "16Gi".to_string())?,
+            node_pods: env_or("E2E_NODE_PODS", 110)?,
+            pods: env_or("E2E_PODS", if smoke { 32 } else { 2000 })?,
+            plain_percent: env_or("E2E_PLAIN_PERCENT", 25)?,
+            gang_min: env_or("E2E_GANG_MIN", if smoke { 3 } else { 4 })?,
+            gang_max: env_or("E2E_GANG_MAX", if smoke { 6 } else { 16 })?,
+            cpu_min: env_or("E2E_CPU_MIN", if smoke { 250 } else { 100 })?,
+            cpu_max: env_or("E2E_CPU_MAX", if smoke { 250 } else { 500 })?,
+            seed: env_or("E2E_SEED", 42)?,
+            concurrency: env_or("E2E_CONCURRENCY", 16)?,
+            open_units: env_or("E2E_OPEN_UNITS", 8)?,
+            timeout: Duration::from_secs(env_or("E2E_TIMEOUT_SECS", if smoke { 45 } else { 600 })?),
+            grace: Duration::from_millis(env_or("E2E_PARTIAL_GRACE_MS", 2000)?),
+            create_qps: Some(env_or("E2E_CREATE_QPS", 0.0)?).filter(|q| *q > 0.0),
+            quiet_wait: Duration::from_secs(env_or(
+                "E2E_QUIET_WAIT_SECS",
+                if smoke { 0 } else { 300 },
+            )?),
+            muster_scheduler_config: std::env::var_os("E2E_MUSTER_SCHEDULER_CONFIG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    repo_root().join("scheduler-config/muster-as-default-scheduler.yaml")
+                }),
+            modes,
+            gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
+            rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { 3 })?,
+            out_dir: std::env::var_os("E2E_OUT_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/muster-bench")
+                }),
+        };
+        if p.gang_min < 2 || p.gang_max < p.gang_min {
+            bail!("need 2 <= E2E_GANG_MIN <= E2E_GANG_MAX");
+        }
+        if p.cpu_max < p.cpu_min || p.cpu_min == 0 {
+            bail!("need 0 < E2E_CPU_MIN <= E2E_CPU_MAX");
+        }
+        if p.modes.is_empty() || p.nodes == 0 || p.pods == 0 || p.concurrency == 0 || p.rounds == 0
+        {
+            bail!("E2E_CONFIGS, E2E_NODES, E2E_PODS, E2E_CONCURRENCY and E2E_ROUNDS must not be empty/zero");
+        }
+        if p.late_nodes >= p.nodes {
+            bail!("need E2E_LATE_NODES < E2E_NODES: some nodes must be there from the start");
+        }
+        Ok(p)
+    }
+}

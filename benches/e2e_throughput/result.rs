@@ -1,0 +1,105 @@
+//! What one run of one configuration produced.
+
+use crate::params::Mode;
+use crate::stats::{Dist, Sample};
+
+#[derive(Debug, Clone)]
+pub enum Status {
+    Completed,
+    /// Ran, but not every pod was bound by the deadline.
+    Incomplete(String),
+    /// Native gang scheduling could not be enabled (why).
+    NotEnabled(String),
+    /// The run itself broke (control plane, muster, API errors).
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub mode: Mode,
+    /// 1-based.
+    pub round: usize,
+    pub status: Status,
+    pub notes: Vec<String>,
+    pub total: usize,
+    pub bound: usize,
+    pub startup_secs: f64,
+    pub create_secs: Option<f64>,
+    pub all_bound_secs: Option<f64>,
+    pub samples: Vec<Sample>,
+    pub tput: Option<Dist>,
+    pub overall_pps: Option<f64>,
+    pub gang_latency: Option<Dist>,
+    pub gangs_complete: usize,
+    pub pod_latency: Option<Dist>,
+    pub partial_observations: usize,
+    pub max_gang_spread: Option<f64>,
+    pub overcommit: Option<std::result::Result<(), String>>,
+    pub cpu: Vec<(String, f64)>,
+    /// CPU seconds used by processes not part of this run during the measured phase, and the
+    /// machine's capacity in that time.
+    pub other_cpu: Option<(f64, f64)>,
+    /// Share of the machine other processes used just before the measured phase.
+    pub others_before: Option<f64>,
+    pub muster_summary: Vec<String>,
+    pub scheduler_summary: Vec<String>,
+    pub native_groups_scheduled: Option<(usize, usize)>,
+    /// API requests during the measured phase: "VERB resource", count, summed latency.
+    pub api_requests: Vec<(String, f64, f64)>,
+    /// Events in the namespace at the end: "component reason" → count (series included).
+    pub events: Vec<(String, usize)>,
+    pub wall_secs: f64,
+}
+
+impl RunResult {
+    pub fn new(mode: Mode, round: usize, total: usize) -> Self {
+        Self {
+            mode,
+            round,
+            status: Status::Failed("did not run".into()),
+            notes: Vec::new(),
+            total,
+            bound: 0,
+            startup_secs: 0.0,
+            create_secs: None,
+            all_bound_secs: None,
+            samples: Vec::new(),
+            tput: None,
+            overall_pps: None,
+            gang_latency: None,
+            gangs_complete: 0,
+            pod_latency: None,
+            partial_observations: 0,
+            max_gang_spread: None,
+            overcommit: None,
+            cpu: Vec::new(),
+            other_cpu: None,
+            others_before: None,
+            muster_summary: Vec::new(),
+            scheduler_summary: Vec::new(),
+            native_groups_scheduled: None,
+            api_requests: Vec::new(),
+            events: Vec::new(),
+            wall_secs: 0.0,
+        }
+    }
+
+    pub fn completed(&self) -> bool {
+        matches!(self.status, Status::Completed)
+    }
+
+    /// Share of the machine's CPU that processes outside this run used while it was measured.
+    pub fn others_share(&self) -> Option<f64> {
+        self.other_cpu
+            .filter(|(_, cap)| *cap > 0.0)
+            .map(|(o, cap)| o / cap)
+    }
+
+    /// scheduler_perf's average when there are enough per-second samples, else pods/s overall.
+    pub fn avg_pps(&self) -> Option<f64> {
+        self.tput
+            .filter(|d| d.n >= 3)
+            .map(|d| d.mean)
+            .or(self.overall_pps)
+    }
+}

@@ -1,0 +1,104 @@
+//! Starting one configuration: a fresh control plane with the nodes there from the start,
+//! PodGroups (native), muster (its configuration) and kube-scheduler configured for it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use muster_harness::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+use muster_harness::k8s;
+use muster_harness::muster::{Muster, MusterOptions};
+
+use crate::create::{create_nodes, create_pod_groups};
+use crate::params::{Mode, Params};
+use crate::workload::{Workload, NS};
+
+pub const MUSTER_BIN: &str = env!("CARGO_BIN_EXE_muster");
+/// kube-apiserver flags that serve the PodGroup API (as scheduler_perf does for GenericWorkload).
+pub const NATIVE_APISERVER_ARGS: [&str; 2] = [
+    "--feature-gates=GenericWorkload=true",
+    "--runtime-config=scheduling.k8s.io/v1beta1=true",
+];
+/// kube-scheduler flag that turns on its GangScheduling plugin (added to the default plugins).
+pub const NATIVE_SCHEDULER_ARGS: [&str; 1] = ["--feature-gates=GenericWorkload=true"];
+/// Lets the bench read kube-scheduler's /metrics without credentials (loopback only).
+pub const SCHEDULER_METRICS_ARG: &str =
+    "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics";
+pub const VANILLA_SCHEDULER_CONFIG: &str =
+    "# written by the e2e_throughput bench: stock kube-scheduler, no extender
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /set/by/the/harness
+leaderElection:
+  leaderElect: false
+profiles:
+  - schedulerName: default-scheduler
+";
+
+/// Everything up to a running scheduler; the late nodes are created by the run.
+pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane, Option<Muster>)> {
+    let mut cpo = ControlPlaneOptions::default();
+    if mode == Mode::Native {
+        cpo.apiserver_args = NATIVE_APISERVER_ARGS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    let mut cp = ControlPlane::start(cpo).await.with_context(|| {
+        if mode == Mode::Native {
+            format!(
+                "kube-apiserver did not start with {}",
+                NATIVE_APISERVER_ARGS.join(" ")
+            )
+        } else {
+            "starting etcd + kube-apiserver".to_string()
+        }
+    })?;
+    let client = cp.client();
+    k8s::create_namespace(&client, NS).await?;
+    create_nodes(&client, p, 0..p.nodes - p.late_nodes)
+        .await
+        .context("creating nodes")?;
+    if mode == Mode::Native {
+        create_pod_groups(&client, w)
+            .await
+            .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
+    }
+    let muster = if mode == Mode::Muster {
+        let bin = std::env::var_os("E2E_MUSTER_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
+        let mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
+        Some(Muster::start(mo).await.context("starting muster")?)
+    } else {
+        None
+    };
+    let mut so = SchedulerOptions::default();
+    so.args.push(SCHEDULER_METRICS_ARG.into());
+    match &muster {
+        Some(m) => {
+            so.config = Some(p.muster_scheduler_config.clone());
+            so.extender_base_url = Some(m.url());
+        }
+        None => {
+            let path = cp.dir().join("bench-vanilla-scheduler.yaml");
+            std::fs::write(&path, VANILLA_SCHEDULER_CONFIG)?;
+            so.config = Some(path);
+        }
+    }
+    if mode == Mode::Native {
+        so.args
+            .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
+    }
+    cp.start_scheduler(so).await.with_context(|| {
+        if mode == Mode::Native {
+            format!(
+                "kube-scheduler did not start with {}",
+                NATIVE_SCHEDULER_ARGS.join(" ")
+            )
+        } else {
+            "starting kube-scheduler".to_string()
+        }
+    })?;
+    Ok((cp, muster))
+}

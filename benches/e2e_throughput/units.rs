@@ -1,0 +1,10 @@
+//! The pure parts of the `e2e_throughput` bench compiled again under libtest, so that their
+//! `#[test]`s run with `cargo test --benches`: the bench itself has `harness = false`, which
+//! runs its `main` (the smoke) instead of tests. Under `cargo bench` the tests are skipped.
+#![allow(dead_code)]
+
+mod gangs;
+mod params;
+mod prometheus;
+mod stats;
+mod workload;

@@ -13,8 +13,9 @@ use super::objects::{NodeName, PodUid};
 use super::resources::Resources;
 use super::spec::GangSpec;
 
-/// Where a gang is in its life. "Placed" is also reached by a gang whose members were bound
-/// before muster started; see `GangTable::is_placed`.
+/// Where a gang is in its life. Whatever its phase, a gang enough of whose members already
+/// have nodes (bound before muster restarted, say) is treated as placed: `GangTable::is_placed`
+/// is the one place that decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Holds nothing; its members are tried as kube-scheduler sends them.

@@ -152,7 +152,7 @@ impl GangTable {
         };
         let spec = GangSpec::of_members(self.members_of(gang).map(|p| &p.info));
         if let Some(g) = self.gangs.get_mut(key) {
-            g.spec = spec;
+            g.set_spec(spec);
         }
     }
 

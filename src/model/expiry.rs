@@ -19,7 +19,7 @@ impl GangTable {
             .iter()
             .filter(|(_, g)| match g.phase() {
                 Phase::Admitted { since } => {
-                    now.saturating_duration_since(since) >= g.spec.timeout_or(default_timeout)
+                    now.saturating_duration_since(since) >= g.spec().timeout_or(default_timeout)
                 }
                 _ => false,
             })

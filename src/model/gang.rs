@@ -59,7 +59,7 @@ pub struct Gang {
     seats: BTreeMap<SeatHolder, Seat>,
     phase: Phase,
     /// What the members declare; see [`GangSpec`].
-    pub spec: GangSpec,
+    spec: GangSpec,
     /// When kube-scheduler last tried one of its members (a gang tried recently competes).
     pub last_attempt: Option<Instant>,
     /// The last waiting message told to members, so Events are emitted on change only.
@@ -83,6 +83,17 @@ impl Default for Gang {
 }
 
 impl Gang {
+    // === spec ===
+
+    pub fn spec(&self) -> &GangSpec {
+        &self.spec
+    }
+
+    /// Set when a member joins, changes or leaves (the table recomputes it then).
+    pub(super) fn set_spec(&mut self, spec: GangSpec) {
+        self.spec = spec;
+    }
+
     // === members ===
 
     pub fn members(&self) -> &BTreeSet<PodUid> {

@@ -211,7 +211,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(k, g)| *k != key && competes(g, now, self.config.active_window))
-            .map(|(k, g)| (Reverse(g.spec.priority), g.spec.created, k))
+            .map(|(k, g)| (Reverse(g.spec().priority), g.spec().created, k))
             .filter(|o| *o < my_order)
             .collect();
         ahead.sort();

@@ -176,7 +176,7 @@ impl GangTable {
         let Some(gang) = self.gangs.get(key) else {
             return f;
         };
-        f.spec = gang.spec;
+        f.spec = *gang.spec();
         for uid in gang.members() {
             let Some(p) = self.pods.get(uid) else {
                 continue;

@@ -161,3 +161,19 @@ fn prioritize_prefers_the_seat_then_the_gang_then_tight_packing() {
     assert_eq!(w.table.prioritize(&plain, &["nope"]), vec![0]);
     let _ = w.t0;
 }
+
+#[test]
+fn the_quorum_follows_the_members_as_they_change_and_leave() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    let p = pod("p").gang("g", 2).build();
+    let q = pod("q").gang("g", 3).build();
+    w.add(&[&p, &q]);
+    let quorum = |w: &World| w.table.views(w.now)[0].quorum;
+    assert_eq!(quorum(&w), 3);
+    w.table.remove_pod(&q.uid);
+    assert_eq!(quorum(&w), 2, "the member that asked for 3 is gone");
+    w.add(&[&pod("p").gang("g", 4).build()]);
+    assert_eq!(quorum(&w), 4, "p now asks for 4");
+    w.add(&[&pod("p").annotation("muster.dev/group", "g").build()]);
+    assert_eq!(quorum(&w), 1, "no quorum key: every member that exists");
+}

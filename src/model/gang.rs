@@ -28,14 +28,16 @@ pub enum Phase {
     Placed,
 }
 
-/// Who a seat is held for.
+/// Who a seat is held for. Seats are kept in this order, room held for members not created
+/// yet first: a member that takes over a planned seat of its gang takes room held for a member
+/// that may never come before a seat planned for a member that exists.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SeatHolder {
-    /// A member that exists (a pod muster has seen).
-    Member(PodUid),
     /// The n-th member the gang's quorum needs that has not been created yet. A member that
     /// arrives later takes such a seat over.
     NotCreatedYet(u32),
+    /// A member that exists (a pod muster has seen).
+    Member(PodUid),
 }
 
 impl SeatHolder {
@@ -260,18 +262,18 @@ mod tests {
     }
 
     #[test]
-    fn seats_of_members_come_before_room_held_for_members_not_created_yet() {
+    fn room_held_for_members_not_created_yet_comes_before_seats_of_members() {
         let mut g = Gang::default();
+        g.insert_seat(SeatHolder::Member(Arc::from("z")), seat("a"));
         g.insert_seat(SeatHolder::NotCreatedYet(1), seat("c"));
         g.insert_seat(SeatHolder::NotCreatedYet(0), seat("b"));
-        g.insert_seat(SeatHolder::Member(Arc::from("z")), seat("a"));
         let order: Vec<&SeatHolder> = g.seats().keys().collect();
         assert_eq!(
             order,
             vec![
-                &SeatHolder::Member(Arc::from("z")),
                 &SeatHolder::NotCreatedYet(0),
-                &SeatHolder::NotCreatedYet(1)
+                &SeatHolder::NotCreatedYet(1),
+                &SeatHolder::Member(Arc::from("z")),
             ]
         );
         assert_eq!(g.seat_of(&Arc::from("z")).map(|s| &*s.node), Some("a"));

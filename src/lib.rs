@@ -13,6 +13,8 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod state;
+#[doc(hidden)]
+pub mod testkit;
 pub mod tls;
 pub mod wire;
 

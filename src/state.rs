@@ -4,14 +4,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use dashmap::DashMap;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
+use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
-use crate::model::{GangKey, GangTable, ModelConfig, PodUid};
+use crate::model::{GangKey, GangTable, ModelConfig};
 
 /// Caches are synced once both watches completed their first list.
 #[derive(Default)]
@@ -51,12 +50,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub events: EventSink,
     pub binder: Arc<dyn Binder>,
-    /// Bind calls held open while their gang gathers, woken when it is placed or released.
-    /// Sharded maps are right here: each entry is independent and touched by few tasks.
-    pub gang_wakers: DashMap<GangKey, Arc<Notify>>,
-    /// Result of a binding muster made for a member whose own bind call is being held,
-    /// picked up by that call (and purged if nobody does).
-    pub bind_outcomes: DashMap<PodUid, (Instant, Result<(), String>)>,
+    /// Bind calls held open while their gang gathers.
+    pub held: HeldBinds,
 }
 
 impl Shared {
@@ -67,20 +62,13 @@ impl Shared {
             metrics: Metrics::new(events.dropped_counter()),
             events,
             binder,
-            gang_wakers: DashMap::new(),
-            bind_outcomes: DashMap::new(),
+            held: HeldBinds::default(),
         }
-    }
-
-    pub fn waker(&self, gang: &GangKey) -> Arc<Notify> {
-        self.gang_wakers.entry(gang.clone()).or_default().clone()
     }
 
     /// Wakes every bind call held for this gang.
     pub fn wake_gang(&self, gang: &GangKey) {
-        if let Some((_, n)) = self.gang_wakers.remove(gang) {
-            n.notify_waiters();
-        }
+        self.held.wake(gang);
     }
 
     /// Hands notices the table produced to the Event publisher.
@@ -104,8 +92,6 @@ impl Shared {
             self.wake_gang(key);
         }
         self.events.send_all(notices);
-        // Outcomes nobody picked up (the held call had already given up).
-        self.bind_outcomes
-            .retain(|_, (at, _)| now.saturating_duration_since(*at).as_secs() < 60);
+        self.held.purge(now);
     }
 }

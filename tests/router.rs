@@ -3,7 +3,6 @@
 //! node-cache modes, plus the bad inputs. No cluster: the table is filled by hand and binding
 //! goes to a recording fake.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -16,7 +15,7 @@ use tower::ServiceExt;
 use muster::cluster::binder::Binder;
 use muster::cluster::events::EventSink;
 use muster::http::{router, AppState};
-use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef, Resources};
+use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef};
 use muster::state::Shared;
 
 /// Records binding calls; fails for pods named in `fail`; with a `gate`, each binding waits
@@ -54,18 +53,10 @@ struct Fixture {
 }
 
 fn node(name: &str, cpu_milli: i64) -> NodeInfo {
-    NodeInfo {
-        name: Arc::from(name),
-        allocatable: Resources {
-            cpu_milli,
-            memory: 8 << 30,
-            pods: 110,
-            ..Default::default()
-        },
-        labels: BTreeMap::new(),
-        unschedulable: false,
-        taints: vec![],
-    }
+    muster::testkit::node(name)
+        .cpu(cpu_milli)
+        .memory(8 << 30)
+        .build()
 }
 
 impl Fixture {

@@ -1,62 +1,31 @@
 //! Synthetic clusters shared by the benchmarks: no API server, the table is filled directly.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use muster::model::membership::{membership_of, GROUP, MIN_AVAILABLE};
-use muster::model::{GangTable, ModelConfig, NodeInfo, PodInfo, Resources};
+use muster::model::{GangTable, ModelConfig, NodeInfo, PodInfo};
+use muster::testkit;
 
 pub fn node(i: usize) -> NodeInfo {
-    let mut allocatable = Resources {
-        cpu_milli: 64_000,
-        memory: 256 << 30,
-        pods: 110,
-        ..Default::default()
-    };
-    allocatable.set_extended("nvidia.com/gpu", 8);
-    let mut labels = BTreeMap::new();
-    labels.insert("kubernetes.io/hostname".to_string(), format!("node-{i}"));
-    labels.insert(
-        "topology.kubernetes.io/zone".to_string(),
-        format!("zone-{}", i % 4),
-    );
-    NodeInfo {
-        name: Arc::from(format!("node-{i}")),
-        allocatable,
-        labels,
-        unschedulable: false,
-        taints: vec![],
-    }
+    testkit::node(&format!("node-{i}"))
+        .cpu(64_000)
+        .memory(256 << 30)
+        .gpus(8)
+        .label("kubernetes.io/hostname", &format!("node-{i}"))
+        .label("topology.kubernetes.io/zone", &format!("zone-{}", i % 4))
+        .build()
 }
 
 pub fn pod(name: &str, cpu_milli: i64, gang: Option<(&str, u32)>, node: Option<String>) -> PodInfo {
-    let mut annotations = BTreeMap::new();
+    let mut p = testkit::pod(name)
+        .namespace("bench")
+        .cpu(cpu_milli)
+        .memory(1 << 30);
     if let Some((g, min)) = gang {
-        annotations.insert(GROUP.to_string(), g.to_string());
-        annotations.insert(MIN_AVAILABLE.to_string(), min.to_string());
+        p = p.gang(g, min);
     }
-    PodInfo {
-        uid: Arc::from(format!("uid-{name}")),
-        namespace: Arc::from("bench"),
-        name: Arc::from(name),
-        requests: Resources {
-            cpu_milli,
-            memory: 1 << 30,
-            pods: 1,
-            ..Default::default()
-        },
-        node_name: node.map(Arc::from),
-        terminal: false,
-        priority: 0,
-        created: 0,
-        membership: membership_of("bench", &BTreeMap::new(), &annotations),
-        node_selector: vec![],
-        tolerations: vec![],
-        labels: Default::default(),
-        terminating: false,
-        rules: None,
+    if let Some(n) = node {
+        p = p.bound(&n);
     }
+    p.build()
 }
 
 /// `nodes` nodes, `bound` plain pods spread over them (500m each), and ten waiting gangs of

@@ -1,9 +1,14 @@
 //! Watches of pods and nodes that keep the gang table current.
 //!
-//! Each watch event is converted to the model's compact form at once and applied under the
-//! table lock (microseconds); the full objects are dropped, so the cache holds only what
-//! decisions read. After every (re-)list, objects that vanished meanwhile are removed, and the
-//! first completed list of both kinds makes `/readyz` true.
+//! Two halves: [`apply_event`] is pure — it applies one watch event to the table, re-list
+//! bookkeeping included, and is unit-tested with synthetic event streams (as kube-rs tests its
+//! reflector store) — and the watch loop builds the stream and does the I/O around it: logs,
+//! metrics, readiness, Events.
+//!
+//! Each event is converted to the model's compact form at once and applied under the table
+//! lock (microseconds); the full objects are dropped, so the cache holds only what decisions
+//! read. After every (re-)list, objects that vanished meanwhile are removed, and the first
+//! completed list of both kinds makes `/readyz` true.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -28,7 +33,7 @@ use crate::state::Shared;
 const LIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// What differs between the pod and the node watch: how an object enters and leaves the table.
-trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
     const KIND: &'static str;
     /// Applies the object; returns its key (pod UID, node name) for re-list bookkeeping.
     fn apply(table: &mut GangTable, obj: &Self) -> Result<Arc<str>, ConvertError>;
@@ -82,6 +87,56 @@ impl Indexed for Node {
     }
 }
 
+/// Re-list bookkeeping of one watch: the keys seen since the current (re-)list began.
+#[derive(Default)]
+pub struct Relist {
+    seen: Option<HashSet<Arc<str>>>,
+}
+
+/// What applying one event did, for the watch loop to report.
+#[derive(Debug)]
+pub enum Applied {
+    /// An object was applied, removed, or a re-list began.
+    Changed,
+    /// An object muster cannot read was skipped (the table is unchanged).
+    Unreadable(ConvertError),
+    /// A (re-)list completed; `remaining` objects of this kind are in the table, or `None`
+    /// when no list was under way.
+    Synced { remaining: Option<usize> },
+}
+
+/// Applies one watch event to the table. A re-list (`Init`, `InitApply`…, `InitDone`) updates
+/// what it lists as it goes and, when done, removes what it did not list: objects deleted
+/// while the watch was down are forgotten then, not before.
+pub fn apply_event<K: Indexed>(
+    table: &mut GangTable,
+    relist: &mut Relist,
+    event: Event<K>,
+) -> Applied {
+    match event {
+        Event::Init => {
+            relist.seen = Some(HashSet::new());
+            Applied::Changed
+        }
+        Event::InitApply(obj) | Event::Apply(obj) => match K::apply(table, &obj) {
+            Ok(key) => {
+                if let Some(seen) = relist.seen.as_mut() {
+                    seen.insert(key);
+                }
+                Applied::Changed
+            }
+            Err(e) => Applied::Unreadable(e),
+        },
+        Event::Delete(obj) => {
+            K::remove(table, &obj);
+            Applied::Changed
+        }
+        Event::InitDone => Applied::Synced {
+            remaining: relist.seen.take().map(|seen| K::retain(table, &seen)),
+        },
+    }
+}
+
 pub async fn watch_pods(client: Client, shared: Arc<Shared>) {
     let config = watcher::Config::default().fields(LIVE_PODS);
     watch::<Pod>(Api::all(client), config, shared).await
@@ -96,7 +151,7 @@ where
     K::DynamicType: Default,
 {
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist: Option<HashSet<Arc<str>>> = None;
+    let mut relist = Relist::default();
     loop {
         let event = match stream.try_next().await {
             Ok(Some(e)) => e,
@@ -112,25 +167,14 @@ where
             }
         };
         shared.metrics.touch_cache();
-        match event {
-            Event::Init => relist = Some(HashSet::new()),
-            Event::InitApply(obj) | Event::Apply(obj) => {
-                let applied = K::apply(&mut shared.table.lock(), &obj);
-                match applied {
-                    Ok(key) => {
-                        if let Some(seen) = relist.as_mut() {
-                            seen.insert(key);
-                        }
-                    }
-                    Err(e) => {
-                        warn!(kind = K::KIND, error = %e, "ignoring an object muster cannot read")
-                    }
-                }
+        let applied = apply_event(&mut shared.table.lock(), &mut relist, event);
+        match applied {
+            Applied::Changed => {}
+            Applied::Unreadable(e) => {
+                warn!(kind = K::KIND, error = %e, "ignoring an object muster cannot read")
             }
-            Event::Delete(obj) => K::remove(&mut shared.table.lock(), &obj),
-            Event::InitDone => {
-                if let Some(seen) = relist.take() {
-                    let count = K::retain(&mut shared.table.lock(), &seen);
+            Applied::Synced { remaining } => {
+                if let Some(count) = remaining {
                     info!(kind = K::KIND, count, "cache synced");
                 }
                 K::set_synced(&shared);
@@ -139,3 +183,6 @@ where
         shared.flush_notices();
     }
 }
+
+#[cfg(test)]
+mod tests;

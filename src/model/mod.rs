@@ -1,17 +1,49 @@
 //! The gang model: pure state and decisions, no HTTP and no Kubernetes I/O.
 //!
-//! [`GangTable`] holds the capacity ledger (per node: allocatable, requests of pods bound there,
-//! seats reserved there), the gangs and their seats, and answers the three extender verbs.
-//! Everything here is synchronous and takes `now` as an argument, so the tests can drive time.
+//! [`GangTable`] is the one value every decision reads and changes, made of narrow parts that
+//! each keep their own numbers right:
+//! - `ledger`: per node, allocatable, used and reserved capacity;
+//! - `pods`: the pods muster knows, and the nodes it assumed for those it is binding;
+//! - `gang`: a gang's members, its seats (by [`SeatHolder`]) and its [`Phase`];
+//! - `spec`: what a gang's members declare about it, and the one place its quorum is decided;
+//! - `planner`: the simulation of a gang's placement (one first-fit loop).
+//!
+//! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
+//! `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
+//! synchronous and takes `now` as an argument, so the tests can drive time.
 
+mod apply;
+mod bind;
+mod config;
+mod expiry;
+mod filter;
+mod gang;
+mod ledger;
 pub mod membership;
+mod messages;
+mod notice;
 pub mod objects;
+mod planner;
+mod pods;
+mod prioritize;
 pub mod quantity;
 pub mod resources;
 pub mod rules;
+mod spec;
 mod table;
+mod views;
 
+#[cfg(test)]
+mod tests;
+
+pub use bind::{BindDecision, BindRejection, BindRequest};
+pub use config::ModelConfig;
+pub use filter::NodeVerdict;
+pub use gang::{Phase, SeatHolder};
 pub use membership::{GangKey, Membership, MembershipError};
+pub use notice::{Notice, NoticeKind, PodRef};
 pub use objects::{NodeInfo, NodeName, PodInfo, PodUid};
 pub use resources::Resources;
-pub use table::*;
+pub use spec::GangSpec;
+pub use table::GangTable;
+pub use views::{GangGauges, GangState, GangView, MemberState, MemberView};

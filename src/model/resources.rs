@@ -4,7 +4,6 @@
 //! other (extended) resource such as `nvidia.com/gpu` in whole units. Extended resources are a
 //! short sorted list rather than a map: pods name zero, one or two of them.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
@@ -117,27 +116,6 @@ impl Resources {
         free.shortfall(self).is_none()
     }
 
-    /// A rough size used to order pods largest-first when packing: the largest share of
-    /// `reference` (normally the biggest node) that any one resource of `self` takes.
-    pub fn dominant_share(&self, reference: &Resources) -> f64 {
-        let share = |want: i64, have: i64| {
-            if have > 0 {
-                want as f64 / have as f64
-            } else if want > 0 {
-                f64::INFINITY
-            } else {
-                0.0
-            }
-        };
-        let mut s = share(self.cpu_milli, reference.cpu_milli)
-            .max(share(self.memory, reference.memory))
-            .max(share(self.ephemeral_storage, reference.ephemeral_storage));
-        for (name, want) in &self.extended {
-            s = s.max(share(*want, reference.extended(name)));
-        }
-        s
-    }
-
     pub fn is_zero(&self) -> bool {
         self.cpu_milli == 0
             && self.memory == 0
@@ -242,13 +220,6 @@ impl fmt::Display for Resources {
         }
         Ok(())
     }
-}
-
-/// Orders two requests by dominant share, largest first (for first-fit-decreasing).
-pub fn larger_first(a: &Resources, b: &Resources, reference: &Resources) -> Ordering {
-    b.dominant_share(reference)
-        .partial_cmp(&a.dominant_share(reference))
-        .unwrap_or(Ordering::Equal)
 }
 
 #[cfg(test)]

@@ -1,0 +1,117 @@
+//! `POST <prefix>/bind`.
+
+use std::time::Instant;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::future::join_all;
+use tracing::{debug, info, warn};
+
+use super::call::{Bind, Call, NOT_READY};
+use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
+use crate::state::Shared;
+use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
+
+pub(super) async fn bind(call: Call<Bind>) -> Response {
+    let args: ExtenderBindingArgs = match call.decode() {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let answer = |outcome: &'static str, error: String| {
+        call.record(outcome);
+        Json(ExtenderBindingResult { error }).into_response()
+    };
+    if !call.is_ready() {
+        return answer("refused", NOT_READY.into());
+    }
+    let shared = &*call.shared;
+    let request = BindRequest {
+        namespace: &args.pod_namespace,
+        name: &args.pod_name,
+        uid: &args.pod_uid,
+        node: &args.node,
+    };
+    let decision = shared.table.lock().bind(request, Instant::now());
+    shared.flush_notices();
+    let pod = format!("{}/{}", args.pod_namespace, args.pod_name);
+    match decision {
+        BindDecision::AlreadyBound => answer("ok", String::new()),
+        BindDecision::Reject(r) => {
+            info!(%pod, node = %args.node, reason = %r, "bind refused");
+            answer("refused", r.to_string())
+        }
+        BindDecision::Wait { gang, message } => {
+            info!(%pod, node = %args.node, %message, "seated; waiting for quorum");
+            shared.metrics.quorum_waits.inc();
+            let held = shared
+                .held
+                .hold(&shared.table, &gang, &args.pod_uid, call.bind_wait)
+                .await;
+            match held {
+                Some(Ok(())) => answer("ok", String::new()),
+                Some(Err(e)) => answer("refused", e),
+                None => {
+                    // The wait outlasted the hold: now it is worth telling the user.
+                    shared.events.send_all(vec![Notice {
+                        pod: PodRef {
+                            namespace: args.pod_namespace.as_str().into(),
+                            name: args.pod_name.as_str().into(),
+                            uid: args.pod_uid.as_str().into(),
+                        },
+                        kind: NoticeKind::Waiting,
+                        message: message.clone(),
+                    }]);
+                    answer("refused", message)
+                }
+            }
+        }
+        BindDecision::BindNow { pod: who, node } => {
+            let result = shared.binder.bind(who.clone(), node.clone()).await;
+            finish_binding(shared, &who, &node, &result);
+            match result {
+                Ok(()) => answer("ok", String::new()),
+                Err(e) => answer("refused", binding_failed(&who, &node, &e)),
+            }
+        }
+        BindDecision::BindGang { gang, members } => {
+            info!(%gang, members = members.len(), "quorum reached; binding the gang");
+            shared.metrics.gangs_placed.inc();
+            let calls = members
+                .iter()
+                .map(|(p, n)| shared.binder.bind(p.clone(), n.clone()));
+            let results = join_all(calls).await;
+            let mut mine = Ok(());
+            let now = Instant::now();
+            for ((p, n), r) in members.iter().zip(results) {
+                finish_binding(shared, p, n, &r);
+                let r = r.map_err(|e| binding_failed(p, n, &e));
+                if *p.uid == *args.pod_uid {
+                    mine = r;
+                } else {
+                    shared.held.deliver(p.uid.clone(), r, now);
+                }
+            }
+            shared.held.wake(&gang);
+            match mine {
+                Ok(()) => answer("ok", String::new()),
+                Err(e) => answer("refused", e),
+            }
+        }
+    }
+}
+
+fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
+    format!("binding {pod} to {node} failed: {error}")
+}
+
+/// Tells the table how a binding muster made ended (a failure frees the pod's room).
+fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Result<(), String>) {
+    if let Err(e) = result {
+        warn!(%pod, %node, error = %e, "binding failed");
+        shared.metrics.bind_failures.inc();
+        shared.table.lock().bind_finished(pod, node, Err(e.clone()));
+        shared.flush_notices();
+    } else {
+        debug!(%pod, %node, "bound");
+    }
+}

@@ -1,0 +1,63 @@
+//! The HTTP surface: the extender verbs, health, metrics and the read-only gang view.
+//!
+//! Two kinds of "no" are kept apart. A verdict or domain error (the gang is waiting, the pod is
+//! unknown, the node has no room) is HTTP 200 with `Error` set: kube-scheduler throws away the
+//! body of any other status, and it is the message that tells the user why. A request that is
+//! not a valid extender request at all (malformed JSON, wrong types, too large) gets 400/413
+//! with the same `{"Error": ...}` body; kube-scheduler never sends those.
+//!
+//! One file per verb; what every verb does first (timing, reading and decoding the body,
+//! readiness, the pod and the node names) is the [`call::Call`] extractor; the bind calls held
+//! open while a gang gathers are [`held::HeldBinds`].
+
+mod bind;
+mod call;
+mod error;
+mod filter;
+pub mod held;
+mod ops;
+mod prioritize;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use error::{decode, ApiError, WireName};
+
+use crate::state::Shared;
+
+/// Default limit on request bodies: a full NodeList of 5,000 nodes (nodeCacheCapable: false)
+/// is about 20 MiB; node-name requests are far smaller.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 << 20;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub shared: Arc<Shared>,
+    pub max_body_bytes: usize,
+    /// How long a bind call of a member below quorum is held open waiting for the rest of its
+    /// gang (zero: answer "waiting" at once). Must stay below the extender's httpTimeout.
+    pub bind_wait: Duration,
+}
+
+/// Builds the router. `prefix` is the extender `urlPrefix` path ("" or "/something").
+pub fn router(state: AppState, prefix: &str) -> Router {
+    let verbs = Router::new()
+        .route("/filter", post(filter::filter))
+        .route("/prioritize", post(prioritize::prioritize))
+        .route("/bind", post(bind::bind));
+    let verbs = if prefix.is_empty() {
+        verbs
+    } else {
+        Router::new().nest(prefix, verbs)
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/gangs", get(ops::gangs))
+        .merge(verbs)
+        .fallback(ops::not_found)
+        .with_state(state)
+}

@@ -1,0 +1,63 @@
+//! The operational endpoints: readiness, metrics, the gang view, and unknown paths.
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::{header, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::AppState;
+
+pub(super) async fn not_found(method: Method, uri: Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({
+            "Error": format!(
+                "no such endpoint: {method} {}; muster serves POST <prefix>/filter, <prefix>/prioritize, <prefix>/bind and GET /healthz, /readyz, /metrics, /gangs",
+                uri.path()
+            )
+        })),
+    )
+        .into_response()
+}
+
+pub(super) async fn readyz(State(state): State<AppState>) -> Response {
+    let r = &state.shared.readiness;
+    if r.is_ready() {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: pods synced={}, nodes synced={}",
+                r.pods_synced(),
+                r.nodes_synced()
+            ),
+        )
+            .into_response()
+    }
+}
+
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    let shared = &state.shared;
+    let (gauges, nodes, pods) = {
+        let t = shared.table.lock();
+        (t.gauges(Instant::now()), t.node_count(), t.pod_count())
+    };
+    let body = shared.metrics.render(gauges, nodes, pods);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+pub(super) async fn gangs(State(state): State<AppState>) -> Response {
+    let views = state.shared.table.lock().views(Instant::now());
+    Json(json!({ "gangs": views })).into_response()
+}

@@ -1,0 +1,185 @@
+//! What the watches report: nodes and pods added, changed and deleted, applied to the table.
+//!
+//! These are the only entry points that create or delete pods and nodes in the table (besides
+//! `observe_pod`, for a pod a filter call names before the watch delivered it).
+
+use super::gang::SeatHolder;
+use super::membership::GangKey;
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
+use super::objects::{NodeInfo, NodeName, PodInfo, PodUid};
+use super::pods::Charges;
+use super::spec::{conflicting_quorums, GangSpec};
+use super::table::GangTable;
+
+impl GangTable {
+    // === nodes ===
+
+    /// A node was added or changed.
+    pub fn apply_node(&mut self, info: NodeInfo) {
+        self.ledger.upsert(info);
+    }
+
+    /// A node was deleted: seats on it are released at once.
+    pub fn remove_node(&mut self, name: &str) {
+        if self.ledger.remove(name) {
+            self.unseat_node(name);
+        }
+    }
+
+    /// Keeps only the nodes for which `keep` is true (after a watch re-list).
+    pub fn retain_nodes(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<NodeName> = self
+            .ledger
+            .iter()
+            .map(|(_, e)| e.name().clone())
+            .filter(|n| !keep(n))
+            .collect();
+        for n in gone {
+            self.remove_node(&n);
+        }
+    }
+
+    // === pods ===
+
+    /// A pod was added or changed (from the watch).
+    pub fn apply_pod(&mut self, info: PodInfo) {
+        let uid = info.uid.clone();
+        let new_gang = info.gang().map(|m| m.gang.clone());
+        let (old, charges) = self.pods.apply(info);
+        self.settle_charges(charges);
+        let entry = self.pods.get(&uid).expect("just applied");
+        let info = &entry.info;
+        // An invalid membership is reported once, unless its error changed.
+        let invalid_before = old.as_ref().and_then(|o| o.membership.as_ref().err());
+        if let Err(e) = &info.membership {
+            if invalid_before != Some(e) {
+                self.notices.push(Notice {
+                    pod: PodRef::of(info),
+                    kind: NoticeKind::InvalidKeys,
+                    message: messages::invalid_keys(e),
+                });
+            }
+        }
+        let has_node = entry.node().is_some();
+        let terminal = entry.info.terminal;
+
+        let old_gang = old.as_ref().and_then(|o| o.gang()).map(|m| m.gang.clone());
+        if old_gang != new_gang {
+            if let Some(g) = old_gang {
+                self.leave_gang(&g, &uid);
+            }
+        }
+        if let Some(g) = new_gang {
+            self.gangs.entry(g.clone()).or_default().join(uid.clone());
+            if has_node || terminal {
+                // Bound (or finished): its seat, if any, has served its purpose.
+                self.unseat(&g, &SeatHolder::Member(uid));
+            }
+            self.refresh_spec(&g);
+            self.tell_quorum_conflict(&g);
+            self.refresh_placed(&g);
+        }
+    }
+
+    /// A pod seen in a filter request: recorded if the watch has not delivered it yet, so that
+    /// the bind that follows can find it. Never overrides what the watch said.
+    pub fn observe_pod(&mut self, info: &PodInfo) {
+        if !self.pods.contains(&info.uid) {
+            self.apply_pod(info.clone());
+        }
+    }
+
+    /// A pod was deleted: its requests and its seat are released at once.
+    pub fn remove_pod(&mut self, uid: &str) {
+        let Some((info, uncharge)) = self.pods.remove(uid) else {
+            return;
+        };
+        self.settle_charges(Charges {
+            uncharge,
+            charge: None,
+        });
+        if let Some(m) = info.gang() {
+            self.leave_gang(&m.gang, &info.uid);
+        }
+    }
+
+    /// Keeps only the pods for which `keep` is true (after a watch re-list).
+    pub fn retain_pods(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<PodUid> = self.pods.uids().filter(|u| !keep(u)).cloned().collect();
+        for uid in gone {
+            self.remove_pod(&uid);
+        }
+    }
+
+    fn settle_charges(&mut self, charges: Charges) {
+        if let Some((node, r)) = charges.uncharge {
+            self.ledger.uncharge(&node, &r);
+        }
+        if let Some((node, r)) = charges.charge {
+            self.ledger.charge(&node, &r);
+        }
+    }
+
+    fn leave_gang(&mut self, key: &GangKey, uid: &PodUid) {
+        self.unseat(key, &SeatHolder::Member(uid.clone()));
+        let empty = self.gangs.get_mut(key).is_some_and(|g| g.leave(uid));
+        if empty {
+            self.gangs.remove(key);
+        } else {
+            self.refresh_spec(key);
+            self.refresh_placed(key);
+        }
+    }
+
+    /// A placed gang with no member on any node any more (all deleted, finished or failed to
+    /// bind) gathers again from scratch.
+    pub(super) fn refresh_placed(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if gang.is_placed_flag() && !self.members_of(gang).any(|p| p.charged_node().is_some()) {
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.unplace();
+            }
+        }
+    }
+
+    /// Recomputes the gang's spec after a member joined, changed or left.
+    fn refresh_spec(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let spec = GangSpec::of_members(self.members_of(gang).map(|p| &p.info));
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.set_spec(spec);
+        }
+    }
+
+    /// Tells every member, once per distinct set of values, that members disagree on the
+    /// quorum.
+    fn tell_quorum_conflict(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let Some(values) = conflicting_quorums(self.members_of(gang).map(|p| &p.info)) else {
+            return;
+        };
+        if gang.reported_conflict.as_ref() == Some(&values) {
+            return;
+        }
+        let message = messages::quorum_conflict(key, &values);
+        let told: Vec<Notice> = self
+            .members_of(gang)
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::QuorumConflict,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.reported_conflict = Some(values);
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The bind verb: bind a pod now, seat it until its gang reaches quorum, or bind the whole
+//! gang at once.
+
+use std::time::Instant;
+
+use thiserror::Error;
+
+use super::gang::{Seat, SeatHolder};
+use super::membership::GangKey;
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
+use super::objects::{NodeName, PodInfo};
+use super::planner::GangPlan;
+use super::resources::{Resources, Shortfall};
+use super::table::GangTable;
+
+/// A bind call as kube-scheduler sends it.
+#[derive(Clone, Copy, Debug)]
+pub struct BindRequest<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub node: &'a str,
+}
+
+/// What the bind handler must do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BindDecision {
+    /// Create this pod's binding now (not in a gang, or its gang is already placed).
+    BindNow { pod: PodRef, node: NodeName },
+    /// The API server already has the pod on this node: answer success, do nothing.
+    AlreadyBound,
+    /// Seated; its gang is below quorum. The handler may hold the call until the gang is
+    /// placed; otherwise it answers with this message as the error, so kube-scheduler retries
+    /// the pod later (its seat is kept).
+    Wait { gang: GangKey, message: String },
+    /// This bind completed the quorum: bind every listed member (the requester included).
+    BindGang {
+        gang: GangKey,
+        members: Vec<(PodRef, NodeName)>,
+    },
+    /// Refused; the table is unchanged.
+    Reject(BindRejection),
+}
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum BindRejection {
+    #[error("unknown pod {namespace}/{name} (uid {uid}): muster has not seen it; it may have been deleted")]
+    UnknownPod {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
+    #[error("pod uid {uid} is {actual}, not {namespace}/{name}")]
+    PodMismatch {
+        namespace: String,
+        name: String,
+        uid: String,
+        actual: String,
+    },
+    #[error("unknown node {0:?}: muster has no such node in its cache")]
+    UnknownNode(String),
+    #[error("pod {pod} is already bound to node {node}")]
+    BoundElsewhere { pod: String, node: String },
+    #[error("pod {pod} is already being bound to node {node} with its gang")]
+    BindInFlight { pod: String, node: String },
+    #[error("pod {0} has terminated")]
+    Terminal(String),
+    #[error("pod {pod}: {message}")]
+    InvalidMembership { pod: String, message: String },
+    #[error("node {node} has no room for pod {pod}: {shortfall}")]
+    NoRoom {
+        pod: String,
+        node: String,
+        shortfall: Shortfall,
+    },
+    #[error("{0}")]
+    GangCannotBePlaced(String),
+}
+
+impl GangTable {
+    pub fn bind(&mut self, req: BindRequest<'_>, now: Instant) -> BindDecision {
+        use BindDecision::Reject;
+        let Some(entry) = self.pods.get(req.uid) else {
+            return Reject(BindRejection::UnknownPod {
+                namespace: req.namespace.into(),
+                name: req.name.into(),
+                uid: req.uid.into(),
+            });
+        };
+        let info = entry.info.clone();
+        if *info.namespace != *req.namespace || *info.name != *req.name {
+            return Reject(BindRejection::PodMismatch {
+                namespace: req.namespace.into(),
+                name: req.name.into(),
+                uid: req.uid.into(),
+                actual: info.display_name(),
+            });
+        }
+        let Some(node) = self.ledger.get(req.node).map(|e| e.name().clone()) else {
+            return Reject(BindRejection::UnknownNode(req.node.into()));
+        };
+        if let Some(bound) = &info.node_name {
+            if *bound == node {
+                return BindDecision::AlreadyBound;
+            }
+            return Reject(BindRejection::BoundElsewhere {
+                pod: info.display_name(),
+                node: bound.to_string(),
+            });
+        }
+        if let Some(assumed) = entry.assumed() {
+            return Reject(BindRejection::BindInFlight {
+                pod: info.display_name(),
+                node: assumed.to_string(),
+            });
+        }
+        if info.terminal {
+            return Reject(BindRejection::Terminal(info.display_name()));
+        }
+        let key = match &info.membership {
+            Err(e) => {
+                return Reject(BindRejection::InvalidMembership {
+                    pod: info.display_name(),
+                    message: e.to_string(),
+                })
+            }
+            Ok(m) => m.as_ref().map(|m| m.gang.clone()),
+        };
+        match key {
+            Some(k) if !self.is_placed(&k, &self.facts(&k)) => {
+                self.bind_gang_member(&k, &info, node, now)
+            }
+            _ => self.bind_plain(&info, node),
+        }
+    }
+
+    fn bind_plain(&mut self, info: &PodInfo, node: NodeName) -> BindDecision {
+        let position = self.ledger.position(&node).expect("bind checked the node");
+        if let Some(shortfall) = self.ledger.shortfall(position, &info.requests, None, None) {
+            return BindDecision::Reject(BindRejection::NoRoom {
+                pod: info.display_name(),
+                node: node.to_string(),
+                shortfall,
+            });
+        }
+        self.assume(&info.uid, node.clone());
+        BindDecision::BindNow {
+            pod: PodRef::of(info),
+            node,
+        }
+    }
+
+    fn bind_gang_member(
+        &mut self,
+        key: &GangKey,
+        info: &PodInfo,
+        node: NodeName,
+        now: Instant,
+    ) -> BindDecision {
+        let gang = self.gangs.get(key).expect("member's gang exists");
+        if let Some(left) = gang.backoff_left(now) {
+            return BindDecision::Reject(BindRejection::GangCannotBePlaced(messages::backing_off(
+                key, left,
+            )));
+        }
+        if gang.is_admitted() {
+            if let Err(r) = self.take_seat(key, info, &node) {
+                return BindDecision::Reject(r);
+            }
+        } else {
+            let position = self.ledger.position(&node).expect("bind checked the node");
+            let plan = self.plan(key, info, &[position], now);
+            match plan {
+                GangPlan::Fits {
+                    seats, not_created, ..
+                } => self.take_planned_seats(key, info, node, seats, not_created, now),
+                GangPlan::DoesNotFit {
+                    fit,
+                    quorum,
+                    missing,
+                } => {
+                    let message = messages::does_not_fit(key, fit, quorum, missing);
+                    self.tell_waiting(key, &message, &plan, info);
+                    return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
+                }
+            }
+        }
+
+        let facts = self.facts(key);
+        let have = facts.with_nodes + facts.confirmed_seats;
+        if have < facts.spec.quorum {
+            let message =
+                messages::waiting_for_quorum(key, have, facts.spec.quorum, facts.existing);
+            // No Event here: the bind handler holds the call and tells the member only if the
+            // wait outlasts the hold (most gangs complete within it). Telling every member on
+            // every seat was n^2 Events per gang.
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.last_wait_message = Some(message.clone());
+            }
+            return BindDecision::Wait {
+                gang: key.clone(),
+                message,
+            };
+        }
+
+        // Quorum: every confirmed seat becomes a binding; planned seats are let go.
+        let mut members = Vec::new();
+        for (holder, seat) in self.unseat_all(key) {
+            let SeatHolder::Member(uid) = holder else {
+                continue;
+            };
+            if seat.confirmed {
+                self.assume(&uid, seat.node.clone());
+                if let Some(p) = self.pods.get(&uid) {
+                    members.push((PodRef::of(&p.info), seat.node));
+                }
+            }
+        }
+        members.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.place();
+        }
+        // One Event per gang, on its first member by name, naming every member's node:
+        // kube-scheduler already puts a Scheduled Event with the node on each member, and an
+        // Event per member was a quarter of all API writes in the end-to-end benchmark.
+        if let Some((first, _)) = members.first() {
+            self.notices.push(Notice {
+                pod: first.clone(),
+                kind: NoticeKind::Placed,
+                message: messages::placed(key, &members, facts.with_nodes),
+            });
+        }
+        BindDecision::BindGang {
+            gang: key.clone(),
+            members,
+        }
+    }
+
+    /// The plan fitted: the member takes its seat on `node`, every other member its planned
+    /// seat, and the gang is admitted.
+    fn take_planned_seats(
+        &mut self,
+        key: &GangKey,
+        info: &PodInfo,
+        node: NodeName,
+        seats: Vec<(SeatHolder, usize)>,
+        not_created: Resources,
+        now: Instant,
+    ) {
+        let own = Seat {
+            node,
+            requests: info.requests.clone(),
+            confirmed: true,
+        };
+        self.seat(key, SeatHolder::Member(info.uid.clone()), own);
+        for (holder, position) in seats {
+            let requests = holder
+                .member()
+                .and_then(|uid| self.pods.get(uid))
+                .map_or_else(|| not_created.clone(), |p| p.info.requests.clone());
+            let node = self.ledger.at(position).name().clone();
+            let seat = Seat {
+                node,
+                requests,
+                confirmed: false,
+            };
+            self.seat(key, holder, seat);
+        }
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.admit(now);
+        }
+    }
+
+    /// Seats `info` on `node` for an admitted gang: its own seat if it is there, otherwise free
+    /// room, otherwise a planned seat of its gang on that node (members are interchangeable).
+    fn take_seat(
+        &mut self,
+        key: &GangKey,
+        info: &PodInfo,
+        node: &NodeName,
+    ) -> Result<(), BindRejection> {
+        let me = SeatHolder::Member(info.uid.clone());
+        let gang = &self.gangs[key];
+        let previous = gang.seats().get(&me);
+        if let Some(seat) = previous.filter(|s| s.node == *node) {
+            let confirmed = Seat {
+                confirmed: true,
+                ..seat.clone()
+            };
+            self.seat(key, me, confirmed);
+            return Ok(());
+        }
+        let position = self.ledger.position(node).expect("bind checked the node");
+        let fits_with = |credit: &Resources| {
+            self.ledger
+                .shortfall(position, &info.requests, Some(credit), None)
+                .is_none()
+        };
+        let shortfall = self.ledger.shortfall(position, &info.requests, None, None);
+        // A member without a seat is one the gang's plan did not know: a seat held for a
+        // member not created yet is its own, here if there is one, else released elsewhere so
+        // the gang never holds more than its quorum.
+        let held_for_late: Vec<(&SeatHolder, bool)> = if previous.is_none() {
+            gang.seats()
+                .iter()
+                .filter(|(h, _)| matches!(h, SeatHolder::NotCreatedYet(_)))
+                .map(|(h, s)| (h, s.node == *node && fits_with(&s.requests)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let release: Option<&SeatHolder> =
+            if let Some((held, _)) = held_for_late.iter().find(|(_, here)| *here) {
+                Some(*held)
+            } else if let Some(shortfall) = shortfall {
+                // No room of its own: take over a planned seat of its gang on this node.
+                let donor = gang.seats().iter().find(|(h, s)| {
+                    **h != me && !s.confirmed && s.node == *node && fits_with(&s.requests)
+                });
+                match donor {
+                    Some((h, _)) => Some(h),
+                    None => {
+                        return Err(BindRejection::NoRoom {
+                            pod: info.display_name(),
+                            node: node.to_string(),
+                            shortfall,
+                        })
+                    }
+                }
+            } else {
+                held_for_late.first().map(|(held, _)| *held)
+            };
+        let release: Vec<SeatHolder> = release.into_iter().cloned().collect();
+        let seat = Seat {
+            node: node.clone(),
+            requests: info.requests.clone(),
+            confirmed: true,
+        };
+        self.reseat(key, &release, me, seat);
+        Ok(())
+    }
+
+    /// Reports the result of a binding call muster made. On failure the pod is no longer
+    /// assumed: it goes back to kube-scheduler, and its gang stays placed.
+    pub fn bind_finished(&mut self, pod: &PodRef, node: &NodeName, result: Result<(), String>) {
+        let Err(error) = result else { return };
+        if let Some((node, requests)) = self.pods.unassume(&pod.uid, node) {
+            self.ledger.uncharge(&node, &requests);
+        }
+        self.notices.push(Notice {
+            pod: pod.clone(),
+            kind: NoticeKind::BindFailed,
+            message: messages::bind_failed(node, &error),
+        });
+        if let Some(key) = self
+            .pods
+            .get(&pod.uid)
+            .and_then(|p| p.info.gang())
+            .map(|m| m.gang.clone())
+        {
+            self.refresh_placed(&key);
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Tunables of the gang model; the binary fills these from flags.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// How long an admitted gang may hold seats without reaching quorum.
+    pub default_timeout: Duration,
+    /// After a timeout, how long the gang is refused before it may take seats again, so that
+    /// other gangs get a chance at the capacity it released.
+    pub backoff: Duration,
+    /// A waiting gang counts as *competing* (and is served before younger, lower-priority gangs)
+    /// only if kube-scheduler tried one of its members this recently: a gang whose pods stopped
+    /// coming must not block the others.
+    pub active_window: Duration,
+    /// Upper bound on competing gangs simulated ahead of the one being decided.
+    pub max_gangs_ahead: usize,
+    /// Upper bound on candidate nodes tried one by one for the member being filtered.
+    pub max_first_node_attempts: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            default_timeout: Duration::from_secs(60),
+            backoff: Duration::from_secs(10),
+            active_window: Duration::from_secs(30),
+            max_gangs_ahead: 32,
+            max_first_node_attempts: 16,
+        }
+    }
+}

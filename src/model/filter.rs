@@ -1,0 +1,227 @@
+//! The filter verb: which of kube-scheduler's candidate nodes a pod may use.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::membership::GangKey;
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
+use super::objects::PodInfo;
+use super::planner::GangPlan;
+use super::resources::Resources;
+use super::table::GangTable;
+
+/// The filter verdict for one candidate node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeVerdict {
+    Fits,
+    /// Not offered, and no reason given: another node of the same answer fits, and
+    /// kube-scheduler reads reasons only when no node does (so making them would be waste).
+    NotOffered,
+    /// Goes to `FailedNodes`: preemption may still help.
+    Unschedulable(Arc<str>),
+    /// Goes to `FailedAndUnresolvableNodes`: nothing on this node can help.
+    Unresolvable(Arc<str>),
+}
+
+impl GangTable {
+    /// Verdict for each candidate node (same order as `candidates`).
+    pub fn filter(&mut self, pod: &PodInfo, candidates: &[&str], now: Instant) -> Vec<NodeVerdict> {
+        self.observe_pod(pod);
+        if let Err(e) = &pod.membership {
+            let reason: Arc<str> = Arc::from(messages::invalid_membership(pod, e));
+            return vec![NodeVerdict::Unresolvable(reason); candidates.len()];
+        }
+        let positions: Vec<Option<usize>> =
+            candidates.iter().map(|n| self.ledger.position(n)).collect();
+        let Some(key) = pod.gang().map(|m| m.gang.clone()) else {
+            return self.filter_by_room(pod, candidates, &positions, None);
+        };
+        let facts = self.facts(&key);
+        if self.is_placed(&key, &facts) {
+            return self.filter_by_room(pod, candidates, &positions, None);
+        }
+        let Some(gang) = self.gangs.get_mut(&key) else {
+            // The cached pod names another gang than this request (labels changed in
+            // between); the watch will catch up, meanwhile only room is checked.
+            return self.filter_by_room(pod, candidates, &positions, None);
+        };
+        gang.last_attempt = Some(now);
+        if let Some(left) = gang.backoff_left(now) {
+            let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));
+            return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
+        }
+        if gang.is_admitted() {
+            return self.filter_by_room(pod, candidates, &positions, Some(&key));
+        }
+        let known: Vec<usize> = positions.iter().flatten().copied().collect();
+        let plan = self.plan(&key, pod, &known, now);
+        match &plan {
+            GangPlan::Fits { first_nodes, .. } => {
+                // One node, muster's choice: kube-scheduler then skips scoring (and the
+                // prioritize call) for this pod, and the member lands where the plan expects.
+                // Every other node is simply not offered: with one node passing,
+                // kube-scheduler never reads failure reasons, so none are made.
+                let chosen = self
+                    .ledger
+                    .tightest(&pod.requests, first_nodes.iter().copied());
+                positions
+                    .iter()
+                    .map(|p| match p {
+                        Some(i) if Some(*i) == chosen => NodeVerdict::Fits,
+                        _ => NodeVerdict::NotOffered,
+                    })
+                    .collect()
+            }
+            &GangPlan::DoesNotFit {
+                fit,
+                quorum,
+                missing,
+            } => {
+                let message = messages::does_not_fit(&key, fit, quorum, missing);
+                self.tell_waiting(&key, &message, &plan, pod);
+                let reason: Arc<str> = Arc::from(message);
+                candidates
+                    .iter()
+                    .zip(&positions)
+                    .map(|(name, p)| match p {
+                        None => NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name))),
+                        Some(_) => NodeVerdict::Unschedulable(reason.clone()),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Plain room check: the pod fits in what is left after bound pods and every seat. A gang
+    /// member may also use its own seat, or a planned seat of its gang on that node; of the
+    /// nodes it may use, it is offered exactly one (its seat, else a planned seat of its gang,
+    /// else the tightest fit), so it lands where its gang's plan expects and kube-scheduler
+    /// skips scoring for it.
+    fn filter_by_room(
+        &self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        positions: &[Option<usize>],
+        gang: Option<&GangKey>,
+    ) -> Vec<NodeVerdict> {
+        let gang = gang.and_then(|k| self.gangs.get(k));
+        let own_seat = gang
+            .and_then(|g| g.seat_of(&pod.uid))
+            .and_then(|s| self.ledger.position(&s.node));
+        // Planned seats of the gang a member may take over, by node position (few per gang,
+        // so candidates are matched with one lookup each).
+        let mut donors: HashMap<usize, Vec<&Resources>> = HashMap::default();
+        for (holder, s) in gang.into_iter().flat_map(|g| g.seats()) {
+            if holder.member() != Some(&pod.uid) && !s.confirmed {
+                if let Some(i) = self.ledger.position(&s.node) {
+                    donors.entry(i).or_default().push(&s.requests);
+                }
+            }
+        }
+        // First pass, no strings: which nodes the pod may use, and (gang members only) the
+        // best of them as (preference, packing score, position).
+        let mut best: Option<(u8, f64, usize)> = None;
+        let mut any_fits = false;
+        let mut verdicts: Vec<NodeVerdict> = positions
+            .iter()
+            .enumerate()
+            .map(|(pos, p)| {
+                let Some(i) = *p else {
+                    return NodeVerdict::NotOffered;
+                };
+                let preference = if own_seat == Some(i) {
+                    2
+                } else if donors.get(&i).is_some_and(|d| {
+                    d.iter().any(|r| {
+                        self.ledger
+                            .shortfall(i, &pod.requests, Some(r), None)
+                            .is_none()
+                    })
+                }) {
+                    1
+                } else if self
+                    .ledger
+                    .shortfall(i, &pod.requests, None, None)
+                    .is_none()
+                {
+                    0
+                } else {
+                    return NodeVerdict::NotOffered;
+                };
+                any_fits = true;
+                if gang.is_some() {
+                    let packing = self.ledger.packing_score(i, &pod.requests);
+                    if best.is_none_or(|(p, s, _)| (preference, packing) > (p, s)) {
+                        best = Some((preference, packing, pos));
+                    }
+                }
+                NodeVerdict::Fits
+            })
+            .collect();
+        if let Some((_, _, keep)) = best {
+            for (pos, v) in verdicts.iter_mut().enumerate() {
+                if pos != keep {
+                    *v = NodeVerdict::NotOffered;
+                }
+            }
+        }
+        if any_fits {
+            // kube-scheduler reads failure reasons only when no node passes.
+            return verdicts;
+        }
+        // Second pass, nothing fits: say why for each node.
+        candidates
+            .iter()
+            .zip(positions)
+            .map(|(name, p)| {
+                let Some(i) = *p else {
+                    return NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name)));
+                };
+                let short = self
+                    .ledger
+                    .shortfall(i, &pod.requests, None, None)
+                    .expect("the first pass found no room here");
+                let seats_here = !self.ledger.at(i).reserved().is_zero();
+                NodeVerdict::Unschedulable(Arc::from(messages::no_room(&short, seats_here)))
+            })
+            .collect()
+    }
+
+    /// Tells the gang's members why it waits, when the reason changed.
+    pub(super) fn tell_waiting(
+        &mut self,
+        key: &GangKey,
+        message: &str,
+        plan: &GangPlan,
+        asking: &PodInfo,
+    ) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if gang.last_wait_message.as_deref() == Some(message) {
+            return;
+        }
+        // While members are still being created, only the one asking hears it: the others
+        // will ask soon enough, and would hear it again for every new member.
+        let still_arriving = matches!(plan, GangPlan::DoesNotFit { missing, .. } if *missing > 0);
+        let told: Vec<PodRef> = if still_arriving {
+            vec![PodRef::of(asking)]
+        } else {
+            self.members_of(gang)
+                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .map(|p| PodRef::of(&p.info))
+                .collect()
+        };
+        self.notices.extend(told.into_iter().map(|pod| Notice {
+            pod,
+            kind: NoticeKind::Waiting,
+            message: message.to_string(),
+        }));
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = Some(message.to_string());
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! One gang: its members, its seats and where it is in its life.
+//!
+//! A *seat* reserves a node's capacity for one gang member before its gang reaches quorum. A
+//! *confirmed* seat is on the node kube-scheduler chose for that member (its bind call
+//! arrived); a *planned* seat is where muster's plan put a member that has not asked yet, or
+//! room held for a member not created yet. The ledger's reservations are changed together with
+//! the seats, by the table (see `GangTable::seat`), never here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use super::objects::{NodeName, PodUid};
+use super::resources::Resources;
+use super::spec::GangSpec;
+
+/// Where a gang is in its life. Whatever its phase, a gang enough of whose members already
+/// have nodes (bound before muster restarted, say) is treated as placed: `GangTable::is_placed`
+/// is the one place that decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Holds nothing; its members are tried as kube-scheduler sends them.
+    Waiting,
+    /// Timed out: refused until `until`, then like `Waiting`.
+    BackingOff { until: Instant },
+    /// Holds seats for its whole quorum since `since` (its timeout counts from there).
+    Admitted { since: Instant },
+    /// Reached quorum and was bound together; later members bind at once.
+    Placed,
+}
+
+/// Who a seat is held for. Seats are kept in this order, room held for members not created
+/// yet first: a member that takes over a planned seat of its gang takes room held for a member
+/// that may never come before a seat planned for a member that exists.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SeatHolder {
+    /// The n-th member the gang's quorum needs that has not been created yet. A member that
+    /// arrives later takes such a seat over.
+    NotCreatedYet(u32),
+    /// A member that exists (a pod muster has seen).
+    Member(PodUid),
+}
+
+impl SeatHolder {
+    pub fn member(&self) -> Option<&PodUid> {
+        match self {
+            SeatHolder::Member(uid) => Some(uid),
+            SeatHolder::NotCreatedYet(_) => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seat {
+    pub node: NodeName,
+    pub requests: Resources,
+    pub confirmed: bool,
+}
+
+pub struct Gang {
+    members: BTreeSet<PodUid>,
+    seats: BTreeMap<SeatHolder, Seat>,
+    phase: Phase,
+    /// What the members declare; see [`GangSpec`].
+    spec: GangSpec,
+    /// When kube-scheduler last tried one of its members (a gang tried recently competes).
+    pub last_attempt: Option<Instant>,
+    /// The last waiting message told to members, so Events are emitted on change only.
+    pub last_wait_message: Option<String>,
+    /// The quorum conflict already reported, so it is reported once.
+    pub reported_conflict: Option<Vec<u32>>,
+}
+
+impl Default for Gang {
+    fn default() -> Self {
+        Gang {
+            members: BTreeSet::new(),
+            seats: BTreeMap::new(),
+            phase: Phase::Waiting,
+            spec: GangSpec::default(),
+            last_attempt: None,
+            last_wait_message: None,
+            reported_conflict: None,
+        }
+    }
+}
+
+impl Gang {
+    // === spec ===
+
+    pub fn spec(&self) -> &GangSpec {
+        &self.spec
+    }
+
+    /// Set when a member joins, changes or leaves (the table recomputes it then).
+    pub(super) fn set_spec(&mut self, spec: GangSpec) {
+        self.spec = spec;
+    }
+
+    // === members ===
+
+    pub fn members(&self) -> &BTreeSet<PodUid> {
+        &self.members
+    }
+
+    pub fn join(&mut self, uid: PodUid) {
+        self.members.insert(uid);
+    }
+
+    /// Returns whether the gang has no member left.
+    pub fn leave(&mut self, uid: &str) -> bool {
+        self.members.remove(uid);
+        self.members.is_empty()
+    }
+
+    // === seats (changed only with the ledger, by `GangTable`) ===
+
+    pub fn seats(&self) -> &BTreeMap<SeatHolder, Seat> {
+        &self.seats
+    }
+
+    pub fn seat_of(&self, uid: &PodUid) -> Option<&Seat> {
+        self.seats.get(&SeatHolder::Member(uid.clone()))
+    }
+
+    pub(super) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
+        self.seats.insert(holder, seat)
+    }
+
+    pub(super) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
+        self.seats.remove(holder)
+    }
+
+    pub(super) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
+        std::mem::take(&mut self.seats).into_iter().collect()
+    }
+
+    pub(super) fn retain_seats(&mut self, keep: impl FnMut(&SeatHolder, &mut Seat) -> bool) {
+        self.seats.retain(keep);
+    }
+
+    pub fn confirmed_seats(&self) -> u32 {
+        self.seats.values().filter(|s| s.confirmed).count() as u32
+    }
+
+    // === phase ===
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn is_admitted(&self) -> bool {
+        matches!(self.phase, Phase::Admitted { .. })
+    }
+
+    pub fn is_placed_flag(&self) -> bool {
+        self.phase == Phase::Placed
+    }
+
+    /// How long the gang is still refused after a timeout, if it is.
+    pub fn backoff_left(&self, now: Instant) -> Option<Duration> {
+        match self.phase {
+            Phase::BackingOff { until } if until > now => Some(until - now),
+            _ => None,
+        }
+    }
+
+    /// The plan fitted and the gang took its seats: its timeout starts now.
+    pub fn admit(&mut self, now: Instant) {
+        self.phase = Phase::Admitted { since: now };
+    }
+
+    /// Quorum reached and the members are being bound.
+    pub fn place(&mut self) {
+        self.phase = Phase::Placed;
+        self.last_wait_message = None;
+    }
+
+    /// Timed out: refused until `until`.
+    pub fn back_off(&mut self, until: Instant) {
+        self.phase = Phase::BackingOff { until };
+        self.last_wait_message = None;
+    }
+
+    /// A placed gang with no member on any node any more gathers again from scratch.
+    pub fn unplace(&mut self) {
+        if self.phase == Phase::Placed {
+            self.phase = Phase::Waiting;
+        }
+    }
+
+    /// An admitted gang that lost its last seat (members deleted or bound, nodes gone) holds
+    /// nothing any more, so it is waiting again.
+    pub(super) fn settle_after_seats_removed(&mut self) {
+        if self.is_admitted() && self.seats.is_empty() {
+            self.phase = Phase::Waiting;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn seat(node: &str) -> Seat {
+        Seat {
+            node: Arc::from(node),
+            requests: Resources::cpu(100),
+            confirmed: false,
+        }
+    }
+
+    #[test]
+    fn a_gang_is_admitted_until_its_last_seat_goes() {
+        let t0 = Instant::now();
+        let mut g = Gang::default();
+        assert_eq!(g.phase(), Phase::Waiting);
+        g.insert_seat(SeatHolder::Member(Arc::from("p")), seat("a"));
+        g.insert_seat(SeatHolder::NotCreatedYet(0), seat("b"));
+        g.admit(t0);
+        assert_eq!(g.phase(), Phase::Admitted { since: t0 });
+        g.remove_seat(&SeatHolder::NotCreatedYet(0));
+        g.settle_after_seats_removed();
+        assert!(g.is_admitted(), "one seat left");
+        g.remove_seat(&SeatHolder::Member(Arc::from("p")));
+        g.settle_after_seats_removed();
+        assert_eq!(g.phase(), Phase::Waiting);
+    }
+
+    #[test]
+    fn backing_off_refuses_until_its_end_then_is_over() {
+        let t0 = Instant::now();
+        let mut g = Gang::default();
+        g.admit(t0);
+        g.last_wait_message = Some("waiting".into());
+        g.back_off(t0 + Duration::from_secs(10));
+        assert!(!g.is_admitted());
+        assert_eq!(g.last_wait_message, None);
+        assert_eq!(g.backoff_left(t0), Some(Duration::from_secs(10)));
+        assert_eq!(g.backoff_left(t0 + Duration::from_secs(10)), None);
+        // Losing seats while backing off changes nothing.
+        g.settle_after_seats_removed();
+        assert!(matches!(g.phase(), Phase::BackingOff { .. }));
+        g.admit(t0 + Duration::from_secs(11));
+        assert_eq!(g.backoff_left(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[test]
+    fn a_placed_gang_stays_placed_until_it_is_unplaced() {
+        let mut g = Gang::default();
+        g.insert_seat(SeatHolder::Member(Arc::from("p")), seat("a"));
+        g.admit(Instant::now());
+        let seats = g.take_all_seats();
+        assert_eq!(seats.len(), 1);
+        g.place();
+        g.settle_after_seats_removed();
+        assert!(g.is_placed_flag(), "no seats is normal for a placed gang");
+        g.unplace();
+        assert_eq!(g.phase(), Phase::Waiting);
+        g.unplace();
+        assert_eq!(g.phase(), Phase::Waiting, "only a placed gang is unplaced");
+    }
+
+    #[test]
+    fn room_held_for_members_not_created_yet_comes_before_seats_of_members() {
+        let mut g = Gang::default();
+        g.insert_seat(SeatHolder::Member(Arc::from("z")), seat("a"));
+        g.insert_seat(SeatHolder::NotCreatedYet(1), seat("c"));
+        g.insert_seat(SeatHolder::NotCreatedYet(0), seat("b"));
+        let order: Vec<&SeatHolder> = g.seats().keys().collect();
+        assert_eq!(
+            order,
+            vec![
+                &SeatHolder::NotCreatedYet(0),
+                &SeatHolder::NotCreatedYet(1),
+                &SeatHolder::Member(Arc::from("z")),
+            ]
+        );
+        assert_eq!(g.seat_of(&Arc::from("z")).map(|s| &*s.node), Some("a"));
+        assert_eq!(g.confirmed_seats(), 0);
+        assert!(g.leave("z"), "no members left");
+    }
+}

@@ -1,0 +1,114 @@
+//! Every sentence the model says to users, written once: Events, filter reasons, bind errors
+//! and `/gangs` read from here, so the same situation is always described the same way.
+
+use std::time::Duration;
+
+use super::membership::{GangKey, MembershipError};
+use super::notice::PodRef;
+use super::objects::{NodeName, PodInfo};
+use super::resources::Shortfall;
+
+/// Event on a pod whose gang keys cannot be used.
+pub fn invalid_keys(error: &MembershipError) -> String {
+    format!("{error}; muster will not schedule this pod until it is fixed")
+}
+
+/// Filter reason for every node when the pod's gang keys cannot be used.
+pub fn invalid_membership(pod: &PodInfo, error: &MembershipError) -> String {
+    format!("pod {}: {error}", pod.display_name())
+}
+
+pub fn quorum_conflict(key: &GangKey, values: &[u32]) -> String {
+    let used = values.last().copied().unwrap_or_default();
+    let listed = values
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("members of gang {key} disagree on minAvailable ({listed}); using the largest, {used}")
+}
+
+pub fn unknown_node(name: &str) -> String {
+    format!("node {name} is not in muster's cache (yet)")
+}
+
+/// Filter reason and bind error while a gang backs off after a timeout.
+pub fn backing_off(key: &GangKey, left: Duration) -> String {
+    format!(
+        "gang {key}: backing off for {}s after its quorum timeout",
+        left.as_secs().max(1)
+    )
+}
+
+/// Why a gang cannot be placed now: `fit` of `quorum` members can have nodes at once, and
+/// `missing` members are not created yet.
+pub fn does_not_fit(key: &GangKey, fit: u32, quorum: u32, missing: u32) -> String {
+    if missing == 0 {
+        format!("gang {key}: {fit} of {quorum} members fit")
+    } else {
+        format!(
+            "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
+             if the rest ask as much as the largest",
+            quorum - missing
+        )
+    }
+}
+
+/// Filter reason for a node without room; says so when gang seats take part of it.
+pub fn no_room(shortfall: &Shortfall, seats_here: bool) -> String {
+    if seats_here {
+        format!("{shortfall} (some of it is reserved for gangs)")
+    } else {
+        shortfall.to_string()
+    }
+}
+
+/// Answer of a bind call whose member is seated but whose gang is below quorum.
+pub fn waiting_for_quorum(key: &GangKey, have: u32, quorum: u32, existing: u32) -> String {
+    let mut message = format!("gang {key} waiting for quorum: {have}/{quorum} members have nodes");
+    if existing < quorum {
+        message.push_str(&format!(
+            "; {existing} of {quorum} members exist, the rest are not created yet"
+        ));
+    }
+    message
+}
+
+/// The one `GangPlaced` Event of a gang, naming each member's node.
+pub fn placed(key: &GangKey, members: &[(PodRef, NodeName)], already_had_nodes: u32) -> String {
+    let placements: Vec<String> = members
+        .iter()
+        .map(|(p, n)| format!("{} on {n}", p.name))
+        .collect();
+    format!(
+        "gang {key} placed: {} members bound together ({already_had_nodes} already had nodes): {}",
+        members.len(),
+        placements.join(", ")
+    )
+}
+
+pub fn bind_failed(node: &NodeName, error: &str) -> String {
+    format!("muster could not bind the pod to node {node}: {error}")
+}
+
+/// The `GangTimedOut` Event.
+pub fn timed_out(
+    key: &GangKey,
+    timeout: Duration,
+    had_nodes: u32,
+    quorum: u32,
+    existing: u32,
+    backoff: Duration,
+) -> String {
+    let missing = if existing < quorum {
+        format!(" ({existing} of {quorum} members exist)")
+    } else {
+        String::new()
+    };
+    format!(
+        "gang {key} did not reach quorum within {}: {had_nodes}/{quorum} members had nodes{missing}; \
+         seats released, retrying in {}",
+        humantime::format_duration(timeout),
+        humantime::format_duration(backoff),
+    )
+}

@@ -1,0 +1,71 @@
+//! What the model tells the outside world: notices that become Kubernetes Events.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::objects::{PodInfo, PodUid};
+
+/// Identity of a pod, for Events and binding calls.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodRef {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: PodUid,
+}
+
+impl PodRef {
+    pub fn of(info: &PodInfo) -> PodRef {
+        PodRef {
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            uid: info.uid.clone(),
+        }
+    }
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Something worth telling the pod's owner, as a Kubernetes Event (and a log line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub pod: PodRef,
+    pub kind: NoticeKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// Normal `GangWaiting`: the gang is below quorum (k/n), or cannot fit yet.
+    Waiting,
+    /// Normal `GangPlaced`: quorum reached, members bound together.
+    Placed,
+    /// Warning `GangTimedOut`: seats released after the quorum timeout.
+    TimedOut,
+    /// Warning `GangQuorumConflict`: members disagree on minAvailable.
+    QuorumConflict,
+    /// Warning `InvalidGangKeys`: the pod's gang labels/annotations cannot be used.
+    InvalidKeys,
+    /// Warning `GangBindFailed`: muster could not bind a member at quorum.
+    BindFailed,
+}
+
+impl NoticeKind {
+    pub fn reason(self) -> &'static str {
+        match self {
+            NoticeKind::Waiting => "GangWaiting",
+            NoticeKind::Placed => "GangPlaced",
+            NoticeKind::TimedOut => "GangTimedOut",
+            NoticeKind::QuorumConflict => "GangQuorumConflict",
+            NoticeKind::InvalidKeys => "InvalidGangKeys",
+            NoticeKind::BindFailed => "GangBindFailed",
+        }
+    }
+
+    pub fn is_warning(self) -> bool {
+        !matches!(self, NoticeKind::Waiting | NoticeKind::Placed)
+    }
+}

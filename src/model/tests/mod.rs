@@ -1,0 +1,143 @@
+//! Behaviour tests of the whole table, verb by verb and over time: no HTTP, no cluster, time
+//! passed in by hand. The parts have their own unit tests next to their code.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::testkit;
+
+mod competing;
+mod feasibility;
+mod lifetimes;
+mod verbs;
+
+pub(super) use crate::testkit::pod;
+
+pub(super) fn node(name: &str, cpu_milli: i64) -> NodeInfo {
+    testkit::node(name).cpu(cpu_milli).build()
+}
+
+pub(super) fn gpu_node(name: &str, gpus: i64) -> NodeInfo {
+    testkit::node(name).cpu(64_000).gpus(gpus).build()
+}
+
+/// A table plus a clock.
+pub(super) struct World {
+    pub table: GangTable,
+    pub t0: Instant,
+    pub now: Instant,
+}
+
+impl World {
+    pub fn new(nodes: &[NodeInfo]) -> Self {
+        let mut table = GangTable::new(ModelConfig::default());
+        for n in nodes {
+            table.apply_node(n.clone());
+        }
+        let t0 = Instant::now();
+        World { table, t0, now: t0 }
+    }
+
+    pub fn add(&mut self, pods: &[&PodInfo]) {
+        for p in pods {
+            self.table.apply_pod((*p).clone());
+        }
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d;
+    }
+
+    pub fn all_nodes(&self) -> Vec<String> {
+        self.table
+            .ledger
+            .iter()
+            .map(|(_, e)| e.name().to_string())
+            .collect()
+    }
+
+    /// Nodes that pass the filter for `p` among all nodes, and the distinct failure reasons.
+    pub fn filter(&mut self, p: &PodInfo) -> (Vec<String>, Vec<String>) {
+        let names = self.all_nodes();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let verdicts = self.table.filter(p, &refs, self.now);
+        let mut ok = vec![];
+        let mut reasons = vec![];
+        for (n, v) in names.iter().zip(verdicts) {
+            match v {
+                NodeVerdict::Fits => ok.push(n.clone()),
+                NodeVerdict::NotOffered => {}
+                NodeVerdict::Unschedulable(r) | NodeVerdict::Unresolvable(r) => {
+                    if !reasons.contains(&r.to_string()) {
+                        reasons.push(r.to_string())
+                    }
+                }
+            }
+        }
+        (ok, reasons)
+    }
+
+    pub fn bind(&mut self, p: &PodInfo, node: &str) -> BindDecision {
+        self.table.bind(
+            BindRequest {
+                namespace: &p.namespace,
+                name: &p.name,
+                uid: &p.uid,
+                node,
+            },
+            self.now,
+        )
+    }
+
+    /// Simulates the watch confirming muster's bindings.
+    pub fn confirm(&mut self, decision: &BindDecision) {
+        let pairs: Vec<(PodRef, NodeName)> = match decision {
+            BindDecision::BindNow { pod, node } => vec![(pod.clone(), node.clone())],
+            BindDecision::BindGang { members, .. } => members.clone(),
+            _ => vec![],
+        };
+        for (r, n) in pairs {
+            let mut info = self.table.pods.get(&r.uid).unwrap().info.clone();
+            info.node_name = Some(n);
+            self.table.apply_pod(info);
+        }
+    }
+
+    pub fn reserved(&self, node: &str) -> i64 {
+        self.table.ledger.get(node).unwrap().reserved().cpu_milli
+    }
+
+    pub fn state(&self, gang: &str) -> &'static str {
+        self.table
+            .views(self.now)
+            .into_iter()
+            .find(|v| v.name == gang)
+            .map(|v| v.state.as_str())
+            .unwrap_or("absent")
+    }
+}
+
+pub(super) fn names(d: &BindDecision) -> Vec<String> {
+    match d {
+        BindDecision::BindGang { members, .. } => members
+            .iter()
+            .map(|(p, n)| format!("{}@{n}", p.name))
+            .collect(),
+        BindDecision::BindNow { pod, node } => vec![format!("{}@{node}", pod.name)],
+        other => panic!("expected a binding, got {other:?}"),
+    }
+}
+
+pub(super) fn wait_message(d: &BindDecision) -> &str {
+    match d {
+        BindDecision::Wait { message, .. } => message,
+        other => panic!("expected Wait, got {other:?}"),
+    }
+}
+
+pub(super) fn rejection(d: &BindDecision) -> String {
+    match d {
+        BindDecision::Reject(r) => r.to_string(),
+        other => panic!("expected Reject, got {other:?}"),
+    }
+}

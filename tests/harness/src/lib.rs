@@ -27,6 +27,10 @@
 //! let tls = cluster.tls().unwrap(); // CA, server and client files; rotate_server_cert()
 //! # let _ = tls; Ok(()) }
 //! ```
+//!
+//! muster runs as it is deployed: as ServiceAccount `muster-system/muster` with the ClusterRole
+//! of `deploy/rbac.yaml` (a TokenRequest token; see [`rbac`]), so every test proves the shipped
+//! RBAC suffices. [`ClusterOptions::admin_muster`] gives it the admin kubeconfig instead.
 
 pub mod cluster;
 pub mod control_plane;
@@ -34,10 +38,11 @@ pub mod k8s;
 pub mod muster;
 pub mod paths;
 pub mod process;
+pub mod rbac;
 pub mod tls;
 pub mod wait;
 
-pub use cluster::{Cluster, ClusterOptions, TlsOptions};
+pub use cluster::{Cluster, ClusterOptions, MusterIdentity, TlsOptions};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};

@@ -787,7 +787,8 @@ async fn watch_errors_are_counted_while_the_api_server_is_down_and_watches_recov
 /// README: "Competing gangs are served by priority, then age." A low-priority gang, then a
 /// high-priority one, both wait for room for one of them; when it appears, the high-priority
 /// gang is placed whole and the older low-priority gang binds nothing. Served by age, the low
-/// gang would win; kube-scheduler alone would bind two low members before any room appears.
+/// gang would win (creation times are in seconds and ties go by name, so the names put the
+/// low gang first too); kube-scheduler alone would bind two low members before any room appears.
 #[tokio::test]
 async fn a_higher_priority_gang_created_later_is_placed_first() -> Result<()> {
     let _t = Timer(
@@ -811,10 +812,10 @@ async fn a_higher_priority_gang_created_later_is_placed_first() -> Result<()> {
                 p.cpu("100m").priority_class(class)
             })
         };
-        let low = gang("low", "gang-low").await?;
-        wait_gang_waiting(&c, ns, &low, "gang prio/low: 2 of 3 members fit").await?;
-        let high = gang("high", "gang-high").await?;
-        wait_gang_waiting(&c, ns, &high, "gang prio/high: 2 of 3 members fit").await?;
+        let low = gang("early-low", "gang-low").await?;
+        wait_gang_waiting(&c, ns, &low, "gang prio/early-low: 2 of 3 members fit").await?;
+        let high = gang("late-high", "gang-high").await?;
+        wait_gang_waiting(&c, ns, &high, "gang prio/late-high: 2 of 3 members fit").await?;
         let everyone: Vec<String> = low.iter().chain(&high).cloned().collect();
         c.assert_none_bound_for(ns, &everyone, WINDOW).await?;
 
@@ -825,7 +826,7 @@ async fn a_higher_priority_gang_created_later_is_placed_first() -> Result<()> {
             spread(&bound) <= TOGETHER,
             "high gang bound apart: {bound:?}"
         );
-        wait_gang_waiting(&c, ns, &low, "gang prio/low: 1 of 3 members fit").await?;
+        wait_gang_waiting(&c, ns, &low, "gang prio/early-low: 1 of 3 members fit").await?;
         c.assert_none_bound_for(ns, &low, WINDOW).await?;
         no_overcommit(&c).await
     }

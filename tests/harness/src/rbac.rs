@@ -5,17 +5,19 @@
 //! the RBAC suffices.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::paths::repo_root;
+use crate::wait::{wait_for, Progress};
 
 /// Where the shipped manifests put muster.
 pub const NAMESPACE: &str = "muster-system";
@@ -133,5 +135,31 @@ current-context: muster
 "
     );
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    wait_until_authorized(&path).await?;
     Ok(path)
+}
+
+/// The API server's RBAC authorizer learns of a new ClusterRoleBinding through its informer, a
+/// moment after the create returns: until then muster's first list would be refused (and
+/// counted as a watch error). Polls what muster does first, as muster.
+async fn wait_until_authorized(kubeconfig: &Path) -> Result<()> {
+    let client = crate::control_plane::client_from_kubeconfig(kubeconfig).await?;
+    let one = ListParams::default().limit(1);
+    wait_for(
+        "muster's ServiceAccount to be allowed to list pods and nodes",
+        Duration::from_secs(30),
+        || async {
+            let pods = Api::<Pod>::all(client.clone()).list_metadata(&one).await;
+            let nodes = Api::<Node>::all(client.clone()).list_metadata(&one).await;
+            Ok(match (pods, nodes) {
+                (Ok(_), Ok(_)) => Progress::Done(()),
+                (p, n) => Progress::NotYet(format!(
+                    "pods: {:?}, nodes: {:?}",
+                    p.err().map(|e| e.to_string()),
+                    n.err().map(|e| e.to_string())
+                )),
+            })
+        },
+    )
+    .await
 }

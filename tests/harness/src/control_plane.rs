@@ -120,6 +120,14 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
+/// A kube-apiserver stopped by [`ControlPlane::kill_apiserver`], to start again.
+#[derive(Debug)]
+pub struct StoppedApiserver {
+    argv: Vec<String>,
+    log: PathBuf,
+    index: usize,
+}
+
 /// Removes the directory and kills processes when startup fails half-way.
 struct StartGuard {
     dir: PathBuf,
@@ -381,6 +389,60 @@ impl ControlPlane {
         self.scheduler_port = Some(port);
         self.procs.push(p);
         Ok(())
+    }
+
+    /// Kills kube-apiserver (SIGKILL, as in a crash): every client's connection drops and new
+    /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
+    /// the data. Returns its command line.
+    pub fn kill_apiserver(&mut self) -> Result<StoppedApiserver> {
+        let i = self
+            .procs
+            .iter()
+            .position(|p| p.name() == "kube-apiserver")
+            .context("kube-apiserver is not running")?;
+        let pid = self.procs[i].pid();
+        // The exact command line it was started with, so the restart is the same server.
+        let raw = fs::read(format!("/proc/{pid}/cmdline"))
+            .with_context(|| format!("reading the command line of kube-apiserver ({pid})"))?;
+        let argv: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let log = self.procs[i].log_path().to_path_buf();
+        self.procs.remove(i).kill();
+        Ok(StoppedApiserver {
+            argv,
+            log,
+            index: i,
+        })
+    }
+
+    /// Starts kube-apiserver again, exactly as before [`kill_apiserver`](Self::kill_apiserver)
+    /// (same port, certificates and etcd), and waits for its `/readyz`.
+    pub async fn start_apiserver_again(&mut self, stopped: StoppedApiserver) -> Result<()> {
+        let Some((program, args)) = stopped.argv.split_first() else {
+            bail!("kube-apiserver had an empty command line");
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let p = ManagedProcess::spawn("kube-apiserver", cmd, &stopped.log, self.lifetime)?;
+        // Same place in the list: processes stop in reverse start order.
+        self.procs.insert(stopped.index.min(self.procs.len()), p);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            for p in self.procs.iter_mut() {
+                p.check_running()?;
+            }
+            let last = match self.client.request_text(get("/readyz")?).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!("kube-apiserver not ready again after 120s: {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Leaves every process running and the directory in place (for `muster-local up`); writes

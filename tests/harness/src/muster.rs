@@ -146,6 +146,11 @@ impl Muster {
         self.proc.as_ref().map(ManagedProcess::pid)
     }
 
+    /// The kubeconfig it runs with (whose identity it has).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.opts.kubeconfig
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.opts.log_dir.join("muster.log")
     }

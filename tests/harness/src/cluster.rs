@@ -156,13 +156,7 @@ impl Cluster {
         if so.extender_tls.is_none() {
             so.extender_tls = muster.tls().map(MusterTls::extender_tls);
         }
-        if control_run_requested() {
-            so.without_extenders = true;
-            eprintln!(
-                "muster-harness: CONTROL RUN ({CONTROL_RUN_ENV}): kube-scheduler starts without \
-                 extenders; muster runs but is never consulted"
-            );
-        }
+        // In a control run, start_scheduler drops the extenders (for every scheduler it starts).
         cp.start_scheduler(so).await?;
         let startup = StartupTimes {
             control_plane: cp_time,

@@ -327,7 +327,17 @@ impl ControlPlane {
 
     /// Starts the stock kube-scheduler from a KubeSchedulerConfiguration (rewritten for this
     /// cluster: kubeconfig, no leader election, high qps, extender URL) and waits for `/readyz`.
-    pub async fn start_scheduler(&mut self, opts: SchedulerOptions) -> Result<()> {
+    /// In a control run ([`crate::cluster::CONTROL_RUN_ENV`]) every scheduler started here —
+    /// by [`crate::Cluster`], by `muster-local`, by a test — runs without extenders.
+    pub async fn start_scheduler(&mut self, mut opts: SchedulerOptions) -> Result<()> {
+        if crate::cluster::control_run_requested() {
+            opts.without_extenders = true;
+            eprintln!(
+                "muster-harness: CONTROL RUN ({}): kube-scheduler starts without extenders; \
+                 muster runs but is never consulted",
+                crate::cluster::CONTROL_RUN_ENV
+            );
+        }
         let source = match &opts.config {
             Some(p) => p.clone(),
             None => default_scheduler_config()?,

@@ -1,0 +1,137 @@
+//! Leader election through a `coordination.k8s.io/v1` Lease, so two replicas can run with one
+//! deciding: both keep warm caches, only the leader answers the verbs.
+//!
+//! Our own code rather than a crate: `kube-runtime` 5 has no leader election;
+//! `kube-leader-election` needs kube 4; `kube-lease-manager` builds with kube 5 but writes the
+//! Lease with server-side apply (RBAC `patch`), counts expiry by comparing wall-clock
+//! `renewTime`s across nodes, has no renew deadline, and does not say who the leader is — and
+//! muster needs all three: a leader that stops deciding before its Lease can expire for others,
+//! a standby that names the leader, and RBAC of exactly get/create/update.
+//!
+//! [`decide`] holds the decisions (pure, clocks passed in), [`role`] what every call reads,
+//! and this file the Lease I/O around them.
+
+pub mod decide;
+pub mod role;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use self::decide::{Candidate, Next, Timings};
+use crate::state::Shared;
+
+/// Which Lease, who this replica is, and the durations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Election {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub timings: Timings,
+}
+
+/// Takes part in the election until the task is dropped: renews the Lease every retry period
+/// while leading, tries for it every retry period (with jitter) while standing by, and tells
+/// [`Shared`] when this replica takes over or steps down.
+pub async fn run(client: Client, election: Election, shared: Arc<Shared>) {
+    let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+    let timings = election.timings;
+    let mut candidate = Candidate::new(election.identity.clone(), timings);
+    let mut leader: Option<String> = None;
+    let mut tries: u64 = 0;
+    loop {
+        tries += 1;
+        let now = Instant::now();
+        // A leader's attempt may not outlast its right to decide.
+        let budget = candidate
+            .leading_until(now)
+            .map_or(timings.retry_period, |until| {
+                (until - now).min(timings.retry_period)
+            });
+        match tokio::time::timeout(budget, attempt(&api, &election.name, &mut candidate)).await {
+            Ok(Ok(Some(holder))) => leader = Some(holder),
+            Ok(Ok(None)) => leader = Some(election.identity.clone()),
+            Ok(Err(e)) => {
+                warn!(lease = %election.name, error = %e, "cannot read or write the leader Lease")
+            }
+            Err(_) => {
+                warn!(lease = %election.name, after = ?budget, "leader Lease call timed out")
+            }
+        }
+        let now = Instant::now();
+        let wait = match candidate.leading_until(now) {
+            Some(until) => {
+                if !shared.leadership.is_leading(now) {
+                    shared.take_over();
+                    info!(identity = %election.identity, lease = %election.name, "took the leader Lease; this replica now decides");
+                }
+                shared.leadership.lead_until(until, now);
+                timings.retry_period.min(until - now)
+            }
+            None => {
+                let known = leader.clone().filter(|l| *l != election.identity);
+                if shared.leadership.follow(known.clone()) {
+                    warn!(identity = %election.identity, leader = ?known, "lost the leader Lease; this replica stopped deciding");
+                    shared.step_down();
+                }
+                timings.standby_wait(tries.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7)
+            }
+        };
+        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+    }
+}
+
+/// Reads the Lease and claims it if [`Candidate::next`] says so. `Ok(Some(leader))`: another
+/// replica leads; `Ok(None)`: this replica wrote the Lease and leads.
+async fn attempt(
+    api: &Api<Lease>,
+    name: &str,
+    candidate: &mut Candidate,
+) -> Result<Option<String>, kube::Error> {
+    let started = Instant::now();
+    let current = api.get_opt(name).await?;
+    let spec = current.as_ref().map(|l| l.spec.clone().unwrap_or_default());
+    let wall = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    match candidate.next(spec.as_ref(), Instant::now(), wall) {
+        Next::Follow { leader } => Ok(Some(leader)),
+        Next::Claim(claim) => {
+            let written = match current {
+                None => {
+                    let lease = Lease {
+                        metadata: ObjectMeta {
+                            name: Some(name.to_string()),
+                            ..ObjectMeta::default()
+                        },
+                        spec: Some(claim),
+                    };
+                    api.create(&PostParams::default(), &lease).await?
+                }
+                // An update of the version just read: if another replica wrote meanwhile, the
+                // API server refuses it (409) and this replica stays a standby.
+                Some(mut lease) => {
+                    lease.spec = Some(claim);
+                    api.replace(name, &PostParams::default(), &lease).await?
+                }
+            };
+            candidate.claimed(written.spec.unwrap_or_default(), started, Instant::now());
+            Ok(None)
+        }
+    }
+}
+
+/// A default identity: the pod name (or host name) and a random suffix, so two processes on
+/// one host never share one.
+pub fn default_identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "muster".into());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{host}_{:08x}", h.finish() as u32)
+}

@@ -16,6 +16,8 @@ enum Role {
     Leading { until: Instant },
     /// Another replica (or none yet) holds the Lease.
     Standby { leader: Option<String> },
+    /// Led, could not renew in time, and has not seen who holds the Lease since.
+    Lapsed,
 }
 
 /// The role and what a refusal names.
@@ -61,7 +63,7 @@ impl Leadership {
         match &*self.role.lock() {
             Role::Sole => None,
             Role::Leading { until } if now < *until => None,
-            Role::Leading { .. } => Some(format!(
+            Role::Leading { .. } | Role::Lapsed => Some(format!(
                 "muster replica {} is not the leader: it could not renew Lease {} within its renew deadline and has stopped deciding; the replica that takes the Lease over answers",
                 self.identity, self.lease
             )),
@@ -92,7 +94,13 @@ impl Leadership {
     pub fn follow(&self, leader: Option<String>) -> bool {
         let mut role = self.role.lock();
         let was_leading = matches!(*role, Role::Leading { .. });
-        *role = Role::Standby { leader };
+        *role = match leader {
+            Some(leader) => Role::Standby {
+                leader: Some(leader),
+            },
+            None if was_leading || *role == Role::Lapsed => Role::Lapsed,
+            None => Role::Standby { leader: None },
+        };
         was_leading
     }
 }

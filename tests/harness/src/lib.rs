@@ -34,6 +34,7 @@
 
 pub mod cluster;
 pub mod control_plane;
+pub mod forward;
 pub mod gangs;
 pub mod k8s;
 pub mod muster;
@@ -44,6 +45,7 @@ pub mod wait;
 
 pub use cluster::{control_run_requested, Cluster, ClusterOptions, TlsOptions, CONTROL_RUN_ENV};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+pub use forward::Forwarder;
 pub use gangs::{GangView, MemberView};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};

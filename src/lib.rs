@@ -92,7 +92,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
-    if let Some(e) = election {
+    if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
         tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
     }
@@ -137,6 +137,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     info!("shutting down");
     tasks.shutdown().await;
+    // After the election task stopped, so nothing renews the Lease once it is given up.
+    if let Some(e) = &election {
+        cluster::leader::release(client, e, &shared).await;
+    }
     Ok(())
 }
 

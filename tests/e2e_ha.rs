@@ -8,6 +8,8 @@
 //!   gang placed is measured (printed; the README carries the figure).
 //! - `a_leader_cut_off_...`: the leader's kubeconfig points through a forwarder that is cut;
 //!   it must stop answering decisions before the standby takes the Lease over.
+//! - `a_leader_stopped_with_sigterm_...`: a leader stopped gracefully gives the Lease up, so the
+//!   standby takes over at its next try instead of after the lease duration.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -323,6 +325,55 @@ async fn a_leader_cut_off_from_the_api_server_stops_deciding_before_the_standby_
         ensure!(
             code == 503 && body.contains("muster-a is not the leader"),
             "muster-a /readyz: HTTP {code}: {body}"
+        );
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        eprintln!("{}", ha.logs());
+    }
+    r
+}
+
+#[tokio::test]
+async fn a_leader_stopped_with_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
+) -> Result<()> {
+    let _t = Timer("leader_sigterm", Instant::now());
+    let ha = start(false).await?;
+    let r = async {
+        ensure!(decides(ha.a.port()).await?, "muster-a should lead");
+        let pid = ha.a.pid().context("muster-a runs")?;
+        ensure!(muster_harness::process::signal(pid, 15), "SIGTERM muster-a");
+        let stopped = Instant::now();
+        let took_over =
+            muster_harness::wait_for("muster-b to take over", Duration::from_secs(30), || async {
+                Ok(if decides(ha.b.port()).await? {
+                    muster_harness::Progress::Done(stopped.elapsed())
+                } else {
+                    muster_harness::Progress::NotYet("muster-b stands by".into())
+                })
+            })
+            .await?;
+        eprintln!(
+            "SIGTERM: muster-b decides {:.1} s after muster-a was stopped",
+            took_over.as_secs_f64()
+        );
+        // Without the release it would wait out the 15 s lease duration; with it, one retry
+        // period (2 s, up to 2.4 s with jitter) and change.
+        ensure!(
+            took_over < Duration::from_secs(6),
+            "muster-b took over {took_over:?} after SIGTERM: the Lease was not released"
+        );
+        let lease = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            ha.cp.client(),
+            "kube-system",
+        )
+        .get("muster")
+        .await?;
+        let holder = lease.spec.and_then(|s| s.holder_identity);
+        ensure!(
+            holder.as_deref() == Some("muster-b"),
+            "Lease holder {holder:?}"
         );
         Ok(())
     }

@@ -167,6 +167,18 @@ impl Candidate {
     }
 }
 
+/// The record a leader leaves when it shuts down (client-go's `ReleaseOnCancel`): no holder and
+/// a one-second duration, so a standby takes it at its next try instead of waiting out the
+/// lease duration. The term's acquire time and transition count stay for the record.
+pub fn released(held: &LeaseSpec, wall: MicroTime) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        renew_time: Some(wall),
+        ..held.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +321,25 @@ mod tests {
         assert!(
             leader_stops + (timings.lease_duration - timings.renew_deadline) <= standby_may_take
         );
+    }
+
+    #[test]
+    fn a_released_lease_is_taken_at_the_next_try() {
+        let mut standby = Candidate::new("b", Timings::default());
+        let t0 = Instant::now();
+        let held = held_by("a", 0);
+        assert!(matches!(
+            standby.next(Some(&held), t0, wall(0)),
+            Next::Follow { .. }
+        ));
+        let free = released(&held, wall(1));
+        assert_eq!(free.holder_identity, None);
+        assert_eq!(free.lease_transitions, Some(3));
+        let Next::Claim(spec) = standby.next(Some(&free), t0 + secs(2), wall(2)) else {
+            panic!("a released Lease is free")
+        };
+        assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+        assert_eq!(spec.lease_transitions, Some(4));
     }
 
     #[test]

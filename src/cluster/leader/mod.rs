@@ -23,7 +23,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tracing::{info, warn};
 
-use self::decide::{Candidate, Next, Timings};
+use self::decide::{released, Candidate, Next, Timings};
 use crate::state::Shared;
 
 /// Which Lease, who this replica is, and the durations.
@@ -35,10 +35,15 @@ pub struct Election {
     pub timings: Timings,
 }
 
-/// Takes part in the election until the task is dropped: renews the Lease every retry period
+/// Takes part in the election until the task is dropped (then [`release`]): once the caches are
+/// synced, renews the Lease every retry period
 /// while leading, tries for it every retry period (with jitter) while standing by, and tells
 /// [`Shared`] when this replica takes over or steps down.
 pub async fn run(client: Client, election: Election, shared: Arc<Shared>) {
+    // A replica contends only once its caches are synced: a leader must be able to decide.
+    while !shared.readiness.is_ready() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let api: Api<Lease> = Api::namespaced(client, &election.namespace);
     let timings = election.timings;
     let mut candidate = Candidate::new(election.identity.clone(), timings);
@@ -121,6 +126,45 @@ async fn attempt(
             candidate.claimed(written.spec.unwrap_or_default(), started, Instant::now());
             Ok(None)
         }
+    }
+}
+
+/// On shutdown, after the election task has stopped: stops deciding, then gives the Lease up
+/// if this replica holds it, so a standby takes over at its next try (about the retry period)
+/// instead of after the lease duration. Best effort within one retry period: a leader that
+/// cannot reach the API server leaves the Lease to expire.
+pub async fn release(client: Client, election: &Election, shared: &Shared) {
+    if shared.leadership.follow(None) {
+        shared.step_down();
+    } else {
+        return;
+    }
+    let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+    let give_up = async {
+        let Some(mut lease) = api.get_opt(&election.name).await? else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec.as_ref() else {
+            return Ok(false);
+        };
+        if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
+            return Ok(false);
+        }
+        lease.spec = Some(released(
+            spec,
+            MicroTime(k8s_openapi::jiff::Timestamp::now()),
+        ));
+        api.replace(&election.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| true)
+    };
+    match tokio::time::timeout(election.timings.retry_period, give_up).await {
+        Ok(Ok(true)) => info!(lease = %election.name, "released the leader Lease"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            warn!(lease = %election.name, error = %e, "could not release the leader Lease; it expires")
+        }
+        Err(_) => warn!(lease = %election.name, "releasing the leader Lease timed out; it expires"),
     }
 }
 

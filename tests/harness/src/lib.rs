@@ -31,6 +31,10 @@
 //! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
 //! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
 //! gang e2e test to fail without muster. [`gangs`] reads muster's own `/gangs` view for tests.
+//!
+//! **High availability**: [`Forwarder`] plays a Service in front of several muster replicas (each
+//! new connection goes to the Ready one) or a cuttable link to the API server; start a replica
+//! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e_ha.rs`).
 
 pub mod cluster;
 pub mod control_plane;

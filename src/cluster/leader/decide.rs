@@ -116,13 +116,7 @@ impl Candidate {
         let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
         if let Some(leader) = holder.filter(|h| *h != self.identity) {
             let seen_at = self.observed.as_ref().map_or(now, |(_, at)| *at);
-            let duration = spec
-                .lease_duration_seconds
-                .filter(|s| *s > 0)
-                .map_or(self.timings.lease_duration, |s| {
-                    Duration::from_secs(s as u64)
-                });
-            if seen_at + duration > now {
+            if seen_at + self.lease_duration_of(spec) > now {
                 // Someone else holds it: whatever this replica believed, it no longer leads.
                 self.leading_until = None;
                 return Next::Follow {
@@ -131,6 +125,26 @@ impl Candidate {
             }
         }
         Next::Claim(self.record(Some(spec), wall))
+    }
+
+    /// When the Lease another replica holds, as last read, may be taken: a standby tries then
+    /// rather than up to a retry period later. `None` when this replica holds it or none was
+    /// read.
+    pub fn others_lease_expires(&self) -> Option<Instant> {
+        let (spec, seen_at) = self.observed.as_ref()?;
+        let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
+        if holder == self.identity {
+            return None;
+        }
+        Some(*seen_at + self.lease_duration_of(spec))
+    }
+
+    fn lease_duration_of(&self, spec: &LeaseSpec) -> Duration {
+        spec.lease_duration_seconds
+            .filter(|s| *s > 0)
+            .map_or(self.timings.lease_duration, |s| {
+                Duration::from_secs(s as u64)
+            })
     }
 
     /// The record naming this replica: a renewal keeps the acquire time and transition count,
@@ -247,6 +261,7 @@ mod tests {
         );
         c.claimed(spec, t0, t0 + secs(1));
         assert_eq!(c.leading_until(t0), Some(t0 + secs(10)));
+        assert_eq!(c.others_lease_expires(), None, "its own Lease");
     }
 
     #[test]
@@ -262,6 +277,11 @@ mod tests {
         let renewed = held_by("a", 14);
         assert_eq!(c.next(Some(&renewed), t0 + secs(14), wall(14)), follow);
         assert_eq!(c.next(Some(&renewed), t0 + secs(28), wall(28)), follow);
+        assert_eq!(
+            c.others_lease_expires(),
+            Some(t0 + secs(29)),
+            "when to try next"
+        );
         let Next::Claim(spec) = c.next(Some(&renewed), t0 + secs(29), wall(29)) else {
             panic!("an expired Lease is taken")
         };

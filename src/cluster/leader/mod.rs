@@ -84,7 +84,12 @@ pub async fn run(client: Client, election: Election, shared: Arc<Shared>) {
                     warn!(identity = %election.identity, leader = ?known, "lost the leader Lease; this replica stopped deciding");
                     shared.step_down();
                 }
-                timings.standby_wait(tries.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7)
+                let wait = timings.standby_wait(tries.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7);
+                // Try the moment the leader's Lease may be taken, not up to a retry later.
+                match candidate.others_lease_expires() {
+                    Some(expires) if expires > now => wait.min(expires - now),
+                    _ => wait,
+                }
             }
         };
         tokio::time::sleep(wait.max(Duration::from_millis(10))).await;

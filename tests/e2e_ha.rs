@@ -237,6 +237,12 @@ async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_bot
         );
         let (code, body) = ha.b.get("/readyz").await?;
         ensure!(code == 200, "muster-b is not the leader: {body}");
+        let (_, metrics) = ha.b.get("/metrics").await?;
+        ensure!(
+            metrics.contains("\nmuster_leader 1\n")
+                && metrics.contains("\nmuster_leader_takeovers_total 1\n"),
+            "muster-b's metrics do not show one takeover: {metrics}"
+        );
         ensure!(
             k8s::check_no_overcommit(&client).await?.is_ok(),
             "a node is over-committed"

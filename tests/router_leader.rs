@@ -178,6 +178,8 @@ async fn a_standby_answers_every_verb_with_an_error_naming_the_leader_and_decide
     assert_eq!(a.body, STANDBY);
     let a = r.call("GET", "/healthz", "").await;
     assert_eq!(a.status, StatusCode::OK, "alive: it must not be restarted");
+    let a = r.call("GET", "/metrics", "").await;
+    assert!(a.body.contains("\nmuster_leader 0\n"), "{}", a.body);
 }
 
 #[tokio::test]
@@ -199,6 +201,8 @@ async fn the_leader_decides_and_keeps_its_connections() {
         .lead_until(now + Duration::from_secs(10), now);
     let a = r.call("GET", "/readyz", "").await;
     assert_eq!((a.status, a.body.as_str()), (StatusCode::OK, "ok"));
+    let a = r.call("GET", "/metrics", "").await;
+    assert!(a.body.contains("\nmuster_leader 1\n"), "{}", a.body);
     let a = r
         .call("POST", "/bind", &bind_args("w0", "u-w0", "node1"))
         .await;

@@ -63,6 +63,8 @@ pub(super) async fn close_unless_leading(
 
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let shared = &state.shared;
+    let leading = shared.leadership.is_leading(Instant::now());
+    shared.metrics.leader.set(i64::from(leading));
     let (gauges, nodes, pods) = {
         let t = shared.table.lock();
         (t.gauges(Instant::now()), t.node_count(), t.pod_count())

@@ -73,6 +73,7 @@ pub async fn run(client: Client, election: Election, shared: Arc<Shared>) {
             Some(until) => {
                 if !shared.leadership.is_leading(now) {
                     shared.take_over();
+                    shared.metrics.leader_takeovers.inc();
                     info!(identity = %election.identity, lease = %election.name, "took the leader Lease; this replica now decides");
                 }
                 shared.leadership.lead_until(until, now);

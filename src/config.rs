@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::cluster::leader::decide::Timings;
+use crate::cluster::leader::Election;
 use crate::http::DEFAULT_MAX_BODY_BYTES;
 use crate::model::ModelConfig;
 
@@ -72,6 +74,40 @@ pub struct Args {
     /// Log line format.
     #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease answers
+    /// the verbs; the others keep warm caches, are not Ready, and take over when it goes.
+    #[arg(long, env = "MUSTER_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the leader Lease.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_NAME", default_value = "muster")]
+    pub leader_elect_lease_name: String,
+
+    /// Namespace of the leader Lease (the shipped manifests set muster's own).
+    #[arg(
+        long,
+        env = "MUSTER_LEADER_ELECT_LEASE_NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub leader_elect_lease_namespace: String,
+
+    /// How long a standby waits, after last seeing the Lease renewed, before taking it.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_positive_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps deciding without a successful renewal; shorter than the
+    /// lease duration, so it stops before a standby may take over.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_positive_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often the leader renews, and a standby tries for, the Lease.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_positive_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// This replica's name in the Lease (default: the pod or host name and a random suffix).
+    #[arg(long, env = "MUSTER_LEADER_ELECT_IDENTITY")]
+    pub leader_elect_identity: Option<String>,
 }
 
 impl Args {
@@ -84,6 +120,28 @@ impl Args {
             }),
             _ => None,
         }
+    }
+
+    /// The leader election to take part in, if `--leader-elect`; bad durations are named.
+    pub fn election(&self) -> Result<Option<Election>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let timings = Timings {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        timings.validate()?;
+        Ok(Some(Election {
+            namespace: self.leader_elect_lease_namespace.clone(),
+            name: self.leader_elect_lease_name.clone(),
+            identity: self
+                .leader_elect_identity
+                .clone()
+                .unwrap_or_else(crate::cluster::leader::default_identity),
+            timings,
+        }))
     }
 
     pub fn model_config(&self) -> ModelConfig {
@@ -186,6 +244,27 @@ mod tests {
             let e = parse(&args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_with_kube_schedulers_timings() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.election(), Ok(None));
+        let a = parse(&["--leader-elect", "--leader-elect-identity", "a"]).unwrap();
+        let e = a.election().unwrap().unwrap();
+        assert_eq!(
+            (e.namespace.as_str(), e.name.as_str()),
+            ("kube-system", "muster")
+        );
+        assert_eq!(e.identity, "a");
+        assert_eq!(e.timings, Timings::default());
+        let a = parse(&["--leader-elect", "--leader-elect-renew-deadline", "20s"]).unwrap();
+        assert!(a
+            .election()
+            .unwrap_err()
+            .contains("--leader-elect-lease-duration"));
+        let e = parse(&["--leader-elect-retry-period", "0s"]).unwrap_err();
+        assert!(e.contains("--leader-elect-retry-period"), "{e}");
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )),
         None => None,
     };
+    let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
     let client = kube_client(&args).await?;
     let listener = TcpListener::bind(args.listen_addr)
         .await
@@ -74,7 +75,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (events, event_rx) = EventSink::channel(4096);
     let binder = Arc::new(KubeBinder::new(client.clone()));
-    let shared = Arc::new(Shared::new(args.model_config(), binder, events));
+    let mut shared = Shared::new(args.model_config(), binder, events);
+    if let Some(e) = &election {
+        shared = shared.with_leadership(cluster::leader::role::Leadership::candidate(
+            &e.identity,
+            &e.namespace,
+            &e.name,
+        ));
+    }
+    let shared = Arc::new(shared);
 
     let instance = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -83,6 +92,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    if let Some(e) = election.clone() {
+        info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
+        tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+    }
     let expiry = shared.clone();
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -124,6 +137,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     info!("shutting down");
     tasks.shutdown().await;
+    // After the election task stopped, so nothing renews the Lease once it is given up.
+    if let Some(e) = &election {
+        cluster::leader::release(client, e, &shared).await;
+    }
     Ok(())
 }
 

@@ -49,6 +49,10 @@ pub struct Metrics {
     cache_nodes: Gauge,
     cache_pods: Gauge,
     cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// 1 while this replica decides (the leader, or the only replica), else 0.
+    pub leader: Gauge,
+    /// Times this replica took the leader Lease.
+    pub leader_takeovers: Counter,
     started: Instant,
     /// Milliseconds after `started` of the last watch event (0 = none yet).
     last_cache_event_ms: AtomicU64,
@@ -88,6 +92,8 @@ impl Metrics {
             cache_nodes: Gauge::default(),
             cache_pods: Gauge::default(),
             cache_age: Gauge::default(),
+            leader: Gauge::default(),
+            leader_takeovers: Counter::default(),
             started: Instant::now(),
             last_cache_event_ms: AtomicU64::new(0),
             registry: Registry::default(),
@@ -144,6 +150,16 @@ impl Metrics {
             "cache_last_event_age_seconds",
             "Seconds since the last pod or node watch event (-1 before the first)",
             m.cache_age.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica decides (the Lease holder, or the only replica), else 0",
+            m.leader.clone(),
+        );
+        registry.register(
+            "leader_takeovers",
+            "Times this replica took the leader Lease",
+            m.leader_takeovers.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
+use crate::cluster::leader::role::Leadership;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig};
@@ -52,6 +53,8 @@ pub struct Shared {
     pub binder: Arc<dyn Binder>,
     /// Bind calls held open while their gang gathers.
     pub held: HeldBinds,
+    /// Whether this replica decides (always, without leader election).
+    pub leadership: Leadership,
 }
 
 impl Shared {
@@ -63,7 +66,31 @@ impl Shared {
             events,
             binder,
             held: HeldBinds::default(),
+            leadership: Leadership::sole(),
         }
+    }
+
+    /// With leader election: decides only while the election says so.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = leadership;
+        self
+    }
+
+    /// This replica takes over as leader: it decides from a table rebuilt from its caches,
+    /// as a restart would, not from anything it believed while standing by or led before.
+    pub fn take_over(&self) {
+        let mut table = self.table.lock();
+        *table = table.rebuilt();
+    }
+
+    /// This replica lost the Lease: its seats and assumptions are the new leader's to rebuild,
+    /// and its held bind calls fail now (kube-scheduler retries them on the new leader).
+    pub fn step_down(&self) {
+        {
+            let mut table = self.table.lock();
+            *table = table.rebuilt();
+        }
+        self.held.wake_all();
     }
 
     /// Wakes every bind call held for this gang.
@@ -74,7 +101,8 @@ impl Shared {
     /// Hands notices the table produced to the Event publisher.
     pub fn flush_notices(&self) {
         let notices = self.table.lock().take_notices();
-        if !notices.is_empty() {
+        // A standby's watches see the same objects as the leader's: only the leader reports.
+        if !notices.is_empty() && self.leadership.is_leading(Instant::now()) {
             self.events.send_all(notices);
         }
     }

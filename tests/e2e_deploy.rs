@@ -248,14 +248,22 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
         "muster Deployment namespace"
     );
     ensure!(
-        d["spec"]["replicas"] == 1,
-        "exactly one muster replica (in-memory gang table)"
+        d["spec"]["replicas"] == 2,
+        "two muster replicas: a leader and a warm standby"
     );
     ensure!(
         d["spec"]["strategy"]["type"] == "Recreate",
-        "Recreate: never two musters at once"
+        "Recreate: a rolling update would wait forever for a standby to become Ready"
     );
     let spec = pod_spec(d);
+    let spread = &spec["topologySpreadConstraints"][0];
+    ensure!(
+        spread["topologyKey"] == "kubernetes.io/hostname"
+            && spread["maxSkew"] == 1
+            && spread["whenUnsatisfiable"] == "DoNotSchedule"
+            && spread["labelSelector"]["matchLabels"] == d["spec"]["selector"]["matchLabels"],
+        "replicas spread across nodes: {spread}"
+    );
     ensure!(spec["serviceAccountName"] == "muster", "muster's SA");
     let c = &spec["containers"][0];
     ensure!(c["image"] == "muster:0.1.0", "image {}", c["image"]);
@@ -279,6 +287,12 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
             && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
         "POD_NAME from the downward API"
     );
+    ensure!(
+        env.iter()
+            .any(|e| e["name"] == "MUSTER_LEADER_ELECT_LEASE_NAMESPACE"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
+        "the Lease in muster's own namespace, from the downward API"
+    );
     let args: Vec<&str> = c["args"]
         .as_array()
         .context("muster args")?
@@ -288,6 +302,10 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
     ensure!(
         args.contains(&"--listen-addr=0.0.0.0:8888"),
         "listen on the Service port: {args:?}"
+    );
+    ensure!(
+        args.contains(&"--leader-elect") && args.contains(&"--leader-elect-lease-name=muster"),
+        "leader election on, Lease muster: {args:?}"
     );
     ensure!(
         !args.iter().any(|a| a.starts_with("--kubeconfig")),
@@ -321,12 +339,9 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
 
     let pdb = find(base, "PodDisruptionBudget", "muster")?;
     ensure!(
-        pdb["spec"]["minAvailable"].is_null(),
-        "a minAvailable PDB on a singleton blocks node drains forever"
-    );
-    ensure!(
-        pdb["spec"]["maxUnavailable"] == 1,
-        "PDB maxUnavailable 1 (drains proceed)"
+        pdb["spec"]["minAvailable"] == 1 && pdb["spec"]["maxUnavailable"].is_null(),
+        "PDB minAvailable 1: a drain never takes both replicas: {}",
+        pdb["spec"]
     );
 
     let ns = find(base, "Namespace", NS)?;
@@ -505,6 +520,10 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("watch", CORE, "nodes"),
         access("create", CORE, "pods").sub("binding").ns(team),
         access("create", EVENTS, "events").ns(team),
+        // Leader election: the one Lease in its own namespace.
+        access("create", COORD, "leases").ns(NS),
+        access("get", COORD, "leases").named("muster").ns(NS),
+        access("update", COORD, "leases").named("muster").ns(NS),
     ];
     let muster_may_not = [
         access("create", CORE, "pods").ns(team),
@@ -516,7 +535,16 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("list", CORE, "configmaps"),
         access("patch", EVENTS, "events").ns(team),
         access("create", CORE, "events").ns(team),
-        access("create", COORD, "leases").ns(NS),
+        access("create", COORD, "leases").ns("kube-system"),
+        access("get", COORD, "leases")
+            .named("kube-scheduler")
+            .ns("kube-system"),
+        access("update", COORD, "leases")
+            .named("muster-scheduler")
+            .ns(NS),
+        access("delete", COORD, "leases").named("muster").ns(NS),
+        access("patch", COORD, "leases").named("muster").ns(NS),
+        access("list", COORD, "leases").ns(NS),
     ];
     let scheduler_may = [
         access("create", COORD, "leases").ns(NS),
@@ -601,6 +629,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "ServiceAccount/muster-system/muster",
         "ClusterRole//muster",
         "ClusterRoleBinding//muster",
+        "Role/muster-system/muster-leader-election",
+        "RoleBinding/muster-system/muster-leader-election",
         "Deployment/muster-system/muster",
         "Service/muster-system/muster",
         "PodDisruptionBudget/muster-system/muster",
@@ -657,6 +687,26 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
     ensure!(
         role.get("aggregationRule").is_none(),
         "no aggregation into muster's role"
+    );
+    let lease_role = find(&base, "Role", "muster-leader-election")?;
+    let lease_rules = flat_rules(lease_role);
+    let want_lease_rules: BTreeSet<String> = [
+        "coordination.k8s.io leases create",
+        "coordination.k8s.io leases get [muster]",
+        "coordination.k8s.io leases update [muster]",
+    ]
+    .map(String::from)
+    .into();
+    ensure!(
+        lease_role["metadata"]["namespace"] == NS && lease_rules == want_lease_rules,
+        "muster's leader-election Role grants {lease_rules:#?}, expected exactly {want_lease_rules:#?}"
+    );
+    let lease_binding = find(&base, "RoleBinding", "muster-leader-election")?;
+    ensure!(
+        lease_binding["roleRef"]["name"] == "muster-leader-election"
+            && lease_binding["subjects"]
+                == serde_json::json!([{"kind": "ServiceAccount", "name": "muster", "namespace": NS}]),
+        "RoleBinding muster-leader-election: {lease_binding}"
     );
     let crb = find(&base, "ClusterRoleBinding", "muster")?;
     ensure!(

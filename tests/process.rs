@@ -242,7 +242,18 @@ fn unusable_files_and_addresses_stop_start_up_naming_the_flag() -> Result<()> {
     let missing = s.dir.join("missing.pem").display().to_string();
     let taken = TcpListener::bind("127.0.0.1:0")?;
     let taken = taken.local_addr()?.to_string();
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 4] = [
+        // Timings that parse but let a leader decide after its Lease could expire for others.
+        (
+            vec![
+                "--kubeconfig",
+                &kc,
+                "--leader-elect",
+                "--leader-elect-renew-deadline",
+                "20s",
+            ],
+            "--leader-elect-lease-duration",
+        ),
         (
             vec![
                 "--kubeconfig",
@@ -283,6 +294,11 @@ fn bad_muster_variables_stop_start_up_naming_the_setting() -> Result<()> {
         ("MUSTER_BIND_WAIT", "5m", "--bind-wait"),
         ("MUSTER_LOG_FORMAT", "xml", "--log-format"),
         ("MUSTER_LISTEN_ADDR", "nowhere", "--listen-addr"),
+        (
+            "MUSTER_LEADER_ELECT_RETRY_PERIOD",
+            "often",
+            "--leader-elect-retry-period",
+        ),
     ] {
         let (status, stderr) = s.refused(&[], &[("MUSTER_KUBECONFIG", &kc), (var, value)])?;
         assert_eq!(status.code(), Some(2), "{var}={value}: {status}; {stderr}");

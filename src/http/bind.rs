@@ -7,7 +7,7 @@ use axum::Json;
 use futures::future::join_all;
 use tracing::{debug, info, warn};
 
-use super::call::{Bind, Call, NOT_READY};
+use super::call::{Bind, Call};
 use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
 use crate::state::Shared;
 use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
@@ -21,8 +21,8 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
         call.record(outcome);
         Json(ExtenderBindingResult { error }).into_response()
     };
-    if !call.is_ready() {
-        return answer("refused", NOT_READY.into());
+    if let Err(refusal) = call.admit() {
+        return answer("refused", refusal.message());
     }
     let shared = &*call.shared;
     let request = BindRequest {
@@ -47,6 +47,13 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
                 .held
                 .hold(&shared.table, &gang, &args.pod_uid, call.bind_wait)
                 .await;
+            if !matches!(held, Some(Ok(()))) {
+                // Stepped down while holding: the seat is gone with the table, and the new
+                // leader decides when kube-scheduler retries there.
+                if let Err(refusal) = call.admit() {
+                    return answer("refused", refusal.message());
+                }
+            }
             match held {
                 Some(Ok(())) => answer("ok", String::new()),
                 Some(Err(e)) => answer("refused", e),

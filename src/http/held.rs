@@ -83,6 +83,14 @@ impl HeldBinds {
         }
     }
 
+    /// Wakes every held bind call (this replica stopped deciding).
+    pub fn wake_all(&self) {
+        let gangs: Vec<GangKey> = self.wakers.iter().map(|e| e.key().clone()).collect();
+        for gang in gangs {
+            self.wake(&gang);
+        }
+    }
+
     /// Forgets results nobody picked up (the held call had already given up).
     pub fn purge(&self, now: Instant) {
         self.results

@@ -46,7 +46,11 @@ pub fn router(state: AppState, prefix: &str) -> Router {
     let verbs = Router::new()
         .route("/filter", post(filter::filter))
         .route("/prioritize", post(prioritize::prioritize))
-        .route("/bind", post(bind::bind));
+        .route("/bind", post(bind::bind))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            ops::close_unless_leading,
+        ));
     let verbs = if prefix.is_empty() {
         verbs
     } else {

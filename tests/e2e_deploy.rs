@@ -6,7 +6,7 @@
 //! is applied with server-side dry-run (so admission, schema validation and Pod Security judge
 //! them), then applied for real so SubjectAccessReviews can prove the RBAC grants what muster and
 //! the second kube-scheduler call — and that muster's ClusterRole is exactly that, nothing more.
-//! Tests that need no cluster (the copied scheduler config, the Dockerfile's inputs) are plain.
+//! Tests that need no cluster (the copied scheduler config, the Dockerfile's input) are plain.
 
 use muster_harness::Timer;
 use std::collections::BTreeSet;
@@ -690,47 +690,52 @@ fn second_scheduler_config_copy_is_byte_identical() -> Result<()> {
     Ok(())
 }
 
-/// The Dockerfile cannot be built here (no container engine); at least its COPY sources must
-/// exist, and every workspace member must be among them (cargo reads all members).
+/// deploy/Dockerfile only copies the static binary (tests/e2e_image.rs builds and runs it): its
+/// default BINARY is where deploy/build-static-binary puts a release build, and .dockerignore
+/// lets exactly that file into a `docker build` context of the repository root.
 #[test]
-fn dockerfile_copies_existing_paths_and_every_workspace_member() -> Result<()> {
+fn dockerfile_copies_the_static_binary_that_dockerignore_lets_through() -> Result<()> {
     let root = repo_root();
     let text = fs::read_to_string(root.join("deploy/Dockerfile"))?;
-    let mut sources = Vec::new();
-    for line in text.lines().map(str::trim) {
-        let Some(rest) = line.strip_prefix("COPY ") else {
-            continue;
-        };
-        if rest.starts_with("--from") {
-            continue;
-        }
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        ensure!(words.len() >= 2, "odd COPY line: {line}");
-        for src in &words[..words.len() - 1] {
-            ensure!(
-                root.join(src).exists(),
-                "deploy/Dockerfile copies {src}, which does not exist"
-            );
-            sources.push(src.trim_end_matches('/').to_string());
-        }
-    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
     ensure!(
-        text.lines()
-            .any(|l| l.trim() == "USER 65532:65532" || l.trim() == "USER 65532"),
-        "image runs as 65532"
+        lines.first() == Some(&"FROM scratch"),
+        "one stage, FROM scratch: {lines:?}"
     );
-    let manifest = fs::read_to_string(root.join("Cargo.toml"))?;
-    let members = manifest
-        .split("members")
-        .nth(1)
-        .and_then(|s| s.split(']').next())
-        .context("no workspace members in Cargo.toml")?;
-    for m in members.split('"').skip(1).step_by(2) {
-        let m = m.trim_end_matches('/');
-        ensure!(
-            m == "." || sources.iter().any(|s| s == m),
-            "workspace member {m} is not copied by deploy/Dockerfile"
-        );
-    }
+    let default = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("ARG BINARY="))
+        .context("no ARG BINARY=<default path>")?;
+    let want = format!(
+        "target/{}-unknown-linux-gnu/release/muster",
+        std::env::consts::ARCH
+    );
+    ensure!(
+        default == want,
+        "ARG BINARY={default}, deploy/build-static-binary builds {want}"
+    );
+    ensure!(
+        lines.contains(&"COPY ${BINARY} /muster"),
+        "the binary is copied to /muster: {lines:?}"
+    );
+    ensure!(lines.contains(&"USER 65532:65532"), "image runs as 65532");
+    ensure!(
+        lines.contains(&r#"ENTRYPOINT ["/muster"]"#),
+        "entrypoint /muster: {lines:?}"
+    );
+    let ignore = fs::read_to_string(root.join(".dockerignore"))?;
+    let rules: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    ensure!(
+        rules == ["*", &format!("!{want}")],
+        ".dockerignore should exclude everything but {want}: {rules:?}"
+    );
     Ok(())
 }

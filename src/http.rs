@@ -63,6 +63,37 @@ pub fn router(state: AppState, prefix: &str) -> Router {
         .with_state(state)
 }
 
+/// The extender verbs (under `prefix`) and `/gangs`: what the HTTPS listener serves when the
+/// operational endpoints have a listener of their own (`--ops-listen-addr`). `/gangs` stays here
+/// because it names pods of every namespace: it gets the verbs' client-certificate check.
+pub fn verbs_router(state: AppState, prefix: &str) -> Router {
+    let verbs = Router::new()
+        .route("/filter", post(filter))
+        .route("/prioritize", post(prioritize))
+        .route("/bind", post(bind));
+    let verbs = if prefix.is_empty() {
+        verbs
+    } else {
+        Router::new().nest(prefix, verbs)
+    };
+    Router::new()
+        .route("/gangs", get(gangs))
+        .merge(verbs)
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// `/healthz`, `/readyz` and `/metrics`: plain HTTP on `--ops-listen-addr`, for kubelet probes
+/// and Prometheus, which present no client certificate.
+pub fn ops_router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(state)
+}
+
 // ---------------------------------------------------------------- errors
 
 /// A request that is not a valid extender request.

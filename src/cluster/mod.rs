@@ -1,5 +1,6 @@
 //! Kubernetes I/O: the watches that keep the gang table current, the binder, the Event
-//! publisher, and the self-managed certificate Secrets. Nothing in here decides anything; decisions live in [`crate::model`].
+//! publisher, and the self-managed certificate Secrets. Nothing in here decides anything;
+//! decisions live in [`crate::model`] (and [`crate::pki`] for certificates).
 
 pub mod binder;
 pub mod certs;

@@ -5,8 +5,11 @@
 //! `podman run` does not work on the CI machine (crun: cgroups v1 "hybrid mode"), so the image is
 //! exported to a directory and its entrypoint started with `chroot --userspec=<image user>`: the
 //! same files, user and arguments a container runtime would use, without namespaces or cgroups.
-//! It shows that the static binary starts with nothing but itself (no libc, no shell, no CA
-//! bundle), turns ready, places the README's seed gang, and stops cleanly on SIGTERM.
+//! muster runs with the flags of `deploy/deployment.yaml` (self-managed certificates, verbs over
+//! HTTPS on one port, probes and metrics over HTTP on another), so this shows that the static
+//! binary does all of that with nothing but itself (no libc, no shell, no CA bundle) as the
+//! image's user: it turns ready, kube-scheduler places the README's seed gang through it with
+//! the client certificate from muster's Secret, and it stops cleanly on SIGTERM.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,9 +18,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use k8s_openapi::api::core::v1::Secret;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::paths::repo_root;
 use muster_harness::process::{free_port, http_get, signal, tail};
+use muster_harness::tls::ExtenderTls;
 use muster_harness::{
     wait_for, ControlPlane, ControlPlaneOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
     Timer,
@@ -29,6 +34,10 @@ const READY: Duration = Duration::from_secs(60);
 const PLACE: Duration = Duration::from_secs(60);
 /// muster's own shutdown is immediate once in-flight requests finish.
 const STOP: Duration = Duration::from_secs(15);
+/// What deploy/deployment.yaml passes.
+const NS: &str = "muster-system";
+const CERTS_DIR: &str = "/var/run/muster/certs";
+const CLIENT_SECRET: &str = "muster-scheduler-client-cert";
 /// Linux's SIGTERM (the harness's `signal` takes the raw number).
 const SIGTERM: i32 = 15;
 
@@ -139,21 +148,32 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
 
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
     let kubeconfig = kubeconfig_inside(&cp, &rootfs)?;
-    let port = free_port()?;
+    let client = cp.client();
+    k8s::create_namespace(&client, NS).await?;
+    let (port, ops_port) = (free_port()?, free_port()?);
     let log_path = cp.dir().join("muster-image.log");
     let log = fs::File::create(&log_path)?;
     let (user, group) = fact("user")
         .split_once(':')
         .map(|(u, g)| (u.to_string(), g.to_string()))
         .context("user is not uid:gid")?;
+    // The pod's writable emptyDir for the certificates (the image's root is read-only there).
+    let certs_dir = rootfs.join(CERTS_DIR.trim_start_matches('/'));
+    fs::create_dir_all(&certs_dir)?;
+    std::os::unix::fs::chown(&certs_dir, Some(user.parse()?), Some(group.parse()?))?;
     let started = Instant::now();
     let child = Command::new(chroot_path()?)
         .arg(format!("--userspec={user}:{group}"))
         .arg(&rootfs)
         .args(&entrypoint)
         .arg(format!("--listen-addr=127.0.0.1:{port}"))
+        .arg(format!("--ops-listen-addr=127.0.0.1:{ops_port}"))
         .arg(format!("--kubeconfig={kubeconfig}"))
         .arg("--log-format=json")
+        .arg("--self-managed-certs")
+        .arg(format!("--certs-namespace={NS}"))
+        .arg(format!("--certs-dir={CERTS_DIR}"))
+        .arg("--serving-cert-hosts=127.0.0.1")
         // What a container gets: no inherited environment beyond what the test sets.
         .env_clear()
         .env("POD_NAME", "muster-image-e2e")
@@ -175,7 +195,7 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
                 bail!("muster exited early ({s}):\n{}", tail(&logs, 30));
             }
             Ok(
-                match http_get(port, "/readyz", Duration::from_secs(2)).await {
+                match http_get(ops_port, "/readyz", Duration::from_secs(2)).await {
                     Ok((200, _)) => Progress::Done(started.elapsed()),
                     Ok((code, body)) => Progress::NotYet(format!("HTTP {code}: {}", body.trim())),
                     Err(e) => Progress::NotYet(e.to_string()),
@@ -200,13 +220,30 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
         "muster runs with {uid_line}, expected uid {user}"
     );
 
-    // The README's seed gang, through kube-scheduler → the image's muster.
+    // The README's seed gang, through kube-scheduler (with the client certificate muster put in
+    // its Secret) → the image's muster over HTTPS.
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), NS);
+    let secret = secrets.get(CLIENT_SECRET).await?;
+    let client_dir = cp.dir().join("scheduler-client");
+    fs::create_dir_all(&client_dir)?;
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .with_context(|| format!("{CLIENT_SECRET} has no {key}"))?;
+        fs::write(client_dir.join(key), &data.0)?;
+    }
     let so = SchedulerOptions {
-        extender_base_url: Some(format!("http://127.0.0.1:{port}")),
+        extender_base_url: Some(format!("https://127.0.0.1:{port}")),
+        extender_tls: Some(ExtenderTls {
+            ca_file: Some(client_dir.join("ca.crt")),
+            cert_file: Some(client_dir.join("tls.crt")),
+            key_file: Some(client_dir.join("tls.key")),
+        }),
         ..SchedulerOptions::default()
     };
     cp.start_scheduler(so).await?;
-    let client = cp.client();
     k8s::create_namespace(&client, "ml").await?;
     k8s::add_node(&client, "node-1", &NodeShape::cpu("1")).await?;
     k8s::add_node(&client, "node-2", &NodeShape::cpu("1")).await?;
@@ -229,7 +266,7 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
     .await
     .with_context(|| format!("muster log:\n{}", tail(&log_path, 30)))?;
     eprintln!("image: seed gang bound: {bound:?}");
-    let (code, metrics) = http_get(port, "/metrics", Duration::from_secs(5)).await?;
+    let (code, metrics) = http_get(ops_port, "/metrics", Duration::from_secs(5)).await?;
     ensure!(code == 200, "/metrics: HTTP {code}");
     ensure!(
         metrics

@@ -22,9 +22,15 @@ pub enum LogFormat {
 #[derive(Clone, Debug, Parser)]
 #[command(name = "muster", version, about)]
 pub struct Args {
-    /// Address to serve the extender verbs, /healthz, /readyz, /metrics and /gangs on.
+    /// Address to serve the extender verbs and /gangs on (HTTPS with --tls-cert-file or
+    /// --self-managed-certs); also /healthz, /readyz and /metrics unless --ops-listen-addr is set.
     #[arg(long, env = "MUSTER_LISTEN_ADDR", default_value = "0.0.0.0:8888")]
     pub listen_addr: SocketAddr,
+
+    /// Serve /healthz, /readyz and /metrics on this address instead, over plain HTTP (kubelet
+    /// probes and Prometheus present no client certificate). Unset: one port serves everything.
+    #[arg(long, env = "MUSTER_OPS_LISTEN_ADDR")]
+    pub ops_listen_addr: Option<SocketAddr>,
 
     /// Path under which the verbs are served: the path part of the extender `urlPrefix`
     /// ("" serves /filter, /prioritize, /bind).
@@ -70,6 +76,47 @@ pub struct Args {
     /// Require clients (kube-scheduler) to present a certificate signed by this PEM CA.
     #[arg(long, env = "MUSTER_TLS_CLIENT_CA_FILE", requires = "tls_cert_file")]
     pub tls_client_ca_file: Option<PathBuf>,
+
+    /// Create a CA, muster's serving certificate and kube-scheduler's client certificate in
+    /// Secrets of --certs-namespace (or reuse them), serve HTTPS with them requiring the client
+    /// certificate, and renew both leaf certificates before they expire.
+    #[arg(long, env = "MUSTER_SELF_MANAGED_CERTS", conflicts_with_all = ["tls_cert_file", "tls_client_ca_file"])]
+    pub self_managed_certs: bool,
+
+    /// Namespace of the certificate Secrets (muster's own namespace).
+    #[arg(long, env = "MUSTER_CERTS_NAMESPACE", default_value = "muster-system", value_parser = parse_dns_label)]
+    pub certs_namespace: String,
+
+    /// Secret holding the CA certificate and key (type kubernetes.io/tls).
+    #[arg(long, env = "MUSTER_CA_SECRET", default_value = "muster-ca", value_parser = parse_dns_subdomain)]
+    pub ca_secret: String,
+
+    /// Secret holding muster's serving certificate (tls.crt, tls.key, ca.crt).
+    #[arg(long, env = "MUSTER_SERVING_CERT_SECRET", default_value = "muster-serving-cert", value_parser = parse_dns_subdomain)]
+    pub serving_cert_secret: String,
+
+    /// Secret holding kube-scheduler's client certificate (tls.crt, tls.key, ca.crt); the second
+    /// scheduler mounts it.
+    #[arg(long, env = "MUSTER_CLIENT_CERT_SECRET", default_value = "muster-scheduler-client-cert", value_parser = parse_dns_subdomain)]
+    pub client_cert_secret: String,
+
+    /// Names (and IP addresses) the serving certificate is valid for, comma-separated. Default:
+    /// the Service's names muster, muster.<ns>, muster.<ns>.svc, muster.<ns>.svc.cluster.local.
+    #[arg(long, env = "MUSTER_SERVING_CERT_HOSTS", value_delimiter = ',', value_parser = parse_host)]
+    pub serving_cert_hosts: Vec<String>,
+
+    /// How long each leaf certificate is valid; it is renewed when two thirds of it have passed.
+    #[arg(long, env = "MUSTER_CERT_LIFETIME", default_value = "2160h", value_parser = parse_cert_lifetime)]
+    pub cert_lifetime: Duration,
+
+    /// Directory where the serving certificate, its key and the CA certificate are written for
+    /// the HTTPS listener (a writable emptyDir in the pod).
+    #[arg(
+        long,
+        env = "MUSTER_CERTS_DIR",
+        default_value = "/var/run/muster/certs"
+    )]
+    pub certs_dir: PathBuf,
 
     /// Log line format.
     #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value = "text")]
@@ -144,6 +191,31 @@ impl Args {
         }))
     }
 
+    /// Names the self-managed serving certificate is valid for.
+    pub fn serving_hosts(&self) -> Vec<String> {
+        if !self.serving_cert_hosts.is_empty() {
+            return self.serving_cert_hosts.clone();
+        }
+        let ns = &self.certs_namespace;
+        vec![
+            "muster".into(),
+            format!("muster.{ns}"),
+            format!("muster.{ns}.svc"),
+            format!("muster.{ns}.svc.cluster.local"),
+        ]
+    }
+
+    /// A second listener must not take the verbs' port.
+    pub fn check(&self) -> Result<(), String> {
+        match self.ops_listen_addr {
+            Some(ops) if ops.port() == self.listen_addr.port() => Err(format!(
+                "--ops-listen-addr {ops} uses the port of --listen-addr {}; pick another port",
+                self.listen_addr
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub fn model_config(&self) -> ModelConfig {
         ModelConfig {
             default_timeout: self.gang_timeout,
@@ -165,6 +237,55 @@ fn parse_prefix(s: &str) -> Result<String, String> {
         return Err("must be a plain path without '?', '#' or spaces".into());
     }
     Ok(s.trim_end_matches('/').to_string())
+}
+
+/// A namespace name: an RFC 1123 label.
+fn parse_dns_label(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+/// A Secret name: an RFC 1123 subdomain.
+fn parse_dns_subdomain(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| parse_dns_label(l).is_ok());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a Secret name (lower-case letters, digits, '-' and '.')"
+        ))
+    }
+}
+
+/// A certificate host: an IP address or a DNS name (lower-cased).
+fn parse_host(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(s.to_string());
+    }
+    let lower = s.to_ascii_lowercase();
+    parse_dns_subdomain(&lower)
+        .map_err(|_| format!("{s:?} is neither an IP address nor a DNS name"))
+}
+
+fn parse_cert_lifetime(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(30) => {
+            Err("must be at least 30s (renewal happens after two thirds of it)".into())
+        }
+        d => Ok(d),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -239,6 +360,21 @@ mod tests {
             (vec!["--bind-wait", "5m"], "--bind-wait"),
             (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
             (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
+            (vec!["--ops-listen-addr", "nowhere"], "--ops-listen-addr"),
+            (
+                vec![
+                    "--self-managed-certs",
+                    "--tls-cert-file",
+                    "c",
+                    "--tls-key-file",
+                    "k",
+                ],
+                "--tls-cert-file",
+            ),
+            (vec!["--certs-namespace", "Muster"], "--certs-namespace"),
+            (vec!["--ca-secret", "a_b"], "--ca-secret"),
+            (vec!["--serving-cert-hosts", "a b"], "--serving-cert-hosts"),
+            (vec!["--cert-lifetime", "10s"], "--cert-lifetime"),
         ];
         for (args, want) in cases {
             let e = parse(&args).unwrap_err();
@@ -265,6 +401,36 @@ mod tests {
             .contains("--leader-elect-lease-duration"));
         let e = parse(&["--leader-elect-retry-period", "0s"]).unwrap_err();
         assert!(e.contains("--leader-elect-retry-period"), "{e}");
+    }
+
+    #[test]
+    fn ops_port_must_differ_from_the_verbs_port() {
+        let a = parse(&[
+            "--listen-addr=0.0.0.0:8888",
+            "--ops-listen-addr=127.0.0.1:8888",
+        ])
+        .unwrap();
+        let e = a.check().unwrap_err();
+        assert!(e.contains("--ops-listen-addr 127.0.0.1:8888"), "{e}");
+        let a = parse(&["--ops-listen-addr=0.0.0.0:8889"]).unwrap();
+        assert_eq!(a.check(), Ok(()));
+        assert_eq!(parse(&[]).unwrap().ops_listen_addr, None);
+    }
+
+    #[test]
+    fn serving_hosts_default_to_the_service_names() {
+        let a = parse(&["--certs-namespace=gangs"]).unwrap();
+        assert_eq!(
+            a.serving_hosts(),
+            [
+                "muster",
+                "muster.gangs",
+                "muster.gangs.svc",
+                "muster.gangs.svc.cluster.local"
+            ]
+        );
+        let a = parse(&["--serving-cert-hosts=127.0.0.1,Muster.Example"]).unwrap();
+        assert_eq!(a.serving_hosts(), ["127.0.0.1", "muster.example"]);
     }
 
     #[test]

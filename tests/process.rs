@@ -380,7 +380,7 @@ async fn log_format_json_writes_one_object_per_line() -> Result<()> {
     }
     let serving = lines
         .iter()
-        .find(|l| l.contains("muster serving HTTP"))
+        .find(|l| l.contains("muster serving"))
         .ok_or_else(|| anyhow!("no start-up line in {lines:?}"))?;
     let v: serde_json::Value = serde_json::from_str(serving)?;
     assert_eq!(
@@ -403,7 +403,7 @@ async fn log_format_text_is_not_json() -> Result<()> {
     let out = s.stdout();
     let line = out
         .lines()
-        .find(|l| l.contains("muster serving HTTP"))
+        .find(|l| l.contains("muster serving"))
         .ok_or_else(|| anyhow!("no start-up line in {out:?}"))?;
     assert!(
         serde_json::from_str::<serde_json::Value>(line).is_err(),

@@ -564,6 +564,11 @@ pub fn render_scheduler_config(
                 e["urlPrefix"] = json!(format!("{base}{path}"));
                 if base.starts_with("http://") {
                     e["enableHTTPS"] = json!(false);
+                    // The shipped files name certificate files of a real install; kube-scheduler
+                    // loads them even for http:// and would not start without them.
+                    if let Some(e) = e.as_object_mut() {
+                        e.remove("tlsConfig");
+                    }
                 } else if base.starts_with("https://") {
                     e["enableHTTPS"] = json!(true);
                 }
@@ -756,6 +761,19 @@ extenders:
         );
         assert_eq!(v["extenders"][0]["nodeCacheCapable"], true);
         assert_eq!(url_path("http://127.0.0.1:8888"), "");
+
+        // The shipped files' tlsConfig is dropped for a plain-HTTP muster.
+        let shipped = "kind: KubeSchedulerConfiguration
+extenders:
+  - urlPrefix: https://muster.muster-system.svc:8888
+    enableHTTPS: true
+    tlsConfig:
+      caFile: /etc/muster/client/ca.crt
+";
+        let v =
+            render_scheduler_config(shipped, Path::new("/k"), Some("http://h:1"), 1.0, 1).unwrap();
+        assert_eq!(v["extenders"][0]["enableHTTPS"], false);
+        assert!(v["extenders"][0].get("tlsConfig").is_none(), "{v}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{ListParams, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Api, Client};
@@ -28,7 +28,11 @@ pub const USER: &str = "system:serviceaccount:muster-system:muster";
 /// Creates the objects of `deploy/namespace.yaml` and `deploy/rbac.yaml` as they are (an
 /// object that exists already is left alone).
 pub async fn apply_shipped_rbac(client: &Client) -> Result<()> {
-    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+    for file in [
+        "deploy/namespace.yaml",
+        "deploy/rbac.yaml",
+        "deploy/certs-rbac.yaml",
+    ] {
         let path = repo_root().join(file);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
@@ -67,6 +71,22 @@ async fn create(client: &Client, doc: Value) -> Result<()> {
             .create(&pp, &serde_json::from_value(doc)?)
             .await
             .map(drop),
+        "Role" => {
+            let role: Role = serde_json::from_value(doc)?;
+            let ns = role.metadata.namespace.clone().unwrap_or_default();
+            Api::<Role>::namespaced(client.clone(), &ns)
+                .create(&pp, &role)
+                .await
+                .map(drop)
+        }
+        "RoleBinding" => {
+            let binding: RoleBinding = serde_json::from_value(doc)?;
+            let ns = binding.metadata.namespace.clone().unwrap_or_default();
+            Api::<RoleBinding>::namespaced(client.clone(), &ns)
+                .create(&pp, &binding)
+                .await
+                .map(drop)
+        }
         other => bail!("unexpected kind {other:?} (add it to muster_harness::rbac)"),
     };
     match result {

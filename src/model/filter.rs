@@ -5,10 +5,11 @@ use std::time::Instant;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::evidence::EvidenceStore;
 use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::PodInfo;
+use super::objects::{NodeName, PodInfo};
 use super::planner::GangPlan;
 use super::resources::Resources;
 use super::table::GangTable;
@@ -49,6 +50,7 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, None);
         };
         gang.last_attempt = Some(now);
+        gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
             let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));
             return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
@@ -57,7 +59,15 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
+        if EvidenceStore::is_complete(candidates.len(), self.ledger.len()) {
+            let passed = known
+                .iter()
+                .map(|&i| self.ledger.at(i).name().clone())
+                .collect::<rustc_hash::FxHashSet<NodeName>>();
+            self.evidence.record(&pod.uid, passed, now);
+        }
         let plan = self.plan(&key, pod, &known, now);
+        self.note_verdict(&key, &plan);
         match &plan {
             GangPlan::Fits { first_nodes, .. } => {
                 // One node, muster's choice: kube-scheduler then skips scoring (and the
@@ -75,12 +85,8 @@ impl GangTable {
                     })
                     .collect()
             }
-            &GangPlan::DoesNotFit {
-                fit,
-                quorum,
-                missing,
-            } => {
-                let message = messages::does_not_fit(&key, fit, quorum, missing);
+            GangPlan::DoesNotFit(why) => {
+                let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 self.tell_waiting(&key, &message, &plan, pod);
                 let reason: Arc<str> = Arc::from(message);
                 candidates
@@ -190,6 +196,14 @@ impl GangTable {
             .collect()
     }
 
+    /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it
+    /// then do not leave room for it).
+    pub(super) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
+        }
+    }
+
     /// Tells the gang's members why it waits, when the reason changed.
     pub(super) fn tell_waiting(
         &mut self,
@@ -206,7 +220,7 @@ impl GangTable {
         }
         // While members are still being created, only the one asking hears it: the others
         // will ask soon enough, and would hear it again for every new member.
-        let still_arriving = matches!(plan, GangPlan::DoesNotFit { missing, .. } if *missing > 0);
+        let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
         let told: Vec<PodRef> = if still_arriving {
             vec![PodRef::of(asking)]
         } else {

@@ -17,12 +17,14 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::config::ModelConfig;
+use super::evidence::EvidenceStore;
 use super::gang::{Gang, Seat, SeatHolder};
 use super::ledger::NodeLedger;
 use super::membership::GangKey;
 use super::notice::Notice;
 use super::objects::{NodeName, PodUid};
 use super::pods::{PodEntry, PodIndex};
+use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
 
 /// The gang reservation table: the whole state muster decides from.
@@ -32,6 +34,11 @@ pub struct GangTable {
     pub(super) pods: PodIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
+    /// Per member, the nodes its latest filter call passed.
+    pub(super) evidence: EvidenceStore,
+    /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
+    /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
+    pub(super) namespaces: NamespaceLabels,
 }
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
@@ -53,6 +60,8 @@ impl GangTable {
             pods: PodIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
+            evidence: EvidenceStore::default(),
+            namespaces: NamespaceLabels::default(),
         }
     }
 

@@ -10,7 +10,7 @@ use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo};
-use super::planner::GangPlan;
+use super::planner::{GangPlan, Shortfall};
 use super::resources::Resources;
 use super::table::GangTable;
 
@@ -86,6 +86,10 @@ impl GangTable {
                     .collect()
             }
             GangPlan::DoesNotFit(why) => {
+                let for_room = matches!(why, Shortfall::Room { rule: None, .. });
+                if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
+                    self.refused_for_seats(&pod.uid);
+                }
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 self.tell_waiting(&key, &message, &plan, pod);
                 let reason: Arc<str> = Arc::from(message);
@@ -107,12 +111,28 @@ impl GangTable {
     /// else the tightest fit), so it lands where its gang's plan expects and kube-scheduler
     /// skips scoring for it.
     fn filter_by_room(
-        &self,
+        &mut self,
         pod: &PodInfo,
         candidates: &[&str],
         positions: &[Option<usize>],
         gang: Option<&GangKey>,
     ) -> Vec<NodeVerdict> {
+        let (verdicts, for_seats) = self.verdicts_by_room(pod, candidates, positions, gang);
+        if for_seats {
+            self.refused_for_seats(&pod.uid);
+        }
+        verdicts
+    }
+
+    /// The verdicts of [`GangTable::filter_by_room`], and whether the pod was refused only
+    /// because seats hold the room: it would fit on some node if that node's seats were gone.
+    fn verdicts_by_room(
+        &self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        positions: &[Option<usize>],
+        gang: Option<&GangKey>,
+    ) -> (Vec<NodeVerdict>, bool) {
         let gang = gang.and_then(|k| self.gangs.get(k));
         let own_seat = gang
             .and_then(|g| g.seat_of(&pod.uid))
@@ -176,10 +196,11 @@ impl GangTable {
         }
         if any_fits {
             // kube-scheduler reads failure reasons only when no node passes.
-            return verdicts;
+            return (verdicts, false);
         }
         // Second pass, nothing fits: say why for each node.
-        candidates
+        let mut for_seats = false;
+        let verdicts = candidates
             .iter()
             .zip(positions)
             .map(|(name, p)| {
@@ -190,10 +211,17 @@ impl GangTable {
                     .ledger
                     .shortfall(i, &pod.requests, None, None)
                     .expect("the first pass found no room here");
-                let seats_here = !self.ledger.at(i).reserved().is_zero();
+                let reserved = self.ledger.at(i).reserved();
+                let seats_here = !reserved.is_zero();
+                for_seats |= seats_here
+                    && self
+                        .ledger
+                        .shortfall(i, &pod.requests, Some(reserved), None)
+                        .is_none();
                 NodeVerdict::Unschedulable(Arc::from(messages::no_room(&short, seats_here)))
             })
-            .collect()
+            .collect();
+        (verdicts, for_seats)
     }
 
     /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it

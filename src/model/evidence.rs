@@ -4,7 +4,8 @@
 //!
 //! The list is evidence only when it is complete: kube-scheduler stops filtering once it has
 //! found `numFeasibleNodesToFind` nodes, which is never fewer than 100 (or every node), so a
-//! list of fewer than [`COMPLETE_BELOW`] names, or of every node, is everything that passed.
+//! list of fewer than [`COMPLETE_BELOW`] names is everything that passed. A list of every node
+//! excludes nothing and is not kept.
 //! Memory is bounded: at most [`MAX_MEMBERS`] members, oldest dropped first, and nothing older
 //! than the age the table allows.
 
@@ -30,9 +31,12 @@ pub(super) struct EvidenceStore {
 }
 
 impl EvidenceStore {
-    /// Whether a filter call naming `listed` of the `known` nodes lists every node that passed.
-    pub fn is_complete(listed: usize, known: usize) -> bool {
-        listed < COMPLETE_BELOW || listed >= known
+    /// Whether a filter call that passed `listed` of the `known` nodes says where the member
+    /// may not go: the list is complete (fewer than [`COMPLETE_BELOW`]) and leaves some node
+    /// out. A list of every node excludes nothing, so it is not kept (a 5,000-node list would
+    /// cost a set of 5,000 names per call for no information).
+    pub fn is_informative(listed: usize, known: usize) -> bool {
+        listed < COMPLETE_BELOW && listed < known
     }
 
     /// The nodes `uid`'s latest filter call passed, at `now`.
@@ -117,12 +121,13 @@ mod tests {
     }
 
     #[test]
-    fn a_list_is_complete_below_kube_schedulers_minimum_or_when_it_names_every_node() {
-        assert!(EvidenceStore::is_complete(99, 5000));
+    fn a_list_is_evidence_when_complete_and_short_of_every_node() {
+        assert!(EvidenceStore::is_informative(99, 5000));
         assert!(
-            !EvidenceStore::is_complete(100, 5000),
+            !EvidenceStore::is_informative(100, 5000),
             "the search may have stopped early"
         );
-        assert!(EvidenceStore::is_complete(150, 150));
+        assert!(!EvidenceStore::is_informative(4, 4), "every node passed");
+        assert!(EvidenceStore::is_informative(2, 4));
     }
 }

@@ -59,12 +59,16 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
-        if EvidenceStore::is_complete(candidates.len(), self.ledger.len()) {
+        if EvidenceStore::is_informative(candidates.len(), self.ledger.len()) {
             let passed = known
                 .iter()
                 .map(|&i| self.ledger.at(i).name().clone())
                 .collect::<rustc_hash::FxHashSet<NodeName>>();
             self.evidence.record(&pod.uid, passed, now);
+        } else {
+            // Every node passed, or the list may be cut short: nothing is known to be
+            // excluded, and older evidence is superseded.
+            self.evidence.forget(&pod.uid);
         }
         let plan = self.plan(&key, pod, &known, now);
         self.note_verdict(&key, &plan);

@@ -289,3 +289,54 @@ fn a_member_is_planned_only_onto_nodes_its_own_filter_call_passed() {
     w.advance(Duration::from_secs(30));
     assert_eq!(w.filter(&a).0, ["n2"]);
 }
+
+/// PodTopologySpread (`DoNotSchedule`, maxSkew 1 over zones): four members, three one-CPU
+/// nodes in zone a and one in zone b. Room for all four by CPU, but a 3/1 split has skew 2, so
+/// the gang holds nothing; a second zone-b node lets it fit 2/2.
+#[test]
+fn a_gang_that_cannot_spread_evenly_enough_holds_nothing() {
+    use crate::model::rules::fixtures::{selector, ZONE};
+    use crate::model::rules::{InclusionPolicy, SpreadConstraint};
+    let zoned = |name: &str, zone: &str| testkit::node(name).cpu(1000).label(ZONE, zone).build();
+    let mut w = World::new(&[
+        zoned("a1", "a"),
+        zoned("a2", "a"),
+        zoned("a3", "a"),
+        zoned("b1", "b"),
+    ]);
+    let spread = SpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.to_string(),
+        selector: selector(&[("job", "s")]),
+        match_label_keys: vec![],
+        min_domains: 1,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    };
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            PodRulesBuilder::default()
+                .spread(spread.clone())
+                .on(pod(&format!("s{i}"))
+                    .cpu(1000)
+                    .label("job", "s")
+                    .gang("s", 4)
+                    .build())
+        })
+        .collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    let (ok, reasons) = w.filter(&members[0]);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        [
+            "gang ml/s: 3 of 4 members placed; no node for the next: 0/4 nodes are available: \
+          1 node(s) didn't have enough room, \
+          3 node(s) didn't match pod topology spread constraints."
+        ]
+    );
+    assert_eq!(total_reserved(&w), 0);
+
+    w.table.apply_node(zoned("b2", "b"));
+    assert_eq!(w.filter(&members[0]).0.len(), 1, "2/2 over the zones");
+}

@@ -51,6 +51,11 @@ pub struct Args {
     #[arg(long, env = "MUSTER_GANG_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub gang_backoff: Duration,
 
+    /// Room for members of a gang not created yet is held only this long after the newest
+    /// member appeared; a gang without a declared size decides its quorum only after it.
+    #[arg(long, env = "MUSTER_CREATION_WINDOW", default_value = "5s", value_parser = parse_creation_window)]
+    pub creation_window: Duration,
+
     /// How long a bind call of a gang member below quorum is held open for the rest of the gang
     /// (0s: answer "waiting" at once). Keep it below the extender's httpTimeout.
     #[arg(long, env = "MUSTER_BIND_WAIT", default_value = "5s", value_parser = parse_bind_wait)]
@@ -220,6 +225,7 @@ impl Args {
         ModelConfig {
             default_timeout: self.gang_timeout,
             backoff: self.gang_backoff,
+            creation_window: self.creation_window,
             ..ModelConfig::default()
         }
     }
@@ -308,6 +314,16 @@ fn parse_bind_wait(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_creation_window(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d > Duration::from_secs(600) => Err(
+            "must be at most 10m: room held for pods that may never come is taken from others"
+                .into(),
+        ),
+        d => Ok(d),
+    }
+}
+
 fn parse_body_limit(s: &str) -> Result<usize, String> {
     let n: usize = s
         .trim()
@@ -343,6 +359,8 @@ mod tests {
         assert_eq!(a.listen_addr.port(), 8888);
         assert_eq!(a.url_prefix, "");
         assert_eq!(a.gang_timeout, Duration::from_secs(60));
+        assert_eq!(a.creation_window, Duration::from_secs(5));
+        assert_eq!(a.model_config().creation_window, Duration::from_secs(5));
         assert_eq!(a.max_body_bytes, 32 << 20);
         assert_eq!(a.log_format, LogFormat::Text);
     }
@@ -358,6 +376,8 @@ mod tests {
             (vec!["--log-level", "muster=loud"], "--log-level"),
             (vec!["--log-format", "xml"], "--log-format"),
             (vec!["--bind-wait", "5m"], "--bind-wait"),
+            (vec!["--creation-window", "1h"], "--creation-window"),
+            (vec!["--creation-window", "later"], "--creation-window"),
             (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
             (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
             (vec!["--ops-listen-addr", "nowhere"], "--ops-listen-addr"),

@@ -95,6 +95,7 @@ impl GangTable {
         let Some((info, uncharge)) = self.pods.remove(uid) else {
             return;
         };
+        self.evidence.forget(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,

@@ -158,7 +158,8 @@ impl GangTable {
         node: NodeName,
         now: Instant,
     ) -> BindDecision {
-        let gang = self.gangs.get(key).expect("member's gang exists");
+        let gang = self.gangs.get_mut(key).expect("member's gang exists");
+        gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
             return BindDecision::Reject(BindRejection::GangCannotBePlaced(messages::backing_off(
                 key, left,
@@ -171,16 +172,13 @@ impl GangTable {
         } else {
             let position = self.ledger.position(&node).expect("bind checked the node");
             let plan = self.plan(key, info, &[position], now);
+            self.note_verdict(key, &plan);
             match plan {
                 GangPlan::Fits {
                     seats, not_created, ..
                 } => self.take_planned_seats(key, info, node, seats, not_created, now),
-                GangPlan::DoesNotFit {
-                    fit,
-                    quorum,
-                    missing,
-                } => {
-                    let message = messages::does_not_fit(key, fit, quorum, missing);
+                GangPlan::DoesNotFit(ref why) => {
+                    let message = messages::does_not_fit(key, why, self.config.creation_window);
                     self.tell_waiting(key, &message, &plan, info);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }

@@ -14,15 +14,18 @@
 //! takes its first seat, it holds room for all of its quorum (members not created yet
 //! included, assumed as large as the largest member that exists).
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::config::ModelConfig;
+use super::evidence::EvidenceStore;
 use super::gang::{Gang, Seat, SeatHolder};
 use super::ledger::NodeLedger;
 use super::membership::GangKey;
-use super::notice::Notice;
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodUid};
 use super::pods::{PodEntry, PodIndex};
+use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
 
 /// The gang reservation table: the whole state muster decides from.
@@ -32,7 +35,22 @@ pub struct GangTable {
     pub(super) pods: PodIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
+    /// Per member, the nodes its latest filter call passed.
+    pub(super) evidence: EvidenceStore,
+    /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
+    /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
+    pub(super) namespaces: NamespaceLabels,
+    /// Pods the filter refused because gang seats held the room they needed. kube-scheduler
+    /// re-queues a refused pod only on a cluster event, and muster releasing seats is none:
+    /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
+    pub(super) refused_for_seats: HashSet<PodUid>,
+    /// Seats were released since the last `take_notices`.
+    seats_released: bool,
 }
+
+/// Pods remembered as refused for held room, at most (the oldest are not told; kube-scheduler's
+/// own periodic flush still retries them).
+const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Copy, Debug)]
@@ -53,12 +71,37 @@ impl GangTable {
             pods: PodIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
+            evidence: EvidenceStore::default(),
+            namespaces: NamespaceLabels::default(),
+            refused_for_seats: HashSet::default(),
+            seats_released: false,
         }
     }
 
-    /// Notices produced since the last call.
+    /// Notices produced since the last call; when seats were released meanwhile, a `Retry`
+    /// for every pod refused for held room.
     pub fn take_notices(&mut self) -> Vec<Notice> {
+        if std::mem::take(&mut self.seats_released) {
+            let refused = std::mem::take(&mut self.refused_for_seats);
+            let retry = refused
+                .iter()
+                .filter_map(|u| self.pods.get(u))
+                .filter(|p| p.is_pending())
+                .map(|p| Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::Retry,
+                    message: messages::RETRY.to_string(),
+                });
+            self.notices.extend(retry.collect::<Vec<_>>());
+        }
         std::mem::take(&mut self.notices)
+    }
+
+    /// The filter refused `uid` because seats held the room it needed.
+    pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
+        if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
+            self.refused_for_seats.insert(uid.clone());
+        }
     }
 
     pub fn node_count(&self) -> usize {
@@ -102,6 +145,7 @@ impl GangTable {
         self.ledger.reserve(&seat.node, &seat.requests);
         if let Some(old) = gang.insert_seat(holder, seat) {
             self.ledger.unreserve(&old.node, &old.requests);
+            self.seats_released = true;
         }
     }
 
@@ -110,6 +154,7 @@ impl GangTable {
         let gang = self.gangs.get_mut(key)?;
         let seat = gang.remove_seat(holder)?;
         self.ledger.unreserve(&seat.node, &seat.requests);
+        self.seats_released = true;
         gang.settle_after_seats_removed();
         Some(seat)
     }
@@ -130,6 +175,7 @@ impl GangTable {
         for h in release {
             if let Some(s) = gang.remove_seat(h) {
                 self.ledger.unreserve(&s.node, &s.requests);
+                self.seats_released = true;
             }
         }
     }
@@ -144,6 +190,7 @@ impl GangTable {
         for (_, s) in &seats {
             self.ledger.unreserve(&s.node, &s.requests);
         }
+        self.seats_released |= !seats.is_empty();
         seats
     }
 

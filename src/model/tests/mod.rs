@@ -8,6 +8,7 @@ use crate::testkit;
 
 mod competing;
 mod feasibility;
+mod holds_nothing;
 mod lifetimes;
 mod verbs;
 

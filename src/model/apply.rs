@@ -119,6 +119,9 @@ impl GangTable {
         self.unseat(key, &SeatHolder::Member(uid.clone()));
         let empty = self.gangs.get_mut(key).is_some_and(|g| g.leave(uid));
         if empty {
+            // Room it still held for members not created yet goes with it.
+            self.unseat_all(key);
+            self.released.push(key.clone());
             self.gangs.remove(key);
         } else {
             self.refresh_spec(key);

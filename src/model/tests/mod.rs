@@ -11,6 +11,7 @@ mod competing;
 mod feasibility;
 mod lifetimes;
 mod members;
+mod model_check;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

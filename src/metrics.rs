@@ -44,8 +44,11 @@ pub struct Metrics {
     pub gang_timeouts: Counter,
     pub quorum_waits: Counter,
     pub bind_failures: Counter,
+    pub bind_retries: Counter,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
+    /// Objects the watches could not read in full (skipped, or kept with what was read).
+    pub unreadable_objects: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
     cache_pods: Gauge,
     cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -87,8 +90,10 @@ impl Metrics {
             gang_timeouts: Counter::default(),
             quorum_waits: Counter::default(),
             bind_failures: Counter::default(),
+            bind_retries: Counter::default(),
             events_dropped,
             watch_errors: Family::default(),
+            unreadable_objects: Family::default(),
             cache_nodes: Gauge::default(),
             cache_pods: Gauge::default(),
             cache_age: Gauge::default(),
@@ -131,13 +136,23 @@ impl Metrics {
         );
         registry.register(
             "bind_failures",
-            "Bindings muster could not create",
+            "Bindings muster could not create: refused for good, or still failing after retries",
             m.bind_failures.clone(),
+        );
+        registry.register(
+            "bind_retries",
+            "Bindings tried again after a transient error (429, 5xx, timeout, conflict)",
+            m.bind_retries.clone(),
         );
         registry.register(
             "events_dropped",
             "Kubernetes Events dropped because the publisher fell behind",
             m.events_dropped.clone(),
+        );
+        registry.register(
+            "unreadable_objects",
+            "Pods and nodes with a field muster cannot read: a pending pod is skipped, a bound pod fills its node for that resource, a node is kept without it",
+            m.unreadable_objects.clone(),
         );
         registry.register(
             "watch_errors",
@@ -162,6 +177,12 @@ impl Metrics {
             m.leader_takeovers.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    pub fn count_unreadable(&self, kind: &'static str) {
+        self.unreadable_objects
+            .get_or_create(&KindLabel { kind })
+            .inc();
     }
 
     pub fn touch_cache(&self) {

@@ -98,12 +98,19 @@ impl Shared {
         self.held.wake(gang);
     }
 
-    /// Hands notices the table produced to the Event publisher.
+    /// Hands notices the table produced to the Event publisher, and wakes the bind calls
+    /// held for gangs that lost seats (so a member without a seat answers at once).
     pub fn flush_notices(&self) {
-        let notices = self.table.lock().take_notices();
+        let (notices, released) = {
+            let mut table = self.table.lock();
+            (table.take_notices(), table.take_released())
+        };
         // A standby's watches see the same objects as the leader's: only the leader reports.
         if !notices.is_empty() && self.leadership.is_leading(Instant::now()) {
             self.events.send_all(notices);
+        }
+        for gang in &released {
+            self.held.wake(gang);
         }
     }
 

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tower::ServiceExt;
 
-use muster::cluster::binder::Binder;
+use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
 use muster::cluster::leader::role::Leadership;
 use muster::http::{router, AppState};
@@ -24,7 +24,7 @@ struct RecordingBinder {
 }
 
 impl Binder for RecordingBinder {
-    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), String>> {
+    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
         self.calls.lock().push(format!("{pod}@{node}"));
         Box::pin(async { Ok(()) })
     }

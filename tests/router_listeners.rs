@@ -11,7 +11,7 @@ use axum::Router;
 use futures::future::BoxFuture;
 use tower::ServiceExt;
 
-use muster::cluster::binder::Binder;
+use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
 use muster::http::{ops_router, router, verbs_router, AppState};
 use muster::model::{ModelConfig, NodeName, PodRef};
@@ -21,8 +21,8 @@ use muster::state::Shared;
 struct NoBinder;
 
 impl Binder for NoBinder {
-    fn bind(&self, _: PodRef, _: NodeName) -> BoxFuture<'static, Result<(), String>> {
-        Box::pin(async { Err("not in this test".to_string()) })
+    fn bind(&self, _: PodRef, _: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
+        Box::pin(async { Err(BindError::Permanent("not in this test".to_string())) })
     }
 }
 

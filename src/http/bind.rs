@@ -8,7 +8,8 @@ use futures::future::join_all;
 use tracing::{debug, info, warn};
 
 use super::call::{Bind, Call};
-use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
+use crate::cluster::binder::{self, RetryPolicy};
+use crate::model::{BindDecision, BindRequest, NodeName, PodRef};
 use crate::state::Shared;
 use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 
@@ -58,22 +59,19 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
                 Some(Ok(())) => answer("ok", String::new()),
                 Some(Err(e)) => answer("refused", e),
                 None => {
-                    // The wait outlasted the hold: now it is worth telling the user.
-                    shared.events.send_all(vec![Notice {
-                        pod: PodRef {
-                            namespace: args.pod_namespace.as_str().into(),
-                            name: args.pod_name.as_str().into(),
-                            uid: args.pod_uid.as_str().into(),
-                        },
-                        kind: NoticeKind::Waiting,
-                        message: message.clone(),
-                    }]);
+                    // The wait outlasted the hold: now it is worth telling the user (once
+                    // per reason: kube-scheduler retries the member every few seconds).
+                    shared
+                        .table
+                        .lock()
+                        .wait_outlasted_hold(&args.pod_uid, &message);
+                    shared.flush_notices();
                     answer("refused", message)
                 }
             }
         }
         BindDecision::BindNow { pod: who, node } => {
-            let result = shared.binder.bind(who.clone(), node.clone()).await;
+            let result = bind_retrying(shared, &who, &node).await;
             finish_binding(shared, &who, &node, &result);
             match result {
                 Ok(()) => answer("ok", String::new()),
@@ -83,9 +81,7 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
         BindDecision::BindGang { gang, members } => {
             info!(%gang, members = members.len(), "quorum reached; binding the gang");
             shared.metrics.gangs_placed.inc();
-            let calls = members
-                .iter()
-                .map(|(p, n)| shared.binder.bind(p.clone(), n.clone()));
+            let calls = members.iter().map(|(p, n)| bind_retrying(shared, p, n));
             let results = join_all(calls).await;
             let mut mine = Ok(());
             let now = Instant::now();
@@ -107,16 +103,35 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
     }
 }
 
+/// One binding, tried again while the API server's errors are transient; the pod keeps its
+/// node in the table meanwhile.
+async fn bind_retrying(shared: &Shared, pod: &PodRef, node: &NodeName) -> Result<(), String> {
+    let retried = || {
+        shared.metrics.bind_retries.inc();
+    };
+    binder::bind_retrying(
+        &*shared.binder,
+        pod.clone(),
+        node.clone(),
+        RetryPolicy::default(),
+        retried,
+    )
+    .await
+}
+
 fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
     format!("binding {pod} to {node} failed: {error}")
 }
 
-/// Tells the table how a binding muster made ended (a failure frees the pod's room).
+/// Tells the table how a binding muster made ended (after its retries).
 fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Result<(), String>) {
     if let Err(e) = result {
         warn!(%pod, %node, error = %e, "binding failed");
         shared.metrics.bind_failures.inc();
-        shared.table.lock().bind_finished(pod, node, Err(e.clone()));
+        shared
+            .table
+            .lock()
+            .bind_finished(pod, node, Err(e.clone()), Instant::now());
         shared.flush_notices();
     } else {
         debug!(%pod, %node, "bound");

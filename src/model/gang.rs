@@ -76,6 +76,9 @@ pub struct Gang {
     /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
     /// takes nothing, so gangs behind it do not leave room for it.
     pub blocked_by_rule: bool,
+    /// The waiting reason last told to each seated member whose held bind call gave up, so
+    /// a member retried every few seconds hears it once per change.
+    told_waiting: BTreeMap<PodUid, String>,
 }
 
 impl Default for Gang {
@@ -91,6 +94,7 @@ impl Default for Gang {
             arrived_unnoted: false,
             newest_arrival: None,
             blocked_by_rule: false,
+            told_waiting: BTreeMap::new(),
         }
     }
 }
@@ -143,7 +147,17 @@ impl Gang {
     /// Returns whether the gang has no member left.
     pub fn leave(&mut self, uid: &str) -> bool {
         self.members.remove(uid);
+        self.told_waiting.remove(uid);
         self.members.is_empty()
+    }
+
+    /// Records that `uid` was told `message`; false if it was the last thing it was told.
+    pub fn tell_waiting_once(&mut self, uid: &PodUid, message: &str) -> bool {
+        if self.told_waiting.get(uid).is_some_and(|m| m == message) {
+            return false;
+        }
+        self.told_waiting.insert(uid.clone(), message.to_string());
+        true
     }
 
     // === seats (changed only with the ledger, by `GangTable`) ===

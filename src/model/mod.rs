@@ -29,6 +29,7 @@ mod planner;
 mod pods;
 mod prioritize;
 pub mod quantity;
+mod quorum;
 mod rebuild;
 pub mod resources;
 pub mod rules;

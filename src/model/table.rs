@@ -16,6 +16,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::bind::BindRejection;
 use super::config::ModelConfig;
 use super::evidence::EvidenceStore;
 use super::gang::{Gang, Seat, SeatHolder};
@@ -23,7 +24,7 @@ use super::ledger::NodeLedger;
 use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodUid};
+use super::objects::{NodeName, PodInfo, PodUid};
 use super::pods::{PodEntry, PodIndex};
 use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
@@ -46,6 +47,9 @@ pub struct GangTable {
     pub(super) refused_for_seats: HashSet<PodUid>,
     /// Seats were released since the last `take_notices`.
     seats_released: bool,
+    /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
+    /// calls held for them must look again (a member without a seat answers at once).
+    pub(super) released: Vec<GangKey>,
 }
 
 /// Pods remembered as refused for held room, at most (the oldest are not told; kube-scheduler's
@@ -56,11 +60,18 @@ const MAX_REFUSED_REMEMBERED: usize = 10_000;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GangFacts {
     pub spec: GangSpec,
-    /// Members that exist (pods muster has seen).
+    /// Live members that exist (pods muster has seen, neither finished nor being deleted).
     pub existing: u32,
-    /// Members bound or assumed.
+    /// Live members bound or assumed.
     pub with_nodes: u32,
     pub confirmed_seats: u32,
+}
+
+impl GangFacts {
+    /// Enough live members have nodes: the gang is placed (and a gang without members is).
+    pub fn quorum_met(&self) -> bool {
+        self.with_nodes >= self.spec.quorum
+    }
 }
 
 impl GangTable {
@@ -75,7 +86,13 @@ impl GangTable {
             namespaces: NamespaceLabels::default(),
             refused_for_seats: HashSet::default(),
             seats_released: false,
+            released: Vec::new(),
         }
+    }
+
+    /// Gangs that lost seats since the last call (see the field).
+    pub fn take_released(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.released)
     }
 
     /// Notices produced since the last call; when seats were released meanwhile, a `Retry`
@@ -156,6 +173,7 @@ impl GangTable {
         self.ledger.unreserve(&seat.node, &seat.requests);
         self.seats_released = true;
         gang.settle_after_seats_removed();
+        self.released.push(key.clone());
         Some(seat)
     }
 
@@ -196,9 +214,13 @@ impl GangTable {
 
     /// Drops every seat on a node that is gone (the ledger dropped its reservations with it).
     pub(super) fn unseat_node(&mut self, name: &str) {
-        for gang in self.gangs.values_mut() {
+        for (key, gang) in self.gangs.iter_mut() {
+            let before = gang.seats().len();
             gang.retain_seats(|_, seat| &*seat.node != name);
-            gang.settle_after_seats_removed();
+            if gang.seats().len() < before {
+                gang.settle_after_seats_removed();
+                self.released.push(key.clone());
+            }
         }
     }
 
@@ -225,7 +247,7 @@ impl GangTable {
         };
         f.spec = *gang.spec();
         for uid in gang.members() {
-            let Some(p) = self.pods.get(uid) else {
+            let Some(p) = self.pods.get(uid).filter(|p| p.is_live()) else {
                 continue;
             };
             f.existing += 1;
@@ -237,14 +259,43 @@ impl GangTable {
         f
     }
 
-    /// Whether the gang no longer needs all-or-nothing treatment: it was placed by muster, or
-    /// enough of its members have nodes (bound before a restart, say).
-    pub(super) fn is_placed(&self, key: &GangKey, facts: &GangFacts) -> bool {
-        self.gangs.get(key).is_some_and(Gang::is_placed_flag)
-            || facts.with_nodes >= facts.spec.quorum
+    /// Whether the gang no longer needs all-or-nothing treatment: its live members with nodes
+    /// meet its quorum. Derived, never remembered: members being deleted do not count, so a
+    /// gang whose live members fell below quorum (a job deleted and submitted again, a member
+    /// whose binding failed for good) is gated again, and a restart decides the same.
+    pub(super) fn is_placed(&self, _key: &GangKey, facts: &GangFacts) -> bool {
+        facts.quorum_met()
     }
 
-    /// Members that still need a node: existing, not terminal, not bound or assumed.
+    /// The pod as the watch reported it, for a call that names it. Only the watches create
+    /// pods in the table: a pod muster has not seen (not created yet in its cache, deleted,
+    /// or forged) is refused and the table is unchanged; kube-scheduler retries it later.
+    pub fn seen_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<&PodInfo, BindRejection> {
+        let Some(entry) = self.pods.get(uid) else {
+            return Err(BindRejection::UnknownPod {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+            });
+        };
+        let info = &entry.info;
+        if *info.namespace != *namespace || *info.name != *name {
+            return Err(BindRejection::PodMismatch {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                actual: info.display_name(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// Members that still need a node: live, not bound or assumed.
     pub(super) fn pending_members(&self, key: &GangKey) -> Vec<&PodEntry> {
         let Some(gang) = self.gangs.get(key) else {
             return Vec::new();

@@ -440,8 +440,9 @@ fn apiserver_port(c: &Cluster) -> Result<u16> {
 /// (their bind calls held by muster); kube-scheduler is frozen, the third member is created and
 /// muster sees it, kube-apiserver is killed, kube-scheduler thawed: it schedules the third
 /// member from its cache and muster's bindings at quorum hit a dead API server (counted in
-/// `muster_bind_failures_total`). After kube-apiserver is back the gang ends whole, and on no
-/// poll in between is it partly bound.
+/// `muster_bind_failures_total`). Those failures are transient: muster keeps the gang's seats,
+/// so a plain pod created as soon as kube-apiserver is back does not take the gang's room. The
+/// gang ends whole, and on no poll in between is it partly bound or a node over-committed.
 #[tokio::test]
 async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
     let _t = Timer(
@@ -494,7 +495,17 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
         );
         restarted = Some(start_apiserver_again(&c, stopped).await?);
         eprintln!("kube-apiserver is back");
-        WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await
+        // A plain pod that wants the gang's room arrives at once; the failed bindings were
+        // transient, so the gang keeps its seats and the plain pod gets no room (there is
+        // room for 3 × 100m: it or the gang).
+        c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
+        WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await?;
+        let bound = c.bound_pods(ns).await?;
+        ensure!(
+            !bound.contains_key("plain"),
+            "the plain pod took room of the gang: {bound:?}"
+        );
+        Ok(())
     }
     .await;
     let r = c.report(&[ns], r).await;

@@ -404,6 +404,16 @@ async fn route_muster_through(c: &mut Cluster, proxy: &CuttableProxy) -> Result<
     c.muster.restart().await
 }
 
+/// How many times muster's pod watch completed a (re-)list, from its log (`cache synced`
+/// is logged when a list is done).
+fn pod_cache_syncs(c: &Cluster) -> usize {
+    std::fs::read_to_string(c.muster.log_path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("cache synced") && l.contains("\"pods\""))
+        .count()
+}
+
 /// POSTs a JSON body to muster's plain-HTTP port, as kube-scheduler does; returns the status
 /// and the raw rest of the response.
 async fn post_json(port: u16, path: &str, body: &str) -> Result<(u16, String)> {
@@ -622,10 +632,12 @@ async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_b
 }
 
 /// muster's connection to the API server cut (a proxy in between closes it and refuses new
-/// ones) while a gang waits whole for room; meanwhile a member is deleted and a replacement
-/// created, which muster cannot see. Once the connection heals muster's table follows the
-/// cluster again — the deleted member is gone from `/gangs`, the replacement is there, nothing
-/// else is invented — and when room appears the gang binds whole.
+/// ones) while a gang waits whole for room; meanwhile kube-apiserver restarts (so muster's
+/// watch cannot resume and must list again), a member is deleted and a replacement created,
+/// which muster cannot see. Once the connection heals muster lists again and its table follows
+/// the cluster — the deleted member is gone from `/gangs`, the replacement is there — and a
+/// late filter call for the deleted member does not bring it back. When room appears the gang
+/// binds whole.
 #[tokio::test]
 async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwards() -> Result<()> {
     let _t = Timer(
@@ -635,6 +647,7 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
     let mut c = Cluster::start(MUSTER).await?;
     let ns = "cut";
     let proxy = CuttableProxy::start(apiserver_port(&c)?).await?;
+    let mut restarted = None;
     let r = async {
         route_muster_through(&mut c, &proxy).await?;
         c.namespace(ns).await?;
@@ -649,10 +662,15 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
             .await?;
 
         let errors_before = counter(&c, "muster_watch_errors_total").await?;
+        let syncs_before = pod_cache_syncs(&c);
         proxy.cut();
         wait_counter_above(&c, "muster_watch_errors_total", errors_before)
             .await
             .context("muster's watch should have noticed the cut")?;
+        // kube-apiserver restarted meanwhile: its watch cache starts afresh, so muster cannot
+        // resume its watch where it stopped and must list again.
+        let stopped = kill_apiserver(&c).await?;
+        restarted = Some(start_apiserver_again(&c, stopped).await?);
         // What muster misses: w-2 deleted, w-3 created in its place.
         c.delete_pod(ns, "w-2").await?;
         c.create(member(ns, "w-3", "w", 3)).await?;
@@ -666,6 +684,15 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
 
         proxy.heal();
         let healed = Instant::now();
+        wait_for("muster to list pods again", PLACE, || async {
+            let syncs = pod_cache_syncs(&c);
+            Ok(if syncs > syncs_before {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{syncs} completed pod lists since the start"))
+            })
+        })
+        .await?;
         let g = c
             .wait_gang(
                 ns,
@@ -716,7 +743,9 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
         Ok(())
     }
     .await;
-    c.report(&[ns], r).await
+    let r = c.report(&[ns], r).await;
+    drop(restarted);
+    r
 }
 
 /// A job deleted and re-submitted under the same group name while its old pods still

@@ -505,9 +505,9 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
         );
         restarted = Some(start_apiserver_again(&c, stopped).await?);
         eprintln!("kube-apiserver is back");
-        // A plain pod that wants the gang's room arrives at once; the failed bindings were
-        // transient, so the gang keeps its seats and the plain pod gets no room (there is
-        // room for 3 × 100m: it or the gang).
+        // A plain pod that wants the gang's room arrives at once. The failed bindings were
+        // transient, so the gang keeps its seats and the plain pod gets no room: node-1 holds
+        // 3 × 100m, the gang or the plain pod with two members, not both.
         c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
         WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await?;
         let bound = c.bound_pods(ns).await?;

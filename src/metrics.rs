@@ -44,6 +44,7 @@ pub struct Metrics {
     pub gang_timeouts: Counter,
     pub quorum_waits: Counter,
     pub bind_failures: Counter,
+    pub bind_retries: Counter,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
@@ -83,6 +84,7 @@ impl Metrics {
             gang_timeouts: Counter::default(),
             quorum_waits: Counter::default(),
             bind_failures: Counter::default(),
+            bind_retries: Counter::default(),
             events_dropped,
             watch_errors: Family::default(),
             cache_nodes: Gauge::default(),
@@ -125,8 +127,13 @@ impl Metrics {
         );
         registry.register(
             "bind_failures",
-            "Bindings muster could not create",
+            "Bindings muster could not create: refused for good, or still failing after retries",
             m.bind_failures.clone(),
+        );
+        registry.register(
+            "bind_retries",
+            "Bindings tried again after a transient error (429, 5xx, timeout, conflict)",
+            m.bind_retries.clone(),
         );
         registry.register(
             "events_dropped",

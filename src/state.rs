@@ -71,11 +71,18 @@ impl Shared {
         self.held.wake(gang);
     }
 
-    /// Hands notices the table produced to the Event publisher.
+    /// Hands notices the table produced to the Event publisher, and wakes the bind calls
+    /// held for gangs that lost seats (so a member without a seat answers at once).
     pub fn flush_notices(&self) {
-        let notices = self.table.lock().take_notices();
+        let (notices, released) = {
+            let mut table = self.table.lock();
+            (table.take_notices(), table.take_released())
+        };
         if !notices.is_empty() {
             self.events.send_all(notices);
+        }
+        for gang in &released {
+            self.held.wake(gang);
         }
     }
 

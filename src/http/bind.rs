@@ -8,6 +8,7 @@ use futures::future::join_all;
 use tracing::{debug, info, warn};
 
 use super::call::{Bind, Call, NOT_READY};
+use crate::cluster::binder::{self, RetryPolicy};
 use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
 use crate::state::Shared;
 use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
@@ -66,7 +67,7 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
             }
         }
         BindDecision::BindNow { pod: who, node } => {
-            let result = shared.binder.bind(who.clone(), node.clone()).await;
+            let result = bind_retrying(shared, &who, &node).await;
             finish_binding(shared, &who, &node, &result);
             match result {
                 Ok(()) => answer("ok", String::new()),
@@ -76,9 +77,7 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
         BindDecision::BindGang { gang, members } => {
             info!(%gang, members = members.len(), "quorum reached; binding the gang");
             shared.metrics.gangs_placed.inc();
-            let calls = members
-                .iter()
-                .map(|(p, n)| shared.binder.bind(p.clone(), n.clone()));
+            let calls = members.iter().map(|(p, n)| bind_retrying(shared, p, n));
             let results = join_all(calls).await;
             let mut mine = Ok(());
             let now = Instant::now();
@@ -100,16 +99,35 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
     }
 }
 
+/// One binding, tried again while the API server's errors are transient; the pod keeps its
+/// node in the table meanwhile.
+async fn bind_retrying(shared: &Shared, pod: &PodRef, node: &NodeName) -> Result<(), String> {
+    let retried = || {
+        shared.metrics.bind_retries.inc();
+    };
+    binder::bind_retrying(
+        &*shared.binder,
+        pod.clone(),
+        node.clone(),
+        RetryPolicy::default(),
+        retried,
+    )
+    .await
+}
+
 fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
     format!("binding {pod} to {node} failed: {error}")
 }
 
-/// Tells the table how a binding muster made ended (a failure frees the pod's room).
+/// Tells the table how a binding muster made ended (after its retries).
 fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Result<(), String>) {
     if let Err(e) = result {
         warn!(%pod, %node, error = %e, "binding failed");
         shared.metrics.bind_failures.inc();
-        shared.table.lock().bind_finished(pod, node, Err(e.clone()));
+        shared
+            .table
+            .lock()
+            .bind_finished(pod, node, Err(e.clone()), Instant::now());
         shared.flush_notices();
     } else {
         debug!(%pod, %node, "bound");

@@ -8,7 +8,7 @@ use thiserror::Error;
 use super::gang::{Seat, SeatHolder};
 use super::membership::GangKey;
 use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
+use super::notice::PodRef;
 use super::objects::{NodeName, PodInfo};
 use super::planner::GangPlan;
 use super::resources::{Resources, Shortfall};
@@ -66,6 +66,8 @@ pub enum BindRejection {
     BindInFlight { pod: String, node: String },
     #[error("pod {0} has terminated")]
     Terminal(String),
+    #[error("pod {0} is being deleted: it holds nothing new")]
+    Terminating(String),
     #[error("pod {pod}: {message}")]
     InvalidMembership { pod: String, message: String },
     #[error("node {node} has no room for pod {pod}: {shortfall}")]
@@ -81,22 +83,11 @@ pub enum BindRejection {
 impl GangTable {
     pub fn bind(&mut self, req: BindRequest<'_>, now: Instant) -> BindDecision {
         use BindDecision::Reject;
-        let Some(entry) = self.pods.get(req.uid) else {
-            return Reject(BindRejection::UnknownPod {
-                namespace: req.namespace.into(),
-                name: req.name.into(),
-                uid: req.uid.into(),
-            });
+        let info = match self.seen_pod(req.namespace, req.name, req.uid) {
+            Ok(info) => info.clone(),
+            Err(r) => return Reject(r),
         };
-        let info = entry.info.clone();
-        if *info.namespace != *req.namespace || *info.name != *req.name {
-            return Reject(BindRejection::PodMismatch {
-                namespace: req.namespace.into(),
-                name: req.name.into(),
-                uid: req.uid.into(),
-                actual: info.display_name(),
-            });
-        }
+        let entry = self.pods.get(req.uid).expect("seen_pod found it");
         let Some(node) = self.ledger.get(req.node).map(|e| e.name().clone()) else {
             return Reject(BindRejection::UnknownNode(req.node.into()));
         };
@@ -117,6 +108,9 @@ impl GangTable {
         }
         if info.terminal {
             return Reject(BindRejection::Terminal(info.display_name()));
+        }
+        if info.terminating {
+            return Reject(BindRejection::Terminating(info.display_name()));
         }
         let key = match &info.membership {
             Err(e) => {
@@ -204,37 +198,7 @@ impl GangTable {
             };
         }
 
-        // Quorum: every confirmed seat becomes a binding; planned seats are let go.
-        let mut members = Vec::new();
-        for (holder, seat) in self.unseat_all(key) {
-            let SeatHolder::Member(uid) = holder else {
-                continue;
-            };
-            if seat.confirmed {
-                self.assume(&uid, seat.node.clone());
-                if let Some(p) = self.pods.get(&uid) {
-                    members.push((PodRef::of(&p.info), seat.node));
-                }
-            }
-        }
-        members.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        if let Some(g) = self.gangs.get_mut(key) {
-            g.place();
-        }
-        // One Event per gang, on its first member by name, naming every member's node:
-        // kube-scheduler already puts a Scheduled Event with the node on each member, and an
-        // Event per member was a quarter of all API writes in the end-to-end benchmark.
-        if let Some((first, _)) = members.first() {
-            self.notices.push(Notice {
-                pod: first.clone(),
-                kind: NoticeKind::Placed,
-                message: messages::placed(key, &members, facts.with_nodes),
-            });
-        }
-        BindDecision::BindGang {
-            gang: key.clone(),
-            members,
-        }
+        self.bind_at_quorum(key, info, facts)
     }
 
     /// The plan fitted: the member takes its seat on `node`, every other member its planned
@@ -339,27 +303,5 @@ impl GangTable {
         };
         self.reseat(key, &release, me, seat);
         Ok(())
-    }
-
-    /// Reports the result of a binding call muster made. On failure the pod is no longer
-    /// assumed: it goes back to kube-scheduler, and its gang stays placed.
-    pub fn bind_finished(&mut self, pod: &PodRef, node: &NodeName, result: Result<(), String>) {
-        let Err(error) = result else { return };
-        if let Some((node, requests)) = self.pods.unassume(&pod.uid, node) {
-            self.ledger.uncharge(&node, &requests);
-        }
-        self.notices.push(Notice {
-            pod: pod.clone(),
-            kind: NoticeKind::BindFailed,
-            message: messages::bind_failed(node, &error),
-        });
-        if let Some(key) = self
-            .pods
-            .get(&pod.uid)
-            .and_then(|p| p.info.gang())
-            .map(|m| m.gang.clone())
-        {
-            self.refresh_placed(&key);
-        }
     }
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::bind::BindRejection;
 use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
@@ -27,9 +28,20 @@ pub enum NodeVerdict {
 }
 
 impl GangTable {
-    /// Verdict for each candidate node (same order as `candidates`).
+    /// Verdict for each candidate node (same order as `candidates`), for `pod` as the watch
+    /// reported it (see [`GangTable::seen_pod`]). A pod muster has not seen, or one being
+    /// deleted, fits nowhere and changes nothing.
     pub fn filter(&mut self, pod: &PodInfo, candidates: &[&str], now: Instant) -> Vec<NodeVerdict> {
-        self.observe_pod(pod);
+        let refusal = match self.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
+            Err(r) => Some(r.to_string()),
+            Ok(seen) if seen.terminating => {
+                Some(BindRejection::Terminating(seen.display_name()).to_string())
+            }
+            Ok(_) => None,
+        };
+        if let Some(reason) = refusal {
+            return vec![NodeVerdict::Unresolvable(Arc::from(reason)); candidates.len()];
+        }
         if let Err(e) = &pod.membership {
             let reason: Arc<str> = Arc::from(messages::invalid_membership(pod, e));
             return vec![NodeVerdict::Unresolvable(reason); candidates.len()];
@@ -211,7 +223,7 @@ impl GangTable {
             vec![PodRef::of(asking)]
         } else {
             self.members_of(gang)
-                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .filter(|p| p.node().is_none() && p.is_live())
                 .map(|p| PodRef::of(&p.info))
                 .collect()
         };

@@ -7,6 +7,7 @@ use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
 use super::objects::{NodeName, PodInfo};
 use super::resources::Shortfall;
+use super::table::GangFacts;
 
 /// Event on a pod whose gang keys cannot be used.
 pub fn invalid_keys(error: &MembershipError) -> String {
@@ -89,6 +90,31 @@ pub fn placed(key: &GangKey, members: &[(PodRef, NodeName)], already_had_nodes: 
 
 pub fn bind_failed(node: &NodeName, error: &str) -> String {
     format!("muster could not bind the pod to node {node}: {error}")
+}
+
+/// The `GangBindFailed` Event of a member bound with its gang whose binding was refused for
+/// good: the others stay bound (a binding cannot be undone), so the gang is below quorum.
+pub fn gang_bind_failed(
+    key: &GangKey,
+    pod: &PodRef,
+    node: &NodeName,
+    error: &str,
+    facts: &GangFacts,
+) -> String {
+    format!(
+        "gang {key}: binding member {pod} to node {node} failed for good: {error}; \
+         {}/{} members have nodes; its room on {node} is held until the gang's timeout \
+         while kube-scheduler retries it",
+        facts.with_nodes, facts.spec.quorum
+    )
+}
+
+/// A seat's node lost room before its gang's quorum was bound: nothing was bound.
+pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &Shortfall) -> String {
+    format!(
+        "gang {key}: node {node} no longer has room for the members seated there ({shortfall}); \
+         nothing was bound, those members are planned again"
+    )
 }
 
 /// The `GangTimedOut` Event.

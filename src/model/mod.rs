@@ -27,6 +27,7 @@ mod planner;
 mod pods;
 mod prioritize;
 pub mod quantity;
+mod quorum;
 pub mod resources;
 pub mod rules;
 mod spec;

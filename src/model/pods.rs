@@ -34,9 +34,15 @@ impl PodEntry {
         }
     }
 
-    /// Still needs a node: exists, not finished, not bound or assumed, and readable keys.
+    /// Neither finished nor being deleted: the only members that count toward a quorum. A
+    /// terminating pod still uses its node's room until it is gone, but holds nothing new.
+    pub fn is_live(&self) -> bool {
+        !self.info.terminal && !self.info.terminating
+    }
+
+    /// Still needs a node: live, not bound or assumed, and readable keys.
     pub fn is_pending(&self) -> bool {
-        !self.info.terminal && self.node().is_none() && self.info.membership.is_ok()
+        self.is_live() && self.node().is_none() && self.info.membership.is_ok()
     }
 }
 
@@ -60,10 +66,6 @@ impl PodIndex {
 
     pub fn get(&self, uid: &str) -> Option<&PodEntry> {
         self.pods.get(uid)
-    }
-
-    pub fn contains(&self, uid: &str) -> bool {
-        self.pods.contains_key(uid)
     }
 
     pub fn uids(&self) -> impl Iterator<Item = &PodUid> {

@@ -16,12 +16,13 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::bind::BindRejection;
 use super::config::ModelConfig;
 use super::gang::{Gang, Seat, SeatHolder};
 use super::ledger::NodeLedger;
 use super::membership::GangKey;
 use super::notice::Notice;
-use super::objects::{NodeName, PodUid};
+use super::objects::{NodeName, PodInfo, PodUid};
 use super::pods::{PodEntry, PodIndex};
 use super::spec::GangSpec;
 
@@ -32,17 +33,27 @@ pub struct GangTable {
     pub(super) pods: PodIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
+    /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
+    /// calls held for them must look again (a member without a seat answers at once).
+    pub(super) released: Vec<GangKey>,
 }
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GangFacts {
     pub spec: GangSpec,
-    /// Members that exist (pods muster has seen).
+    /// Live members that exist (pods muster has seen, neither finished nor being deleted).
     pub existing: u32,
-    /// Members bound or assumed.
+    /// Live members bound or assumed.
     pub with_nodes: u32,
     pub confirmed_seats: u32,
+}
+
+impl GangFacts {
+    /// Enough live members have nodes: the gang is placed (and a gang without members is).
+    pub fn quorum_met(&self) -> bool {
+        self.with_nodes >= self.spec.quorum
+    }
 }
 
 impl GangTable {
@@ -53,7 +64,13 @@ impl GangTable {
             pods: PodIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
+            released: Vec::new(),
         }
+    }
+
+    /// Gangs that lost seats since the last call (see the field).
+    pub fn take_released(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.released)
     }
 
     /// Notices produced since the last call.
@@ -111,6 +128,7 @@ impl GangTable {
         let seat = gang.remove_seat(holder)?;
         self.ledger.unreserve(&seat.node, &seat.requests);
         gang.settle_after_seats_removed();
+        self.released.push(key.clone());
         Some(seat)
     }
 
@@ -149,9 +167,13 @@ impl GangTable {
 
     /// Drops every seat on a node that is gone (the ledger dropped its reservations with it).
     pub(super) fn unseat_node(&mut self, name: &str) {
-        for gang in self.gangs.values_mut() {
+        for (key, gang) in self.gangs.iter_mut() {
+            let before = gang.seats().len();
             gang.retain_seats(|_, seat| &*seat.node != name);
-            gang.settle_after_seats_removed();
+            if gang.seats().len() < before {
+                gang.settle_after_seats_removed();
+                self.released.push(key.clone());
+            }
         }
     }
 
@@ -178,7 +200,7 @@ impl GangTable {
         };
         f.spec = *gang.spec();
         for uid in gang.members() {
-            let Some(p) = self.pods.get(uid) else {
+            let Some(p) = self.pods.get(uid).filter(|p| p.is_live()) else {
                 continue;
             };
             f.existing += 1;
@@ -190,14 +212,43 @@ impl GangTable {
         f
     }
 
-    /// Whether the gang no longer needs all-or-nothing treatment: it was placed by muster, or
-    /// enough of its members have nodes (bound before a restart, say).
-    pub(super) fn is_placed(&self, key: &GangKey, facts: &GangFacts) -> bool {
-        self.gangs.get(key).is_some_and(Gang::is_placed_flag)
-            || facts.with_nodes >= facts.spec.quorum
+    /// Whether the gang no longer needs all-or-nothing treatment: its live members with nodes
+    /// meet its quorum. Derived, never remembered: members being deleted do not count, so a
+    /// gang whose live members fell below quorum (a job deleted and submitted again, a member
+    /// whose binding failed for good) is gated again, and a restart decides the same.
+    pub(super) fn is_placed(&self, _key: &GangKey, facts: &GangFacts) -> bool {
+        facts.quorum_met()
     }
 
-    /// Members that still need a node: existing, not terminal, not bound or assumed.
+    /// The pod as the watch reported it, for a call that names it. Only the watches create
+    /// pods in the table: a pod muster has not seen (not created yet in its cache, deleted,
+    /// or forged) is refused and the table is unchanged; kube-scheduler retries it later.
+    pub fn seen_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<&PodInfo, BindRejection> {
+        let Some(entry) = self.pods.get(uid) else {
+            return Err(BindRejection::UnknownPod {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+            });
+        };
+        let info = &entry.info;
+        if *info.namespace != *namespace || *info.name != *name {
+            return Err(BindRejection::PodMismatch {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                actual: info.display_name(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// Members that still need a node: live, not bound or assumed.
     pub(super) fn pending_members(&self, key: &GangKey) -> Vec<&PodEntry> {
         let Some(gang) = self.gangs.get(key) else {
             return Vec::new();

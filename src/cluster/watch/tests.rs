@@ -48,6 +48,8 @@ fn node(name: &str, cpu: &str) -> Node {
 /// Names of the nodes where a plain pod asking `cpu_milli` fits now.
 fn room_for(table: &mut GangTable, cpu: &str) -> Vec<String> {
     let probe = pod_info(&plain("probe", cpu, None)).unwrap();
+    // As the watch would deliver it: the verbs answer only for pods muster has seen.
+    table.apply_pod(probe.clone());
     let names = ["n1", "n2"];
     let verdicts = table.filter(&probe, &names, Instant::now());
     table.remove_pod(&probe.uid);

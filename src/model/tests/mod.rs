@@ -6,9 +6,12 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::testkit;
 
+mod binding;
 mod competing;
 mod feasibility;
 mod lifetimes;
+mod members;
+mod model_check;
 mod verbs;
 
 pub(super) use crate::testkit::pod;
@@ -58,6 +61,10 @@ impl World {
 
     /// Nodes that pass the filter for `p` among all nodes, and the distinct failure reasons.
     pub fn filter(&mut self, p: &PodInfo) -> (Vec<String>, Vec<String>) {
+        // The watch delivers a pod before kube-scheduler can ask about it.
+        if self.table.pods.get(&p.uid).is_none() {
+            self.table.apply_pod(p.clone());
+        }
         let names = self.all_nodes();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let verdicts = self.table.filter(p, &refs, self.now);

@@ -13,6 +13,7 @@
 mod cluster;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,8 @@ enum Step {
     Filter(usize),
     /// A filter for a pod muster never saw (deleted, or forged).
     FilterGhost,
-    /// kube-scheduler's bind call: on the node the last filter chose, or on any node.
+    /// kube-scheduler's bind call: on the node its filter call chose (a whole scheduling
+    /// cycle), or on any node.
     Bind {
         slot: usize,
         anywhere: Option<usize>,
@@ -71,16 +73,16 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => node.clone().prop_map(Step::PutNode),
         1 => node.clone().prop_map(Step::DeleteNode),
-        4 => slot.clone().prop_map(Step::CreatePod),
-        2 => (slot.clone(), any::<bool>()).prop_map(|(slot, grace)| Step::DeletePod { slot, grace }),
+        6 => slot.clone().prop_map(Step::CreatePod),
+        1 => (slot.clone(), any::<bool>()).prop_map(|(slot, grace)| Step::DeletePod { slot, grace }),
         1 => Just(Step::FinishDeletes),
         4 => slot.clone().prop_map(Step::Filter),
         1 => Just(Step::FilterGhost),
-        5 => (slot.clone(), proptest::option::weighted(0.2, node.clone()))
+        8 => (slot.clone(), proptest::option::weighted(0.15, node.clone()))
             .prop_map(|(slot, anywhere)| Step::Bind { slot, anywhere }),
         4 => (0..8usize, proptest::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Finish { pick, ok }),
         1 => (node, 1..6i64).prop_map(|(node, c)| Step::Foreign { node, cpu: c * 100 }),
-        1 => (any::<bool>(), proptest::option::weighted(0.3, slot))
+        1 => (any::<bool>(), proptest::option::weighted(0.2, slot))
             .prop_map(|(pods, lost)| Step::Relist { pods, lost }),
         1 => Just(Step::Restart),
         2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
@@ -104,6 +106,8 @@ struct Check {
     /// allocatable there until the seats are re-planned or released).
     disturbed: BTreeSet<String>,
     checks: u64,
+    /// What the case exercised: gangs bound together, bindings refused, restarts.
+    seen: [u64; 3],
 }
 
 impl Check {
@@ -118,6 +122,7 @@ impl Check {
             excused: BTreeSet::new(),
             disturbed: BTreeSet::new(),
             checks: 0,
+            seen: [0; 3],
         }
     }
 
@@ -302,11 +307,19 @@ impl Check {
         };
         let node = match anywhere {
             Some(i) => NODES[i].to_string(),
-            None => match self.chosen.iter().find(|(u, _)| *u == p.uid) {
-                Some((_, n)) => n.clone(),
-                None => return Ok(()),
-            },
+            None => {
+                // A scheduling cycle: the filter (unless one just ran), then the bind call
+                // on the node it offered.
+                if !self.chosen.iter().any(|(u, _)| *u == p.uid) {
+                    self.filter(slot)?;
+                }
+                match self.chosen.iter().find(|(u, _)| *u == p.uid) {
+                    Some((_, n)) => n.clone(),
+                    None => return Ok(()),
+                }
+            }
         };
+        self.chosen.retain(|(u, _)| *u != p.uid);
         let request = BindRequest {
             namespace: "ml",
             name: &p.name,
@@ -315,7 +328,10 @@ impl Check {
         };
         let members = match self.table.bind(request, self.now) {
             BindDecision::BindNow { pod, node } => vec![(pod, node)],
-            BindDecision::BindGang { members, .. } => members,
+            BindDecision::BindGang { members, .. } => {
+                self.seen[0] += 1;
+                members
+            }
             _ => Vec::new(),
         };
         for (pod, node) in members {
@@ -348,6 +364,7 @@ impl Check {
             return Ok(());
         }
         // Refused for good (or the pod is gone: 404).
+        self.seen[1] += 1;
         let pod = PodRef {
             namespace: Arc::from("ml"),
             name: Arc::from(self.cluster.pod(&uid).map_or("gone", |p| p.name.as_str())),
@@ -378,6 +395,7 @@ impl Check {
     /// It must agree with the old one on what is bound, what each node has in use, and
     /// which gangs are placed.
     fn restart(&mut self) -> Result<(), TestCaseError> {
+        self.seen[2] += 1;
         for (uid, node) in std::mem::take(&mut self.cluster.in_flight) {
             if let Some(p) = self.cluster.pod_mut(&uid) {
                 p.node = Some(node);
@@ -519,7 +537,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3000)
+        .unwrap_or(1500)
 }
 
 #[test]
@@ -530,24 +548,35 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
-    let checks = std::sync::atomic::AtomicU64::new(0);
-    let steps = std::sync::atomic::AtomicU64::new(0);
-    let result = runner.run(&proptest::collection::vec(step(), 1..60), |script| {
+    let totals: [AtomicU64; 5] = Default::default();
+    let result = runner.run(&proptest::collection::vec(step(), 1..80), |script| {
         let mut c = Check::new();
+        // A cluster starts with its nodes; steps delete and add them again.
+        for i in 0..NODES.len() {
+            c.apply(&Step::PutNode(i))?;
+        }
         for s in &script {
             c.apply(s)?;
             c.check()?;
         }
         c.delete_everything()?;
-        checks.fetch_add(c.checks, std::sync::atomic::Ordering::Relaxed);
-        steps.fetch_add(script.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let counts = [
+            c.checks,
+            script.len() as u64,
+            c.seen[0],
+            c.seen[1],
+            c.seen[2],
+        ];
+        for (total, n) in totals.iter().zip(counts) {
+            total.fetch_add(n, Ordering::Relaxed);
+        }
         Ok(())
     });
+    let [checks, steps, gangs, refused, restarts] = totals.map(AtomicU64::into_inner);
     eprintln!(
-        "model check: {} cases, {} steps, {} invariant checks",
+        "model check: {} cases, {steps} steps, {checks} invariant checks; exercised \
+         {gangs} gangs bound together, {refused} bindings refused, {restarts} restarts",
         cases(),
-        steps.into_inner(),
-        checks.into_inner()
     );
     if let Err(e) = result {
         match e {

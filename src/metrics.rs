@@ -47,6 +47,8 @@ pub struct Metrics {
     pub bind_retries: Counter,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
+    /// Objects the watches could not read in full (skipped, or kept with what was read).
+    pub unreadable_objects: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
     cache_pods: Gauge,
     cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -87,6 +89,7 @@ impl Metrics {
             bind_retries: Counter::default(),
             events_dropped,
             watch_errors: Family::default(),
+            unreadable_objects: Family::default(),
             cache_nodes: Gauge::default(),
             cache_pods: Gauge::default(),
             cache_age: Gauge::default(),
@@ -141,6 +144,11 @@ impl Metrics {
             m.events_dropped.clone(),
         );
         registry.register(
+            "unreadable_objects",
+            "Pods and nodes with a field muster cannot read: a pending pod is skipped, a bound pod fills its node for that resource, a node is kept without it",
+            m.unreadable_objects.clone(),
+        );
+        registry.register(
             "watch_errors",
             "Errors of the pod and node watches",
             m.watch_errors.clone(),
@@ -153,6 +161,12 @@ impl Metrics {
             m.cache_age.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    pub fn count_unreadable(&self, kind: &'static str) {
+        self.unreadable_objects
+            .get_or_create(&KindLabel { kind })
+            .inc();
     }
 
     pub fn touch_cache(&self) {

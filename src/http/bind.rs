@@ -9,7 +9,7 @@ use tracing::{debug, info, warn};
 
 use super::call::{Bind, Call, NOT_READY};
 use crate::cluster::binder::{self, RetryPolicy};
-use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
+use crate::model::{BindDecision, BindRequest, NodeName, PodRef};
 use crate::state::Shared;
 use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 
@@ -52,16 +52,13 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
                 Some(Ok(())) => answer("ok", String::new()),
                 Some(Err(e)) => answer("refused", e),
                 None => {
-                    // The wait outlasted the hold: now it is worth telling the user.
-                    shared.events.send_all(vec![Notice {
-                        pod: PodRef {
-                            namespace: args.pod_namespace.as_str().into(),
-                            name: args.pod_name.as_str().into(),
-                            uid: args.pod_uid.as_str().into(),
-                        },
-                        kind: NoticeKind::Waiting,
-                        message: message.clone(),
-                    }]);
+                    // The wait outlasted the hold: now it is worth telling the user (once
+                    // per reason: kube-scheduler retries the member every few seconds).
+                    shared
+                        .table
+                        .lock()
+                        .wait_outlasted_hold(&args.pod_uid, &message);
+                    shared.flush_notices();
                     answer("refused", message)
                 }
             }

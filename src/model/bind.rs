@@ -8,7 +8,7 @@ use thiserror::Error;
 use super::gang::{Seat, SeatHolder};
 use super::membership::GangKey;
 use super::messages;
-use super::notice::PodRef;
+use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo};
 use super::planner::GangPlan;
 use super::resources::{Resources, Shortfall};
@@ -126,6 +126,26 @@ impl GangTable {
                 self.bind_gang_member(&k, &info, node, now)
             }
             _ => self.bind_plain(&info, node),
+        }
+    }
+
+    /// A seated member's held bind call gave up waiting: it is told why (a `GangWaiting`
+    /// Event), once per distinct reason, not at every retry of kube-scheduler.
+    pub fn wait_outlasted_hold(&mut self, uid: &str, message: &str) {
+        let Some(p) = self.pods.get(uid) else { return };
+        let Some(key) = p.info.gang().map(|m| &m.gang) else {
+            return;
+        };
+        let pod = PodRef::of(&p.info);
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        if gang.tell_waiting_once(&pod.uid, message) {
+            self.notices.push(Notice {
+                pod,
+                kind: NoticeKind::Waiting,
+                message: message.to_string(),
+            });
         }
     }
 

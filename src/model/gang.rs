@@ -68,6 +68,9 @@ pub struct Gang {
     pub last_wait_message: Option<String>,
     /// The quorum conflict already reported, so it is reported once.
     pub reported_conflict: Option<Vec<u32>>,
+    /// The waiting reason last told to each seated member whose held bind call gave up, so
+    /// a member retried every few seconds hears it once per change.
+    told_waiting: BTreeMap<PodUid, String>,
 }
 
 impl Default for Gang {
@@ -80,6 +83,7 @@ impl Default for Gang {
             last_attempt: None,
             last_wait_message: None,
             reported_conflict: None,
+            told_waiting: BTreeMap::new(),
         }
     }
 }
@@ -109,7 +113,17 @@ impl Gang {
     /// Returns whether the gang has no member left.
     pub fn leave(&mut self, uid: &str) -> bool {
         self.members.remove(uid);
+        self.told_waiting.remove(uid);
         self.members.is_empty()
+    }
+
+    /// Records that `uid` was told `message`; false if it was the last thing it was told.
+    pub fn tell_waiting_once(&mut self, uid: &PodUid, message: &str) -> bool {
+        if self.told_waiting.get(uid).is_some_and(|m| m == message) {
+            return false;
+        }
+        self.told_waiting.insert(uid.clone(), message.to_string());
+        true
     }
 
     // === seats (changed only with the ledger, by `GangTable`) ===

@@ -120,3 +120,90 @@ async fn a_gang_binding_refused_for_good_keeps_the_members_room_and_is_counted()
     assert_eq!(body, r#"{"Error":""}"#);
     assert_eq!(f.seats(), 0);
 }
+
+/// Item 7: the bindings outlast the held call's `--bind-wait`; the call must answer with its
+/// binding's result, not "waiting for quorum" for a pod muster is binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_whose_pod_is_being_bound_answers_the_binding_not_waiting() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut f = Fixture::with_binder(
+        &[node("node1", 1000)],
+        FakeBinder {
+            gate: Some(gate.clone()),
+            ..Default::default()
+        },
+    );
+    let bind_wait = std::time::Duration::from_millis(300);
+    f.bind_wait = bind_wait;
+    let f = Arc::new(f);
+    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
+    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.watch(&[&master, &worker]);
+    let spawn_bind = |name: &'static str, uid: &'static str| {
+        let f = f.clone();
+        tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
+    };
+    let held = spawn_bind("ai-gang-job-master-0", "u-m");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.seats() == 0 {
+        assert!(std::time::Instant::now() < deadline, "master never seated");
+        tokio::task::yield_now().await;
+    }
+    let completing = spawn_bind("ai-gang-job-worker-0", "u-w");
+    while f.binder.calls.lock().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bindings never started"
+        );
+        tokio::task::yield_now().await;
+    }
+    // The held call's --bind-wait passes while both bindings wait at the gate.
+    tokio::time::sleep(bind_wait * 2).await;
+    assert!(
+        !held.is_finished(),
+        "answered while its pod was being bound: {:?}",
+        held.await
+    );
+    gate.add_permits(2);
+    assert_eq!(completing.await.unwrap().1, r#"{"Error":""}"#);
+    assert_eq!(held.await.unwrap().1, r#"{"Error":""}"#);
+}
+
+/// Item 7: kube-scheduler retries a seated member every few seconds; its `GangWaiting` Event
+/// is raised once per reason, not at every retry.
+#[tokio::test]
+async fn a_seated_members_waiting_event_is_not_repeated_at_every_retry() {
+    let (events, mut told) = EventSink::channel(64);
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        Arc::new(FakeBinder::default()),
+        events,
+    ));
+    shared.table.lock().apply_node(node("node1", 1000));
+    shared.readiness.set_pods_synced();
+    shared.readiness.set_nodes_synced();
+    let f = Fixture {
+        shared,
+        binder: Arc::default(),
+        max_body_bytes: 1 << 20,
+        bind_wait: std::time::Duration::from_millis(20),
+    };
+    let three = r#"{"muster.dev/group":"trio","muster.dev/min-available":"3"}"#;
+    let a = go_pod("a", "u-a", "100m", three);
+    let b = go_pod("b", "u-b", "100m", three);
+    f.watch(&[&a, &b]);
+    for _ in 0..3 {
+        let (_, body) = f.post("/bind", &bind_args("a", "u-a", "node1")).await;
+        assert_eq!(
+            body,
+            r#"{"Error":"gang ml/trio waiting for quorum: 1/3 members have nodes; 2 of 3 members exist, the rest are not created yet"}"#
+        );
+    }
+    let mut waiting = 0;
+    while let Ok(n) = told.try_recv() {
+        if n.kind == muster::model::NoticeKind::Waiting {
+            waiting += 1;
+        }
+    }
+    assert_eq!(waiting, 1);
+}

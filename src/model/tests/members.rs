@@ -140,3 +140,48 @@ fn a_forged_member_cannot_raise_another_gangs_quorum() {
     wait_message(&w.bind(&real[0], "a"));
     assert_eq!(names(&w.bind(&real[1], "a")), vec!["r0@a", "r1@a"]);
 }
+
+/// Found by the model check: a gang whose last member was deleted kept the room it held for
+/// members not created yet, reserved forever.
+#[test]
+fn a_gang_whose_last_member_leaves_releases_room_held_for_members_not_created_yet() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let first = pod("first").cpu(400).gang("g", 2).build();
+    w.add(&[&first]);
+    wait_message(&w.bind(&first, "a"));
+    assert_eq!(
+        w.reserved("a"),
+        800,
+        "its seat and one held for the member to come"
+    );
+    w.table.remove_pod(&first.uid);
+    assert_eq!(w.reserved("a"), 0);
+    assert_eq!(w.state("g"), "absent");
+}
+
+/// Item 7: a seated member retried by kube-scheduler hears why it waits once per reason.
+#[test]
+fn a_seated_member_is_told_it_waits_once_per_reason() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let ms: Vec<PodInfo> = (0..3)
+        .map(|i| pod(&format!("m{i}")).gang("g", 3).build())
+        .collect();
+    w.add(&[&ms[0], &ms[1], &ms[2]]);
+    let waiting = |w: &mut World| {
+        w.table
+            .take_notices()
+            .into_iter()
+            .filter(|n| n.kind == NoticeKind::Waiting)
+            .count()
+    };
+    let first = wait_message(&w.bind(&ms[0], "a")).to_string();
+    w.table.wait_outlasted_hold(&ms[0].uid, &first);
+    assert_eq!(waiting(&mut w), 1);
+    let again = wait_message(&w.bind(&ms[0], "a")).to_string();
+    assert_eq!(again, first);
+    w.table.wait_outlasted_hold(&ms[0].uid, &again);
+    assert_eq!(waiting(&mut w), 0, "same reason: not told again");
+    let changed = wait_message(&w.bind(&ms[1], "a")).to_string();
+    w.table.wait_outlasted_hold(&ms[0].uid, &changed);
+    assert_eq!(waiting(&mut w), 1, "2/3 now: told");
+}

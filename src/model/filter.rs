@@ -106,6 +106,12 @@ impl GangTable {
                 if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
                     self.refused_for_seats(&pod.uid);
                 }
+                let window = self.config.creation_window;
+                if let Some(gang) = self.gangs.get_mut(&key) {
+                    if gang.within_creation_window(now, window) {
+                        gang.refused_in_window.insert(pod.uid.clone());
+                    }
+                }
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 self.tell_waiting(&key, &message, &plan, pod);
                 let reason: Arc<str> = Arc::from(message);

@@ -51,6 +51,11 @@ pub enum NoticeKind {
     InvalidKeys,
     /// Warning `GangBindFailed`: muster could not bind a member at quorum.
     BindFailed,
+    /// Normal `GangPreempting`: which victims preemption for this pod may evict, and why
+    /// other candidates were dropped (or why nothing is evicted).
+    Preempting,
+    /// Warning `GangDisrupted`: this member's gang is evicted whole by preemption.
+    Disrupted,
 }
 
 impl NoticeKind {
@@ -62,10 +67,15 @@ impl NoticeKind {
             NoticeKind::QuorumConflict => "GangQuorumConflict",
             NoticeKind::InvalidKeys => "InvalidGangKeys",
             NoticeKind::BindFailed => "GangBindFailed",
+            NoticeKind::Preempting => "GangPreempting",
+            NoticeKind::Disrupted => "GangDisrupted",
         }
     }
 
     pub fn is_warning(self) -> bool {
-        !matches!(self, NoticeKind::Waiting | NoticeKind::Placed)
+        !matches!(
+            self,
+            NoticeKind::Waiting | NoticeKind::Placed | NoticeKind::Preempting
+        )
     }
 }

@@ -240,7 +240,7 @@ impl GangTable {
 
 /// Smallest requests first, then by name: the members easiest to fit are the ones a
 /// simulation commits to, which gives the gang its best chance.
-fn sort_smallest_first(members: &mut [&PodEntry]) {
+pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
     members.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);
         (ra.cpu_milli, ra.memory, &ra.extended, &a.info.name).cmp(&(
@@ -253,7 +253,7 @@ fn sort_smallest_first(members: &mut [&PodEntry]) {
 }
 
 /// The larger of two pods in the order of [`largest_first`].
-fn larger<'a>(a: &'a PodInfo, b: &'a PodInfo) -> &'a PodInfo {
+pub(super) fn larger<'a>(a: &'a PodInfo, b: &'a PodInfo) -> &'a PodInfo {
     let key = |p: &'a PodInfo| {
         let r = &p.requests;
         (&r.extended, r.cpu_milli, r.memory)
@@ -266,7 +266,7 @@ fn larger<'a>(a: &'a PodInfo, b: &'a PodInfo) -> &'a PodInfo {
 }
 
 /// The same members, largest first, for first-fit-decreasing packing.
-fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
+pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
     let mut v = members.to_vec();
     v.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);

@@ -9,6 +9,7 @@ use crate::testkit;
 mod competing;
 mod feasibility;
 mod lifetimes;
+mod preemption;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

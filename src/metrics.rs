@@ -25,6 +25,11 @@ pub struct VerbOutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
     pub state: &'static str,
 }
@@ -44,6 +49,8 @@ pub struct Metrics {
     pub gang_timeouts: Counter,
     pub quorum_waits: Counter,
     pub bind_failures: Counter,
+    /// Preemption decisions: `kept` (as proposed), `trimmed`, `refused` (nothing evicted).
+    pub preemptions: Family<OutcomeLabel, Counter>,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
@@ -83,6 +90,7 @@ impl Metrics {
             gang_timeouts: Counter::default(),
             quorum_waits: Counter::default(),
             bind_failures: Counter::default(),
+            preemptions: Family::default(),
             events_dropped,
             watch_errors: Family::default(),
             cache_nodes: Gauge::default(),
@@ -127,6 +135,11 @@ impl Metrics {
             "bind_failures",
             "Bindings muster could not create",
             m.bind_failures.clone(),
+        );
+        registry.register(
+            "preemptions",
+            "Preemption requests by decision: kept as proposed, trimmed, refused (nothing evicted)",
+            m.preemptions.clone(),
         );
         registry.register(
             "events_dropped",

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
+use crate::cluster::evictor::DisruptionQueue;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig};
@@ -52,6 +53,8 @@ pub struct Shared {
     pub binder: Arc<dyn Binder>,
     /// Bind calls held open while their gang gathers.
     pub held: HeldBinds,
+    /// Gangs preemption disrupts whole, for the eviction task.
+    pub disruptions: DisruptionQueue,
 }
 
 impl Shared {
@@ -63,6 +66,7 @@ impl Shared {
             events,
             binder,
             held: HeldBinds::default(),
+            disruptions: DisruptionQueue::default(),
         }
     }
 

@@ -4,4 +4,5 @@
 pub mod binder;
 pub mod convert;
 pub mod events;
+pub mod evictor;
 pub mod watch;

@@ -16,6 +16,7 @@ mod error;
 mod filter;
 pub mod held;
 mod ops;
+mod preempt;
 mod prioritize;
 
 use std::sync::Arc;
@@ -46,7 +47,8 @@ pub fn router(state: AppState, prefix: &str) -> Router {
     let verbs = Router::new()
         .route("/filter", post(filter::filter))
         .route("/prioritize", post(prioritize::prioritize))
-        .route("/bind", post(bind::bind));
+        .route("/bind", post(bind::bind))
+        .route("/preempt", post(preempt::preempt));
     let verbs = if prefix.is_empty() {
         verbs
     } else {

@@ -83,6 +83,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    if let Some(rx) = shared.disruptions.take_receiver() {
+        tasks.spawn(cluster::evictor::run_evictions(
+            Arc::new(cluster::evictor::KubeEvictor::new(client.clone())),
+            shared.events.clone(),
+            rx,
+            cluster::evictor::RETRY_EVERY,
+            cluster::evictor::GIVE_UP_AFTER,
+        ));
+    }
     let expiry = shared.clone();
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));

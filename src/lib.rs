@@ -42,6 +42,19 @@ pub fn init_logging(args: &Args) {
 }
 
 async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
+    kube::Client::try_from(kube_config(args).await?).context("cannot build a Kubernetes client")
+}
+
+/// A client that reports HTTP 429 instead of retrying it: for the Eviction API a 429 means "a
+/// PodDisruptionBudget does not allow it now", which the evictor retries on its own terms
+/// (and tells the user about), where the default retry would wait silently for minutes.
+async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
+    let mut config = kube_config(args).await?;
+    config.default_retry = false;
+    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+async fn kube_config(args: &Args) -> anyhow::Result<kube::Config> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -54,7 +67,7 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
             "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod",
         )?,
     };
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+    Ok(config)
 }
 
 /// Runs muster until SIGTERM or Ctrl-C.
@@ -85,7 +98,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
-            Arc::new(cluster::evictor::KubeEvictor::new(client.clone())),
+            Arc::new(cluster::evictor::KubeEvictor::new(
+                kube_client_without_retries(&args).await?,
+            )),
             shared.events.clone(),
             rx,
             cluster::evictor::RETRY_EVERY,

@@ -122,8 +122,16 @@ pub async fn run_evictions(
             let events = events.clone();
             let gang = d.gang.clone();
             tokio::spawn(async move {
+                let tell = |m: &str| {
+                    events.send_all(vec![Notice {
+                        pod: pod.clone(),
+                        kind: NoticeKind::Disrupted,
+                        message: budget_wait_message(&gang, m, retry_every, give_up_after),
+                    }])
+                };
                 let outcome =
-                    evict_with_retries(&*evictor, pod.clone(), retry_every, give_up_after).await;
+                    evict_with_retries(&*evictor, pod.clone(), retry_every, give_up_after, tell)
+                        .await;
                 if let Some(message) = failure_message(&gang, &outcome, give_up_after) {
                     warn!(pod = %pod, gang = %gang, %message, "eviction of a gang member failed");
                     events.send_all(vec![Notice {
@@ -138,22 +146,42 @@ pub async fn run_evictions(
 }
 
 /// Tries until done, refused for good, or a budget has refused for `give_up_after`.
+/// `on_first_refusal` is called once, with the budget's message, the first time a budget
+/// refuses (so the user hears at once why the member is still running).
 pub async fn evict_with_retries(
     evictor: &dyn Evictor,
     pod: PodRef,
     retry_every: Duration,
     give_up_after: Duration,
+    on_first_refusal: impl FnOnce(&str),
 ) -> EvictOutcome {
     let deadline = tokio::time::Instant::now() + give_up_after;
+    let mut on_first_refusal = Some(on_first_refusal);
     loop {
         match evictor.evict(pod.clone()).await {
             EvictOutcome::Budget(m) if tokio::time::Instant::now() + retry_every <= deadline => {
                 info!(pod = %pod, message = %m, "eviction refused by a PodDisruptionBudget; retrying");
+                if let Some(tell) = on_first_refusal.take() {
+                    tell(&m);
+                }
                 tokio::time::sleep(retry_every).await;
             }
             other => return other,
         }
     }
+}
+
+fn budget_wait_message(
+    gang: &crate::model::GangKey,
+    budget: &str,
+    retry_every: Duration,
+    give_up_after: Duration,
+) -> String {
+    format!(
+        "gang {gang} is disrupted by preemption, but a PodDisruptionBudget does not allow evicting this member now ({budget}); muster retries every {}s for up to {}s",
+        retry_every.as_secs(),
+        give_up_after.as_secs()
+    )
 }
 
 fn failure_message(
@@ -214,10 +242,22 @@ mod tests {
             ]),
             calls: Mutex::new(0),
         };
-        let outcome =
-            evict_with_retries(&e, pod(), Duration::from_millis(5), Duration::from_secs(60)).await;
+        let told = Mutex::new(Vec::new());
+        let outcome = evict_with_retries(
+            &e,
+            pod(),
+            Duration::from_millis(5),
+            Duration::from_secs(60),
+            |m| told.lock().push(m.to_string()),
+        )
+        .await;
         assert_eq!(outcome, EvictOutcome::Done);
         assert_eq!(*e.calls.lock(), 3);
+        assert_eq!(
+            *told.lock(),
+            vec!["Cannot evict pod"],
+            "told once, at the first refusal"
+        );
     }
 
     #[tokio::test]
@@ -235,6 +275,7 @@ mod tests {
             pod(),
             Duration::from_millis(10),
             Duration::from_millis(45),
+            |_| {},
         )
         .await;
         assert!(matches!(outcome, EvictOutcome::Budget(_)));

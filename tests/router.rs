@@ -191,9 +191,11 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     let (status, body) = f.post("/filter", &filter_args(&master, &["node1"])).await;
     assert_eq!(status, StatusCode::OK);
+    // Unresolvable: nothing here has a lower priority than the gang, so preemption cannot
+    // help and kube-scheduler should not try (the pod is retried on cluster events all the same).
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{"node1":"gang ml/ai-gang-job: 1 of 2 members fit"},"FailedAndUnresolvableNodes":{},"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{"node1":"gang ml/ai-gang-job: 1 of 2 members fit"},"Error":""}"#
     );
 }
 

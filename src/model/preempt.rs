@@ -117,9 +117,21 @@ impl GangTable {
         // Rule 1: the preemptor's gang must be able to follow.
         let mut survivors = candidates;
         if let Some(check) = self.quorum_check(pod) {
+            // Every candidate frees at most the lower-priority pods of its node, which the
+            // bound already counts as evictable: if the other members cannot be placed even
+            // then, no candidate can help, and one simulation answers for all of them.
+            let mut overlay = Overlay::default();
+            let bound = place_with_credit(&self.ledger, &check.others, &mut overlay, |i| {
+                check.evictable.get(&i)
+            });
+            let hopeless = (bound < check.others.len()).then_some(bound);
             let mut kept = Vec::new();
             for c in survivors {
-                match self.gang_follows(pod, &check, &c) {
+                let verdict = match hopeless {
+                    Some(placed) => Err((check.already + placed as u32 + 1, check.quorum)),
+                    None => self.gang_follows(pod, &check, &c),
+                };
+                match verdict {
                     Ok(()) => kept.push(c),
                     Err((fit, quorum)) => {
                         dropped.push((c.node.clone(), DropReason::GangCannotFollow { fit, quorum }))

@@ -279,10 +279,8 @@ impl GangTable {
             .chain(existing.iter().map(|p| &p.info))
             .collect();
         let mut evictable: HashMap<usize, Resources> = HashMap::default();
-        for uid in self.pods.uids() {
-            let Some(p) = self.pods.get(uid) else {
-                continue;
-            };
+        // One pass over the pods, no lookups by UID: this scan is most of a decision's cost.
+        for p in self.pods.entries() {
             if p.info.priority >= pod.priority {
                 continue;
             }

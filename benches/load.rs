@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use muster::cluster::binder::Binder;
+use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
 use muster::http::{router, AppState};
 use muster::model::{ModelConfig, NodeName, PodRef};
@@ -29,7 +29,7 @@ mod support;
 
 struct NoBinder;
 impl Binder for NoBinder {
-    fn bind(&self, _: PodRef, _: NodeName) -> BoxFuture<'static, Result<(), String>> {
+    fn bind(&self, _: PodRef, _: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
         Box::pin(async { Ok(()) })
     }
 }

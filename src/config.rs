@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::cluster::leader::decide::Timings;
+use crate::cluster::leader::Election;
 use crate::http::DEFAULT_MAX_BODY_BYTES;
 use crate::model::ModelConfig;
 
@@ -20,9 +22,15 @@ pub enum LogFormat {
 #[derive(Clone, Debug, Parser)]
 #[command(name = "muster", version, about)]
 pub struct Args {
-    /// Address to serve the extender verbs, /healthz, /readyz, /metrics and /gangs on.
+    /// Address to serve the extender verbs and /gangs on (HTTPS with --tls-cert-file or
+    /// --self-managed-certs); also /healthz, /readyz and /metrics unless --ops-listen-addr is set.
     #[arg(long, env = "MUSTER_LISTEN_ADDR", default_value = "0.0.0.0:8888")]
     pub listen_addr: SocketAddr,
+
+    /// Serve /healthz, /readyz and /metrics on this address instead, over plain HTTP (kubelet
+    /// probes and Prometheus present no client certificate). Unset: one port serves everything.
+    #[arg(long, env = "MUSTER_OPS_LISTEN_ADDR")]
+    pub ops_listen_addr: Option<SocketAddr>,
 
     /// Path under which the verbs are served: the path part of the extender `urlPrefix`
     /// ("" serves /filter, /prioritize, /bind).
@@ -42,6 +50,11 @@ pub struct Args {
     /// How long a gang that timed out is refused before it may take seats again.
     #[arg(long, env = "MUSTER_GANG_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub gang_backoff: Duration,
+
+    /// Room for members of a gang not created yet is held only this long after the newest
+    /// member appeared; a gang without a declared size decides its quorum only after it.
+    #[arg(long, env = "MUSTER_CREATION_WINDOW", default_value = "5s", value_parser = parse_creation_window)]
+    pub creation_window: Duration,
 
     /// How long a bind call of a gang member below quorum is held open for the rest of the gang
     /// (0s: answer "waiting" at once). Keep it below the extender's httpTimeout.
@@ -69,9 +82,84 @@ pub struct Args {
     #[arg(long, env = "MUSTER_TLS_CLIENT_CA_FILE", requires = "tls_cert_file")]
     pub tls_client_ca_file: Option<PathBuf>,
 
+    /// Create a CA, muster's serving certificate and kube-scheduler's client certificate in
+    /// Secrets of --certs-namespace (or reuse them), serve HTTPS with them requiring the client
+    /// certificate, and renew both leaf certificates before they expire.
+    #[arg(long, env = "MUSTER_SELF_MANAGED_CERTS", conflicts_with_all = ["tls_cert_file", "tls_client_ca_file"])]
+    pub self_managed_certs: bool,
+
+    /// Namespace of the certificate Secrets (muster's own namespace).
+    #[arg(long, env = "MUSTER_CERTS_NAMESPACE", default_value = "muster-system", value_parser = parse_dns_label)]
+    pub certs_namespace: String,
+
+    /// Secret holding the CA certificate and key (type kubernetes.io/tls).
+    #[arg(long, env = "MUSTER_CA_SECRET", default_value = "muster-ca", value_parser = parse_dns_subdomain)]
+    pub ca_secret: String,
+
+    /// Secret holding muster's serving certificate (tls.crt, tls.key, ca.crt).
+    #[arg(long, env = "MUSTER_SERVING_CERT_SECRET", default_value = "muster-serving-cert", value_parser = parse_dns_subdomain)]
+    pub serving_cert_secret: String,
+
+    /// Secret holding kube-scheduler's client certificate (tls.crt, tls.key, ca.crt); the second
+    /// scheduler mounts it.
+    #[arg(long, env = "MUSTER_CLIENT_CERT_SECRET", default_value = "muster-scheduler-client-cert", value_parser = parse_dns_subdomain)]
+    pub client_cert_secret: String,
+
+    /// Names (and IP addresses) the serving certificate is valid for, comma-separated. Default:
+    /// the Service's names muster, muster.<ns>, muster.<ns>.svc, muster.<ns>.svc.cluster.local.
+    #[arg(long, env = "MUSTER_SERVING_CERT_HOSTS", value_delimiter = ',', value_parser = parse_host)]
+    pub serving_cert_hosts: Vec<String>,
+
+    /// How long each leaf certificate is valid; it is renewed when two thirds of it have passed.
+    #[arg(long, env = "MUSTER_CERT_LIFETIME", default_value = "2160h", value_parser = parse_cert_lifetime)]
+    pub cert_lifetime: Duration,
+
+    /// Directory where the serving certificate, its key and the CA certificate are written for
+    /// the HTTPS listener (a writable emptyDir in the pod).
+    #[arg(
+        long,
+        env = "MUSTER_CERTS_DIR",
+        default_value = "/var/run/muster/certs"
+    )]
+    pub certs_dir: PathBuf,
+
     /// Log line format.
     #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease answers
+    /// the verbs; the others keep warm caches, are not Ready, and take over when it goes.
+    #[arg(long, env = "MUSTER_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the leader Lease.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_NAME", default_value = "muster")]
+    pub leader_elect_lease_name: String,
+
+    /// Namespace of the leader Lease (the shipped manifests set muster's own).
+    #[arg(
+        long,
+        env = "MUSTER_LEADER_ELECT_LEASE_NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub leader_elect_lease_namespace: String,
+
+    /// How long a standby waits, after last seeing the Lease renewed, before taking it.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_positive_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps deciding without a successful renewal; shorter than the
+    /// lease duration, so it stops before a standby may take over.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_positive_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often the leader renews, and a standby tries for, the Lease.
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_positive_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// This replica's name in the Lease (default: the pod or host name and a random suffix).
+    #[arg(long, env = "MUSTER_LEADER_ELECT_IDENTITY")]
+    pub leader_elect_identity: Option<String>,
 }
 
 impl Args {
@@ -86,10 +174,58 @@ impl Args {
         }
     }
 
+    /// The leader election to take part in, if `--leader-elect`; bad durations are named.
+    pub fn election(&self) -> Result<Option<Election>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let timings = Timings {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        timings.validate()?;
+        Ok(Some(Election {
+            namespace: self.leader_elect_lease_namespace.clone(),
+            name: self.leader_elect_lease_name.clone(),
+            identity: self
+                .leader_elect_identity
+                .clone()
+                .unwrap_or_else(crate::cluster::leader::default_identity),
+            timings,
+        }))
+    }
+
+    /// Names the self-managed serving certificate is valid for.
+    pub fn serving_hosts(&self) -> Vec<String> {
+        if !self.serving_cert_hosts.is_empty() {
+            return self.serving_cert_hosts.clone();
+        }
+        let ns = &self.certs_namespace;
+        vec![
+            "muster".into(),
+            format!("muster.{ns}"),
+            format!("muster.{ns}.svc"),
+            format!("muster.{ns}.svc.cluster.local"),
+        ]
+    }
+
+    /// A second listener must not take the verbs' port.
+    pub fn check(&self) -> Result<(), String> {
+        match self.ops_listen_addr {
+            Some(ops) if ops.port() == self.listen_addr.port() => Err(format!(
+                "--ops-listen-addr {ops} uses the port of --listen-addr {}; pick another port",
+                self.listen_addr
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub fn model_config(&self) -> ModelConfig {
         ModelConfig {
             default_timeout: self.gang_timeout,
             backoff: self.gang_backoff,
+            creation_window: self.creation_window,
             ..ModelConfig::default()
         }
     }
@@ -109,6 +245,55 @@ fn parse_prefix(s: &str) -> Result<String, String> {
     Ok(s.trim_end_matches('/').to_string())
 }
 
+/// A namespace name: an RFC 1123 label.
+fn parse_dns_label(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+/// A Secret name: an RFC 1123 subdomain.
+fn parse_dns_subdomain(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| parse_dns_label(l).is_ok());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a Secret name (lower-case letters, digits, '-' and '.')"
+        ))
+    }
+}
+
+/// A certificate host: an IP address or a DNS name (lower-cased).
+fn parse_host(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(s.to_string());
+    }
+    let lower = s.to_ascii_lowercase();
+    parse_dns_subdomain(&lower)
+        .map_err(|_| format!("{s:?} is neither an IP address nor a DNS name"))
+}
+
+fn parse_cert_lifetime(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(30) => {
+            Err("must be at least 30s (renewal happens after two thirds of it)".into())
+        }
+        d => Ok(d),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (use e.g. 30s, 2m, 1h)"))
 }
@@ -125,6 +310,16 @@ fn parse_bind_wait(s: &str) -> Result<Duration, String> {
         d if d > Duration::from_secs(60) => {
             Err("must be at most 60s, and below the extender's httpTimeout".into())
         }
+        d => Ok(d),
+    }
+}
+
+fn parse_creation_window(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d > Duration::from_secs(600) => Err(
+            "must be at most 10m: room held for pods that may never come is taken from others"
+                .into(),
+        ),
         d => Ok(d),
     }
 }
@@ -164,6 +359,8 @@ mod tests {
         assert_eq!(a.listen_addr.port(), 8888);
         assert_eq!(a.url_prefix, "");
         assert_eq!(a.gang_timeout, Duration::from_secs(60));
+        assert_eq!(a.creation_window, Duration::from_secs(5));
+        assert_eq!(a.model_config().creation_window, Duration::from_secs(5));
         assert_eq!(a.max_body_bytes, 32 << 20);
         assert_eq!(a.log_format, LogFormat::Text);
     }
@@ -179,13 +376,81 @@ mod tests {
             (vec!["--log-level", "muster=loud"], "--log-level"),
             (vec!["--log-format", "xml"], "--log-format"),
             (vec!["--bind-wait", "5m"], "--bind-wait"),
+            (vec!["--creation-window", "1h"], "--creation-window"),
+            (vec!["--creation-window", "later"], "--creation-window"),
             (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
             (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
+            (vec!["--ops-listen-addr", "nowhere"], "--ops-listen-addr"),
+            (
+                vec![
+                    "--self-managed-certs",
+                    "--tls-cert-file",
+                    "c",
+                    "--tls-key-file",
+                    "k",
+                ],
+                "--tls-cert-file",
+            ),
+            (vec!["--certs-namespace", "Muster"], "--certs-namespace"),
+            (vec!["--ca-secret", "a_b"], "--ca-secret"),
+            (vec!["--serving-cert-hosts", "a b"], "--serving-cert-hosts"),
+            (vec!["--cert-lifetime", "10s"], "--cert-lifetime"),
         ];
         for (args, want) in cases {
             let e = parse(&args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_with_kube_schedulers_timings() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.election(), Ok(None));
+        let a = parse(&["--leader-elect", "--leader-elect-identity", "a"]).unwrap();
+        let e = a.election().unwrap().unwrap();
+        assert_eq!(
+            (e.namespace.as_str(), e.name.as_str()),
+            ("kube-system", "muster")
+        );
+        assert_eq!(e.identity, "a");
+        assert_eq!(e.timings, Timings::default());
+        let a = parse(&["--leader-elect", "--leader-elect-renew-deadline", "20s"]).unwrap();
+        assert!(a
+            .election()
+            .unwrap_err()
+            .contains("--leader-elect-lease-duration"));
+        let e = parse(&["--leader-elect-retry-period", "0s"]).unwrap_err();
+        assert!(e.contains("--leader-elect-retry-period"), "{e}");
+    }
+
+    #[test]
+    fn ops_port_must_differ_from_the_verbs_port() {
+        let a = parse(&[
+            "--listen-addr=0.0.0.0:8888",
+            "--ops-listen-addr=127.0.0.1:8888",
+        ])
+        .unwrap();
+        let e = a.check().unwrap_err();
+        assert!(e.contains("--ops-listen-addr 127.0.0.1:8888"), "{e}");
+        let a = parse(&["--ops-listen-addr=0.0.0.0:8889"]).unwrap();
+        assert_eq!(a.check(), Ok(()));
+        assert_eq!(parse(&[]).unwrap().ops_listen_addr, None);
+    }
+
+    #[test]
+    fn serving_hosts_default_to_the_service_names() {
+        let a = parse(&["--certs-namespace=gangs"]).unwrap();
+        assert_eq!(
+            a.serving_hosts(),
+            [
+                "muster",
+                "muster.gangs",
+                "muster.gangs.svc",
+                "muster.gangs.svc.cluster.local"
+            ]
+        );
+        let a = parse(&["--serving-cert-hosts=127.0.0.1,Muster.Example"]).unwrap();
+        assert_eq!(a.serving_hosts(), ["127.0.0.1", "muster.example"]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod pki;
 pub mod state;
 #[doc(hidden)]
 pub mod testkit;
@@ -27,9 +28,10 @@ use tokio::net::TcpListener;
 use tracing::info;
 
 use crate::cluster::binder::KubeBinder;
+use crate::cluster::certs::CertsConfig;
 use crate::cluster::events::{publish_events, EventSink};
 use crate::config::{Args, LogFormat};
-use crate::http::{router, AppState};
+use crate::http::{ops_router, router, verbs_router, AppState};
 use crate::state::Shared;
 
 pub fn init_logging(args: &Args) {
@@ -70,37 +72,118 @@ async fn kube_config(args: &Args) -> anyhow::Result<kube::Config> {
     Ok(config)
 }
 
+/// How the self-managed certificates are named and made, from the flags.
+fn certs_config(args: &Args) -> CertsConfig {
+    CertsConfig {
+        namespace: args.certs_namespace.clone(),
+        ca_secret: args.ca_secret.clone(),
+        serving_secret: args.serving_cert_secret.clone(),
+        client_secret: args.client_cert_secret.clone(),
+        serving_hosts: args.serving_hosts(),
+        client_common_name: "muster-scheduler".into(),
+        lifetime: args.cert_lifetime,
+        dir: args.certs_dir.clone(),
+    }
+}
+
+async fn listen(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("{flag} {addr}: cannot listen"))
+}
+
+/// Serves `app` on `listener` (over TLS when `tls` is given) until `stop` fires.
+async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    match tls {
+        None => axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await
+            .context("server failed"),
+        Some(config) => axum::serve(tls::TlsListener::new(listener, config)?, app)
+            .with_graceful_shutdown(stopped)
+            .await
+            .context("server failed"),
+    }
+}
+
 /// Runs muster until SIGTERM or Ctrl-C.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    // Certificates first: a bad file is a configuration error to report before anything runs.
-    let tls_config = match args.tls() {
+    args.check().map_err(anyhow::Error::msg)?;
+    // Certificate files first: a bad file is a configuration error to report before anything
+    // runs. Self-managed certificates need the API server, so they come after the client.
+    let mut tls_config = match args.tls() {
         Some(files) => Some((
             tls::server_config(&files, Duration::from_secs(10))?,
             files.client_ca.is_some(),
         )),
         None => None,
     };
+    let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
     let client = kube_client(&args).await?;
-    let listener = TcpListener::bind(args.listen_addr)
-        .await
-        .with_context(|| format!("--listen-addr {}: cannot listen", args.listen_addr))?;
+    let mut tasks = tokio::task::JoinSet::new();
+    if args.self_managed_certs {
+        let certs = certs_config(&args);
+        cluster::certs::ensure(&client, &certs)
+            .await
+            .context("--self-managed-certs")?;
+        info!(
+            namespace = %certs.namespace,
+            serving = %certs.serving_secret,
+            client = %certs.client_secret,
+            "self-managed certificates in place"
+        );
+        tls_config = Some((
+            tls::server_config(&certs.tls_files(), Duration::from_secs(10))?,
+            true,
+        ));
+        tasks.spawn(cluster::certs::keep_current(client.clone(), certs));
+    }
+    let listener = listen(args.listen_addr, "--listen-addr").await?;
+    let ops_listener = match args.ops_listen_addr {
+        Some(addr) => Some(listen(addr, "--ops-listen-addr").await?),
+        None => None,
+    };
 
     let (events, event_rx) = EventSink::channel(4096);
     let binder = Arc::new(KubeBinder::new(client.clone()));
-    let shared = Arc::new(Shared::new(args.model_config(), binder, events));
+    let mut shared = Shared::new(args.model_config(), binder, events);
+    if let Some(e) = &election {
+        shared = shared.with_leadership(cluster::leader::role::Leadership::candidate(
+            &e.identity,
+            &e.namespace,
+            &e.name,
+        ));
+    }
+    let shared = Arc::new(shared);
 
     let instance = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "muster".into());
-    let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    if let Some(e) = election.clone() {
+        info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
+        tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+    }
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
             Arc::new(cluster::evictor::KubeEvictor::new(
                 kube_client_without_retries(&args).await?,
             )),
+            {
+                // Only the leader evicts: a standby (or a leader that lost its Lease) does not.
+                let shared = shared.clone();
+                Arc::new(move || shared.leadership.is_leading(Instant::now()))
+            },
             shared.events.clone(),
             rx,
             cluster::evictor::RETRY_EVERY,
@@ -116,38 +199,57 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     });
 
-    let app = router(
-        AppState {
-            shared: shared.clone(),
-            max_body_bytes: args.max_body_bytes,
-            bind_wait: args.bind_wait,
-        },
-        &args.url_prefix,
-    );
-    match tls_config {
+    let state = AppState {
+        shared: shared.clone(),
+        max_body_bytes: args.max_body_bytes,
+        bind_wait: args.bind_wait,
+    };
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let scheme = if tls_config.is_some() {
+        "HTTPS"
+    } else {
+        "HTTP"
+    };
+    let client_certificates = tls_config.as_ref().is_some_and(|(_, c)| *c);
+    let tls_config = tls_config.map(|(c, _)| c);
+    match ops_listener {
         None => {
-            info!(addr = %args.listen_addr, prefix = %args.url_prefix, "muster serving HTTP");
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
-                .await
-                .context("server failed")?;
-        }
-        Some((config, client_certificates)) => {
-            let listener = tls::TlsListener::new(listener, config)?;
             info!(
                 addr = %args.listen_addr,
                 prefix = %args.url_prefix,
                 client_certificates,
-                "muster serving HTTPS"
+                "muster serving the verbs, /gangs, probes and metrics over {scheme}"
             );
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
-                .await
-                .context("server failed")?;
+            serve(listener, tls_config, router(state, &args.url_prefix), stop).await?;
+        }
+        Some(ops) => {
+            info!(
+                addr = %args.listen_addr,
+                prefix = %args.url_prefix,
+                client_certificates,
+                "muster serving the verbs and /gangs over {scheme}"
+            );
+            info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
+            let verbs = serve(
+                listener,
+                tls_config,
+                verbs_router(state.clone(), &args.url_prefix),
+                stop.clone(),
+            );
+            let ops = serve(ops, None, ops_router(state), stop);
+            tokio::try_join!(verbs, ops)?;
         }
     }
     info!("shutting down");
     tasks.shutdown().await;
+    // After the election task stopped, so nothing renews the Lease once it is given up.
+    if let Some(e) = &election {
+        cluster::leader::release(client, e, &shared).await;
+    }
     Ok(())
 }
 

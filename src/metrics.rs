@@ -49,13 +49,20 @@ pub struct Metrics {
     pub gang_timeouts: Counter,
     pub quorum_waits: Counter,
     pub bind_failures: Counter,
+    pub bind_retries: Counter,
     /// Preemption decisions: `kept` (as proposed), `trimmed`, `refused` (nothing evicted).
     pub preemptions: Family<OutcomeLabel, Counter>,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
+    /// Objects the watches could not read in full (skipped, or kept with what was read).
+    pub unreadable_objects: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
     cache_pods: Gauge,
     cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// 1 while this replica decides (the leader, or the only replica), else 0.
+    pub leader: Gauge,
+    /// Times this replica took the leader Lease.
+    pub leader_takeovers: Counter,
     started: Instant,
     /// Milliseconds after `started` of the last watch event (0 = none yet).
     last_cache_event_ms: AtomicU64,
@@ -90,12 +97,16 @@ impl Metrics {
             gang_timeouts: Counter::default(),
             quorum_waits: Counter::default(),
             bind_failures: Counter::default(),
+            bind_retries: Counter::default(),
             preemptions: Family::default(),
             events_dropped,
             watch_errors: Family::default(),
+            unreadable_objects: Family::default(),
             cache_nodes: Gauge::default(),
             cache_pods: Gauge::default(),
             cache_age: Gauge::default(),
+            leader: Gauge::default(),
+            leader_takeovers: Counter::default(),
             started: Instant::now(),
             last_cache_event_ms: AtomicU64::new(0),
             registry: Registry::default(),
@@ -133,8 +144,13 @@ impl Metrics {
         );
         registry.register(
             "bind_failures",
-            "Bindings muster could not create",
+            "Bindings muster could not create: refused for good, or still failing after retries",
             m.bind_failures.clone(),
+        );
+        registry.register(
+            "bind_retries",
+            "Bindings tried again after a transient error (429, 5xx, timeout, conflict)",
+            m.bind_retries.clone(),
         );
         registry.register(
             "preemptions",
@@ -145,6 +161,11 @@ impl Metrics {
             "events_dropped",
             "Kubernetes Events dropped because the publisher fell behind",
             m.events_dropped.clone(),
+        );
+        registry.register(
+            "unreadable_objects",
+            "Pods and nodes with a field muster cannot read: a pending pod is skipped, a bound pod fills its node for that resource, a node is kept without it",
+            m.unreadable_objects.clone(),
         );
         registry.register(
             "watch_errors",
@@ -158,7 +179,23 @@ impl Metrics {
             "Seconds since the last pod or node watch event (-1 before the first)",
             m.cache_age.clone(),
         );
+        registry.register(
+            "leader",
+            "1 while this replica decides (the Lease holder, or the only replica), else 0",
+            m.leader.clone(),
+        );
+        registry.register(
+            "leader_takeovers",
+            "Times this replica took the leader Lease",
+            m.leader_takeovers.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    pub fn count_unreadable(&self, kind: &'static str) {
+        self.unreadable_objects
+            .get_or_create(&KindLabel { kind })
+            .inc();
     }
 
     pub fn touch_cache(&self) {

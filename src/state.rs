@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
 use crate::cluster::evictor::DisruptionQueue;
+use crate::cluster::leader::role::Leadership;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig};
@@ -53,6 +54,8 @@ pub struct Shared {
     pub binder: Arc<dyn Binder>,
     /// Bind calls held open while their gang gathers.
     pub held: HeldBinds,
+    /// Whether this replica decides (always, without leader election).
+    pub leadership: Leadership,
     /// Gangs preemption disrupts whole, for the eviction task.
     pub disruptions: DisruptionQueue,
 }
@@ -66,8 +69,32 @@ impl Shared {
             events,
             binder,
             held: HeldBinds::default(),
+            leadership: Leadership::sole(),
             disruptions: DisruptionQueue::default(),
         }
+    }
+
+    /// With leader election: decides only while the election says so.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = leadership;
+        self
+    }
+
+    /// This replica takes over as leader: it decides from a table rebuilt from its caches,
+    /// as a restart would, not from anything it believed while standing by or led before.
+    pub fn take_over(&self) {
+        let mut table = self.table.lock();
+        *table = table.rebuilt();
+    }
+
+    /// This replica lost the Lease: its seats and assumptions are the new leader's to rebuild,
+    /// and its held bind calls fail now (kube-scheduler retries them on the new leader).
+    pub fn step_down(&self) {
+        {
+            let mut table = self.table.lock();
+            *table = table.rebuilt();
+        }
+        self.held.wake_all();
     }
 
     /// Wakes every bind call held for this gang.
@@ -75,11 +102,19 @@ impl Shared {
         self.held.wake(gang);
     }
 
-    /// Hands notices the table produced to the Event publisher.
+    /// Hands notices the table produced to the Event publisher, and wakes the bind calls
+    /// held for gangs that lost seats (so a member without a seat answers at once).
     pub fn flush_notices(&self) {
-        let notices = self.table.lock().take_notices();
-        if !notices.is_empty() {
+        let (notices, released) = {
+            let mut table = self.table.lock();
+            (table.take_notices(), table.take_released())
+        };
+        // A standby's watches see the same objects as the leader's: only the leader reports.
+        if !notices.is_empty() && self.leadership.is_leading(Instant::now()) {
             self.events.send_all(notices);
+        }
+        for gang in &released {
+            self.held.wake(gang);
         }
     }
 

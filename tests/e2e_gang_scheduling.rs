@@ -347,15 +347,21 @@ async fn two_gangs_competing_for_room_for_one_exactly_one_placed() -> Result<()>
 }
 
 /// Plain pods schedule while a gang waits. Once a gang is admitted — its seats visible in
-/// `/gangs`, the room for its members not created yet held — plain pods get only the room left
-/// over, on every poll of a window; the gang then binds whole into the room it held.
+/// `/gangs`, the room for its members not created yet held (within the creation window) —
+/// plain pods get only the room left over, on every poll of a window; the gang then binds whole
+/// into the room it held.
 #[tokio::test]
 async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
     let _t = Timer(
         "plain_pods_keep_scheduling_and_do_not_take_gang_seats",
         Instant::now(),
     );
-    let c = Cluster::start(MUSTER).await?;
+    // Room for members not created yet is held only for the creation window after the newest
+    // member appeared (5 s by default); this test observes that room for longer, so it widens
+    // the window (tests/e2e_holds_nothing.rs covers its end).
+    let c =
+        Cluster::start_with(ClusterOptions::new(MUSTER).muster_args(["--creation-window", "60s"]))
+            .await?;
     let r = async {
         let ns = "mixed";
         c.namespace(ns).await?;
@@ -780,7 +786,11 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
         "a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together",
         Instant::now(),
     );
-    let c = Cluster::start(MUSTER).await?;
+    // The controller here is slower than the default creation window (5 s): widen it, as a
+    // user with such a controller would (tests/e2e_holds_nothing.rs covers the window's end).
+    let c =
+        Cluster::start_with(ClusterOptions::new(MUSTER).muster_args(["--creation-window", "60s"]))
+            .await?;
     let r = async {
         c.namespace("slow").await?;
         // Room for one gang of 3 × 100m, not two.
@@ -849,6 +859,10 @@ async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
         "10s",
         "--bind-wait",
         "9s",
+        // Room for the members not created yet is held until the timeout, which is what this
+        // test observes (the default 5 s window would release it first).
+        "--creation-window",
+        "60s",
     ]))
     .await?;
     let ns = "expiry";

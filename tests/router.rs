@@ -12,32 +12,43 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tower::ServiceExt;
 
-use muster::cluster::binder::Binder;
+use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
 use muster::http::{router, AppState};
 use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef};
 use muster::state::Shared;
 
-/// Records binding calls; fails for pods named in `fail`; with a `gate`, each binding waits
-/// for a permit, as a slow API server would make it wait.
+/// Records binding calls; fails for good for pods named in `fail`, and for a moment (429)
+/// as many times as `flaky` says for the pods it names; with a `gate`, each binding waits for
+/// a permit, as a slow API server would make it wait.
 #[derive(Default)]
 struct FakeBinder {
     calls: Mutex<Vec<String>>,
     fail: Mutex<Vec<String>>,
+    flaky: Mutex<Vec<(String, u32)>>,
     gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Binder for FakeBinder {
-    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), String>> {
+    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
         self.calls.lock().push(format!("{pod}@{node}"));
         let fail = self.fail.lock().contains(&pod.name.to_string());
+        let throttled = self
+            .flaky
+            .lock()
+            .iter_mut()
+            .find(|(name, left)| **name == *pod.name && *left > 0)
+            .map(|(_, left)| *left -= 1)
+            .is_some();
         let gate = self.gate.clone();
         Box::pin(async move {
             if let Some(gate) = gate {
                 gate.acquire().await.expect("gate open").forget();
             }
             if fail {
-                Err("the API server said no".to_string())
+                Err(BindError::Permanent("the API server said no".to_string()))
+            } else if throttled {
+                Err(BindError::Transient("Too Many Requests".to_string()))
             } else {
                 Ok(())
             }
@@ -109,6 +120,15 @@ impl Fixture {
         self.call("POST", path, body).await
     }
 
+    /// The watch delivers these pods (Go-encoded v1.Pod JSON): only the watch adds pods.
+    fn watch(&self, pods: &[&String]) {
+        for json in pods {
+            let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_str(json).unwrap();
+            let info = muster::cluster::convert::pod_info(&pod).unwrap();
+            self.shared.table.lock().apply_pod(info);
+        }
+    }
+
     fn seats(&self) -> u64 {
         self.shared
             .table
@@ -145,6 +165,7 @@ fn bind_args(name: &str, uid: &str, node: &str) -> String {
 async fn filter_in_node_cache_mode_answers_in_go_field_names() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
     let pod = go_pod("web", "u-web", "100m", "{}");
+    f.watch(&[&pod]);
     let (status, body) = f
         .post("/filter", &filter_args(&pod, &["node1", "node2"]))
         .await;
@@ -167,6 +188,7 @@ async fn filter_in_node_cache_mode_answers_in_go_field_names() {
 async fn filter_with_full_node_list_returns_the_kept_items_verbatim() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
     let pod = go_pod("web", "u-web", "100m", "{}");
+    f.watch(&[&pod]);
     let n1 = r#"{"metadata":{"name":"node1","labels":{"kubernetes.io/hostname":"node1"}},"spec":{},"status":{"allocatable":{"cpu":"1"}}}"#;
     let n2 = r#"{"metadata":{"name":"node2"},"spec":{},"status":{"allocatable":{"cpu":"50m"}}}"#;
     let req = format!(
@@ -187,7 +209,8 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
     let f = Fixture::new(&[node("node1", 150)]);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
     let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    // The worker is known (kube-scheduler tried it first); now the master is filtered.
+    f.watch(&[&master, &worker]);
+    // kube-scheduler tried the worker first; now the master is filtered.
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     let (status, body) = f.post("/filter", &filter_args(&master, &["node1"])).await;
     assert_eq!(status, StatusCode::OK);
@@ -203,6 +226,7 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
 async fn filter_fails_unknown_nodes_as_unresolvable() {
     let f = Fixture::new(&[node("node1", 1000)]);
     let pod = go_pod("web", "u-web", "100m", "{}");
+    f.watch(&[&pod]);
     let (_, body) = f.post("/filter", &filter_args(&pod, &["ghost"])).await;
     assert_eq!(
         body,
@@ -226,6 +250,7 @@ async fn conflicting_gang_annotations_are_unresolvable_with_the_keys_named() {
         "100m",
         r#"{"muster.dev/group":"a","scheduling.volcano.sh/group-name":"b"}"#,
     );
+    f.watch(&[&pod]);
     let (_, body) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
@@ -240,9 +265,11 @@ async fn conflicting_gang_annotations_are_unresolvable_with_the_keys_named() {
 async fn prioritize_returns_a_top_level_host_priority_list() {
     let f = Fixture::new(&[node("empty", 4000), node("half", 4000)]);
     let filler = go_pod("filler", "u-f", "2", "{}");
+    f.watch(&[&filler]);
     f.post("/filter", &filter_args(&filler, &["half"])).await;
     f.post("/bind", &bind_args("filler", "u-f", "half")).await;
     let pod = go_pod("web", "u-web", "1", "{}");
+    f.watch(&[&pod]);
     let (status, body) = f
         .post("/prioritize", &filter_args(&pod, &["empty", "half"]))
         .await;
@@ -260,6 +287,7 @@ async fn bind_waits_below_quorum_then_binds_the_whole_gang() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 1000)]);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
     let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.watch(&[&master, &worker]);
     f.post("/filter", &filter_args(&master, &["node1", "node2"]))
         .await;
     f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
@@ -303,6 +331,7 @@ async fn a_held_bind_call_answers_success_once_its_gang_is_bound() {
     let f = Arc::new(f);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
     let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.watch(&[&master, &worker]);
     f.post("/filter", &filter_args(&master, &["node1", "node2"]))
         .await;
     f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
@@ -348,6 +377,7 @@ async fn a_held_bind_call_woken_while_its_gang_is_being_bound_keeps_waiting() {
     let f = Arc::new(f);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
     let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.watch(&[&master, &worker]);
     f.post("/filter", &filter_args(&master, &["node1"])).await;
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     let spawn_bind = |name: &'static str, uid: &'static str| {
@@ -399,6 +429,7 @@ async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
         f.bind_wait = wait;
         let master = go_pod("m", "u-m", "100m", GANG);
         let worker = go_pod("w", "u-w", "100m", GANG);
+        f.watch(&[&master, &worker]);
         f.post("/filter", &filter_args(&master, &["node1"])).await;
         f.post("/filter", &filter_args(&worker, &["node1"])).await;
         let started = Instant::now();
@@ -424,6 +455,7 @@ async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
 async fn a_failed_binding_is_reported_to_the_scheduler_and_frees_the_room() {
     let f = Fixture::new(&[node("node1", 1000)]);
     let pod = go_pod("web", "u-web", "1", "{}");
+    f.watch(&[&pod]);
     f.post("/filter", &filter_args(&pod, &["node1"])).await;
     f.binder.fail.lock().push("web".into());
     let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
@@ -443,6 +475,7 @@ async fn a_failed_binding_is_reported_to_the_scheduler_and_frees_the_room() {
 async fn bind_of_unknown_pod_or_node_is_a_precise_error_and_changes_nothing() {
     let f = Fixture::new(&[node("node1", 1000)]);
     let master = go_pod("m", "u-m", "100m", GANG);
+    f.watch(&[&master]);
     f.post("/filter", &filter_args(&master, &["node1"])).await;
     let cases = [
         (
@@ -527,6 +560,7 @@ async fn oversized_bodies_get_413_and_the_server_keeps_serving() {
     let mut f = Fixture::new(&[node("node1", 1000)]);
     f.max_body_bytes = 2048;
     let pod = go_pod("web", "u-web", "100m", "{}");
+    f.watch(&[&pod]);
     let many: Vec<String> = (0..500).map(|i| format!("node{i}")).collect();
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
     let (status, body) = f.post("/filter", &filter_args(&pod, &refs)).await;
@@ -599,6 +633,7 @@ async fn gangs_view_lists_members_and_why_they_wait() {
     let f = Fixture::new(&[node("node1", 150)]);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
     let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
+    f.watch(&[&master, &worker]);
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     f.post("/filter", &filter_args(&master, &["node1"])).await;
     let (status, body) = f.call("GET", "/gangs", "").await;
@@ -669,6 +704,7 @@ fn meta_victims(entries: &[(&str, &[&str], i64)]) -> String {
 async fn preempt_in_node_cache_mode_keeps_the_plain_victim_and_answers_meta_victims() {
     let f = running_gang_fixture("gang");
     let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
     // nodeCacheCapable: true — Go sends the nil map as null and UIDs only.
     let req = format!(
         r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
@@ -696,6 +732,7 @@ async fn preempt_in_node_cache_mode_keeps_the_plain_victim_and_answers_meta_vict
 async fn preempt_with_whole_victim_pods_answers_in_uids_all_the_same() {
     let f = running_gang_fixture("gang");
     let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
     let victim = |name: &str, uid: &str| go_pod_with_priority(name, uid, "1", "{}", 100);
     // nodeCacheCapable: false — whole v1.Pods, the meta map null.
     let req = format!(
@@ -728,15 +765,21 @@ async fn preempt_for_a_gang_that_cannot_run_answers_no_candidate() {
     }
     let three = r#"{"muster.dev/group":"big","muster.dev/min-available":"3"}"#;
     let member = go_pod_with_priority("big-0", "u-big-0", "1", three, 100_000);
-    for i in 1..3 {
-        let other = go_pod_with_priority(
-            &format!("big-{i}"),
-            &format!("u-big-{i}"),
-            "1",
-            three,
-            100_000,
-        );
-        f.post("/filter", &filter_args(&other, &["n1", "n2"])).await;
+    let others: Vec<String> = (1..3)
+        .map(|i| {
+            go_pod_with_priority(
+                &format!("big-{i}"),
+                &format!("u-big-{i}"),
+                "1",
+                three,
+                100_000,
+            )
+        })
+        .collect();
+    // Pods come through the watch first; a request never adds one.
+    f.watch(&[&member, &others[0], &others[1]]);
+    for other in &others {
+        f.post("/filter", &filter_args(other, &["n1", "n2"])).await;
     }
     // Filter says preemption cannot help...
     let (_, body) = f
@@ -763,6 +806,7 @@ async fn preempt_that_disrupts_a_gang_whole_queues_its_other_members_for_evictio
     let f = running_gang_fixture("gang");
     let mut queue = f.shared.disruptions.take_receiver().unwrap();
     let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
     let req = format!(
         r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
         meta_victims(&[("n1", &["uid-run-0"], 0), ("n2", &["uid-run-1"], 0)])
@@ -810,3 +854,6 @@ async fn malformed_preempt_bodies_get_400_naming_the_json_path() {
     let (_, metrics) = f.call("GET", "/metrics", "").await;
     assert!(metrics.contains(r#"muster_requests_total{verb="preempt",outcome="bad_request"} 4"#));
 }
+
+#[path = "router/whole.rs"]
+mod whole;

@@ -22,6 +22,9 @@ use crate::model::rules::{
 };
 use crate::model::{NodeInfo, PodInfo, Resources};
 
+mod lenient;
+pub use lenient::{bound_pod_info_lenient, node_info_lenient};
+
 /// Why a pod or node could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConvertError {

@@ -4,15 +4,20 @@
 //! for the API server. If the channel is full (an API server too slow to take Events), notices
 //! are dropped and counted rather than slowing scheduling down.
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use crate::model::Notice;
+use crate::model::{Notice, NoticeKind, PodRef};
+
+/// Annotation muster sets on a pod it refused for held room once that room is released: an
+/// update of an unscheduled pod makes kube-scheduler re-queue it (the release itself is no
+/// cluster event). Its value is the time of the release.
+pub const RETRY_ANNOTATION: &str = "muster.dev/retry";
 
 /// The sending side, cheap to clone, used by the HTTP handlers and the timeout loop.
 #[derive(Clone)]
@@ -63,8 +68,12 @@ impl EventSink {
 /// Runs until the channel closes.
 pub async fn publish_events(client: Client, instance: String, mut rx: mpsc::Receiver<Notice>) {
     while let Some(n) = rx.recv().await {
-        let api: Api<Event> = Api::namespaced(client.clone(), &n.pod.namespace);
         let now = k8s_openapi::jiff::Timestamp::now();
+        if n.kind == NoticeKind::Retry {
+            ask_to_retry(&client, &n.pod, now).await;
+            continue;
+        }
+        let api: Api<Event> = Api::namespaced(client.clone(), &n.pod.namespace);
         let event = Event {
             metadata: ObjectMeta {
                 // "<pod>.<hex nanoseconds>", as kube-scheduler names its Events.
@@ -104,6 +113,25 @@ pub async fn publish_events(client: Client, instance: String, mut rx: mpsc::Rece
             Ok(_) => debug!(pod = %n.pod, reason = n.kind.reason(), "event published"),
             Err(e) => warn!(pod = %n.pod, error = %e, "could not publish event"),
         }
+    }
+}
+
+/// Annotates the pod so kube-scheduler tries it again. A pod gone or already bound meanwhile is
+/// no error worth more than a debug line.
+async fn ask_to_retry(client: &Client, pod: &PodRef, now: k8s_openapi::jiff::Timestamp) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let patch = serde_json::json!({
+        "metadata": {
+            "uid": pod.uid.to_string(),
+            "annotations": { RETRY_ANNOTATION: now.to_string() },
+        }
+    });
+    match api
+        .patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => debug!(pod = %pod, "asked kube-scheduler to retry the pod"),
+        Err(e) => debug!(pod = %pod, error = %e, "could not annotate the pod for a retry"),
     }
 }
 

@@ -35,7 +35,12 @@ pub enum EvictOutcome {
     Budget(String),
     /// Refused for good (the message says why).
     Failed(String),
+    /// Not tried: this replica is not the leader (any more); only the leader evicts.
+    NotLeader,
 }
+
+/// Whether this replica leads now (only the leader evicts). Always true without election.
+pub type Leading = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Something that can evict a pod. The real one calls the Eviction API; tests record calls.
 pub trait Evictor: Send + Sync + 'static {
@@ -110,17 +115,23 @@ impl DisruptionQueue {
 /// Evicts every member of each disrupted gang, members concurrently.
 pub async fn run_evictions(
     evictor: std::sync::Arc<dyn Evictor>,
+    leading: Leading,
     events: EventSink,
     mut rx: mpsc::UnboundedReceiver<GangDisruption>,
     retry_every: Duration,
     give_up_after: Duration,
 ) {
     while let Some(d) = rx.recv().await {
+        if !leading() {
+            warn!(gang = %d.gang, "not the leader: the disrupted gang is not evicted by this replica");
+            continue;
+        }
         info!(gang = %d.gang, members = d.others.len(), "evicting a gang disrupted whole");
         for pod in d.others {
             let evictor = evictor.clone();
             let events = events.clone();
             let gang = d.gang.clone();
+            let leading = leading.clone();
             tokio::spawn(async move {
                 let tell = |m: &str| {
                     events.send_all(vec![Notice {
@@ -129,9 +140,19 @@ pub async fn run_evictions(
                         message: budget_wait_message(&gang, m, retry_every, give_up_after),
                     }])
                 };
-                let outcome =
-                    evict_with_retries(&*evictor, pod.clone(), retry_every, give_up_after, tell)
-                        .await;
+                let outcome = evict_with_retries(
+                    &*evictor,
+                    &*leading,
+                    pod.clone(),
+                    retry_every,
+                    give_up_after,
+                    tell,
+                )
+                .await;
+                if outcome == EvictOutcome::NotLeader {
+                    warn!(pod = %pod, gang = %gang, "stopped leading: this replica does not evict the gang member");
+                    return;
+                }
                 if let Some(message) = failure_message(&gang, &outcome, give_up_after) {
                     warn!(pod = %pod, gang = %gang, %message, "eviction of a gang member failed");
                     events.send_all(vec![Notice {
@@ -147,9 +168,12 @@ pub async fn run_evictions(
 
 /// Tries until done, refused for good, or a budget has refused for `give_up_after`.
 /// `on_first_refusal` is called once, with the budget's message, the first time a budget
-/// refuses (so the user hears at once why the member is still running).
+/// refuses (so the user hears at once why the member is still running). Before every
+/// attempt `leading` is asked: a replica that is not the leader does not evict
+/// ([`EvictOutcome::NotLeader`]).
 pub async fn evict_with_retries(
     evictor: &dyn Evictor,
+    leading: &(dyn Fn() -> bool + Send + Sync),
     pod: PodRef,
     retry_every: Duration,
     give_up_after: Duration,
@@ -158,6 +182,9 @@ pub async fn evict_with_retries(
     let deadline = tokio::time::Instant::now() + give_up_after;
     let mut on_first_refusal = Some(on_first_refusal);
     loop {
+        if !leading() {
+            return EvictOutcome::NotLeader;
+        }
         match evictor.evict(pod.clone()).await {
             EvictOutcome::Budget(m) if tokio::time::Instant::now() + retry_every <= deadline => {
                 info!(pod = %pod, message = %m, "eviction refused by a PodDisruptionBudget; retrying");
@@ -190,7 +217,7 @@ fn failure_message(
     waited: Duration,
 ) -> Option<String> {
     match outcome {
-        EvictOutcome::Done => None,
+        EvictOutcome::Done | EvictOutcome::NotLeader => None,
         EvictOutcome::Budget(m) => Some(format!(
             "gang {gang} is disrupted by preemption, but a PodDisruptionBudget refused this member's eviction for {}s ({m}); it keeps running",
             waited.as_secs()
@@ -245,6 +272,7 @@ mod tests {
         let told = Mutex::new(Vec::new());
         let outcome = evict_with_retries(
             &e,
+            &|| true,
             pod(),
             Duration::from_millis(5),
             Duration::from_secs(60),
@@ -272,6 +300,7 @@ mod tests {
         };
         let outcome = evict_with_retries(
             &e,
+            &|| true,
             pod(),
             Duration::from_millis(10),
             Duration::from_millis(45),
@@ -287,5 +316,49 @@ mod tests {
         assert!(
             message.contains("PodDisruptionBudget refused") && message.contains("keeps running")
         );
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_is_not_the_leader_evicts_nothing() {
+        let e = Scripted {
+            answers: Mutex::new(vec![EvictOutcome::Budget("Cannot evict pod".into())]),
+            calls: Mutex::new(0),
+        };
+        let outcome = evict_with_retries(
+            &e,
+            &|| false,
+            pod(),
+            Duration::from_millis(5),
+            Duration::from_secs(60),
+            |_| {},
+        )
+        .await;
+        assert_eq!(outcome, EvictOutcome::NotLeader);
+        assert_eq!(*e.calls.lock(), 0, "no eviction attempted");
+    }
+
+    #[tokio::test]
+    async fn losing_the_lease_between_budget_retries_stops_the_evictions() {
+        let e = Scripted {
+            answers: Mutex::new(vec![EvictOutcome::Budget("Cannot evict pod".into())]),
+            calls: Mutex::new(0),
+        };
+        let asked = Mutex::new(0u32);
+        let leading = || {
+            let mut n = asked.lock();
+            *n += 1;
+            *n == 1
+        };
+        let outcome = evict_with_retries(
+            &e,
+            &leading,
+            pod(),
+            Duration::from_millis(5),
+            Duration::from_secs(60),
+            |_| {},
+        )
+        .await;
+        assert_eq!(outcome, EvictOutcome::NotLeader);
+        assert_eq!(*e.calls.lock(), 1, "tried once while leading, never after");
     }
 }

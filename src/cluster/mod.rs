@@ -1,8 +1,11 @@
-//! Kubernetes I/O: the watches that keep the gang table current, the binder, and the Event
-//! publisher. Nothing in here decides anything; decisions live in [`crate::model`].
+//! Kubernetes I/O: the watches that keep the gang table current, the binder, the Event
+//! publisher, and the self-managed certificate Secrets. Nothing in here decides anything;
+//! decisions live in [`crate::model`] (and [`crate::pki`] for certificates).
 
 pub mod binder;
+pub mod certs;
 pub mod convert;
 pub mod events;
 pub mod evictor;
+pub mod leader;
 pub mod watch;

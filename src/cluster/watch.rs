@@ -22,7 +22,9 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
-use super::convert::{node_info, pod_info, ConvertError};
+use super::convert::{
+    bound_pod_info_lenient, node_info, node_info_lenient, pod_info, ConvertError,
+};
 use crate::metrics::KindLabel;
 use crate::model::GangTable;
 use crate::state::Shared;
@@ -35,8 +37,12 @@ const LIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 /// What differs between the pod and the node watch: how an object enters and leaves the table.
 pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
     const KIND: &'static str;
-    /// Applies the object; returns its key (pod UID, node name) for re-list bookkeeping.
-    fn apply(table: &mut GangTable, obj: &Self) -> Result<Arc<str>, ConvertError>;
+    /// Applies the object; returns its key (pod UID, node name) for re-list bookkeeping, and
+    /// what could not be read of it if it was applied in part (see `convert::lenient`).
+    fn apply(
+        table: &mut GangTable,
+        obj: &Self,
+    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError>;
     fn remove(table: &mut GangTable, obj: &Self);
     /// After a (re-)list: drops what the list did not contain; returns how many remain.
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize;
@@ -45,11 +51,20 @@ pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static 
 
 impl Indexed for Pod {
     const KIND: &'static str = "pods";
-    fn apply(table: &mut GangTable, pod: &Pod) -> Result<Arc<str>, ConvertError> {
-        let info = pod_info(pod)?;
+    fn apply(
+        table: &mut GangTable,
+        pod: &Pod,
+    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError> {
+        let (info, partly) = match pod_info(pod) {
+            Ok(info) => (info, None),
+            Err(e) => match bound_pod_info_lenient(pod) {
+                Some((info, why)) => (info, Some(why)),
+                None => return Err(e),
+            },
+        };
         let uid = info.uid.clone();
         table.apply_pod(info);
-        Ok(uid)
+        Ok((uid, partly))
     }
     fn remove(table: &mut GangTable, pod: &Pod) {
         if let Some(uid) = pod.metadata.uid.as_deref() {
@@ -67,11 +82,20 @@ impl Indexed for Pod {
 
 impl Indexed for Node {
     const KIND: &'static str = "nodes";
-    fn apply(table: &mut GangTable, node: &Node) -> Result<Arc<str>, ConvertError> {
-        let info = node_info(node)?;
+    fn apply(
+        table: &mut GangTable,
+        node: &Node,
+    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError> {
+        let (info, partly) = match node_info(node) {
+            Ok(info) => (info, None),
+            Err(e) => match node_info_lenient(node) {
+                Some((info, why)) => (info, Some(why)),
+                None => return Err(e),
+            },
+        };
         let name = info.name.clone();
         table.apply_node(info);
-        Ok(name)
+        Ok((name, partly))
     }
     fn remove(table: &mut GangTable, node: &Node) {
         if let Some(name) = node.metadata.name.as_deref() {
@@ -100,6 +124,8 @@ pub enum Applied {
     Changed,
     /// An object muster cannot read was skipped (the table is unchanged).
     Unreadable(ConvertError),
+    /// An object was applied with what could be read of it (see `convert::lenient`).
+    PartlyRead(ConvertError),
     /// A (re-)list completed; `remaining` objects of this kind are in the table, or `None`
     /// when no list was under way.
     Synced { remaining: Option<usize> },
@@ -119,11 +145,11 @@ pub fn apply_event<K: Indexed>(
             Applied::Changed
         }
         Event::InitApply(obj) | Event::Apply(obj) => match K::apply(table, &obj) {
-            Ok(key) => {
+            Ok((key, partly)) => {
                 if let Some(seen) = relist.seen.as_mut() {
                     seen.insert(key);
                 }
-                Applied::Changed
+                partly.map_or(Applied::Changed, Applied::PartlyRead)
             }
             Err(e) => Applied::Unreadable(e),
         },
@@ -171,7 +197,12 @@ where
         match applied {
             Applied::Changed => {}
             Applied::Unreadable(e) => {
-                warn!(kind = K::KIND, error = %e, "ignoring an object muster cannot read")
+                warn!(kind = K::KIND, error = %e, "ignoring an object muster cannot read");
+                shared.metrics.count_unreadable(K::KIND);
+            }
+            Applied::PartlyRead(e) => {
+                warn!(kind = K::KIND, error = %e, "kept an object with what muster can read of it");
+                shared.metrics.count_unreadable(K::KIND);
             }
             Applied::Synced { remaining } => {
                 if let Some(count) = remaining {

@@ -7,8 +7,9 @@ use axum::Json;
 use futures::future::join_all;
 use tracing::{debug, info, warn};
 
-use super::call::{Bind, Call, NOT_READY};
-use crate::model::{BindDecision, BindRequest, NodeName, Notice, NoticeKind, PodRef};
+use super::call::{Bind, Call};
+use crate::cluster::binder::{self, RetryPolicy};
+use crate::model::{BindDecision, BindRequest, NodeName, PodRef};
 use crate::state::Shared;
 use crate::wire::{ExtenderBindingArgs, ExtenderBindingResult};
 
@@ -21,8 +22,8 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
         call.record(outcome);
         Json(ExtenderBindingResult { error }).into_response()
     };
-    if !call.is_ready() {
-        return answer("refused", NOT_READY.into());
+    if let Err(refusal) = call.admit() {
+        return answer("refused", refusal.message());
     }
     let shared = &*call.shared;
     let request = BindRequest {
@@ -47,26 +48,30 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
                 .held
                 .hold(&shared.table, &gang, &args.pod_uid, call.bind_wait)
                 .await;
+            if !matches!(held, Some(Ok(()))) {
+                // Stepped down while holding: the seat is gone with the table, and the new
+                // leader decides when kube-scheduler retries there.
+                if let Err(refusal) = call.admit() {
+                    return answer("refused", refusal.message());
+                }
+            }
             match held {
                 Some(Ok(())) => answer("ok", String::new()),
                 Some(Err(e)) => answer("refused", e),
                 None => {
-                    // The wait outlasted the hold: now it is worth telling the user.
-                    shared.events.send_all(vec![Notice {
-                        pod: PodRef {
-                            namespace: args.pod_namespace.as_str().into(),
-                            name: args.pod_name.as_str().into(),
-                            uid: args.pod_uid.as_str().into(),
-                        },
-                        kind: NoticeKind::Waiting,
-                        message: message.clone(),
-                    }]);
+                    // The wait outlasted the hold: now it is worth telling the user (once
+                    // per reason: kube-scheduler retries the member every few seconds).
+                    shared
+                        .table
+                        .lock()
+                        .wait_outlasted_hold(&args.pod_uid, &message);
+                    shared.flush_notices();
                     answer("refused", message)
                 }
             }
         }
         BindDecision::BindNow { pod: who, node } => {
-            let result = shared.binder.bind(who.clone(), node.clone()).await;
+            let result = bind_retrying(shared, &who, &node).await;
             finish_binding(shared, &who, &node, &result);
             match result {
                 Ok(()) => answer("ok", String::new()),
@@ -76,9 +81,7 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
         BindDecision::BindGang { gang, members } => {
             info!(%gang, members = members.len(), "quorum reached; binding the gang");
             shared.metrics.gangs_placed.inc();
-            let calls = members
-                .iter()
-                .map(|(p, n)| shared.binder.bind(p.clone(), n.clone()));
+            let calls = members.iter().map(|(p, n)| bind_retrying(shared, p, n));
             let results = join_all(calls).await;
             let mut mine = Ok(());
             let now = Instant::now();
@@ -100,16 +103,35 @@ pub(super) async fn bind(call: Call<Bind>) -> Response {
     }
 }
 
+/// One binding, tried again while the API server's errors are transient; the pod keeps its
+/// node in the table meanwhile.
+async fn bind_retrying(shared: &Shared, pod: &PodRef, node: &NodeName) -> Result<(), String> {
+    let retried = || {
+        shared.metrics.bind_retries.inc();
+    };
+    binder::bind_retrying(
+        &*shared.binder,
+        pod.clone(),
+        node.clone(),
+        RetryPolicy::default(),
+        retried,
+    )
+    .await
+}
+
 fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
     format!("binding {pod} to {node} failed: {error}")
 }
 
-/// Tells the table how a binding muster made ended (a failure frees the pod's room).
+/// Tells the table how a binding muster made ended (after its retries).
 fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Result<(), String>) {
     if let Err(e) = result {
         warn!(%pod, %node, error = %e, "binding failed");
         shared.metrics.bind_failures.inc();
-        shared.table.lock().bind_finished(pod, node, Err(e.clone()));
+        shared
+            .table
+            .lock()
+            .bind_finished(pod, node, Err(e.clone()), Instant::now());
         shared.flush_notices();
     } else {
         debug!(%pod, %node, "bound");

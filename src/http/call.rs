@@ -1,6 +1,7 @@
 //! What every extender verb does first: time the call, read the body within the size limit,
-//! decode it (a bad request is answered 400/413 and counted), check that the caches are
-//! synced, and turn the pod and the candidate nodes into the model's form.
+//! decode it (a bad request is answered 400/413 and counted), check that this replica is the
+//! leader and its caches are synced, and turn the pod and the candidate nodes into the model's
+//! form.
 
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -89,6 +90,8 @@ impl<V: Verb> FromRequest<AppState> for Call<V> {
 /// Why a verb answers without asking the model.
 #[derive(Debug)]
 pub enum Refusal {
+    /// Leader election is on and this replica is not the leader; the message names the leader.
+    NotLeader(String),
     NotReady,
     /// The pod cannot be read (a bad quantity, say); the message names what.
     BadPod(String),
@@ -97,6 +100,7 @@ pub enum Refusal {
 impl Refusal {
     pub fn message(self) -> String {
         match self {
+            Refusal::NotLeader(message) => message,
             Refusal::NotReady => NOT_READY.to_string(),
             Refusal::BadPod(message) => message,
         }
@@ -156,8 +160,16 @@ impl<V: Verb> Call<V> {
         })
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.shared.readiness.is_ready()
+    /// Whether this replica may decide now: it leads (or runs alone) and its caches are
+    /// synced. A standby never decides, whatever its caches hold.
+    pub fn admit(&self) -> Result<(), Refusal> {
+        if let Some(message) = self.shared.leadership.refusal(Instant::now()) {
+            return Err(Refusal::NotLeader(message));
+        }
+        if !self.shared.readiness.is_ready() {
+            return Err(Refusal::NotReady);
+        }
+        Ok(())
     }
 
     /// The pod and the candidate nodes of a filter or prioritize call, once the caches are
@@ -166,9 +178,7 @@ impl<V: Verb> Call<V> {
         &self,
         args: ExtenderArgs<'a>,
     ) -> Result<(PodInfo, Nodes<'a>), Refusal> {
-        if !self.is_ready() {
-            return Err(Refusal::NotReady);
-        }
+        self.admit()?;
         let pod = pod_info(&args.pod).map_err(|e| Refusal::BadPod(e.to_string()))?;
         let nodes = match (args.node_names, args.nodes) {
             (Some(names), _) => Nodes::Names(names),

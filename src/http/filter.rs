@@ -33,11 +33,21 @@ pub(super) async fn filter(call: Call<Filter>) -> Response {
         return refuse(NO_NODES.into());
     }
     let names = nodes.names();
-    let verdicts = call
-        .shared
-        .table
-        .lock()
-        .filter(&pod, &names, Instant::now());
+    let verdicts = {
+        let mut table = call.shared.table.lock();
+        // The pod as the watch reported it: a request never adds a pod or changes what muster
+        // believes about one (a late call for a deleted pod, a forged member).
+        match table.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
+            Ok(seen) => {
+                let seen = seen.clone();
+                table.filter(&seen, &names, Instant::now())
+            }
+            Err(unseen) => {
+                drop(table);
+                return refuse(unseen.to_string());
+            }
+        }
+    };
     call.shared.flush_notices();
 
     let mut result = ExtenderFilterResult::default();

@@ -19,6 +19,11 @@ use crate::model::{GangKey, GangTable, PodUid};
 /// How long a binding result waits for the held call it belongs to (which may have given up).
 const UNCLAIMED_RESULT_TTL: Duration = Duration::from_secs(60);
 
+/// How much longer a held call waits, past `--bind-wait`, when muster is binding its pod at
+/// that moment: the binder's retries end well within it, and the call must answer with the
+/// binding's result, never "waiting for quorum" for a pod that is being bound.
+const BINDING_GRACE: Duration = Duration::from_secs(30);
+
 #[derive(Default)]
 pub struct HeldBinds {
     /// Woken when the gang is bound or loses its seats. Sharded maps are right here: each
@@ -43,7 +48,8 @@ impl HeldBinds {
         if wait.is_zero() {
             return None;
         }
-        let deadline = tokio::time::Instant::now() + wait;
+        let mut deadline = tokio::time::Instant::now() + wait;
+        let mut graced = false;
         loop {
             let waker = self.wakers.entry(gang.clone()).or_default().clone();
             let woken = waker.notified();
@@ -65,6 +71,11 @@ impl HeldBinds {
                 })));
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                if !graced && table.lock().has_node(uid) {
+                    graced = true;
+                    deadline = tokio::time::Instant::now() + BINDING_GRACE;
+                    continue;
+                }
                 return None;
             }
         }
@@ -80,6 +91,14 @@ impl HeldBinds {
     pub fn wake(&self, gang: &GangKey) {
         if let Some((_, n)) = self.wakers.remove(gang) {
             n.notify_waiters();
+        }
+    }
+
+    /// Wakes every held bind call (this replica stopped deciding).
+    pub fn wake_all(&self) {
+        let gangs: Vec<GangKey> = self.wakers.iter().map(|e| e.key().clone()).collect();
+        for gang in gangs {
+            self.wake(&gang);
         }
     }
 

@@ -42,24 +42,57 @@ pub struct AppState {
     pub bind_wait: Duration,
 }
 
-/// Builds the router. `prefix` is the extender `urlPrefix` path ("" or "/something").
-pub fn router(state: AppState, prefix: &str) -> Router {
+/// The extender verbs under `prefix` ("" or "/something", the path of the extender
+/// `urlPrefix`), each answered only by the leader.
+fn verbs(state: &AppState, prefix: &str) -> Router<AppState> {
     let verbs = Router::new()
         .route("/filter", post(filter::filter))
         .route("/prioritize", post(prioritize::prioritize))
         .route("/bind", post(bind::bind))
-        .route("/preempt", post(preempt::preempt));
-    let verbs = if prefix.is_empty() {
+        .route("/preempt", post(preempt::preempt))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            ops::close_unless_leading,
+        ));
+    if prefix.is_empty() {
         verbs
     } else {
         Router::new().nest(prefix, verbs)
-    };
+    }
+}
+
+/// `/healthz`, `/readyz` and `/metrics`.
+fn probes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
+}
+
+/// Everything on one port: the verbs, `/gangs`, probes and metrics (local use, and the
+/// single-listener mode when `--ops-listen-addr` is unset).
+pub fn router(state: AppState, prefix: &str) -> Router {
+    Router::new()
         .route("/gangs", get(ops::gangs))
-        .merge(verbs)
+        .merge(probes())
+        .merge(verbs(&state, prefix))
         .fallback(ops::not_found)
         .with_state(state)
+}
+
+/// The extender verbs (under `prefix`) and `/gangs`: what the HTTPS listener serves when the
+/// operational endpoints have a listener of their own (`--ops-listen-addr`). `/gangs` stays here
+/// because it names pods of every namespace: it gets the verbs' client-certificate check.
+pub fn verbs_router(state: AppState, prefix: &str) -> Router {
+    Router::new()
+        .route("/gangs", get(ops::gangs))
+        .merge(verbs(&state, prefix))
+        .fallback(ops::not_found)
+        .with_state(state)
+}
+
+/// `/healthz`, `/readyz` and `/metrics`: plain HTTP on `--ops-listen-addr`, for kubelet probes
+/// and Prometheus, which present no client certificate.
+pub fn ops_router(state: AppState) -> Router {
+    probes().fallback(ops::not_found).with_state(state)
 }

@@ -25,6 +25,11 @@ pub(super) async fn not_found(method: Method, uri: Uri) -> Response {
 
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let r = &state.shared.readiness;
+    // A standby keeps its caches warm but must receive no calls: not Ready, so a Service
+    // sends kube-scheduler's calls to the leader only.
+    if let Some(refusal) = state.shared.leadership.refusal(Instant::now()) {
+        return (StatusCode::SERVICE_UNAVAILABLE, refusal).into_response();
+    }
     if r.is_ready() {
         (StatusCode::OK, "ok").into_response()
     } else {
@@ -40,8 +45,26 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
+/// A verb call answered by a replica that does not decide closes its connection:
+/// kube-scheduler keeps connections alive, and a Service only picks an endpoint for a new one,
+/// so this is what moves the scheduler's calls over to the new leader.
+pub(super) async fn close_unless_leading(
+    State(state): State<AppState>,
+    mut response: Response,
+) -> Response {
+    if !state.shared.leadership.is_leading(Instant::now()) {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let shared = &state.shared;
+    let leading = shared.leadership.is_leading(Instant::now());
+    shared.metrics.leader.set(i64::from(leading));
     let (gauges, nodes, pods) = {
         let t = shared.table.lock();
         (t.gauges(Instant::now()), t.node_count(), t.pod_count())

@@ -23,9 +23,14 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
         call.record("refused");
         Json(ExtenderPreemptionResult::default()).into_response()
     };
-    if !call.is_ready() {
-        return refuse(super::call::NOT_READY.to_string());
+    // A standby never decides (and never evicts): the leader answers, like the other verbs.
+    if let Err(r) = call.admit() {
+        return refuse(r.message());
     }
+    // The pod as sent, not looked up in the cache: kube-scheduler calls preempt right after its
+    // own filters failed, often before the watch has reported a new pod, and a refusal here
+    // leaves the pod unschedulable until the next cluster event. The decision adds nothing
+    // to the table either way.
     let pod = match pod_info(&args.pod) {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),

@@ -1,7 +1,8 @@
 //! What the watches report: nodes and pods added, changed and deleted, applied to the table.
 //!
-//! These are the only entry points that create or delete pods and nodes in the table (besides
-//! `observe_pod`, for a pod a filter call names before the watch delivered it).
+//! These are the only entry points that create or delete pods and nodes in the table: a verb
+//! naming a pod the watch has not delivered is refused (`GangTable::seen_pod`), so a late
+//! call for a deleted pod or a forged one changes nothing.
 
 use super::gang::SeatHolder;
 use super::membership::GangKey;
@@ -62,7 +63,7 @@ impl GangTable {
             }
         }
         let has_node = entry.node().is_some();
-        let terminal = entry.info.terminal;
+        let live = entry.is_live();
 
         let old_gang = old.as_ref().and_then(|o| o.gang()).map(|m| m.gang.clone());
         if old_gang != new_gang {
@@ -72,8 +73,9 @@ impl GangTable {
         }
         if let Some(g) = new_gang {
             self.gangs.entry(g.clone()).or_default().join(uid.clone());
-            if has_node || terminal {
-                // Bound (or finished): its seat, if any, has served its purpose.
+            if has_node || !live {
+                // Bound, finished or being deleted: its seat, if any, has served its purpose
+                // or is no longer needed.
                 self.unseat(&g, &SeatHolder::Member(uid));
             }
             self.refresh_spec(&g);
@@ -82,19 +84,12 @@ impl GangTable {
         }
     }
 
-    /// A pod seen in a filter request: recorded if the watch has not delivered it yet, so that
-    /// the bind that follows can find it. Never overrides what the watch said.
-    pub fn observe_pod(&mut self, info: &PodInfo) {
-        if !self.pods.contains(&info.uid) {
-            self.apply_pod(info.clone());
-        }
-    }
-
     /// A pod was deleted: its requests and its seat are released at once.
     pub fn remove_pod(&mut self, uid: &str) {
         let Some((info, uncharge)) = self.pods.remove(uid) else {
             return;
         };
+        self.evidence.forget(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,
@@ -125,6 +120,9 @@ impl GangTable {
         self.unseat(key, &SeatHolder::Member(uid.clone()));
         let empty = self.gangs.get_mut(key).is_some_and(|g| g.leave(uid));
         if empty {
+            // Room it still held for members not created yet goes with it.
+            self.unseat_all(key);
+            self.released.push(key.clone());
             self.gangs.remove(key);
         } else {
             self.refresh_spec(key);
@@ -132,25 +130,33 @@ impl GangTable {
         }
     }
 
-    /// A placed gang with no member on any node any more (all deleted, finished or failed to
-    /// bind) gathers again from scratch.
+    /// A gang bound together whose live members with nodes fell below its quorum (members
+    /// deleted, being deleted, finished, or a binding failed) is gated again: its phase follows
+    /// [`GangTable::is_placed`], which is derived from the members.
     pub(super) fn refresh_placed(&mut self, key: &GangKey) {
-        let Some(gang) = self.gangs.get(key) else {
-            return;
-        };
-        if gang.is_placed_flag() && !self.members_of(gang).any(|p| p.charged_node().is_some()) {
-            if let Some(g) = self.gangs.get_mut(key) {
+        let facts = self.facts(key);
+        if let Some(g) = self.gangs.get_mut(key) {
+            if g.is_placed_flag() && !facts.quorum_met() {
                 g.unplace();
             }
         }
     }
 
-    /// Recomputes the gang's spec after a member joined, changed or left.
+    /// Recomputes the gang's spec after a member joined, changed or left. Members being
+    /// deleted say nothing about the gang a re-submitted job forms (unless no other is left).
     fn refresh_spec(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
-        let spec = GangSpec::of_members(self.members_of(gang).map(|p| &p.info));
+        let spec = if self.members_of(gang).any(|p| p.is_live()) {
+            GangSpec::of_members(
+                self.members_of(gang)
+                    .filter(|p| p.is_live())
+                    .map(|p| &p.info),
+            )
+        } else {
+            GangSpec::of_members(self.members_of(gang).map(|p| &p.info))
+        };
         if let Some(g) = self.gangs.get_mut(key) {
             g.set_spec(spec);
         }

@@ -66,6 +66,8 @@ pub enum BindRejection {
     BindInFlight { pod: String, node: String },
     #[error("pod {0} has terminated")]
     Terminal(String),
+    #[error("pod {0} is being deleted: it holds nothing new")]
+    Terminating(String),
     #[error("pod {pod}: {message}")]
     InvalidMembership { pod: String, message: String },
     #[error("node {node} has no room for pod {pod}: {shortfall}")]
@@ -81,22 +83,11 @@ pub enum BindRejection {
 impl GangTable {
     pub fn bind(&mut self, req: BindRequest<'_>, now: Instant) -> BindDecision {
         use BindDecision::Reject;
-        let Some(entry) = self.pods.get(req.uid) else {
-            return Reject(BindRejection::UnknownPod {
-                namespace: req.namespace.into(),
-                name: req.name.into(),
-                uid: req.uid.into(),
-            });
+        let info = match self.seen_pod(req.namespace, req.name, req.uid) {
+            Ok(info) => info.clone(),
+            Err(r) => return Reject(r),
         };
-        let info = entry.info.clone();
-        if *info.namespace != *req.namespace || *info.name != *req.name {
-            return Reject(BindRejection::PodMismatch {
-                namespace: req.namespace.into(),
-                name: req.name.into(),
-                uid: req.uid.into(),
-                actual: info.display_name(),
-            });
-        }
+        let entry = self.pods.get(req.uid).expect("seen_pod found it");
         let Some(node) = self.ledger.get(req.node).map(|e| e.name().clone()) else {
             return Reject(BindRejection::UnknownNode(req.node.into()));
         };
@@ -118,6 +109,9 @@ impl GangTable {
         if info.terminal {
             return Reject(BindRejection::Terminal(info.display_name()));
         }
+        if info.terminating {
+            return Reject(BindRejection::Terminating(info.display_name()));
+        }
         let key = match &info.membership {
             Err(e) => {
                 return Reject(BindRejection::InvalidMembership {
@@ -132,6 +126,26 @@ impl GangTable {
                 self.bind_gang_member(&k, &info, node, now)
             }
             _ => self.bind_plain(&info, node),
+        }
+    }
+
+    /// A seated member's held bind call gave up waiting: it is told why (a `GangWaiting`
+    /// Event), once per distinct reason, not at every retry of kube-scheduler.
+    pub fn wait_outlasted_hold(&mut self, uid: &str, message: &str) {
+        let Some(p) = self.pods.get(uid) else { return };
+        let Some(key) = p.info.gang().map(|m| &m.gang) else {
+            return;
+        };
+        let pod = PodRef::of(&p.info);
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        if gang.tell_waiting_once(&pod.uid, message) {
+            self.notices.push(Notice {
+                pod,
+                kind: NoticeKind::Waiting,
+                message: message.to_string(),
+            });
         }
     }
 
@@ -158,7 +172,8 @@ impl GangTable {
         node: NodeName,
         now: Instant,
     ) -> BindDecision {
-        let gang = self.gangs.get(key).expect("member's gang exists");
+        let gang = self.gangs.get_mut(key).expect("member's gang exists");
+        gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
             return BindDecision::Reject(BindRejection::GangCannotBePlaced(messages::backing_off(
                 key, left,
@@ -171,16 +186,13 @@ impl GangTable {
         } else {
             let position = self.ledger.position(&node).expect("bind checked the node");
             let plan = self.plan(key, info, &[position], now);
+            self.note_verdict(key, &plan);
             match plan {
                 GangPlan::Fits {
                     seats, not_created, ..
                 } => self.take_planned_seats(key, info, node, seats, not_created, now),
-                GangPlan::DoesNotFit {
-                    fit,
-                    quorum,
-                    missing,
-                } => {
-                    let message = messages::does_not_fit(key, fit, quorum, missing);
+                GangPlan::DoesNotFit(ref why) => {
+                    let message = messages::does_not_fit(key, why, self.config.creation_window);
                     self.tell_waiting(key, &message, &plan, info);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }
@@ -204,37 +216,7 @@ impl GangTable {
             };
         }
 
-        // Quorum: every confirmed seat becomes a binding; planned seats are let go.
-        let mut members = Vec::new();
-        for (holder, seat) in self.unseat_all(key) {
-            let SeatHolder::Member(uid) = holder else {
-                continue;
-            };
-            if seat.confirmed {
-                self.assume(&uid, seat.node.clone());
-                if let Some(p) = self.pods.get(&uid) {
-                    members.push((PodRef::of(&p.info), seat.node));
-                }
-            }
-        }
-        members.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        if let Some(g) = self.gangs.get_mut(key) {
-            g.place();
-        }
-        // One Event per gang, on its first member by name, naming every member's node:
-        // kube-scheduler already puts a Scheduled Event with the node on each member, and an
-        // Event per member was a quarter of all API writes in the end-to-end benchmark.
-        if let Some((first, _)) = members.first() {
-            self.notices.push(Notice {
-                pod: first.clone(),
-                kind: NoticeKind::Placed,
-                message: messages::placed(key, &members, facts.with_nodes),
-            });
-        }
-        BindDecision::BindGang {
-            gang: key.clone(),
-            members,
-        }
+        self.bind_at_quorum(key, info, facts)
     }
 
     /// The plan fitted: the member takes its seat on `node`, every other member its planned
@@ -339,27 +321,5 @@ impl GangTable {
         };
         self.reseat(key, &release, me, seat);
         Ok(())
-    }
-
-    /// Reports the result of a binding call muster made. On failure the pod is no longer
-    /// assumed: it goes back to kube-scheduler, and its gang stays placed.
-    pub fn bind_finished(&mut self, pod: &PodRef, node: &NodeName, result: Result<(), String>) {
-        let Err(error) = result else { return };
-        if let Some((node, requests)) = self.pods.unassume(&pod.uid, node) {
-            self.ledger.uncharge(&node, &requests);
-        }
-        self.notices.push(Notice {
-            pod: pod.clone(),
-            kind: NoticeKind::BindFailed,
-            message: messages::bind_failed(node, &error),
-        });
-        if let Some(key) = self
-            .pods
-            .get(&pod.uid)
-            .and_then(|p| p.info.gang())
-            .map(|m| m.gang.clone())
-        {
-            self.refresh_placed(&key);
-        }
     }
 }

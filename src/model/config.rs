@@ -17,6 +17,11 @@ pub struct ModelConfig {
     pub max_gangs_ahead: usize,
     /// Upper bound on candidate nodes tried one by one for the member being filtered.
     pub max_first_node_attempts: usize,
+    /// Room for members not created yet is held only this long after the newest member
+    /// appeared; a gang without a declared member count decides its quorum only after it.
+    pub creation_window: Duration,
+    /// How long the nodes a member's filter call passed are trusted as evidence.
+    pub evidence_age: Duration,
 }
 
 impl Default for ModelConfig {
@@ -27,6 +32,8 @@ impl Default for ModelConfig {
             active_window: Duration::from_secs(30),
             max_gangs_ahead: 32,
             max_first_node_attempts: 16,
+            creation_window: Duration::from_secs(5),
+            evidence_age: Duration::from_secs(30),
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Time: a gang that holds seats past its timeout releases all of them together and backs off,
-//! so no partial gang holds capacity for long.
+//! so no partial gang holds capacity for long; room held for members not created yet is
+//! released when the creation window ends (the members that exist keep their seats).
 
 use std::time::Instant;
 
-use super::gang::Phase;
+use super::gang::{Phase, SeatHolder};
 use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
@@ -13,6 +14,11 @@ impl GangTable {
     /// Releases the seats of every admitted gang that has waited past its timeout.
     /// Returns the gangs that timed out.
     pub fn expire(&mut self, now: Instant) -> Vec<GangKey> {
+        for g in self.gangs.values_mut() {
+            g.note_arrivals(now);
+        }
+        self.evidence.expire(now, self.config.evidence_age);
+        self.release_room_for_late_members(now);
         let default_timeout = self.config.default_timeout;
         let expired: Vec<GangKey> = self
             .gangs
@@ -51,5 +57,48 @@ impl GangTable {
             self.notices.extend(told);
         }
         expired
+    }
+}
+
+impl GangTable {
+    /// Releases the room held for members not created yet of every gang whose creation window
+    /// is over, and tells its members why it waits.
+    fn release_room_for_late_members(&mut self, now: Instant) {
+        let window = self.config.creation_window;
+        let late: Vec<(GangKey, Vec<SeatHolder>)> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| !g.within_creation_window(now, window))
+            .map(|(k, g)| {
+                let held: Vec<SeatHolder> = g
+                    .seats()
+                    .keys()
+                    .filter(|h| matches!(h, SeatHolder::NotCreatedYet(_)))
+                    .cloned()
+                    .collect();
+                (k.clone(), held)
+            })
+            .filter(|(_, held)| !held.is_empty())
+            .collect();
+        for (key, held) in late {
+            for h in &held {
+                self.unseat(&key, h);
+            }
+            let facts = self.facts(&key);
+            let message = messages::window_over(&key, facts.existing, facts.spec.quorum, window);
+            let told: Vec<Notice> = self
+                .members_of(&self.gangs[&key])
+                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .map(|p| Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::Waiting,
+                    message: message.clone(),
+                })
+                .collect();
+            self.notices.extend(told);
+            if let Some(g) = self.gangs.get_mut(&key) {
+                g.last_wait_message = Some(message);
+            }
+        }
     }
 }

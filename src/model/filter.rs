@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::bind::BindRejection;
+use super::evidence::EvidenceStore;
 use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::PodInfo;
-use super::planner::GangPlan;
+use super::objects::{NodeName, PodInfo};
+use super::planner::{GangPlan, Shortfall};
 use super::preempt::PreemptionOutlook;
 use super::resources::Resources;
 use super::table::GangTable;
@@ -28,9 +30,20 @@ pub enum NodeVerdict {
 }
 
 impl GangTable {
-    /// Verdict for each candidate node (same order as `candidates`).
+    /// Verdict for each candidate node (same order as `candidates`), for `pod` as the watch
+    /// reported it (see [`GangTable::seen_pod`]). A pod muster has not seen, or one being
+    /// deleted, fits nowhere and changes nothing.
     pub fn filter(&mut self, pod: &PodInfo, candidates: &[&str], now: Instant) -> Vec<NodeVerdict> {
-        self.observe_pod(pod);
+        let refusal = match self.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
+            Err(r) => Some(r.to_string()),
+            Ok(seen) if seen.terminating => {
+                Some(BindRejection::Terminating(seen.display_name()).to_string())
+            }
+            Ok(_) => None,
+        };
+        if let Some(reason) = refusal {
+            return vec![NodeVerdict::Unresolvable(Arc::from(reason)); candidates.len()];
+        }
         if let Err(e) = &pod.membership {
             let reason: Arc<str> = Arc::from(messages::invalid_membership(pod, e));
             return vec![NodeVerdict::Unresolvable(reason); candidates.len()];
@@ -50,6 +63,7 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, None);
         };
         gang.last_attempt = Some(now);
+        gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
             let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));
             return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
@@ -58,7 +72,19 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
+        if EvidenceStore::is_informative(candidates.len(), self.ledger.len()) {
+            let passed = known
+                .iter()
+                .map(|&i| self.ledger.at(i).name().clone())
+                .collect::<rustc_hash::FxHashSet<NodeName>>();
+            self.evidence.record(&pod.uid, passed, now);
+        } else {
+            // Every node passed, or the list may be cut short: nothing is known to be
+            // excluded, and older evidence is superseded.
+            self.evidence.forget(&pod.uid);
+        }
         let plan = self.plan(&key, pod, &known, now);
+        self.note_verdict(&key, &plan);
         match &plan {
             GangPlan::Fits { first_nodes, .. } => {
                 // One node, muster's choice: kube-scheduler then skips scoring (and the
@@ -76,12 +102,12 @@ impl GangTable {
                     })
                     .collect()
             }
-            &GangPlan::DoesNotFit {
-                fit,
-                quorum,
-                missing,
-            } => {
-                let message = messages::does_not_fit(&key, fit, quorum, missing);
+            GangPlan::DoesNotFit(why) => {
+                let for_room = matches!(why, Shortfall::Room { rule: None, .. });
+                if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
+                    self.refused_for_seats(&pod.uid);
+                }
+                let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
                 let outlook = self.preemption_outlook(pod, &known);
@@ -113,12 +139,28 @@ impl GangTable {
     /// else the tightest fit), so it lands where its gang's plan expects and kube-scheduler
     /// skips scoring for it.
     fn filter_by_room(
-        &self,
+        &mut self,
         pod: &PodInfo,
         candidates: &[&str],
         positions: &[Option<usize>],
         gang: Option<&GangKey>,
     ) -> Vec<NodeVerdict> {
+        let (verdicts, for_seats) = self.verdicts_by_room(pod, candidates, positions, gang);
+        if for_seats {
+            self.refused_for_seats(&pod.uid);
+        }
+        verdicts
+    }
+
+    /// The verdicts of [`GangTable::filter_by_room`], and whether the pod was refused only
+    /// because seats hold the room: it would fit on some node if that node's seats were gone.
+    fn verdicts_by_room(
+        &self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        positions: &[Option<usize>],
+        gang: Option<&GangKey>,
+    ) -> (Vec<NodeVerdict>, bool) {
         let gang = gang.and_then(|k| self.gangs.get(k));
         let own_seat = gang
             .and_then(|g| g.seat_of(&pod.uid))
@@ -182,10 +224,11 @@ impl GangTable {
         }
         if any_fits {
             // kube-scheduler reads failure reasons only when no node passes.
-            return verdicts;
+            return (verdicts, false);
         }
         // Second pass, nothing fits: say why for each node.
-        candidates
+        let mut for_seats = false;
+        let verdicts = candidates
             .iter()
             .zip(positions)
             .map(|(name, p)| {
@@ -196,10 +239,25 @@ impl GangTable {
                     .ledger
                     .shortfall(i, &pod.requests, None, None)
                     .expect("the first pass found no room here");
-                let seats_here = !self.ledger.at(i).reserved().is_zero();
+                let reserved = self.ledger.at(i).reserved();
+                let seats_here = !reserved.is_zero();
+                for_seats |= seats_here
+                    && self
+                        .ledger
+                        .shortfall(i, &pod.requests, Some(reserved), None)
+                        .is_none();
                 NodeVerdict::Unschedulable(Arc::from(messages::no_room(&short, seats_here)))
             })
-            .collect()
+            .collect();
+        (verdicts, for_seats)
+    }
+
+    /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it
+    /// then do not leave room for it).
+    pub(super) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
+        }
     }
 
     /// Tells the gang's members why it waits, when the reason changed.
@@ -218,12 +276,12 @@ impl GangTable {
         }
         // While members are still being created, only the one asking hears it: the others
         // will ask soon enough, and would hear it again for every new member.
-        let still_arriving = matches!(plan, GangPlan::DoesNotFit { missing, .. } if *missing > 0);
+        let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
         let told: Vec<PodRef> = if still_arriving {
             vec![PodRef::of(asking)]
         } else {
             self.members_of(gang)
-                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .filter(|p| p.node().is_none() && p.is_live())
                 .map(|p| PodRef::of(&p.info))
                 .collect()
         };

@@ -68,6 +68,17 @@ pub struct Gang {
     pub last_wait_message: Option<String>,
     /// The quorum conflict already reported, so it is reported once.
     pub reported_conflict: Option<Vec<u32>>,
+    /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
+    arrived_unnoted: bool,
+    /// When the table first looked at the gang after its newest member joined: the start of
+    /// its creation window.
+    newest_arrival: Option<Instant>,
+    /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
+    /// takes nothing, so gangs behind it do not leave room for it.
+    pub blocked_by_rule: bool,
+    /// The waiting reason last told to each seated member whose held bind call gave up, so
+    /// a member retried every few seconds hears it once per change.
+    told_waiting: BTreeMap<PodUid, String>,
 }
 
 impl Default for Gang {
@@ -80,6 +91,10 @@ impl Default for Gang {
             last_attempt: None,
             last_wait_message: None,
             reported_conflict: None,
+            arrived_unnoted: false,
+            newest_arrival: None,
+            blocked_by_rule: false,
+            told_waiting: BTreeMap::new(),
         }
     }
 }
@@ -103,13 +118,46 @@ impl Gang {
     }
 
     pub fn join(&mut self, uid: PodUid) {
-        self.members.insert(uid);
+        if self.members.insert(uid) {
+            self.arrived_unnoted = true;
+        }
+    }
+
+    // === creation window ===
+
+    /// Starts the creation window at `now` if a member joined since the last look. The table
+    /// calls this at every decision and every second, so the window starts within a second of
+    /// the watch delivering the newest member, and the model stays free of clocks.
+    pub fn note_arrivals(&mut self, now: Instant) {
+        if self.arrived_unnoted {
+            self.arrived_unnoted = false;
+            self.newest_arrival = Some(now);
+        }
+    }
+
+    /// Whether members may still be on their way: less than `window` since the newest member
+    /// appeared. Room is held for members not created yet only meanwhile.
+    pub fn within_creation_window(&self, now: Instant, window: Duration) -> bool {
+        self.arrived_unnoted
+            || self
+                .newest_arrival
+                .is_none_or(|t| now.saturating_duration_since(t) < window)
     }
 
     /// Returns whether the gang has no member left.
     pub fn leave(&mut self, uid: &str) -> bool {
         self.members.remove(uid);
+        self.told_waiting.remove(uid);
         self.members.is_empty()
+    }
+
+    /// Records that `uid` was told `message`; false if it was the last thing it was told.
+    pub fn tell_waiting_once(&mut self, uid: &PodUid, message: &str) -> bool {
+        if self.told_waiting.get(uid).is_some_and(|m| m == message) {
+            return false;
+        }
+        self.told_waiting.insert(uid.clone(), message.to_string());
+        true
     }
 
     // === seats (changed only with the ledger, by `GangTable`) ===
@@ -259,6 +307,32 @@ mod tests {
         assert_eq!(g.phase(), Phase::Waiting);
         g.unplace();
         assert_eq!(g.phase(), Phase::Waiting, "only a placed gang is unplaced");
+    }
+
+    #[test]
+    fn the_creation_window_starts_when_the_newest_member_is_noted() {
+        let t0 = Instant::now();
+        let window = Duration::from_secs(5);
+        let mut g = Gang::default();
+        assert!(g.within_creation_window(t0, window), "nothing noted yet");
+        g.join(Arc::from("a"));
+        g.note_arrivals(t0);
+        assert!(g.within_creation_window(t0 + Duration::from_secs(4), window));
+        assert!(!g.within_creation_window(t0 + window, window));
+        // Noting again without a new member does not restart it; a rejoin of a known member
+        // is no arrival.
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        g.join(Arc::from("a"));
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        assert!(!g.within_creation_window(t0 + Duration::from_secs(10), window));
+        g.join(Arc::from("b"));
+        assert!(
+            g.within_creation_window(t0 + Duration::from_secs(10), window),
+            "b is on time"
+        );
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        assert!(g.within_creation_window(t0 + Duration::from_secs(14), window));
+        assert!(!g.within_creation_window(t0 + Duration::from_secs(15), window));
     }
 
     #[test]

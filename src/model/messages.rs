@@ -6,7 +6,9 @@ use std::time::Duration;
 use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
 use super::objects::{NodeName, PodInfo};
-use super::resources::Shortfall;
+use super::planner::Shortfall;
+use super::resources::Shortfall as RoomShortfall;
+use super::table::GangFacts;
 
 /// Event on a pod whose gang keys cannot be used.
 pub fn invalid_keys(error: &MembershipError) -> String {
@@ -40,22 +42,64 @@ pub fn backing_off(key: &GangKey, left: Duration) -> String {
     )
 }
 
-/// Why a gang cannot be placed now: `fit` of `quorum` members can have nodes at once, and
-/// `missing` members are not created yet.
-pub fn does_not_fit(key: &GangKey, fit: u32, quorum: u32, missing: u32) -> String {
-    if missing == 0 {
-        format!("gang {key}: {fit} of {quorum} members fit")
-    } else {
-        format!(
-            "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
-             if the rest ask as much as the largest",
-            quorum - missing
-        )
+/// Why a gang cannot be placed now (it holds nothing meanwhile).
+pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String {
+    match why {
+        Shortfall::Room {
+            fit,
+            quorum,
+            missing: 0,
+            rule,
+        } => match rule {
+            None => format!("gang {key}: {fit} of {quorum} members fit"),
+            // The rule's message carries its own counts.
+            Some(rule) => format!("gang {key}: {rule}"),
+        },
+        Shortfall::Room {
+            fit,
+            quorum,
+            missing,
+            rule,
+        } => {
+            let mut m = format!(
+                "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
+                 if the rest ask as much as the largest",
+                quorum - missing
+            );
+            if let Some(rule) = rule {
+                m.push_str(&format!(": {rule}"));
+            }
+            m
+        }
+        Shortfall::MembersMissing { existing, quorum } => format!(
+            "gang {key}: waiting for members: {existing} of {quorum} exist; no room is held \
+             for the missing {} once no member has appeared for {}",
+            quorum.saturating_sub(*existing),
+            humantime::format_duration(window)
+        ),
+        Shortfall::QuorumUndecided { existing } => format!(
+            "gang {key}: no member declares the gang's size; its quorum is the members that \
+             exist once none has appeared for {} ({existing} so far)",
+            humantime::format_duration(window)
+        ),
     }
 }
 
+/// Event when the creation window ends while room is held for members not created yet.
+pub fn window_over(key: &GangKey, existing: u32, quorum: u32, window: Duration) -> String {
+    format!(
+        "gang {key}: waiting for members: {existing} of {quorum} exist; room held for the \
+         missing {} released, as no member appeared for {}",
+        quorum.saturating_sub(existing),
+        humantime::format_duration(window)
+    )
+}
+
+/// Logged with a `Retry` notice (the pod is annotated, no Event is made).
+pub const RETRY: &str = "room held by gangs was released; asking kube-scheduler to retry the pod";
+
 /// Filter reason for a node without room; says so when gang seats take part of it.
-pub fn no_room(shortfall: &Shortfall, seats_here: bool) -> String {
+pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
     if seats_here {
         format!("{shortfall} (some of it is reserved for gangs)")
     } else {
@@ -89,6 +133,31 @@ pub fn placed(key: &GangKey, members: &[(PodRef, NodeName)], already_had_nodes: 
 
 pub fn bind_failed(node: &NodeName, error: &str) -> String {
     format!("muster could not bind the pod to node {node}: {error}")
+}
+
+/// The `GangBindFailed` Event of a member bound with its gang whose binding was refused for
+/// good: the others stay bound (a binding cannot be undone), so the gang is below quorum.
+pub fn gang_bind_failed(
+    key: &GangKey,
+    pod: &PodRef,
+    node: &NodeName,
+    error: &str,
+    facts: &GangFacts,
+) -> String {
+    format!(
+        "gang {key}: binding member {pod} to node {node} failed for good: {error}; \
+         {}/{} members have nodes; its room on {node} is held until the gang's timeout \
+         while kube-scheduler retries it",
+        facts.with_nodes, facts.spec.quorum
+    )
+}
+
+/// A seat's node lost room before its gang's quorum was bound: nothing was bound.
+pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &RoomShortfall) -> String {
+    format!(
+        "gang {key}: node {node} no longer has room for the members seated there ({shortfall}); \
+         nothing was bound, those members are planned again"
+    )
 }
 
 /// The `GangTimedOut` Event.

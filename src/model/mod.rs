@@ -6,7 +6,8 @@
 //! - `pods`: the pods muster knows, and the nodes it assumed for those it is binding;
 //! - `gang`: a gang's members, its seats (by [`SeatHolder`]) and its [`Phase`];
 //! - `spec`: what a gang's members declare about it, and the one place its quorum is decided;
-//! - `planner`: the simulation of a gang's placement (one first-fit loop).
+//! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
+//!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls.
 //!
 //! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
 //! `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
@@ -15,6 +16,7 @@
 mod apply;
 mod bind;
 mod config;
+mod evidence;
 mod expiry;
 mod filter;
 mod gang;
@@ -28,8 +30,11 @@ mod pods;
 mod preempt;
 mod prioritize;
 pub mod quantity;
+mod quorum;
+mod rebuild;
 pub mod resources;
 pub mod rules;
+mod simulation;
 mod spec;
 mod table;
 mod views;

@@ -51,6 +51,10 @@ pub enum NoticeKind {
     InvalidKeys,
     /// Warning `GangBindFailed`: muster could not bind a member at quorum.
     BindFailed,
+    /// Not an Event: the pod was refused for room gang seats held, and seats were released
+    /// since. The publisher annotates the pod (`muster.dev/retry`) so kube-scheduler, which
+    /// re-queues an unschedulable pod when the pod itself is updated, tries it again now.
+    Retry,
     /// Normal `GangPreempting`: which victims preemption for this pod may evict, and why
     /// other candidates were dropped (or why nothing is evicted).
     Preempting,
@@ -67,6 +71,7 @@ impl NoticeKind {
             NoticeKind::QuorumConflict => "GangQuorumConflict",
             NoticeKind::InvalidKeys => "InvalidGangKeys",
             NoticeKind::BindFailed => "GangBindFailed",
+            NoticeKind::Retry => "RetryAfterRelease",
             NoticeKind::Preempting => "GangPreempting",
             NoticeKind::Disrupted => "GangDisrupted",
         }

@@ -2,54 +2,34 @@
 //! node (never as an aggregate sum, which is blind to fragmentation), and where each member
 //! would go.
 //!
-//! A simulation never changes the ledger: the room it gives away is kept in an [`Overlay`],
-//! and every simulation — of the gang being decided and of the competing gangs ahead of it —
-//! runs through the one first-fit loop, [`first_fit_each`].
+//! The simulation of the gang being decided applies every required rule kube-scheduler applies
+//! to its members ([`GangRules`]: cordons, taints, node selectors and affinity, inter-pod
+//! (anti-)affinity against the pods on nodes *and* the members placed so far, topology spread,
+//! scheduling gates, and the nodes each member's own filter call excluded). The one
+//! [`ClusterSnapshot`] it reads is built per whole-gang simulation only, from the pods the
+//! members' rules can see: every pod on a node when a member has affinity, anti-affinity or
+//! spread terms of its own, otherwise only the pods with anti-affinity (kept in an index), so
+//! a gang without such terms never walks the pod list.
+//!
+//! Competing gangs ahead are simulated with [`StaticRules`] (resources and the rules that need
+//! no other pod), not with the full rules: a full simulation per gang ahead would multiply the
+//! snapshot's cost by up to `max_gangs_ahead` on every member's filter call, and a gang ahead
+//! whose own latest full simulation failed on a rule is skipped (`Gang::blocked_by_rule`), so
+//! a gang that cannot run never makes room wait for it.
 
 use std::cmp::Reverse;
 use std::time::Instant;
 
-use rustc_hash::FxHashMap as HashMap;
-
 use super::gang::{Gang, SeatHolder};
-use super::ledger::NodeLedger;
 use super::membership::GangKey;
-use super::objects::{node_admits, PodInfo};
+use super::objects::{NodeInfo, PodInfo};
 use super::pods::PodEntry;
 use super::resources::Resources;
+use super::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
+use super::simulation::{
+    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules,
+};
 use super::table::GangTable;
-
-/// Room given away by a simulation, on top of the ledger. Only nodes touched are stored, so a
-/// simulation never copies the whole node list; a checkpoint lets it undo a failed attempt.
-#[derive(Default)]
-pub(super) struct Overlay {
-    taken: HashMap<usize, Resources>,
-    log: Vec<(usize, Resources)>,
-}
-
-impl Overlay {
-    pub fn get(&self, position: usize) -> Option<&Resources> {
-        self.taken.get(&position)
-    }
-
-    pub fn take(&mut self, position: usize, r: &Resources) {
-        self.taken.entry(position).or_default().add(r);
-        self.log.push((position, r.clone()));
-    }
-
-    pub fn checkpoint(&self) -> usize {
-        self.log.len()
-    }
-
-    pub fn rollback(&mut self, checkpoint: usize) {
-        while self.log.len() > checkpoint {
-            let (position, r) = self.log.pop().expect("log is longer than checkpoint");
-            if let Some(t) = self.taken.get_mut(&position) {
-                t.sub(&r);
-            }
-        }
-    }
-}
 
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
@@ -62,40 +42,42 @@ pub(super) enum GangPlan {
         seats: Vec<(SeatHolder, usize)>,
         not_created: Resources,
     },
+    /// The gang cannot be placed now; it holds nothing.
+    DoesNotFit(Shortfall),
+}
+
+/// Why a gang cannot be placed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Shortfall {
     /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
-    /// are not created yet.
-    DoesNotFit { fit: u32, quorum: u32, missing: u32 },
+    /// are not created yet (still within the creation window). `rule`: the rule that stopped
+    /// the simulation, with its numbers, when it was not room alone.
+    Room {
+        fit: u32,
+        quorum: u32,
+        missing: u32,
+        rule: Option<String>,
+    },
+    /// Members are missing and the creation window is over: nothing is held for them.
+    MembersMissing { existing: u32, quorum: u32 },
+    /// No member declares the count, and members may still be appearing: the quorum is not
+    /// decided yet.
+    QuorumUndecided { existing: u32 },
 }
 
-/// First node (in ledger order) that admits `pod` and has room for it in the simulation.
-fn first_fit(ledger: &NodeLedger, pod: &PodInfo, overlay: &Overlay) -> Option<usize> {
-    ledger.iter().find_map(|(i, e)| {
-        (node_admits(e.info(), pod)
-            && ledger
-                .shortfall(i, &pod.requests, None, overlay.get(i))
-                .is_none())
-        .then_some(i)
-    })
-}
-
-/// The first-fit loop: places `members` in order, each on the first node with room, taking
-/// that room in `overlay`. Stops at the first member that fits nowhere (the room taken so far
-/// stays taken, so the caller can count or roll back); all were placed when the result is as
-/// long as `members`.
-pub(super) fn first_fit_each<H: Clone>(
-    ledger: &NodeLedger,
-    members: &[(H, &PodInfo)],
-    overlay: &mut Overlay,
-) -> Vec<(H, usize)> {
-    let mut placed = Vec::with_capacity(members.len());
-    for (holder, p) in members {
-        let Some(i) = first_fit(ledger, p, overlay) else {
-            break;
-        };
-        overlay.take(i, &p.requests);
-        placed.push((holder.clone(), i));
+impl Shortfall {
+    pub fn missing(&self) -> u32 {
+        match self {
+            Shortfall::Room { missing, .. } => *missing,
+            Shortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
+            Shortfall::QuorumUndecided { .. } => 0,
+        }
     }
-    placed
+
+    /// A rule other than room (or a member that is not there) stopped the gang.
+    pub fn blocked_by_rule(&self) -> bool {
+        !matches!(self, Shortfall::Room { rule: None, .. })
+    }
 }
 
 /// Whether a waiting gang competes for room with the gang being planned: it holds nothing,
@@ -120,6 +102,15 @@ impl GangTable {
         now: Instant,
     ) -> GangPlan {
         let facts = self.facts(key);
+        let Some(gang) = self.gangs.get(key) else {
+            return GangPlan::DoesNotFit(Shortfall::QuorumUndecided { existing: 0 });
+        };
+        let in_window = gang.within_creation_window(now, self.config.creation_window);
+        if !facts.spec.declared && in_window {
+            return GangPlan::DoesNotFit(Shortfall::QuorumUndecided {
+                existing: facts.existing,
+            });
+        }
         let need = facts
             .spec
             .quorum
@@ -131,86 +122,164 @@ impl GangTable {
             .collect();
         sort_smallest_first(&mut others);
         let existing = largest_first(&others[..need.saturating_sub(1).min(others.len())]);
-        // Members not created yet are simulated as copies of the largest member that exists,
-        // so the first bind reserves room for the whole quorum even while a controller is
-        // still creating pods (refusing until every member existed cost each early member a
-        // rejected cycle and a back-off). A guess too small is bounded by the gang's timeout;
-        // one too large only delays the gang until the real members exist.
         let missing = need.saturating_sub(others.len() + 1);
-        let template = existing.first().map_or(pod, |p| larger(pod, &p.info));
-        let chosen: Vec<(SeatHolder, &PodInfo)> = (0..missing as u32)
-            .map(|n| (SeatHolder::NotCreatedYet(n), template))
-            .chain(
-                existing
-                    .iter()
-                    .map(|p| (SeatHolder::Member(p.info.uid.clone()), &p.info)),
-            )
+        if missing > 0 && !in_window {
+            return GangPlan::DoesNotFit(Shortfall::MembersMissing {
+                existing: facts.existing,
+                quorum: facts.spec.quorum,
+            });
+        }
+        // Members not created yet are simulated as the element-wise maximum of the members
+        // that exist, with the rules of the member asking, so the first bind reserves room for
+        // the whole quorum while a controller is still creating pods (refusing until every
+        // member existed cost each early member a rejected cycle and a back-off). A guess too
+        // small is bounded by the creation window; one too large only delays the gang until
+        // the real members exist.
+        let template = (missing > 0).then(|| PodInfo {
+            requests: self.largest_requests(gang, pod),
+            ..pod.clone()
+        });
+
+        // The members the rules judge: this pod (0), the copies, then the members that exist.
+        let mut judged: Vec<&PodInfo> = vec![pod];
+        judged.extend(template.iter().cycle().take(missing));
+        judged.extend(existing.iter().map(|p| &p.info));
+        let snapshot = self.snapshot(&judged);
+        let mut rules = GangRules {
+            placement: GangPlacement::new(&judged, &snapshot),
+            allowed: judged
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    (i > missing)
+                        .then(|| self.evidence.passed(&p.uid, now, self.config.evidence_age))?
+                })
+                .collect(),
+        };
+        let chosen: Vec<Member<SeatHolder>> = (1..judged.len())
+            .map(|index| Member {
+                holder: if index <= missing {
+                    SeatHolder::NotCreatedYet(index as u32 - 1)
+                } else {
+                    SeatHolder::Member(judged[index].uid.clone())
+                },
+                index,
+                pod: judged[index],
+            })
             .collect();
 
         let mut overlay = Overlay::default();
         self.reserve_gangs_ahead(key, &mut overlay, now);
         let base = overlay.checkpoint();
-        let fits_first = |overlay: &Overlay, i: usize| {
-            self.ledger
-                .shortfall(i, &pod.requests, None, overlay.get(i))
-                .is_none()
-        };
+        let rules_base = rules.checkpoint();
         let fits = |first_nodes: Vec<usize>, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
             first_nodes,
             seats,
-            not_created: template.requests.clone(),
+            not_created: template
+                .as_ref()
+                .map_or_else(|| pod.requests.clone(), |t| t.requests.clone()),
+        };
+        let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
+            admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
         };
 
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
-        let seats = first_fit_each(&self.ledger, &chosen, &mut overlay);
+        let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
         if seats.len() == chosen.len() {
             let first_nodes: Vec<usize> = candidates
                 .iter()
                 .copied()
-                .filter(|&i| fits_first(&overlay, i))
+                .filter(|&i| first_fits(&rules, &overlay, i))
                 .collect();
             if !first_nodes.is_empty() {
                 return fits(first_nodes, seats);
             }
         }
-        let mut best =
-            seats.len() + usize::from(candidates.iter().any(|&i| fits_first(&overlay, i)));
+        let first_has_room = candidates.iter().any(|&i| first_fits(&rules, &overlay, i));
+        let mut best = seats.len() + usize::from(first_has_room);
+        // The member the simulation stopped at, and why no node takes it.
+        let (stuck, stuck_pod) = match chosen.get(seats.len()) {
+            Some(m) => (m.index, m.pod),
+            None => (0, pod),
+        };
+        let diagnosis = diagnose(&self.ledger, &rules, &overlay, stuck, stuck_pod);
+        let by_rule = diagnosis.nodes()
+            - diagnosis.available()
+            - diagnosis.refused_by(Reason::InsufficientResources);
         overlay.rollback(base);
+        rules.rollback(rules_base);
 
         // The others took the room this pod needs: try this pod first on a few candidates.
         let tries: Vec<usize> = candidates
             .iter()
             .copied()
-            .filter(|&i| fits_first(&overlay, i))
+            .filter(|&i| first_fits(&rules, &overlay, i))
             .take(self.config.max_first_node_attempts)
             .collect();
         for first in tries {
             overlay.take(first, &pod.requests);
-            let seats = first_fit_each(&self.ledger, &chosen, &mut overlay);
+            rules.place(0, self.ledger.at(first).info());
+            let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
             if seats.len() == chosen.len() {
                 return fits(vec![first], seats);
             }
             best = best.max(seats.len() + 1);
             overlay.rollback(base);
+            rules.rollback(rules_base);
         }
-        GangPlan::DoesNotFit {
+        let rule = (by_rule > 0).then(|| shortfall_message(stuck_pod, need, best, &diagnosis));
+        GangPlan::DoesNotFit(Shortfall::Room {
             fit: facts.with_nodes + facts.confirmed_seats + best as u32,
             quorum: facts.spec.quorum,
             missing: missing as u32,
+            rule,
+        })
+    }
+
+    /// The element-wise maximum of the requests of the gang's members that have not finished.
+    pub(super) fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
+        let mut max = pod.requests.clone();
+        for p in self.members_of(gang).filter(|p| !p.info.terminal) {
+            max.max_with(&p.info.requests);
         }
+        max
+    }
+
+    /// What the rules of `members` read about the cluster: every node, and the pods on nodes
+    /// their rules can see (see the module notes).
+    fn snapshot<'a>(&'a self, members: &[&PodInfo]) -> ClusterSnapshot<'a> {
+        let needs_every_pod = members.iter().any(|p| {
+            p.rules.as_ref().is_some_and(|r| {
+                !r.affinity.is_empty() || !r.anti_affinity.is_empty() || !r.spread.is_empty()
+            })
+        });
+        let on_node = |p: &'a PodEntry| -> Option<(&'a NodeInfo, &'a PodInfo)> {
+            let node = p.charged_node()?;
+            Some((self.ledger.get(node)?.info(), &p.info))
+        };
+        let bound: Vec<(&NodeInfo, &PodInfo)> = if needs_every_pod {
+            self.pods.iter().filter_map(on_node).collect()
+        } else {
+            self.pods.with_anti_affinity().filter_map(on_node).collect()
+        };
+        let nodes = self.ledger.iter().map(|(_, e)| e.info()).collect();
+        ClusterSnapshot::new(nodes, bound, &self.namespaces)
     }
 
     /// Reserves, in the simulation, room for every competing gang that comes before `key`
     /// (higher priority, then older) and fits. Gangs ahead that do not fit are skipped, so a
-    /// big gang never blocks a smaller one behind it.
+    /// big gang never blocks a smaller one behind it; so are gangs whose own simulation found
+    /// a rule that stops them (they hold nothing and will take nothing).
     fn reserve_gangs_ahead(&self, key: &GangKey, overlay: &mut Overlay, now: Instant) {
         let me = self.facts(key).spec;
         let my_order = (Reverse(me.priority), me.created, key);
         let mut ahead: Vec<(Reverse<i32>, i64, &GangKey)> = self
             .gangs
             .iter()
-            .filter(|(k, g)| *k != key && competes(g, now, self.config.active_window))
+            .filter(|(k, g)| {
+                *k != key && !g.blocked_by_rule && competes(g, now, self.config.active_window)
+            })
             .map(|(k, g)| (Reverse(g.spec().priority), g.spec().created, k))
             .filter(|o| *o < my_order)
             .collect();
@@ -226,12 +295,17 @@ impl GangTable {
                 continue;
             }
             sort_smallest_first(&mut pending);
-            let chosen: Vec<((), &PodInfo)> = largest_first(&pending[..need])
+            let chosen: Vec<Member<()>> = largest_first(&pending[..need])
                 .into_iter()
-                .map(|p| ((), &p.info))
+                .map(|p| Member {
+                    holder: (),
+                    index: 0,
+                    pod: &p.info,
+                })
                 .collect();
             let cp = overlay.checkpoint();
-            if first_fit_each(&self.ledger, &chosen, overlay).len() < chosen.len() {
+            if first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len() < chosen.len()
+            {
                 overlay.rollback(cp);
             }
         }
@@ -252,19 +326,6 @@ pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
     });
 }
 
-/// The larger of two pods in the order of [`largest_first`].
-pub(super) fn larger<'a>(a: &'a PodInfo, b: &'a PodInfo) -> &'a PodInfo {
-    let key = |p: &'a PodInfo| {
-        let r = &p.requests;
-        (&r.extended, r.cpu_milli, r.memory)
-    };
-    if key(b) > key(a) {
-        b
-    } else {
-        a
-    }
-}
-
 /// The same members, largest first, for first-fit-decreasing packing.
 pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
     let mut v = members.to_vec();
@@ -281,80 +342,5 @@ pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testkit::{node, pod};
-
-    fn ledger(nodes: &[(&str, i64)]) -> NodeLedger {
-        let mut l = NodeLedger::default();
-        for (name, cpu) in nodes {
-            l.upsert(node(name).cpu(*cpu).build());
-        }
-        l
-    }
-
-    fn names(l: &NodeLedger, placed: &[(&str, usize)]) -> Vec<String> {
-        placed
-            .iter()
-            .map(|(who, i)| format!("{who}@{}", l.at(*i).name()))
-            .collect()
-    }
-
-    #[test]
-    fn first_fit_walks_nodes_in_ledger_order_and_counts_what_it_already_placed() {
-        let l = ledger(&[("a", 1000), ("b", 1000)]);
-        let p: Vec<PodInfo> = (0..3)
-            .map(|i| pod(&format!("p{i}")).cpu(600).build())
-            .collect();
-        let members: Vec<(&str, &PodInfo)> = vec![("p0", &p[0]), ("p1", &p[1]), ("p2", &p[2])];
-        let mut overlay = Overlay::default();
-        let placed = first_fit_each(&l, &members, &mut overlay);
-        // Two 600m pods never share a 1000m node; the third fits nowhere and stops the loop.
-        assert_eq!(names(&l, &placed), vec!["p0@a", "p1@b"]);
-        assert_eq!(overlay.get(0), Some(&p[0].requests));
-        // The ledger itself is untouched.
-        assert!(l.at(0).reserved().is_zero() && l.at(0).used().is_zero());
-    }
-
-    #[test]
-    fn first_fit_skips_nodes_the_member_may_not_use() {
-        let mut l = ledger(&[("cordoned", 1000), ("gpu", 1000), ("plain", 1000)]);
-        l.upsert(node("cordoned").cpu(1000).unschedulable().build());
-        l.upsert(node("gpu").cpu(1000).label("pool", "gpu").build());
-        let wants_gpu = pod("w").node_selector("pool", "gpu").build();
-        let any = pod("any").build();
-        let mut overlay = Overlay::default();
-        let placed = first_fit_each(&l, &[("w", &wants_gpu), ("any", &any)], &mut overlay);
-        assert_eq!(names(&l, &placed), vec!["w@gpu", "any@gpu"]);
-    }
-
-    #[test]
-    fn a_rollback_gives_back_exactly_what_was_taken_after_the_checkpoint() {
-        let l = ledger(&[("a", 1000)]);
-        let p = pod("p").cpu(400).build();
-        let mut overlay = Overlay::default();
-        overlay.take(0, &p.requests);
-        let cp = overlay.checkpoint();
-        assert_eq!(first_fit_each(&l, &[((), &p)], &mut overlay).len(), 1);
-        assert_eq!(
-            first_fit_each(&l, &[((), &p)], &mut overlay).len(),
-            0,
-            "1000m holds two 400m pods, not three"
-        );
-        overlay.rollback(cp);
-        assert_eq!(overlay.get(0).map(|r| r.cpu_milli), Some(400));
-        overlay.rollback(0);
-        assert_eq!(overlay.get(0).map(|r| r.cpu_milli), Some(0));
-    }
-
-    #[test]
-    fn members_not_created_yet_are_assumed_as_large_as_the_largest_member() {
-        let small = pod("small").cpu(100).build();
-        let big = pod("big").cpu(900).build();
-        let gpu = pod("gpu").cpu(50).gpu(1).build();
-        assert_eq!(larger(&small, &big).name, big.name);
-        assert_eq!(larger(&big, &small).name, big.name);
-        // Extended resources rank first: a GPU pod is larger than any CPU-only pod.
-        assert_eq!(larger(&big, &gpu).name, gpu.name);
-    }
-}
+#[path = "planner/tests.rs"]
+mod tests;

@@ -4,7 +4,7 @@
 //! A pod is *bound* when the API server says so (`spec.nodeName`), *assumed* when muster has
 //! decided to bind it and the watch has not confirmed it yet; both count as "has a node".
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::objects::{NodeName, PodInfo, PodUid};
 use super::resources::Resources;
@@ -34,9 +34,15 @@ impl PodEntry {
         }
     }
 
-    /// Still needs a node: exists, not finished, not bound or assumed, and readable keys.
+    /// Neither finished nor being deleted: the only members that count toward a quorum. A
+    /// terminating pod still uses its node's room until it is gone, but holds nothing new.
+    pub fn is_live(&self) -> bool {
+        !self.info.terminal && !self.info.terminating
+    }
+
+    /// Still needs a node: live, not bound or assumed, and readable keys.
     pub fn is_pending(&self) -> bool {
-        !self.info.terminal && self.node().is_none() && self.info.membership.is_ok()
+        self.is_live() && self.node().is_none() && self.info.membership.is_ok()
     }
 }
 
@@ -51,6 +57,10 @@ pub struct Charges {
 #[derive(Default)]
 pub struct PodIndex {
     pods: HashMap<PodUid, PodEntry>,
+    /// Pods with required pod anti-affinity: the only pods a simulation of members without
+    /// (anti-)affinity terms or spread constraints of their own must read (kube-scheduler's
+    /// `HavePodsWithRequiredAntiAffinityList`), so it never walks every pod.
+    with_anti_affinity: HashSet<PodUid>,
 }
 
 impl PodIndex {
@@ -62,10 +72,6 @@ impl PodIndex {
         self.pods.get(uid)
     }
 
-    pub fn contains(&self, uid: &str) -> bool {
-        self.pods.contains_key(uid)
-    }
-
     /// Every pod, in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = &PodEntry> {
         self.pods.values()
@@ -73,6 +79,17 @@ impl PodIndex {
 
     pub fn uids(&self) -> impl Iterator<Item = &PodUid> {
         self.pods.keys()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &PodEntry> {
+        self.pods.values()
+    }
+
+    /// The pods with required pod anti-affinity terms.
+    pub fn with_anti_affinity(&self) -> impl Iterator<Item = &PodEntry> {
+        self.with_anti_affinity
+            .iter()
+            .filter_map(|u| self.pods.get(u))
     }
 
     /// Stores what the watch says about a pod. What muster assumed survives an update until
@@ -90,6 +107,11 @@ impl PodIndex {
         }
         let entry = PodEntry { info, assumed };
         charges.charge = charged(&entry);
+        if has_anti_affinity(&entry.info) {
+            self.with_anti_affinity.insert(entry.info.uid.clone());
+        } else {
+            self.with_anti_affinity.remove(&entry.info.uid);
+        }
         self.pods.insert(entry.info.uid.clone(), entry);
         (old.map(|o| o.info), charges)
     }
@@ -97,6 +119,7 @@ impl PodIndex {
     /// Forgets a pod; returns it and the requests to take off its node.
     pub fn remove(&mut self, uid: &str) -> Option<(PodInfo, Option<(NodeName, Resources)>)> {
         let entry = self.pods.remove(uid)?;
+        self.with_anti_affinity.remove(uid);
         let uncharge = charged(&entry);
         Some((entry.info, uncharge))
     }
@@ -119,6 +142,12 @@ impl PodIndex {
         entry.assumed = None;
         uncharge
     }
+}
+
+fn has_anti_affinity(info: &PodInfo) -> bool {
+    info.rules
+        .as_ref()
+        .is_some_and(|r| !r.anti_affinity.is_empty())
 }
 
 fn charged(entry: &PodEntry) -> Option<(NodeName, Resources)> {
@@ -188,6 +217,28 @@ mod tests {
         );
         assert!(index.get(&p.uid).unwrap().is_pending());
         assert_eq!(index.unassume(&p.uid, &node("n1")), None, "only once");
+    }
+
+    #[test]
+    fn pods_with_anti_affinity_are_indexed_while_they_have_it() {
+        use crate::model::rules::fixtures::{term, PodRulesBuilder, HOSTNAME};
+        let mut index = PodIndex::default();
+        let repels = PodRulesBuilder::default()
+            .anti_affinity(term(&[("job", "j")], HOSTNAME))
+            .on(pod("r").build());
+        index.apply(repels.clone());
+        index.apply(pod("plain").build());
+        let names = |i: &PodIndex| -> Vec<String> {
+            i.with_anti_affinity()
+                .map(|p| p.info.name.to_string())
+                .collect()
+        };
+        assert_eq!(names(&index), ["r"]);
+        index.apply(pod("r").build());
+        assert!(names(&index).is_empty(), "the update dropped the term");
+        index.apply(repels);
+        index.remove("uid-r");
+        assert!(names(&index).is_empty());
     }
 
     #[test]

@@ -26,8 +26,9 @@ use super::membership::{DisruptionMode, GangKey};
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{node_admits, PodInfo};
-use super::planner::{larger, largest_first, sort_smallest_first, Overlay};
+use super::planner::{largest_first, sort_smallest_first};
 use super::resources::Resources;
+use super::simulation::Overlay;
 use super::table::GangTable;
 
 /// One candidate of kube-scheduler's dry run: a node and the pods it would evict there.
@@ -121,10 +122,10 @@ impl GangTable {
             // bound already counts as evictable: if the other members cannot be placed even
             // then, no candidate can help, and one simulation answers for all of them.
             let mut overlay = Overlay::default();
-            let bound = place_with_credit(&self.ledger, &check.others, &mut overlay, |i| {
+            let bound = place_with_credit(&self.ledger, &check.others(), &mut overlay, |i| {
                 check.evictable.get(&i)
             });
-            let hopeless = (bound < check.others.len()).then_some(bound);
+            let hopeless = (bound < check.missing + check.existing.len()).then_some(bound);
             let mut kept = Vec::new();
             for c in survivors {
                 let verdict = match hopeless {
@@ -233,10 +234,10 @@ impl GangTable {
             anything_evictable: !check.evictable.is_empty(),
         };
         let mut overlay = Overlay::default();
-        let placed = place_with_credit(&self.ledger, &check.others, &mut overlay, |i| {
+        let placed = place_with_credit(&self.ledger, &check.others(), &mut overlay, |i| {
             check.evictable.get(&i)
         });
-        if placed < check.others.len() {
+        if placed < check.missing + check.existing.len() {
             return Some(hopeless);
         }
         let first_fits = candidates.iter().any(|&i| {
@@ -254,12 +255,14 @@ impl GangTable {
     }
 
     /// What rule 1 needs, computed once per request: the other members the gang's quorum
-    /// still needs (members not created yet as copies of the largest), and per node the
+    /// still needs (members not created yet as the element-wise maximum of the members, as
+    /// the planner simulates them), and per node the
     /// requests of pods of lower priority than `pod`.
     fn quorum_check<'a>(&'a self, pod: &'a PodInfo) -> Option<QuorumCheck<'a>> {
         let key = &pod.gang()?.gang;
         let facts = self.facts(key);
-        if self.is_placed(key, &facts) || self.gangs.get(key).is_none_or(|g| g.is_admitted()) {
+        let gang = self.gangs.get(key)?;
+        if self.is_placed(key, &facts) || gang.is_admitted() {
             return None;
         }
         let need = facts
@@ -274,10 +277,12 @@ impl GangTable {
         sort_smallest_first(&mut pending);
         let existing = largest_first(&pending[..need.saturating_sub(1).min(pending.len())]);
         let missing = need.saturating_sub(existing.len() + 1);
-        let template = existing.first().map_or(pod, |p| larger(pod, &p.info));
-        let others: Vec<&PodInfo> = std::iter::repeat_n(template, missing)
-            .chain(existing.iter().map(|p| &p.info))
-            .collect();
+        // The planner's guess for members not created yet: the element-wise maximum.
+        let template = (missing > 0).then(|| PodInfo {
+            requests: self.largest_requests(gang, pod),
+            ..pod.clone()
+        });
+        let existing: Vec<&PodInfo> = existing.iter().map(|p| &p.info).collect();
         let mut evictable: HashMap<usize, Resources> = HashMap::default();
         // One pass over the pods, no lookups by UID: this scan is most of a decision's cost.
         for p in self.pods.entries() {
@@ -289,7 +294,9 @@ impl GangTable {
             }
         }
         Some(QuorumCheck {
-            others,
+            template,
+            missing,
+            existing,
             evictable,
             quorum: facts.spec.quorum,
             already: facts.with_nodes + facts.confirmed_seats,
@@ -333,8 +340,8 @@ impl GangTable {
         }
         let mut overlay = Overlay::default();
         overlay.take(n, &pod.requests);
-        let placed = place_with_credit(&self.ledger, &check.others, &mut overlay, credit);
-        if placed < check.others.len() {
+        let placed = place_with_credit(&self.ledger, &check.others(), &mut overlay, credit);
+        if placed < check.missing + check.existing.len() {
             return refuse(placed + 1);
         }
         Ok(())
@@ -463,8 +470,12 @@ impl GangTable {
 
 /// What rule 1 reads, computed once per request.
 struct QuorumCheck<'a> {
-    /// The other members the quorum needs, largest first.
-    others: Vec<&'a PodInfo>,
+    /// The guess for members not created yet (the element-wise maximum of the members).
+    template: Option<PodInfo>,
+    /// How many members the quorum needs that are not created yet.
+    missing: usize,
+    /// The other existing members the quorum needs, largest first.
+    existing: Vec<&'a PodInfo>,
     /// Per node position, the requests of pods of lower priority than the preemptor.
     evictable: HashMap<usize, Resources>,
     quorum: u32,
@@ -495,4 +506,17 @@ fn place_with_credit<'r>(
         }
     }
     members.len()
+}
+
+impl QuorumCheck<'_> {
+    /// The other members the quorum needs: the copies for members not created yet, then the
+    /// existing ones, largest first.
+    fn others(&self) -> Vec<&PodInfo> {
+        self.template
+            .iter()
+            .cycle()
+            .take(self.missing)
+            .chain(self.existing.iter().copied())
+            .collect()
+    }
 }

@@ -14,6 +14,9 @@ use super::objects::PodInfo;
 pub struct GangSpec {
     /// Members that must have nodes before any is bound.
     pub quorum: u32,
+    /// Some member declares the quorum; without it, the quorum is every member that exists,
+    /// which is final only once members stopped appearing (the creation window).
+    pub declared: bool,
     /// Per-gang override of the quorum timeout (the largest any member declares).
     pub timeout: Option<Duration>,
     /// The highest priority among members.
@@ -27,6 +30,7 @@ impl Default for GangSpec {
     fn default() -> Self {
         GangSpec {
             quorum: 0,
+            declared: false,
             timeout: None,
             priority: i32::MIN,
             created: i64::MAX,
@@ -57,6 +61,7 @@ impl GangSpec {
         }
         if count > 0 {
             spec.quorum = declared.unwrap_or(count).max(1);
+            spec.declared = declared.is_some();
         }
         spec
     }
@@ -89,6 +94,7 @@ mod tests {
             pod("c").gang("g", 3).build(),
         ];
         assert_eq!(GangSpec::of_members(&members).quorum, 3);
+        assert!(GangSpec::of_members(&members).declared);
         assert_eq!(conflicting_quorums(&members), Some(vec![2, 3]));
         assert_eq!(conflicting_quorums(&members[1..]), None);
     }
@@ -100,6 +106,7 @@ mod tests {
             pod("b").annotation("muster.dev/group", "g").build(),
         ];
         assert_eq!(GangSpec::of_members(&members).quorum, 2);
+        assert!(!GangSpec::of_members(&members).declared);
         assert_eq!(GangSpec::of_members(&members[..1]).quorum, 1);
         assert_eq!(
             GangSpec::of_members(std::iter::empty()),

@@ -14,15 +14,19 @@
 //! takes its first seat, it holds room for all of its quorum (members not created yet
 //! included, assumed as large as the largest member that exists).
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use super::bind::BindRejection;
 use super::config::ModelConfig;
+use super::evidence::EvidenceStore;
 use super::gang::{Gang, Seat, SeatHolder};
 use super::ledger::NodeLedger;
 use super::membership::GangKey;
-use super::notice::Notice;
-use super::objects::{NodeName, PodUid};
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
+use super::objects::{NodeName, PodInfo, PodUid};
 use super::pods::{PodEntry, PodIndex};
+use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
 
 /// The gang reservation table: the whole state muster decides from.
@@ -32,17 +36,42 @@ pub struct GangTable {
     pub(super) pods: PodIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
+    /// Per member, the nodes its latest filter call passed.
+    pub(super) evidence: EvidenceStore,
+    /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
+    /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
+    pub(super) namespaces: NamespaceLabels,
+    /// Pods the filter refused because gang seats held the room they needed. kube-scheduler
+    /// re-queues a refused pod only on a cluster event, and muster releasing seats is none:
+    /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
+    pub(super) refused_for_seats: HashSet<PodUid>,
+    /// Seats were released since the last `take_notices`.
+    seats_released: bool,
+    /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
+    /// calls held for them must look again (a member without a seat answers at once).
+    pub(super) released: Vec<GangKey>,
 }
+
+/// Pods remembered as refused for held room, at most (the oldest are not told; kube-scheduler's
+/// own periodic flush still retries them).
+const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GangFacts {
     pub spec: GangSpec,
-    /// Members that exist (pods muster has seen).
+    /// Live members that exist (pods muster has seen, neither finished nor being deleted).
     pub existing: u32,
-    /// Members bound or assumed.
+    /// Live members bound or assumed.
     pub with_nodes: u32,
     pub confirmed_seats: u32,
+}
+
+impl GangFacts {
+    /// Enough live members have nodes: the gang is placed (and a gang without members is).
+    pub fn quorum_met(&self) -> bool {
+        self.with_nodes >= self.spec.quorum
+    }
 }
 
 impl GangTable {
@@ -53,12 +82,43 @@ impl GangTable {
             pods: PodIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
+            evidence: EvidenceStore::default(),
+            namespaces: NamespaceLabels::default(),
+            refused_for_seats: HashSet::default(),
+            seats_released: false,
+            released: Vec::new(),
         }
     }
 
-    /// Notices produced since the last call.
+    /// Gangs that lost seats since the last call (see the field).
+    pub fn take_released(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Notices produced since the last call; when seats were released meanwhile, a `Retry`
+    /// for every pod refused for held room.
     pub fn take_notices(&mut self) -> Vec<Notice> {
+        if std::mem::take(&mut self.seats_released) {
+            let refused = std::mem::take(&mut self.refused_for_seats);
+            let retry = refused
+                .iter()
+                .filter_map(|u| self.pods.get(u))
+                .filter(|p| p.is_pending())
+                .map(|p| Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::Retry,
+                    message: messages::RETRY.to_string(),
+                });
+            self.notices.extend(retry.collect::<Vec<_>>());
+        }
         std::mem::take(&mut self.notices)
+    }
+
+    /// The filter refused `uid` because seats held the room it needed.
+    pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
+        if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
+            self.refused_for_seats.insert(uid.clone());
+        }
     }
 
     pub fn node_count(&self) -> usize {
@@ -102,6 +162,7 @@ impl GangTable {
         self.ledger.reserve(&seat.node, &seat.requests);
         if let Some(old) = gang.insert_seat(holder, seat) {
             self.ledger.unreserve(&old.node, &old.requests);
+            self.seats_released = true;
         }
     }
 
@@ -110,7 +171,9 @@ impl GangTable {
         let gang = self.gangs.get_mut(key)?;
         let seat = gang.remove_seat(holder)?;
         self.ledger.unreserve(&seat.node, &seat.requests);
+        self.seats_released = true;
         gang.settle_after_seats_removed();
+        self.released.push(key.clone());
         Some(seat)
     }
 
@@ -130,6 +193,7 @@ impl GangTable {
         for h in release {
             if let Some(s) = gang.remove_seat(h) {
                 self.ledger.unreserve(&s.node, &s.requests);
+                self.seats_released = true;
             }
         }
     }
@@ -144,14 +208,19 @@ impl GangTable {
         for (_, s) in &seats {
             self.ledger.unreserve(&s.node, &s.requests);
         }
+        self.seats_released |= !seats.is_empty();
         seats
     }
 
     /// Drops every seat on a node that is gone (the ledger dropped its reservations with it).
     pub(super) fn unseat_node(&mut self, name: &str) {
-        for gang in self.gangs.values_mut() {
+        for (key, gang) in self.gangs.iter_mut() {
+            let before = gang.seats().len();
             gang.retain_seats(|_, seat| &*seat.node != name);
-            gang.settle_after_seats_removed();
+            if gang.seats().len() < before {
+                gang.settle_after_seats_removed();
+                self.released.push(key.clone());
+            }
         }
     }
 
@@ -178,7 +247,7 @@ impl GangTable {
         };
         f.spec = *gang.spec();
         for uid in gang.members() {
-            let Some(p) = self.pods.get(uid) else {
+            let Some(p) = self.pods.get(uid).filter(|p| p.is_live()) else {
                 continue;
             };
             f.existing += 1;
@@ -190,14 +259,43 @@ impl GangTable {
         f
     }
 
-    /// Whether the gang no longer needs all-or-nothing treatment: it was placed by muster, or
-    /// enough of its members have nodes (bound before a restart, say).
-    pub(super) fn is_placed(&self, key: &GangKey, facts: &GangFacts) -> bool {
-        self.gangs.get(key).is_some_and(Gang::is_placed_flag)
-            || facts.with_nodes >= facts.spec.quorum
+    /// Whether the gang no longer needs all-or-nothing treatment: its live members with nodes
+    /// meet its quorum. Derived, never remembered: members being deleted do not count, so a
+    /// gang whose live members fell below quorum (a job deleted and submitted again, a member
+    /// whose binding failed for good) is gated again, and a restart decides the same.
+    pub(super) fn is_placed(&self, _key: &GangKey, facts: &GangFacts) -> bool {
+        facts.quorum_met()
     }
 
-    /// Members that still need a node: existing, not terminal, not bound or assumed.
+    /// The pod as the watch reported it, for a call that names it. Only the watches create
+    /// pods in the table: a pod muster has not seen (not created yet in its cache, deleted,
+    /// or forged) is refused and the table is unchanged; kube-scheduler retries it later.
+    pub fn seen_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<&PodInfo, BindRejection> {
+        let Some(entry) = self.pods.get(uid) else {
+            return Err(BindRejection::UnknownPod {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+            });
+        };
+        let info = &entry.info;
+        if *info.namespace != *namespace || *info.name != *name {
+            return Err(BindRejection::PodMismatch {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                actual: info.display_name(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// Members that still need a node: live, not bound or assumed.
     pub(super) fn pending_members(&self, key: &GangKey) -> Vec<&PodEntry> {
         let Some(gang) = self.gangs.get(key) else {
             return Vec::new();

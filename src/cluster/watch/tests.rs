@@ -48,6 +48,8 @@ fn node(name: &str, cpu: &str) -> Node {
 /// Names of the nodes where a plain pod asking `cpu_milli` fits now.
 fn room_for(table: &mut GangTable, cpu: &str) -> Vec<String> {
     let probe = pod_info(&plain("probe", cpu, None)).unwrap();
+    // As the watch would deliver it: the verbs answer only for pods muster has seen.
+    table.apply_pod(probe.clone());
     let names = ["n1", "n2"];
     let verdicts = table.filter(&probe, &names, Instant::now());
     table.remove_pod(&probe.uid);
@@ -250,4 +252,28 @@ fn an_object_muster_cannot_read_is_reported_and_changes_nothing() {
         Applied::Changed
     ));
     assert_eq!(table.pod_count(), 0);
+}
+
+/// Issue 11, item 7: a node muster cannot read in full is kept with what it can read (not
+/// dropped, which failed every pod on it), and a bound pod it cannot read still fills its
+/// node (not skipped, which freed room its kubelet uses).
+#[test]
+fn a_node_or_a_bound_pod_read_in_part_is_kept() {
+    let mut table = GangTable::new(ModelConfig::default());
+    let mut relist = Relist::default();
+    let mut n1 = node("n1", "1");
+    let allocatable = n1.status.as_mut().unwrap().allocatable.as_mut().unwrap();
+    allocatable.insert(
+        "example.com/fpga".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("two".into()),
+    );
+    let applied = apply_event(&mut table, &mut relist, Event::Apply(n1));
+    assert!(matches!(applied, Applied::PartlyRead(_)), "{applied:?}");
+    assert_eq!(room_for(&mut table, "100m"), vec!["n1"]);
+    let unreadable = plain("bound", "lots", Some("n1"));
+    let applied = apply_event(&mut table, &mut relist, Event::Apply(unreadable.clone()));
+    assert!(matches!(applied, Applied::PartlyRead(_)), "{applied:?}");
+    assert!(room_for(&mut table, "100m").is_empty(), "n1 counts as full");
+    apply_event(&mut table, &mut relist, Event::Delete(unreadable));
+    assert_eq!(room_for(&mut table, "100m"), vec!["n1"]);
 }

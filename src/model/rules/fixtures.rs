@@ -1,31 +1,20 @@
 //! Small builders for the rule tests.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::inter_pod_affinity::PodAffinityTerm;
-use super::labels::{LabelSelector, Labels};
+use super::labels::LabelSelector;
 use super::node_affinity::{NodeSelector, NodeSelectorTerm};
 use super::pod_topology_spread::SpreadConstraint;
 use crate::model::objects::{NodeInfo, PodInfo, PodRules};
-use crate::model::resources::Resources;
+use crate::testkit;
 
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// A node labelled with its hostname, 8 CPUs.
 pub fn node(name: &str) -> NodeInfo {
-    NodeInfo {
-        name: Arc::from(name),
-        allocatable: Resources {
-            cpu_milli: 8000,
-            pods: 110,
-            ..Default::default()
-        },
-        labels: BTreeMap::from([(HOSTNAME.to_string(), name.to_string())]),
-        unschedulable: false,
-        taints: vec![],
-    }
+    testkit::node(name).cpu(8000).label(HOSTNAME, name).build()
 }
 
 /// A node in a zone.
@@ -35,24 +24,9 @@ pub fn zoned(name: &str, zone: &str) -> NodeInfo {
     n
 }
 
-/// A plain pod in namespace `ml`.
+/// A plain pod in namespace `ml` requesting one CPU.
 pub fn pod(name: &str) -> PodInfo {
-    PodInfo {
-        uid: Arc::from(format!("uid-{name}")),
-        namespace: Arc::from("ml"),
-        name: Arc::from(name),
-        requests: Resources::cpu(1000),
-        node_name: None,
-        terminal: false,
-        priority: 0,
-        created: 0,
-        membership: Ok(None),
-        node_selector: vec![],
-        tolerations: vec![],
-        labels: Labels::default(),
-        terminating: false,
-        rules: None,
-    }
+    testkit::pod(name).cpu(1000).build()
 }
 
 pub fn labelled(mut p: PodInfo, labels: &[(&str, &str)]) -> PodInfo {

@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::testkit;
 
+mod binding;
 mod competing;
 mod feasibility;
+mod holds_nothing;
 mod lifetimes;
+mod members;
+mod model_check;
 mod preemption;
 mod verbs;
 
@@ -59,6 +63,10 @@ impl World {
 
     /// Nodes that pass the filter for `p` among all nodes, and the distinct failure reasons.
     pub fn filter(&mut self, p: &PodInfo) -> (Vec<String>, Vec<String>) {
+        // The watch delivers a pod before kube-scheduler can ask about it.
+        if self.table.pods.get(&p.uid).is_none() {
+            self.table.apply_pod(p.clone());
+        }
         let names = self.all_nodes();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let verdicts = self.table.filter(p, &refs, self.now);

@@ -13,6 +13,7 @@ use crate::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 use crate::k8s::{self, EventSummary, GangKey, NodeShape, PodBuilder};
 use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
+use crate::rbac;
 use crate::tls::MusterTls;
 use crate::wait::{holds_for, wait_for, Progress};
 
@@ -39,6 +40,20 @@ pub struct ClusterOptions {
     /// `https://`, `enableHTTPS: true` and a `tlsConfig` (CA + client certificate) unless
     /// `scheduler.extender_tls` is already set.
     pub tls: Option<TlsOptions>,
+    /// Whose permissions muster runs with (default: the shipped RBAC's ServiceAccount).
+    pub muster_identity: MusterIdentity,
+}
+
+/// See [`ClusterOptions::muster_identity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MusterIdentity {
+    /// A token of ServiceAccount `muster-system/muster`, bound to the ClusterRole of
+    /// `deploy/rbac.yaml` (see [`crate::rbac`]): what muster has when deployed, so a test that
+    /// passes this way proves the shipped RBAC is enough.
+    #[default]
+    ShippedRbac,
+    /// The admin kubeconfig (group `system:masters`).
+    Admin,
 }
 
 /// See [`ClusterOptions::tls`].
@@ -56,7 +71,14 @@ impl ClusterOptions {
             control_plane: ControlPlaneOptions::default(),
             scheduler: SchedulerOptions::default(),
             tls: None,
+            muster_identity: MusterIdentity::default(),
         }
+    }
+
+    /// Runs muster with the admin kubeconfig instead of the shipped RBAC's ServiceAccount.
+    pub fn admin_muster(mut self) -> Self {
+        self.muster_identity = MusterIdentity::Admin;
+        self
     }
 
     /// Starts kube-scheduler from `scheduler-config/<name>` (default:
@@ -110,7 +132,14 @@ impl Cluster {
         let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
         let cp_time = t0.elapsed();
         let t1 = Instant::now();
-        let mut mo = MusterOptions::new(&opts.muster_binary, cp.kubeconfig_path(), cp.dir());
+        let muster_kubeconfig = match opts.muster_identity {
+            MusterIdentity::ShippedRbac => {
+                rbac::service_account_kubeconfig(&cp.client(), cp.kubeconfig_path(), cp.dir(), 24)
+                    .await?
+            }
+            MusterIdentity::Admin => cp.kubeconfig_path().to_path_buf(),
+        };
+        let mut mo = MusterOptions::new(&opts.muster_binary, &muster_kubeconfig, cp.dir());
         mo.args = opts.muster_args.clone();
         mo.lifetime = opts.control_plane.lifetime;
         if let Some(t) = opts.tls {
@@ -127,13 +156,7 @@ impl Cluster {
         if so.extender_tls.is_none() {
             so.extender_tls = muster.tls().map(MusterTls::extender_tls);
         }
-        if control_run_requested() {
-            so.without_extenders = true;
-            eprintln!(
-                "muster-harness: CONTROL RUN ({CONTROL_RUN_ENV}): kube-scheduler starts without \
-                 extenders; muster runs but is never consulted"
-            );
-        }
+        // In a control run, start_scheduler drops the extenders (for every scheduler it starts).
         cp.start_scheduler(so).await?;
         let startup = StartupTimes {
             control_plane: cp_time,

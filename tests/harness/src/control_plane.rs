@@ -120,6 +120,14 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
+/// A kube-apiserver stopped by [`ControlPlane::kill_apiserver`], to start again.
+#[derive(Debug)]
+pub struct StoppedApiserver {
+    argv: Vec<String>,
+    log: PathBuf,
+    index: usize,
+}
+
 /// Removes the directory and kills processes when startup fails half-way.
 struct StartGuard {
     dir: PathBuf,
@@ -319,7 +327,17 @@ impl ControlPlane {
 
     /// Starts the stock kube-scheduler from a KubeSchedulerConfiguration (rewritten for this
     /// cluster: kubeconfig, no leader election, high qps, extender URL) and waits for `/readyz`.
-    pub async fn start_scheduler(&mut self, opts: SchedulerOptions) -> Result<()> {
+    /// In a control run ([`crate::cluster::CONTROL_RUN_ENV`]) every scheduler started here —
+    /// by [`crate::Cluster`], by `muster-local`, by a test — runs without extenders.
+    pub async fn start_scheduler(&mut self, mut opts: SchedulerOptions) -> Result<()> {
+        if crate::cluster::control_run_requested() {
+            opts.without_extenders = true;
+            eprintln!(
+                "muster-harness: CONTROL RUN ({}): kube-scheduler starts without extenders; \
+                 muster runs but is never consulted",
+                crate::cluster::CONTROL_RUN_ENV
+            );
+        }
         let source = match &opts.config {
             Some(p) => p.clone(),
             None => default_scheduler_config()?,
@@ -381,6 +399,60 @@ impl ControlPlane {
         self.scheduler_port = Some(port);
         self.procs.push(p);
         Ok(())
+    }
+
+    /// Kills kube-apiserver (SIGKILL, as in a crash): every client's connection drops and new
+    /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
+    /// the data. Returns its command line.
+    pub fn kill_apiserver(&mut self) -> Result<StoppedApiserver> {
+        let i = self
+            .procs
+            .iter()
+            .position(|p| p.name() == "kube-apiserver")
+            .context("kube-apiserver is not running")?;
+        let pid = self.procs[i].pid();
+        // The exact command line it was started with, so the restart is the same server.
+        let raw = fs::read(format!("/proc/{pid}/cmdline"))
+            .with_context(|| format!("reading the command line of kube-apiserver ({pid})"))?;
+        let argv: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let log = self.procs[i].log_path().to_path_buf();
+        self.procs.remove(i).kill();
+        Ok(StoppedApiserver {
+            argv,
+            log,
+            index: i,
+        })
+    }
+
+    /// Starts kube-apiserver again, exactly as before [`kill_apiserver`](Self::kill_apiserver)
+    /// (same port, certificates and etcd), and waits for its `/readyz`.
+    pub async fn start_apiserver_again(&mut self, stopped: StoppedApiserver) -> Result<()> {
+        let Some((program, args)) = stopped.argv.split_first() else {
+            bail!("kube-apiserver had an empty command line");
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let p = ManagedProcess::spawn("kube-apiserver", cmd, &stopped.log, self.lifetime)?;
+        // Same place in the list: processes stop in reverse start order.
+        self.procs.insert(stopped.index.min(self.procs.len()), p);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            for p in self.procs.iter_mut() {
+                p.check_running()?;
+            }
+            let last = match self.client.request_text(get("/readyz")?).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!("kube-apiserver not ready again after 120s: {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Leaves every process running and the directory in place (for `muster-local up`); writes
@@ -492,6 +564,11 @@ pub fn render_scheduler_config(
                 e["urlPrefix"] = json!(format!("{base}{path}"));
                 if base.starts_with("http://") {
                     e["enableHTTPS"] = json!(false);
+                    // The shipped files name certificate files of a real install; kube-scheduler
+                    // loads them even for http:// and would not start without them.
+                    if let Some(e) = e.as_object_mut() {
+                        e.remove("tlsConfig");
+                    }
                 } else if base.starts_with("https://") {
                     e["enableHTTPS"] = json!(true);
                 }
@@ -684,6 +761,19 @@ extenders:
         );
         assert_eq!(v["extenders"][0]["nodeCacheCapable"], true);
         assert_eq!(url_path("http://127.0.0.1:8888"), "");
+
+        // The shipped files' tlsConfig is dropped for a plain-HTTP muster.
+        let shipped = "kind: KubeSchedulerConfiguration
+extenders:
+  - urlPrefix: https://muster.muster-system.svc:8888
+    enableHTTPS: true
+    tlsConfig:
+      caFile: /etc/muster/client/ca.crt
+";
+        let v =
+            render_scheduler_config(shipped, Path::new("/k"), Some("http://h:1"), 1.0, 1).unwrap();
+        assert_eq!(v["extenders"][0]["enableHTTPS"], false);
+        assert!(v["extenders"][0].get("tlsConfig").is_none(), "{v}");
     }
 
     #[test]

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{
-    Container, Event, Namespace, Node, NodeCondition, NodeStatus, Pod, PodSpec,
-    ResourceRequirements,
+    Affinity, Container, Event, Namespace, Node, NodeAffinity, NodeCondition, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity,
+    PodSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 
@@ -228,6 +229,7 @@ pub struct PodBuilder {
     node_selector: BTreeMap<String, String>,
     priority_class: Option<String>,
     scheduler_name: Option<String>,
+    affinity: Affinity,
 }
 
 impl PodBuilder {
@@ -244,7 +246,47 @@ impl PodBuilder {
             node_selector: BTreeMap::new(),
             priority_class: None,
             scheduler_name: None,
+            affinity: Affinity::default(),
         }
+    }
+
+    /// Required node affinity: node label `key` In `values`.
+    pub fn require_node_label_in(mut self, key: &str, values: &[&str]) -> Self {
+        let term = NodeSelectorTerm {
+            match_expressions: Some(vec![NodeSelectorRequirement {
+                key: key.into(),
+                operator: "In".into(),
+                values: Some(values.iter().map(|v| v.to_string()).collect()),
+            }]),
+            ..Default::default()
+        };
+        self.affinity.node_affinity = Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![term],
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// Required pod anti-affinity on `kubernetes.io/hostname` against pods labelled `k=v`
+    /// (one such pod per node).
+    pub fn one_per_node_with(mut self, k: &str, v: &str) -> Self {
+        let term = PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])),
+                ..Default::default()
+            }),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..Default::default()
+        };
+        self.affinity
+            .pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
     }
 
     pub fn cpu(mut self, cpu: &str) -> Self {
@@ -343,6 +385,7 @@ impl PodBuilder {
                 },
                 priority_class_name: self.priority_class.clone(),
                 scheduler_name: self.scheduler_name.clone(),
+                affinity: (self.affinity != Affinity::default()).then(|| self.affinity.clone()),
                 ..Default::default()
             }),
             status: None,

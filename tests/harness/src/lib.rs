@@ -31,19 +31,32 @@
 //! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
 //! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
 //! gang e2e test to fail without muster. [`gangs`] reads muster's own `/gangs` view for tests.
+//!
+//! muster runs as it is deployed: as ServiceAccount `muster-system/muster` with the ClusterRole
+//! of `deploy/rbac.yaml` (a TokenRequest token; see [`rbac`]), so every test proves the shipped
+//! RBAC suffices. [`ClusterOptions::admin_muster`] gives it the admin kubeconfig instead.
+//!
+//! **High availability**: [`Forwarder`] plays a Service in front of several muster replicas (each
+//! new connection goes to the Ready one) or a cuttable link to the API server; start a replica
+//! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e_ha.rs`).
 
 pub mod cluster;
 pub mod control_plane;
+pub mod forward;
 pub mod gangs;
 pub mod k8s;
 pub mod muster;
 pub mod paths;
 pub mod process;
+pub mod rbac;
 pub mod tls;
 pub mod wait;
 
-pub use cluster::{control_run_requested, Cluster, ClusterOptions, TlsOptions, CONTROL_RUN_ENV};
+pub use cluster::{
+    control_run_requested, Cluster, ClusterOptions, MusterIdentity, TlsOptions, CONTROL_RUN_ENV,
+};
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
+pub use forward::Forwarder;
 pub use gangs::{GangView, MemberView};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};

@@ -23,6 +23,9 @@ pub struct MusterOptions {
     pub args: Vec<String>,
     /// How long to wait for `/readyz`.
     pub ready_timeout: Duration,
+    /// The path that must answer 200 before [`Muster::start`] returns: `/readyz`, or
+    /// `/healthz` for a replica that may start as a standby (never Ready).
+    pub ready_path: &'static str,
     pub lifetime: Lifetime,
     /// Serve HTTPS with these files (`--tls-cert-file`, `--tls-key-file`, and
     /// `--tls-client-ca-file` when it requires client certificates). Readiness polling, [`get`]
@@ -42,6 +45,7 @@ impl MusterOptions {
             port: None,
             args: Vec::new(),
             ready_timeout: Duration::from_secs(60),
+            ready_path: "/readyz",
             lifetime: Lifetime::Attached,
             tls: None,
         }
@@ -94,7 +98,7 @@ impl Muster {
         self.wait_ready(self.opts.ready_timeout).await
     }
 
-    /// Polls `/readyz` until 200.
+    /// Polls `/readyz` (or the options' `ready_path`) until 200.
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -104,7 +108,7 @@ impl Muster {
                 bail!("muster is not running");
             }
             let last = match self
-                .get_with_timeout("/readyz", Duration::from_secs(2))
+                .get_with_timeout(self.opts.ready_path, Duration::from_secs(2))
                 .await
             {
                 Ok((200, _)) => return Ok(()),
@@ -144,6 +148,11 @@ impl Muster {
 
     pub fn pid(&self) -> Option<u32> {
         self.proc.as_ref().map(ManagedProcess::pid)
+    }
+
+    /// The kubeconfig it runs with (whose identity it has).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.opts.kubeconfig
     }
 
     pub fn log_path(&self) -> PathBuf {

@@ -1,0 +1,148 @@
+//! Whether this replica may decide now: read by every verb call and `/readyz`, written by the
+//! election loop.
+
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+/// This replica's part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Role {
+    /// Leader election is off: the only replica decides.
+    Sole,
+    /// Holds the Lease; decides until `until` unless it renews meanwhile. The deadline is
+    /// checked at every call, so a leader stuck in an API call to an unreachable server stops
+    /// deciding on time even before its election loop notices.
+    Leading { until: Instant },
+    /// Another replica (or none yet) holds the Lease.
+    Standby { leader: Option<String> },
+    /// Led, could not renew in time, and has not seen who holds the Lease since.
+    Lapsed,
+}
+
+/// The role and what a refusal names.
+#[derive(Debug)]
+pub struct Leadership {
+    role: Mutex<Role>,
+    identity: String,
+    /// `namespace/name` of the Lease.
+    lease: String,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership::sole()
+    }
+}
+
+impl Leadership {
+    /// Without leader election: always decides.
+    pub fn sole() -> Self {
+        Leadership {
+            role: Mutex::new(Role::Sole),
+            identity: String::new(),
+            lease: String::new(),
+        }
+    }
+
+    /// With leader election: a standby until the election loop says otherwise.
+    pub fn candidate(identity: &str, lease_namespace: &str, lease_name: &str) -> Self {
+        Leadership {
+            role: Mutex::new(Role::Standby { leader: None }),
+            identity: identity.to_string(),
+            lease: format!("{lease_namespace}/{lease_name}"),
+        }
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Why this replica must not decide at `now`, or `None` when it may.
+    pub fn refusal(&self, now: Instant) -> Option<String> {
+        match &*self.role.lock() {
+            Role::Sole => None,
+            Role::Leading { until } if now < *until => None,
+            Role::Leading { .. } | Role::Lapsed => Some(format!(
+                "muster replica {} is not the leader: it could not renew Lease {} within its renew deadline and has stopped deciding; the replica that takes the Lease over answers",
+                self.identity, self.lease
+            )),
+            Role::Standby { leader: Some(leader) } => Some(format!(
+                "muster replica {} is the standby, not the leader: {leader} holds Lease {} and answers the verbs",
+                self.identity, self.lease
+            )),
+            Role::Standby { leader: None } => Some(format!(
+                "muster replica {} is the standby, not the leader: no replica holds Lease {} yet",
+                self.identity, self.lease
+            )),
+        }
+    }
+
+    pub fn is_leading(&self, now: Instant) -> bool {
+        self.refusal(now).is_none()
+    }
+
+    /// Leads (again) until `until`. Returns whether it was not leading just before.
+    pub fn lead_until(&self, until: Instant, now: Instant) -> bool {
+        let mut role = self.role.lock();
+        let took_over = !matches!(*role, Role::Leading { until: u } if now < u);
+        *role = Role::Leading { until };
+        took_over
+    }
+
+    /// Follows `leader` (or nobody known). Returns whether it was leading just before.
+    pub fn follow(&self, leader: Option<String>) -> bool {
+        let mut role = self.role.lock();
+        let was_leading = matches!(*role, Role::Leading { .. });
+        *role = match leader {
+            Some(leader) => Role::Standby {
+                leader: Some(leader),
+            },
+            None if was_leading || *role == Role::Lapsed => Role::Lapsed,
+            None => Role::Standby { leader: None },
+        };
+        was_leading
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_sole_replica_always_decides() {
+        assert_eq!(Leadership::sole().refusal(Instant::now()), None);
+    }
+
+    #[test]
+    fn a_standby_names_the_leader_and_the_lease() {
+        let l = Leadership::candidate("muster-b", "muster-system", "muster");
+        let now = Instant::now();
+        assert_eq!(
+            l.refusal(now).unwrap(),
+            "muster replica muster-b is the standby, not the leader: no replica holds Lease muster-system/muster yet"
+        );
+        assert!(!l.follow(Some("muster-a".into())));
+        assert_eq!(
+            l.refusal(now).unwrap(),
+            "muster replica muster-b is the standby, not the leader: muster-a holds Lease muster-system/muster and answers the verbs"
+        );
+    }
+
+    #[test]
+    fn a_leader_stops_deciding_at_its_deadline_without_being_told() {
+        let l = Leadership::candidate("a", "ns", "muster");
+        let t0 = Instant::now();
+        assert!(l.lead_until(t0 + Duration::from_secs(10), t0));
+        assert!(!l.lead_until(t0 + Duration::from_secs(12), t0 + Duration::from_secs(2)));
+        assert!(l.is_leading(t0 + Duration::from_millis(11_999)));
+        let refusal = l.refusal(t0 + Duration::from_secs(12)).unwrap();
+        assert!(
+            refusal.contains("could not renew Lease ns/muster"),
+            "{refusal}"
+        );
+        assert!(l.follow(None), "it was the leader");
+    }
+}

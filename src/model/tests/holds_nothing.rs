@@ -1,0 +1,342 @@
+//! Issue 10: a gang that cannot run holds nothing. The simulation of the other members applies
+//! kube-scheduler's required rules (each test names the plugin it mirrors), room for members
+//! not created yet lasts only the creation window, and a member's own filter call is evidence.
+
+use super::*;
+use crate::model::rules::fixtures::{term, PodRulesBuilder, HOSTNAME};
+use crate::model::rules::node_affinity::NodeSelectorTerm;
+use crate::model::rules::Requirement;
+
+const WINDOW: Duration = Duration::from_secs(5);
+
+fn filter_on(w: &mut World, p: &PodInfo, candidates: &[&str]) -> (Vec<String>, Vec<String>) {
+    let verdicts = w.table.filter(p, candidates, w.now);
+    let mut ok = vec![];
+    let mut reasons = vec![];
+    for (n, v) in candidates.iter().zip(verdicts) {
+        match v {
+            NodeVerdict::Fits => ok.push(n.to_string()),
+            NodeVerdict::NotOffered => {}
+            NodeVerdict::Unschedulable(r) | NodeVerdict::Unresolvable(r) => {
+                if !reasons.contains(&r.to_string()) {
+                    reasons.push(r.to_string())
+                }
+            }
+        }
+    }
+    (ok, reasons)
+}
+
+fn total_reserved(w: &World) -> i64 {
+    w.all_nodes().iter().map(|n| w.reserved(n)).sum()
+}
+
+fn pool_a(p: PodInfo) -> PodInfo {
+    let req = Requirement::from_node_expression("pool", "In", &["a".to_string()]).unwrap();
+    PodRulesBuilder::default()
+        .node_affinity(vec![NodeSelectorTerm::Parsed {
+            expressions: vec![req],
+            fields: vec![],
+        }])
+        .on(p)
+}
+
+/// NodeAffinity: three members that require pool a, two pool-a nodes of one CPU each.
+#[test]
+fn a_gang_whose_members_require_too_few_nodes_holds_nothing() {
+    let nodes: Vec<NodeInfo> = ["a1", "a2", "b1", "b2"]
+        .iter()
+        .map(|n| testkit::node(n).cpu(1000).label("pool", &n[..1]).build())
+        .collect();
+    let mut w = World::new(&nodes);
+    let members: Vec<PodInfo> = (0..3)
+        .map(|i| pool_a(pod(&format!("m{i}")).cpu(1000).gang("g", 3).build()))
+        .collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    // kube-scheduler's own NodeAffinity filter passes the pool-a nodes only.
+    let (ok, reasons) = filter_on(&mut w, &members[0], &["a1", "a2"]);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        ["gang ml/g: 2 of 3 members placed; no node for the next: \
+          0/4 nodes are available: 2 node(s) didn't have enough room, \
+          2 node(s) didn't match Pod's node affinity/selector."]
+    );
+    assert!(rejection(&w.bind(&members[0], "a1")).starts_with("gang ml/g: 2 of 3 members placed"));
+    assert_eq!(total_reserved(&w), 0, "nothing held");
+    let plain = testkit::pod("plain")
+        .cpu(1000)
+        .node_selector("pool", "a")
+        .build();
+    w.add(&[&plain]);
+    assert_eq!(filter_on(&mut w, &plain, &["a1", "a2"]).0, ["a1", "a2"]);
+    assert_eq!(w.state("g"), "waiting");
+    let view = w
+        .table
+        .views(w.now)
+        .into_iter()
+        .find(|v| v.name == "g")
+        .unwrap();
+    assert!(view
+        .waiting_reason
+        .unwrap()
+        .contains("didn't match Pod's node affinity"));
+
+    // Given a third pool-a node, the gang fits whole.
+    w.table
+        .apply_node(testkit::node("a3").cpu(1000).label("pool", "a").build());
+    let (ok, _) = filter_on(&mut w, &members[0], &["a1", "a2", "a3"]);
+    assert_eq!(ok.len(), 1);
+}
+
+fn repelling_worker(name: &str) -> PodInfo {
+    PodRulesBuilder::default()
+        .anti_affinity(term(&[("job", "train")], HOSTNAME))
+        .on(pod(name)
+            .cpu(1000)
+            .label("job", "train")
+            .gang("train", 3)
+            .build())
+}
+
+fn hostnamed(name: &str) -> NodeInfo {
+    testkit::node(name).cpu(4000).label(HOSTNAME, name).build()
+}
+
+/// InterPodAffinity among the gang's own members: one worker per node, three workers, two
+/// nodes with room for all three by CPU.
+#[test]
+fn members_that_need_distinct_nodes_hold_nothing_without_enough_nodes() {
+    let mut w = World::new(&[hostnamed("n1"), hostnamed("n2")]);
+    let workers: Vec<PodInfo> = (0..3).map(|i| repelling_worker(&format!("w{i}"))).collect();
+    w.add(&workers.iter().collect::<Vec<_>>());
+    let (ok, reasons) = w.filter(&workers[0]);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        ["gang ml/train: 3 members need distinct nodes by pod anti-affinity; 2 nodes match"]
+    );
+    assert_eq!(total_reserved(&w), 0);
+    // A plain pod that needs a whole node gets one.
+    let whole = testkit::pod("whole").cpu(4000).build();
+    w.add(&[&whole]);
+    assert_eq!(w.filter(&whole).0, ["n1", "n2"]);
+
+    w.table.apply_node(hostnamed("n3"));
+    let (ok, _) = w.filter(&workers[0]);
+    assert_eq!(ok.len(), 1, "a third node: the gang fits");
+    let first = ok[0].clone();
+    wait_message(&w.bind(&workers[0], &first));
+    assert_eq!(
+        total_reserved(&w),
+        3000,
+        "one seat per worker, each on its own node"
+    );
+}
+
+/// Room for a member not created yet lasts the creation window; the member that exists keeps
+/// its seat, and the room comes back when the missing member appears.
+#[test]
+fn room_for_a_member_that_never_comes_is_released_after_the_creation_window() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let m0 = pod("m0").cpu(1000).gang("pair", 2).build();
+    w.add(&[&m0]);
+    let (ok, _) = w.filter(&m0);
+    assert_eq!(ok.len(), 1);
+    let seat = ok[0].clone();
+    assert!(wait_message(&w.bind(&m0, &seat)).contains("1 of 2 members exist"));
+    assert_eq!(
+        total_reserved(&w),
+        2000,
+        "its own seat and room for the missing member"
+    );
+
+    let plain = testkit::pod("plain").cpu(1000).build();
+    w.add(&[&plain]);
+    assert!(w.filter(&plain).0.is_empty(), "both nodes are held");
+    w.table.take_notices();
+
+    w.advance(WINDOW);
+    w.table.expire(w.now);
+    assert_eq!(
+        total_reserved(&w),
+        1000,
+        "only the member's own seat is left"
+    );
+    let notices = w.table.take_notices();
+    assert!(notices.iter().any(|n| n.message
+        == "gang ml/pair: waiting for members: 1 of 2 exist; room held for the missing 1 \
+            released, as no member appeared for 5s"));
+    // kube-scheduler would not retry the refused plain pod by itself: it is asked to, once.
+    let retries: Vec<&str> = notices
+        .iter()
+        .filter(|n| n.kind == NoticeKind::Retry)
+        .map(|n| &*n.pod.name)
+        .collect();
+    assert_eq!(retries, ["plain"]);
+    assert!(w.table.take_notices().is_empty(), "asked once");
+    assert_eq!(
+        w.filter(&plain).0.len(),
+        1,
+        "the plain pod takes the other node"
+    );
+
+    // After its timeout the gang holds nothing at all, and a fresh attempt holds nothing for
+    // the member that still does not exist.
+    w.advance(Duration::from_secs(60));
+    w.table.expire(w.now);
+    w.advance(Duration::from_secs(10));
+    assert_eq!(total_reserved(&w), 0);
+    assert_eq!(
+        w.filter(&m0).1,
+        [
+            "gang ml/pair: waiting for members: 1 of 2 exist; no room is held for the missing 1 \
+          once no member has appeared for 5s"
+        ]
+    );
+
+    // The missing member appears: its arrival opens the window again, and the pair fits.
+    let m1 = pod("m1").cpu(1000).gang("pair", 2).build();
+    w.add(&[&m1]);
+    let (ok, _) = w.filter(&m1);
+    assert_eq!(ok.len(), 1);
+}
+
+/// Issue 11 item 6: without a declared count, the quorum is the members that exist once the
+/// creation window is over, never the first member alone.
+#[test]
+fn without_a_declared_count_the_quorum_waits_for_the_creation_window() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let first = pod("first").annotation("muster.dev/group", "g").build();
+    w.add(&[&first]);
+    let (ok, reasons) = w.filter(&first);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        [
+            "gang ml/g: no member declares the gang's size; its quorum is the members that exist \
+          once none has appeared for 5s (1 so far)"
+        ]
+    );
+    w.advance(Duration::from_secs(3));
+    let second = pod("second").annotation("muster.dev/group", "g").build();
+    w.add(&[&second]);
+    w.table.expire(w.now);
+    w.advance(Duration::from_secs(3));
+    assert!(
+        w.filter(&first).0.is_empty(),
+        "the window restarted with the second member"
+    );
+    w.advance(Duration::from_secs(2));
+    assert_eq!(w.filter(&first).0, ["n1"]);
+    wait_message(&w.bind(&first, "n1"));
+    assert_eq!(names(&w.bind(&second, "n1")), ["first@n1", "second@n1"]);
+}
+
+/// Issue 11 item 5: a member not created yet is simulated as the element-wise maximum of the
+/// members that exist, not as the "largest" member by some order.
+#[test]
+fn a_member_not_created_yet_asks_the_element_wise_maximum_of_the_members() {
+    let mut w = World::new(&[gpu_node("g1", 8), gpu_node("g2", 8), gpu_node("g3", 8)]);
+    let gpu = pod("gpu").cpu(100).gpu(1).gang("mix", 3).build();
+    let cpu = pod("cpu").cpu(8000).gang("mix", 3).build();
+    w.add(&[&gpu, &cpu]);
+    let (ok, _) = w.filter(&gpu);
+    wait_message(&w.bind(&gpu, &ok[0]));
+    let held = w
+        .table
+        .gangs
+        .values()
+        .flat_map(|g| g.seats().iter())
+        .find(|(h, _)| matches!(h, SeatHolder::NotCreatedYet(_)))
+        .map(|(_, s)| s.requests.clone())
+        .expect("room held for the missing member");
+    assert_eq!(held.cpu_milli, 8000);
+    assert_eq!(held.extended(testkit::GPU), 1);
+}
+
+/// SchedulingGates: a gated member is not ready to be placed, so its gang holds nothing.
+#[test]
+fn a_gang_with_a_gated_member_holds_nothing() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let open = pod("open").gang("g", 2).build();
+    let gated = PodRulesBuilder::default()
+        .gate("example.com/quota")
+        .on(pod("gated").gang("g", 2).build());
+    w.add(&[&open, &gated]);
+    let (ok, reasons) = w.filter(&open);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        ["gang ml/g: 1 of 2 members placed; no node for the next: \
+          0/1 nodes are available: 1 pod(s) waiting for scheduling gates."]
+    );
+    assert_eq!(total_reserved(&w), 0);
+}
+
+/// Evidence: the nodes a member's filter call passed bound where the plan puts it.
+#[test]
+fn a_member_is_planned_only_onto_nodes_its_own_filter_call_passed() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).gang("g", 2).build();
+    let b = pod("b").cpu(1000).gang("g", 2).build();
+    w.add(&[&a, &b]);
+    // kube-scheduler passed only n2 for b (say a port or volume rule muster does not model).
+    assert_eq!(filter_on(&mut w, &b, &["n2"]).0, ["n2"]);
+    // Planning a now puts b on n2, so a is offered n1 (first fit would have put b on n1).
+    assert_eq!(w.filter(&a).0, ["n1"]);
+    // Evidence ages out.
+    w.advance(Duration::from_secs(30));
+    assert_eq!(w.filter(&a).0, ["n2"]);
+}
+
+/// PodTopologySpread (`DoNotSchedule`, maxSkew 1 over zones): four members, three one-CPU
+/// nodes in zone a and one in zone b. Room for all four by CPU, but a 3/1 split has skew 2, so
+/// the gang holds nothing; a second zone-b node lets it fit 2/2.
+#[test]
+fn a_gang_that_cannot_spread_evenly_enough_holds_nothing() {
+    use crate::model::rules::fixtures::{selector, ZONE};
+    use crate::model::rules::{InclusionPolicy, SpreadConstraint};
+    let zoned = |name: &str, zone: &str| testkit::node(name).cpu(1000).label(ZONE, zone).build();
+    let mut w = World::new(&[
+        zoned("a1", "a"),
+        zoned("a2", "a"),
+        zoned("a3", "a"),
+        zoned("b1", "b"),
+    ]);
+    let spread = SpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.to_string(),
+        selector: selector(&[("job", "s")]),
+        match_label_keys: vec![],
+        min_domains: 1,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    };
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            PodRulesBuilder::default()
+                .spread(spread.clone())
+                .on(pod(&format!("s{i}"))
+                    .cpu(1000)
+                    .label("job", "s")
+                    .gang("s", 4)
+                    .build())
+        })
+        .collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    let (ok, reasons) = w.filter(&members[0]);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        [
+            "gang ml/s: 3 of 4 members placed; no node for the next: 0/4 nodes are available: \
+          1 node(s) didn't have enough room, \
+          3 node(s) didn't match pod topology spread constraints."
+        ]
+    );
+    assert_eq!(total_reserved(&w), 0);
+
+    w.table.apply_node(zoned("b2", "b"));
+    assert_eq!(w.filter(&members[0]).0.len(), 1, "2/2 over the zones");
+}

@@ -1,0 +1,187 @@
+//! Issue 11, the members' side: members being deleted count for nothing, "placed" follows the
+//! live members, and only the watch creates pods (a call for a pod muster has not seen, or a
+//! forged one, changes nothing).
+
+use super::*;
+
+fn terminating(p: &PodInfo) -> PodInfo {
+    let mut p = p.clone();
+    p.terminating = true;
+    p
+}
+
+fn bound(p: &PodInfo, node: &str) -> PodInfo {
+    let mut p = p.clone();
+    p.node_name = Some(node.into());
+    p
+}
+
+/// Finding 1: a job deleted and submitted again under the same group name while its old pods
+/// are still terminating. The old pods must not make the new gang "placed".
+#[test]
+fn members_being_deleted_do_not_count_toward_quorum() {
+    let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
+    let old: Vec<PodInfo> = (0..2)
+        .map(|i| pod(&format!("old{i}")).gang("train", 2).build())
+        .collect();
+    w.add(&[
+        &terminating(&bound(&old[0], "a")),
+        &terminating(&bound(&old[1], "b")),
+    ]);
+    let new: Vec<PodInfo> = (0..2)
+        .map(|i| pod(&format!("new{i}")).gang("train", 2).build())
+        .collect();
+    w.add(&[&new[0], &new[1]]);
+    assert_eq!(w.state("train"), "waiting");
+    let first = w.bind(&new[0], "a");
+    assert_eq!(
+        wait_message(&first),
+        "gang ml/train waiting for quorum: 1/2 members have nodes"
+    );
+    assert_eq!(names(&w.bind(&new[1], "b")), vec!["new0@a", "new1@b"]);
+}
+
+#[test]
+fn a_replacement_member_of_a_gang_that_meets_its_quorum_binds_at_once() {
+    let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
+    let ms: Vec<PodInfo> = (0..3)
+        .map(|i| pod(&format!("m{i}")).gang("g", 2).build())
+        .collect();
+    w.add(&[&bound(&ms[0], "a"), &bound(&ms[1], "b"), &ms[2]]);
+    assert_eq!(w.state("g"), "placed");
+    assert_eq!(names(&w.bind(&ms[2], "a")), vec!["m2@a"]);
+}
+
+#[test]
+fn a_gang_whose_live_members_fell_below_quorum_is_gated_again() {
+    let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
+    let ms: Vec<PodInfo> = (0..3)
+        .map(|i| pod(&format!("m{i}")).gang("g", 2).build())
+        .collect();
+    w.add(&[&ms[0], &ms[1], &ms[2]]);
+    wait_message(&w.bind(&ms[0], "a"));
+    let d = w.bind(&ms[1], "b");
+    assert_eq!(names(&d), vec!["m0@a", "m1@b"]);
+    w.confirm(&d);
+    assert_eq!(w.state("g"), "placed");
+    // One of the two bound members is being deleted: one live member has a node, of 2.
+    w.add(&[&terminating(&bound(&ms[1], "b"))]);
+    assert_eq!(w.state("g"), "waiting");
+    // The replacement completes the quorum with m0: bound through the gang path, as a gang.
+    let d = w.bind(&ms[2], "b");
+    assert!(matches!(d, BindDecision::BindGang { .. }), "{d:?}");
+    assert_eq!(names(&d), vec!["m2@b"]);
+}
+
+#[test]
+fn a_member_being_deleted_gives_up_its_seat_and_is_refused() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let ms: Vec<PodInfo> = (0..2)
+        .map(|i| pod(&format!("m{i}")).gang("g", 2).build())
+        .collect();
+    w.add(&[&ms[0], &ms[1]]);
+    wait_message(&w.bind(&ms[0], "a"));
+    assert_eq!(w.reserved("a"), 200);
+    w.add(&[&terminating(&ms[0])]);
+    assert!(!w.table.holds_seat(&ms[0].uid));
+    assert_eq!(
+        rejection(&w.bind(&ms[0], "a")),
+        "pod ml/m0 is being deleted: it holds nothing new"
+    );
+    let (ok, reasons) = w.filter(&ms[0]);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        vec!["pod ml/m0 is being deleted: it holds nothing new"]
+    );
+}
+
+/// Finding 4: a late filter for a deleted pod used to bring it back into the table.
+#[test]
+fn a_filter_or_bind_for_a_pod_muster_has_not_seen_changes_nothing() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let ghost = pod("ghost").gang("g", 2).build();
+    let verdicts = w.table.filter(&ghost, &["a"], w.now);
+    let unknown =
+        "unknown pod ml/ghost (uid uid-ghost): muster has not seen it; it may have been deleted";
+    assert_eq!(verdicts, vec![NodeVerdict::Unresolvable(unknown.into())]);
+    assert_eq!(rejection(&w.bind(&ghost, "a")), unknown);
+    assert_eq!(w.table.pod_count(), 0);
+    assert_eq!(w.state("g"), "absent");
+    assert_eq!(w.reserved("a"), 0);
+}
+
+/// Finding 4: a forged member of another namespace's gang with an enormous quorum.
+#[test]
+fn a_forged_member_cannot_raise_another_gangs_quorum() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let real: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("r{i}"))
+                .namespace("team")
+                .gang("train", 2)
+                .build()
+        })
+        .collect();
+    w.add(&[&real[0], &real[1]]);
+    let forged = pod("evil").namespace("team").gang("train", 100_000).build();
+    assert!(matches!(
+        w.table.filter(&forged, &["a"], w.now)[0],
+        NodeVerdict::Unresolvable(_)
+    ));
+    // The same UID as a real member, other names: refused too.
+    let mut impostor = forged.clone();
+    impostor.uid = real[0].uid.clone();
+    assert_eq!(
+        rejection(&w.bind(&impostor, "a")),
+        "pod uid uid-r0 is team/r0, not team/evil"
+    );
+    assert_eq!(w.table.pod_count(), 2);
+    wait_message(&w.bind(&real[0], "a"));
+    assert_eq!(names(&w.bind(&real[1], "a")), vec!["r0@a", "r1@a"]);
+}
+
+/// Found by the model check: a gang whose last member was deleted kept the room it held for
+/// members not created yet, reserved forever.
+#[test]
+fn a_gang_whose_last_member_leaves_releases_room_held_for_members_not_created_yet() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let first = pod("first").cpu(400).gang("g", 2).build();
+    w.add(&[&first]);
+    wait_message(&w.bind(&first, "a"));
+    assert_eq!(
+        w.reserved("a"),
+        800,
+        "its seat and one held for the member to come"
+    );
+    w.table.remove_pod(&first.uid);
+    assert_eq!(w.reserved("a"), 0);
+    assert_eq!(w.state("g"), "absent");
+}
+
+/// Item 7: a seated member retried by kube-scheduler hears why it waits once per reason.
+#[test]
+fn a_seated_member_is_told_it_waits_once_per_reason() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let ms: Vec<PodInfo> = (0..3)
+        .map(|i| pod(&format!("m{i}")).gang("g", 3).build())
+        .collect();
+    w.add(&[&ms[0], &ms[1], &ms[2]]);
+    let waiting = |w: &mut World| {
+        w.table
+            .take_notices()
+            .into_iter()
+            .filter(|n| n.kind == NoticeKind::Waiting)
+            .count()
+    };
+    let first = wait_message(&w.bind(&ms[0], "a")).to_string();
+    w.table.wait_outlasted_hold(&ms[0].uid, &first);
+    assert_eq!(waiting(&mut w), 1);
+    let again = wait_message(&w.bind(&ms[0], "a")).to_string();
+    assert_eq!(again, first);
+    w.table.wait_outlasted_hold(&ms[0].uid, &again);
+    assert_eq!(waiting(&mut w), 0, "same reason: not told again");
+    let changed = wait_message(&w.bind(&ms[1], "a")).to_string();
+    w.table.wait_outlasted_hold(&ms[0].uid, &changed);
+    assert_eq!(waiting(&mut w), 1, "2/3 now: told");
+}

@@ -1,0 +1,589 @@
+//! A model-based property test of the whole table (issue 11). Random interleavings of watch
+//! events (nodes and pods added, changed, deleted; re-lists, some after a lost delete; all
+//! through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler makes
+//! them (on the node the filter chose, or on any node), binding results (success, or refused
+//! for good), deletions with and without grace, pods placed by another scheduler, restarts
+//! (a new table rebuilt from a re-list) and clock jumps past timeouts, back-offs and windows.
+//! After every step the invariants are checked (see [`Check`]); after the last, everything is
+//! deleted and the table must be empty.
+//!
+//! The normal test run tries 1,500 cases (`PROPTEST_CASES` sets another number). A long run,
+//! with the totals printed:
+//! `PROPTEST_CASES=1000000 cargo test --release --lib model_check -- --nocapture`
+
+mod cluster;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+use self::cluster::{Cluster, SimNode, SimPod, NODES, NODE_CPU, SLOTS};
+use super::*;
+use crate::cluster::watch::{apply_event, Relist};
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// Adds the node, or changes its labels if it exists.
+    PutNode(usize),
+    /// Deletes the node if nothing runs or is being bound there.
+    DeleteNode(usize),
+    CreatePod(usize),
+    DeletePod {
+        slot: usize,
+        grace: bool,
+    },
+    /// The pods being deleted with grace are gone.
+    FinishDeletes,
+    Filter(usize),
+    /// A filter for a pod muster never saw (deleted, or forged).
+    FilterGhost,
+    /// kube-scheduler's bind call: on the node its filter call chose (a whole scheduling
+    /// cycle), or on any node.
+    Bind {
+        slot: usize,
+        anywhere: Option<usize>,
+    },
+    /// One binding in flight finishes: created, or refused for good.
+    Finish {
+        pick: usize,
+        ok: bool,
+    },
+    /// Another scheduler puts a plain pod on a node (only where its kubelet has room).
+    Foreign {
+        node: usize,
+        cpu: i64,
+    },
+    /// A watch re-lists; for pods, optionally after a delete it missed.
+    Relist {
+        pods: bool,
+        lost: Option<usize>,
+    },
+    Restart,
+    Advance(Duration),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let node = 0..NODES.len();
+    let slot = 0..SLOTS.len();
+    prop_oneof![
+        2 => node.clone().prop_map(Step::PutNode),
+        1 => node.clone().prop_map(Step::DeleteNode),
+        6 => slot.clone().prop_map(Step::CreatePod),
+        1 => (slot.clone(), any::<bool>()).prop_map(|(slot, grace)| Step::DeletePod { slot, grace }),
+        1 => Just(Step::FinishDeletes),
+        4 => slot.clone().prop_map(Step::Filter),
+        1 => Just(Step::FilterGhost),
+        8 => (slot.clone(), proptest::option::weighted(0.15, node.clone()))
+            .prop_map(|(slot, anywhere)| Step::Bind { slot, anywhere }),
+        4 => (0..8usize, proptest::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Finish { pick, ok }),
+        1 => (node, 1..6i64).prop_map(|(node, c)| Step::Foreign { node, cpu: c * 100 }),
+        1 => (any::<bool>(), proptest::option::weighted(0.2, slot))
+            .prop_map(|(pods, lost)| Step::Relist { pods, lost }),
+        1 => Just(Step::Restart),
+        2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
+            .prop_map(|s| Step::Advance(Duration::from_secs(s))),
+    ]
+}
+
+/// The table, the cluster it follows, and what the checks need to remember.
+struct Check {
+    table: GangTable,
+    cluster: Cluster,
+    pod_watch: Relist,
+    node_watch: Relist,
+    now: Instant,
+    /// The node each pod's last filter call chose.
+    chosen: Vec<(String, String)>,
+    /// Gangs allowed some but fewer than quorum members with nodes, and why: a member with a
+    /// node was deleted, or a binding failed for good (and a `GangBindFailed` Event said so).
+    excused: BTreeSet<&'static str>,
+    /// Nodes where another scheduler's pod landed on seats (bound + seats may exceed
+    /// allocatable there until the seats are re-planned or released).
+    disturbed: BTreeSet<String>,
+    checks: u64,
+    /// What the case exercised: gangs bound together, bindings refused, restarts.
+    seen: [u64; 3],
+}
+
+impl Check {
+    fn new() -> Self {
+        Check {
+            table: GangTable::new(ModelConfig::default()),
+            cluster: Cluster::default(),
+            pod_watch: Relist::default(),
+            node_watch: Relist::default(),
+            now: Instant::now(),
+            chosen: Vec::new(),
+            excused: BTreeSet::new(),
+            disturbed: BTreeSet::new(),
+            checks: 0,
+            seen: [0; 3],
+        }
+    }
+
+    fn pod_event(&mut self, e: Event<Pod>) {
+        apply_event(&mut self.table, &mut self.pod_watch, e);
+    }
+
+    fn node_event(&mut self, e: Event<Node>) {
+        apply_event(&mut self.table, &mut self.node_watch, e);
+    }
+
+    /// A member that has a node leaves (deleted, or being deleted): its gang may be partial.
+    fn excuse_if_placed(&mut self, p: &SimPod) {
+        if let Some((gang, _)) = p.gang() {
+            if self.cluster.node_of(p).is_some() {
+                self.excused.insert(gang);
+            }
+        }
+    }
+
+    fn apply(&mut self, step: &Step) -> Result<(), TestCaseError> {
+        match *step {
+            Step::PutNode(i) => {
+                let name = NODES[i].to_string();
+                let node = self.cluster.nodes.entry(name.clone()).or_insert(SimNode {
+                    name,
+                    labelled: false,
+                });
+                node.labelled = !node.labelled;
+                let obj = node.object();
+                self.node_event(Event::Apply(obj));
+            }
+            Step::DeleteNode(i) => {
+                let name = NODES[i];
+                if self.cluster.used(name) == 0 {
+                    if let Some(n) = self.cluster.nodes.remove(name) {
+                        self.node_event(Event::Delete(n.object()));
+                    }
+                }
+            }
+            Step::CreatePod(slot) => {
+                if self.cluster.live_in_slot(slot).is_none() {
+                    let g = self.cluster.next_generation();
+                    let p = SimPod {
+                        uid: format!("uid-{slot}-{g}"),
+                        name: format!("p{slot}-{g}"),
+                        slot: Some(slot),
+                        cpu: SLOTS[slot].1,
+                        node: None,
+                        terminating: false,
+                    };
+                    self.pod_event(Event::Apply(p.object()));
+                    self.cluster.pods.push(p);
+                }
+            }
+            Step::DeletePod { slot, grace } => {
+                if let Some(p) = self.cluster.live_in_slot(slot).cloned() {
+                    self.excuse_if_placed(&p);
+                    if grace {
+                        let q = self.cluster.pod_mut(&p.uid).expect("live");
+                        q.terminating = true;
+                        let obj = q.object();
+                        self.pod_event(Event::Apply(obj));
+                    } else {
+                        self.cluster.pods.retain(|q| q.uid != p.uid);
+                        self.pod_event(Event::Delete(p.object()));
+                    }
+                }
+            }
+            Step::FinishDeletes => {
+                let (gone, kept) = std::mem::take(&mut self.cluster.pods)
+                    .into_iter()
+                    .partition(|p| p.terminating);
+                self.cluster.pods = kept;
+                for p in gone {
+                    self.pod_event(Event::Delete(p.object()));
+                }
+            }
+            Step::Filter(slot) => self.filter(slot)?,
+            Step::FilterGhost => {
+                let (pods, gangs) = (self.table.pod_count(), self.table.gangs.len());
+                let ghost = testkit::pod("ghost").gang("g0", 100_000).build();
+                let names: Vec<&str> = NODES.to_vec();
+                let verdicts = self.table.filter(&ghost, &names, self.now);
+                prop_assert!(verdicts
+                    .iter()
+                    .all(|v| matches!(v, NodeVerdict::Unresolvable(_))));
+                prop_assert_eq!(
+                    (pods, gangs),
+                    (self.table.pod_count(), self.table.gangs.len())
+                );
+            }
+            Step::Bind { slot, anywhere } => self.bind(slot, anywhere)?,
+            Step::Finish { pick, ok } => self.finish(pick, ok)?,
+            Step::Foreign { node, cpu } => {
+                let name = NODES[node];
+                if self.cluster.nodes.contains_key(name)
+                    && self.cluster.used(name) + cpu <= NODE_CPU
+                {
+                    let g = self.cluster.next_generation();
+                    let p = SimPod {
+                        uid: format!("uid-foreign-{g}"),
+                        name: format!("foreign-{g}"),
+                        slot: None,
+                        cpu,
+                        node: Some(name.to_string()),
+                        terminating: false,
+                    };
+                    self.pod_event(Event::Apply(p.object()));
+                    self.cluster.pods.push(p);
+                    self.disturbed.insert(name.to_string());
+                }
+            }
+            Step::Relist { pods, lost } => {
+                if pods {
+                    if let Some(p) = lost.and_then(|s| self.cluster.live_in_slot(s)).cloned() {
+                        // Deleted while the watch was down: only the re-list tells.
+                        self.excuse_if_placed(&p);
+                        self.cluster.pods.retain(|q| q.uid != p.uid);
+                    }
+                    self.relist_pods();
+                } else {
+                    self.relist_nodes();
+                }
+            }
+            Step::Restart => self.restart()?,
+            Step::Advance(d) => {
+                self.now += d;
+                self.table.expire(self.now);
+            }
+        }
+        Ok(())
+    }
+
+    fn relist_pods(&mut self) {
+        self.pod_event(Event::Init);
+        for p in self.cluster.pods.clone() {
+            self.pod_event(Event::InitApply(p.object()));
+        }
+        self.pod_event(Event::InitDone);
+    }
+
+    fn relist_nodes(&mut self) {
+        self.node_event(Event::Init);
+        for n in self.cluster.nodes.values().cloned().collect::<Vec<_>>() {
+            self.node_event(Event::InitApply(n.object()));
+        }
+        self.node_event(Event::InitDone);
+    }
+
+    /// A pod kube-scheduler would try: live, no node, not being bound.
+    fn schedulable(&self, slot: usize) -> Option<SimPod> {
+        self.cluster
+            .live_in_slot(slot)
+            .filter(|p| self.cluster.node_of(p).is_none())
+            .cloned()
+    }
+
+    fn filter(&mut self, slot: usize) -> Result<(), TestCaseError> {
+        let Some(p) = self.schedulable(slot) else {
+            return Ok(());
+        };
+        let seen = self.table.seen_pod("ml", &p.name, &p.uid);
+        prop_assert!(seen.is_ok(), "the watch delivered {}", p.name);
+        let seen = seen.expect("checked").clone();
+        let names: Vec<&str> = self.cluster.nodes.keys().map(String::as_str).collect();
+        let verdicts = self.table.filter(&seen, &names, self.now);
+        let fits = names
+            .iter()
+            .zip(&verdicts)
+            .find(|(_, v)| **v == NodeVerdict::Fits);
+        self.chosen.retain(|(u, _)| *u != p.uid);
+        if let Some((n, _)) = fits {
+            self.chosen.push((p.uid.clone(), n.to_string()));
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, slot: usize, anywhere: Option<usize>) -> Result<(), TestCaseError> {
+        let Some(p) = self.schedulable(slot) else {
+            return Ok(());
+        };
+        let node = match anywhere {
+            Some(i) => NODES[i].to_string(),
+            None => {
+                // A scheduling cycle: the filter (unless one just ran), then the bind call
+                // on the node it offered.
+                if !self.chosen.iter().any(|(u, _)| *u == p.uid) {
+                    self.filter(slot)?;
+                }
+                match self.chosen.iter().find(|(u, _)| *u == p.uid) {
+                    Some((_, n)) => n.clone(),
+                    None => return Ok(()),
+                }
+            }
+        };
+        self.chosen.retain(|(u, _)| *u != p.uid);
+        let request = BindRequest {
+            namespace: "ml",
+            name: &p.name,
+            uid: &p.uid,
+            node: &node,
+        };
+        let members = match self.table.bind(request, self.now) {
+            BindDecision::BindNow { pod, node } => vec![(pod, node)],
+            BindDecision::BindGang { members, .. } => {
+                self.seen[0] += 1;
+                members
+            }
+            _ => Vec::new(),
+        };
+        for (pod, node) in members {
+            prop_assert!(
+                self.cluster.in_flight_node(&pod.uid).is_none(),
+                "{} bound twice",
+                pod.name
+            );
+            self.cluster
+                .in_flight
+                .push((pod.uid.to_string(), node.to_string()));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, pick: usize, ok: bool) -> Result<(), TestCaseError> {
+        if self.cluster.in_flight.is_empty() {
+            return Ok(());
+        }
+        let (uid, node) = self
+            .cluster
+            .in_flight
+            .remove(pick % self.cluster.in_flight.len());
+        let exists = self.cluster.pod(&uid).is_some();
+        if ok && exists {
+            let p = self.cluster.pod_mut(&uid).expect("exists");
+            p.node = Some(node);
+            let obj = p.object();
+            self.pod_event(Event::Apply(obj));
+            return Ok(());
+        }
+        // Refused for good (or the pod is gone: 404).
+        self.seen[1] += 1;
+        let pod = PodRef {
+            namespace: Arc::from("ml"),
+            name: Arc::from(self.cluster.pod(&uid).map_or("gone", |p| p.name.as_str())),
+            uid: Arc::from(uid.as_str()),
+        };
+        self.table.bind_finished(
+            &pod,
+            &Arc::from(node.as_str()),
+            Err("refused".into()),
+            self.now,
+        );
+        let told = self
+            .table
+            .take_notices()
+            .iter()
+            .any(|n| n.kind == NoticeKind::BindFailed && *n.pod.uid == *uid);
+        if let Some((gang, _)) = self.cluster.pod(&uid).and_then(|p| p.gang()) {
+            prop_assert!(
+                told,
+                "a failed binding of a member of {gang} raises an Event"
+            );
+            self.excused.insert(gang);
+        }
+        Ok(())
+    }
+
+    /// muster restarts: bindings it sent are made, and a new table is built from re-lists.
+    /// It must agree with the old one on what is bound, what each node has in use, and
+    /// which gangs are placed.
+    fn restart(&mut self) -> Result<(), TestCaseError> {
+        self.seen[2] += 1;
+        for (uid, node) in std::mem::take(&mut self.cluster.in_flight) {
+            if let Some(p) = self.cluster.pod_mut(&uid) {
+                p.node = Some(node);
+                let obj = p.object();
+                self.pod_event(Event::Apply(obj));
+            }
+        }
+        let old = std::mem::replace(&mut self.table, GangTable::new(ModelConfig::default()));
+        self.pod_watch = Relist::default();
+        self.node_watch = Relist::default();
+        self.relist_nodes();
+        self.relist_pods();
+        self.table.take_notices();
+        for p in &self.cluster.pods {
+            let node = |t: &GangTable| {
+                t.pods
+                    .get(p.uid.as_str())
+                    .and_then(|e| e.info.node_name.clone())
+            };
+            prop_assert_eq!(node(&old), node(&self.table), "{} bound", &p.name);
+        }
+        for (_, e) in old.ledger.iter() {
+            let new = self.table.ledger.get(e.name()).map(|n| n.used().clone());
+            prop_assert_eq!(Some(e.used().clone()), new, "use of {}", e.name());
+        }
+        let placed = |t: &GangTable| -> BTreeSet<String> {
+            t.views(self.now)
+                .into_iter()
+                .filter(|v| v.state == GangState::Placed)
+                .map(|v| v.name)
+                .collect()
+        };
+        prop_assert_eq!(placed(&old), placed(&self.table));
+        self.chosen.clear();
+        Ok(())
+    }
+
+    /// The invariants, after every step.
+    fn check(&mut self) -> Result<(), TestCaseError> {
+        self.table.take_notices();
+        self.table.take_released();
+        prop_assert_eq!(self.table.pod_count(), self.cluster.pods.len());
+        prop_assert_eq!(self.table.node_count(), self.cluster.nodes.len());
+        for (_, e) in self.table.ledger.iter() {
+            let name = e.name().to_string();
+            let alloc = &e.info().allocatable;
+            // What muster believes is in use is what the cluster runs there, and fits.
+            prop_assert_eq!(
+                e.used().cpu_milli,
+                self.cluster.used(&name),
+                "use of {}",
+                name
+            );
+            prop_assert!(
+                e.used().cpu_milli <= alloc.cpu_milli,
+                "{} over-committed",
+                name
+            );
+            // The ledger's reservations are exactly the seats on the node.
+            let seats: i64 = self
+                .table
+                .gangs
+                .values()
+                .flat_map(|g| g.seats().values())
+                .filter(|s| *s.node == *name)
+                .map(|s| s.requests.cpu_milli)
+                .sum();
+            prop_assert_eq!(e.reserved().cpu_milli, seats, "seats on {}", name);
+            // Bound + seats within allocatable, unless another scheduler's pod landed there.
+            if e.used().cpu_milli + seats <= alloc.cpu_milli {
+                self.disturbed.remove(&name);
+            } else {
+                prop_assert!(
+                    self.disturbed.contains(&name),
+                    "{} over-committed by seats: {} used + {} seated",
+                    name,
+                    e.used().cpu_milli,
+                    seats
+                );
+            }
+            self.checks += 4;
+        }
+        // Never half a gang: live members with nodes are none or at least the quorum.
+        for (gang, quorum) in [("g0", 2u32), ("g1", 3)] {
+            let with_nodes = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
+                .filter(|p| self.cluster.node_of(p).is_some())
+                .count() as u32;
+            if with_nodes == 0 || with_nodes >= quorum {
+                self.excused.remove(gang);
+            } else {
+                prop_assert!(
+                    self.excused.contains(gang),
+                    "gang {} has {}/{} members with nodes",
+                    gang,
+                    with_nodes,
+                    quorum
+                );
+            }
+            self.checks += 1;
+        }
+        self.checks += 2;
+        Ok(())
+    }
+
+    /// Everything is deleted: nothing may be left in the table.
+    fn delete_everything(&mut self) -> Result<(), TestCaseError> {
+        for (uid, node) in std::mem::take(&mut self.cluster.in_flight) {
+            let pod = PodRef {
+                namespace: Arc::from("ml"),
+                name: Arc::from("any"),
+                uid: Arc::from(uid.as_str()),
+            };
+            self.table.bind_finished(
+                &pod,
+                &Arc::from(node.as_str()),
+                Err("gone".into()),
+                self.now,
+            );
+        }
+        for p in std::mem::take(&mut self.cluster.pods) {
+            self.pod_event(Event::Delete(p.object()));
+        }
+        for n in std::mem::take(&mut self.cluster.nodes).into_values() {
+            self.node_event(Event::Delete(n.object()));
+        }
+        prop_assert_eq!(self.table.pod_count(), 0);
+        prop_assert_eq!(self.table.node_count(), 0);
+        prop_assert_eq!(self.table.gangs.len(), 0);
+        self.checks += 3;
+        Ok(())
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500)
+}
+
+#[test]
+fn the_table_keeps_its_invariants_under_any_interleaving() {
+    let config = Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    // Cases passed (shrinking's included), steps, checks, and what was exercised.
+    let totals: [AtomicU64; 6] = Default::default();
+    let result = runner.run(&proptest::collection::vec(step(), 1..80), |script| {
+        let mut c = Check::new();
+        // A cluster starts with its nodes; steps delete and add them again.
+        for i in 0..NODES.len() {
+            c.apply(&Step::PutNode(i))?;
+        }
+        for s in &script {
+            c.apply(s)?;
+            c.check()?;
+        }
+        c.delete_everything()?;
+        let counts = [
+            1,
+            script.len() as u64,
+            c.checks,
+            c.seen[0],
+            c.seen[1],
+            c.seen[2],
+        ];
+        for (total, n) in totals.iter().zip(counts) {
+            total.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    let [cases, steps, checks, gangs, refused, restarts] = totals.map(AtomicU64::into_inner);
+    eprintln!(
+        "model check: {cases} cases passed, {steps} steps, {checks} invariant checks; \
+         exercised {gangs} gangs bound together, {refused} bindings refused, {restarts} restarts",
+    );
+    if let Err(e) = result {
+        match e {
+            TestError::Fail(why, script) => panic!("{why}\nminimal failing script: {script:#?}"),
+            TestError::Abort(why) => panic!("aborted: {why}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Loopback TCP forwarders for the high-availability tests.
+//!
+//! - [`Forwarder::to_ready`] plays a Service in front of several muster replicas: each new
+//!   connection goes to a replica whose `/readyz` answered 200 at the last poll (every 100 ms),
+//!   none when no replica is Ready (the connection is closed at once, as a Service without
+//!   endpoints refuses). Established connections stay where they are, as with kube-proxy.
+//! - [`Forwarder::to`] sends everything to one address until [`Forwarder::cut`]: then every
+//!   open connection is dropped and new ones are closed at once — an API server that became
+//!   unreachable, for the process whose kubeconfig points here.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::process::http_get;
+
+/// A forwarder on 127.0.0.1; dropping it stops it and drops its connections.
+pub struct Forwarder {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    /// Bumped on cut: every connection task watching it ends.
+    generation: watch::Sender<u64>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+type Choose = Arc<dyn Fn() -> Option<SocketAddr> + Send + Sync>;
+
+impl Forwarder {
+    /// Forwards to whichever of `ports` (muster replicas on 127.0.0.1) is Ready.
+    pub async fn to_ready(ports: Vec<u16>) -> Result<Self> {
+        let ready: Arc<Mutex<Option<u16>>> = Arc::default();
+        let poll = {
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                loop {
+                    let mut found = None;
+                    for &p in &ports {
+                        if let Ok((200, _)) =
+                            http_get(p, "/readyz", Duration::from_millis(500)).await
+                        {
+                            found = Some(p);
+                            break;
+                        }
+                    }
+                    *ready.lock().unwrap() = found;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let choose: Choose = Arc::new(move || {
+            ready
+                .lock()
+                .unwrap()
+                .map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+        });
+        let mut f = Self::start(choose).await?;
+        f.tasks.push(poll);
+        Ok(f)
+    }
+
+    /// Forwards everything to `target` until [`cut`](Self::cut).
+    pub async fn to(target: SocketAddr) -> Result<Self> {
+        Self::start(Arc::new(move || Some(target))).await
+    }
+
+    async fn start(choose: Choose) -> Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let port = listener.local_addr()?.port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let (generation, _) = watch::channel(0u64);
+        let accept = {
+            let cut = cut.clone();
+            let generation = generation.clone();
+            tokio::spawn(async move {
+                while let Ok((inbound, _)) = listener.accept().await {
+                    let target = if cut.load(Ordering::Acquire) {
+                        None
+                    } else {
+                        choose()
+                    };
+                    let Some(target) = target else {
+                        drop(inbound);
+                        continue;
+                    };
+                    let mut cut_seen = generation.subscribe();
+                    tokio::spawn(async move {
+                        let Ok(mut outbound) = TcpStream::connect(target).await else {
+                            return;
+                        };
+                        let mut inbound = inbound;
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                            _ = cut_seen.changed() => {}
+                        }
+                    });
+                }
+            })
+        };
+        Ok(Forwarder {
+            port,
+            cut,
+            generation,
+            tasks: vec![accept],
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every open connection and closes every new one from now on.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.cut();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Plain-HTTP POST of a JSON body to 127.0.0.1:`port` (`Connection: close`): status and body.
+pub async fn http_post_json(
+    port: u16,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Result<(u16, String)> {
+    tokio::time::timeout(timeout, async {
+        let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await?;
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        crate::process::parse_http_response(&buf, port, path)
+    })
+    .await
+    .map_err(|_| anyhow!("POST 127.0.0.1:{port}{path} timed out after {timeout:?}"))?
+}

@@ -274,7 +274,17 @@ async fn restricted_gang_waits_whole(restriction: Restriction, ns: &str) -> Resu
             }
             c.create(p).await?;
         }
-        let reason = format!("gang {ns}/g: 2 of 3 members fit");
+        // Two members fit on `fits-2`; the third has no node, and the reason names the rule
+        // that rules out `roomy` as kube-scheduler's own plugin words it.
+        let rule = match restriction {
+            Restriction::NodeSelector => "didn't match Pod's node affinity/selector",
+            Restriction::Taint => "had untolerated taint(s)",
+            Restriction::Cordon => "were unschedulable",
+        };
+        let reason = format!(
+            "gang {ns}/g: 2 of 3 members placed; no node for the next: 0/2 nodes are available: \
+             1 node(s) didn't have enough room, 1 node(s) {rule}."
+        );
         wait_gang_waiting(&c, ns, &gang, &reason).await?;
         c.assert_none_bound_for(ns, &gang, WINDOW).await?;
         assert_waiting_without_seats(&c, ns, "g", 3, &reason).await?;
@@ -489,9 +499,10 @@ async fn a_binding_the_api_server_refuses_is_published_as_gang_bind_failed() -> 
             .await?;
         ensure!(
             ev.type_ == "Warning"
-                && ev
-                    .message
-                    .starts_with("muster could not bind the pod to node node-1: ")
+                && ev.message.starts_with(
+                    "gang bindfail/pair: binding member bindfail/doomed-pair-1 to node node-1 \
+                     failed for good: "
+                )
                 && ev
                     .message
                     .contains("test policy: bindings of doomed pods are refused"),

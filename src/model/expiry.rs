@@ -19,6 +19,7 @@ impl GangTable {
         }
         self.evidence.expire(now, self.config.evidence_age);
         self.release_room_for_late_members(now);
+        self.retry_refused_when_window_closes(now);
         let default_timeout = self.config.default_timeout;
         let expired: Vec<GangKey> = self
             .gangs
@@ -100,5 +101,32 @@ impl GangTable {
                 g.last_wait_message = Some(message);
             }
         }
+    }
+}
+
+impl GangTable {
+    /// Members refused while their gang's creation window was open are asked to retry once it
+    /// closes: what they waited for (the quorum of a gang without a declared count, room held
+    /// for members on their way) is decided then, and kube-scheduler would otherwise retry
+    /// them only on an unrelated cluster event or its periodic flush.
+    fn retry_refused_when_window_closes(&mut self, now: Instant) {
+        let window = self.config.creation_window;
+        let mut retry = Vec::new();
+        for gang in self.gangs.values_mut() {
+            if !gang.refused_in_window.is_empty() && !gang.within_creation_window(now, window) {
+                retry.extend(std::mem::take(&mut gang.refused_in_window));
+            }
+        }
+        let told: Vec<Notice> = retry
+            .iter()
+            .filter_map(|uid| self.pods.get(uid))
+            .filter(|p| p.is_pending())
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_AFTER_WINDOW.to_string(),
+            })
+            .collect();
+        self.notices.extend(told);
     }
 }

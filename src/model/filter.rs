@@ -107,6 +107,12 @@ impl GangTable {
                 if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
                     self.refused_for_seats(&pod.uid);
                 }
+                let window = self.config.creation_window;
+                if let Some(gang) = self.gangs.get_mut(&key) {
+                    if gang.within_creation_window(now, window) {
+                        gang.refused_in_window.insert(pod.uid.clone());
+                    }
+                }
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.

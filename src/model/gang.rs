@@ -76,6 +76,10 @@ pub struct Gang {
     /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
     /// takes nothing, so gangs behind it do not leave room for it.
     pub blocked_by_rule: bool,
+    /// Members refused while the creation window was open (e.g. the quorum not decided yet).
+    /// kube-scheduler retries a refused pod only on a cluster event, and the window closing is
+    /// none: when it closes, each is asked to retry (see `GangTable::expire`).
+    pub refused_in_window: BTreeSet<PodUid>,
     /// The waiting reason last told to each seated member whose held bind call gave up, so
     /// a member retried every few seconds hears it once per change.
     told_waiting: BTreeMap<PodUid, String>,
@@ -94,6 +98,7 @@ impl Default for Gang {
             arrived_unnoted: false,
             newest_arrival: None,
             blocked_by_rule: false,
+            refused_in_window: BTreeSet::new(),
             told_waiting: BTreeMap::new(),
         }
     }

@@ -98,6 +98,10 @@ pub fn window_over(key: &GangKey, existing: u32, quorum: u32, window: Duration) 
 /// Logged with a `Retry` notice (the pod is annotated, no Event is made).
 pub const RETRY: &str = "room held by gangs was released; asking kube-scheduler to retry the pod";
 
+/// Notice (not an Event) when a gang's creation window closed after the pod was refused.
+pub const RETRY_AFTER_WINDOW: &str =
+    "the gang's creation window closed; asking kube-scheduler to retry the pod";
+
 /// Filter reason for a node without room; says so when gang seats take part of it.
 pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
     if seats_here {

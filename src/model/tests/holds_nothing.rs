@@ -340,3 +340,38 @@ fn a_gang_that_cannot_spread_evenly_enough_holds_nothing() {
     w.table.apply_node(zoned("b2", "b"));
     assert_eq!(w.filter(&members[0]).0.len(), 1, "2/2 over the zones");
 }
+
+/// kube-scheduler retries a pod an extender refused only on a cluster event; the creation
+/// window closing is none. A member refused while its gang's quorum was still undecided is
+/// asked to retry (once) when the window closes, or a gang without a declared count would wait
+/// for an unrelated event or kube-scheduler's five-minute flush.
+#[test]
+fn members_refused_during_the_creation_window_are_asked_to_retry_when_it_closes() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let first = pod("first").annotation("muster.dev/group", "g").build();
+    let second = pod("second").annotation("muster.dev/group", "g").build();
+    w.add(&[&first, &second]);
+    assert!(w.filter(&first).0.is_empty(), "quorum not decided yet");
+    assert!(w.filter(&second).0.is_empty(), "quorum not decided yet");
+    let retries = |w: &mut World| -> Vec<String> {
+        let mut v: Vec<String> = w
+            .table
+            .take_notices()
+            .into_iter()
+            .filter(|n| n.kind == NoticeKind::Retry)
+            .map(|n| n.pod.name.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    w.advance(Duration::from_secs(3));
+    w.table.expire(w.now);
+    assert!(retries(&mut w).is_empty(), "the window is still open");
+    w.advance(Duration::from_secs(3));
+    w.table.expire(w.now);
+    assert_eq!(retries(&mut w), ["first", "second"]);
+    w.advance(Duration::from_secs(1));
+    w.table.expire(w.now);
+    assert!(retries(&mut w).is_empty(), "asked once");
+    assert_eq!(w.filter(&first).0, ["n1"], "decided now: the quorum is 2");
+}

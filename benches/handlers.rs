@@ -104,9 +104,79 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
+/// The preempt decision at 5,000 full 8-CPU nodes (40,000 bound pods) for a gang of 8 and
+/// 100 candidate nodes of kube-scheduler's dry run, one victim each. `kept`: every node runs
+/// low-priority pods only, so the gang follows on the first nodes. `refused`: every node also
+/// runs one pod as important as the gang, and the other members ask for a whole node, so each
+/// candidate's simulation walks all 5,000 nodes before refusing (the worst case).
+fn preempt(c: &mut Criterion) {
+    use muster::model::{GangTable, ModelConfig, PreemptCandidate};
+    use muster::testkit;
+    let mut group = c.benchmark_group("preempt");
+    for case in ["kept", "refused"] {
+        let nodes = 5_000;
+        let mut t = GangTable::new(ModelConfig::default());
+        for i in 0..nodes {
+            t.apply_node(
+                testkit::node(&format!("node-{i}"))
+                    .cpu(8_000)
+                    .memory(64 << 30)
+                    .build(),
+            );
+            for j in 0..8 {
+                let important = case == "refused" && j == 0;
+                t.apply_pod(
+                    testkit::pod(&format!("bound-{i}-{j}"))
+                        .cpu(1000)
+                        .priority(if important { 100_000 } else { 100 })
+                        .bound(&format!("node-{i}"))
+                        .build(),
+                );
+            }
+        }
+        let other_cpu = if case == "refused" { 8000 } else { 1000 };
+        for m in 1..8 {
+            t.apply_pod(
+                testkit::pod(&format!("gang-{m}"))
+                    .cpu(other_cpu)
+                    .priority(100_000)
+                    .gang("gang", 8)
+                    .build(),
+            );
+        }
+        let preemptor = testkit::pod("gang-0")
+            .cpu(1000)
+            .priority(100_000)
+            .gang("gang", 8)
+            .build();
+        t.apply_pod(preemptor.clone());
+        let candidates: Vec<PreemptCandidate> = (0..100)
+            .map(|i| PreemptCandidate {
+                node: format!("node-{}", i * 50),
+                victims: vec![format!("uid-bound-{}-7", i * 50)],
+                pdb_violations: 0,
+            })
+            .collect();
+        let decision = t.preempt(&preemptor, candidates.clone());
+        assert_eq!(
+            decision.outcome.as_str(),
+            case,
+            "the bench measures what it names"
+        );
+        group.bench_function(BenchmarkId::new(case, "5000n/40000p/gang8/100cand"), |b| {
+            b.iter(|| {
+                let d = t.preempt(&preemptor, candidates.clone());
+                t.take_notices();
+                d
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode
+    targets = filter, prioritize, bind_decision, decode, preempt
 }
 criterion_main!(benches);

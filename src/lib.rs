@@ -44,6 +44,19 @@ pub fn init_logging(args: &Args) {
 }
 
 async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
+    kube::Client::try_from(kube_config(args).await?).context("cannot build a Kubernetes client")
+}
+
+/// A client that reports HTTP 429 instead of retrying it: for the Eviction API a 429 means "a
+/// PodDisruptionBudget does not allow it now", which the evictor retries on its own terms
+/// (and tells the user about), where the default retry would wait silently for minutes.
+async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
+    let mut config = kube_config(args).await?;
+    config.default_retry = false;
+    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+async fn kube_config(args: &Args) -> anyhow::Result<kube::Config> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -56,7 +69,7 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
             "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod",
         )?,
     };
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+    Ok(config)
 }
 
 /// How the self-managed certificates are named and made, from the flags.
@@ -160,6 +173,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
         tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+    }
+    if let Some(rx) = shared.disruptions.take_receiver() {
+        tasks.spawn(cluster::evictor::run_evictions(
+            Arc::new(cluster::evictor::KubeEvictor::new(
+                kube_client_without_retries(&args).await?,
+            )),
+            {
+                // Only the leader evicts: a standby (or a leader that lost its Lease) does not.
+                let shared = shared.clone();
+                Arc::new(move || shared.leadership.is_leading(Instant::now()))
+            },
+            shared.events.clone(),
+            rx,
+            cluster::evictor::RETRY_EVERY,
+            cluster::evictor::GIVE_UP_AFTER,
+        ));
     }
     let expiry = shared.clone();
     tasks.spawn(async move {

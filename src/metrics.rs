@@ -25,6 +25,11 @@ pub struct VerbOutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
     pub state: &'static str,
 }
@@ -45,6 +50,8 @@ pub struct Metrics {
     pub quorum_waits: Counter,
     pub bind_failures: Counter,
     pub bind_retries: Counter,
+    /// Preemption decisions: `kept` (as proposed), `trimmed`, `refused` (nothing evicted).
+    pub preemptions: Family<OutcomeLabel, Counter>,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
     /// Objects the watches could not read in full (skipped, or kept with what was read).
@@ -91,6 +98,7 @@ impl Metrics {
             quorum_waits: Counter::default(),
             bind_failures: Counter::default(),
             bind_retries: Counter::default(),
+            preemptions: Family::default(),
             events_dropped,
             watch_errors: Family::default(),
             unreadable_objects: Family::default(),
@@ -143,6 +151,11 @@ impl Metrics {
             "bind_retries",
             "Bindings tried again after a transient error (429, 5xx, timeout, conflict)",
             m.bind_retries.clone(),
+        );
+        registry.register(
+            "preemptions",
+            "Preemption requests by decision: kept as proposed, trimmed, refused (nothing evicted)",
+            m.preemptions.clone(),
         );
         registry.register(
             "events_dropped",

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
+use crate::cluster::evictor::DisruptionQueue;
 use crate::cluster::leader::role::Leadership;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
@@ -55,6 +56,8 @@ pub struct Shared {
     pub held: HeldBinds,
     /// Whether this replica decides (always, without leader election).
     pub leadership: Leadership,
+    /// Gangs preemption disrupts whole, for the eviction task.
+    pub disruptions: DisruptionQueue,
 }
 
 impl Shared {
@@ -67,6 +70,7 @@ impl Shared {
             binder,
             held: HeldBinds::default(),
             leadership: Leadership::sole(),
+            disruptions: DisruptionQueue::default(),
         }
     }
 

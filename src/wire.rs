@@ -119,3 +119,108 @@ pub struct ExtenderBindingResult {
 
 /// Highest score an extender may give (`extenderv1.MaxExtenderPriority`).
 pub const MAX_EXTENDER_PRIORITY: i64 = 10;
+
+/// Body of `preempt` (`ExtenderPreemptionArgs`), after kube-scheduler's own dry run chose
+/// candidate nodes and victims for one pod. Exactly one of the two maps is set, by the
+/// extender's `nodeCacheCapable`; the other is `null`.
+#[derive(Debug, Deserialize)]
+pub struct ExtenderPreemptionArgs {
+    #[serde(rename = "Pod")]
+    pub pod: Pod,
+    /// `nodeCacheCapable: false`: whole victim pods.
+    #[serde(rename = "NodeNameToVictims", default)]
+    pub node_name_to_victims: Option<BTreeMap<String, Option<Victims>>>,
+    /// `nodeCacheCapable: true`: victim UIDs only.
+    #[serde(rename = "NodeNameToMetaVictims", default)]
+    pub node_name_to_meta_victims: Option<BTreeMap<String, Option<MetaVictims>>>,
+}
+
+/// Reply of `preempt`: always UIDs. The map *replaces* kube-scheduler's candidates; an empty
+/// map means no candidate, so nothing is evicted. Every node in it must have a victim.
+#[derive(Debug, Serialize, Deserialize, Default, PartialEq, Eq)]
+pub struct ExtenderPreemptionResult {
+    #[serde(rename = "NodeNameToMetaVictims")]
+    pub node_name_to_meta_victims: BTreeMap<String, MetaVictims>,
+}
+
+/// `Victims`: the pods kube-scheduler would evict on one node. muster reads only each pod's
+/// UID (it knows the pods from its own cache), so the rest of every pod is skipped unread.
+#[derive(Debug, Deserialize)]
+pub struct Victims {
+    #[serde(rename = "Pods", default)]
+    pub pods: Option<Vec<VictimPod>>,
+    #[serde(rename = "NumPDBViolations", default)]
+    pub num_pdb_violations: i64,
+}
+
+/// A victim `v1.Pod`, of which only `metadata.uid` is read.
+#[derive(Debug, Deserialize)]
+pub struct VictimPod {
+    pub metadata: VictimMeta,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct VictimMeta {
+    pub uid: String,
+}
+
+/// `MetaVictims`: the victims of one node by UID.
+#[derive(Debug, Serialize, Deserialize, Default, PartialEq, Eq, Clone)]
+pub struct MetaVictims {
+    #[serde(rename = "Pods", default, deserialize_with = "null_as_empty")]
+    pub pods: Vec<MetaPod>,
+    #[serde(rename = "NumPDBViolations", default)]
+    pub num_pdb_violations: i64,
+}
+
+/// `MetaPod`: `UID`, not `Uid`.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq, Clone)]
+pub struct MetaPod {
+    #[serde(rename = "UID")]
+    pub uid: String,
+}
+
+/// Go writes a nil slice as `null`.
+fn null_as_empty<'de, D, T>(de: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(de)?.unwrap_or_default())
+}
+
+impl ExtenderPreemptionArgs {
+    /// The candidates in one form, whichever was sent: node → (victim UIDs, PDB violations).
+    /// A node with a `null` entry has no victims.
+    pub fn candidates(&self) -> Vec<(&str, Vec<&str>, i64)> {
+        if let Some(map) = &self.node_name_to_meta_victims {
+            return map
+                .iter()
+                .map(|(node, v)| match v {
+                    Some(v) => (
+                        node.as_str(),
+                        v.pods.iter().map(|p| p.uid.as_str()).collect(),
+                        v.num_pdb_violations,
+                    ),
+                    None => (node.as_str(), Vec::new(), 0),
+                })
+                .collect();
+        }
+        self.node_name_to_victims
+            .iter()
+            .flatten()
+            .map(|(node, v)| match v {
+                Some(v) => (
+                    node.as_str(),
+                    v.pods
+                        .iter()
+                        .flatten()
+                        .map(|p| p.metadata.uid.as_str())
+                        .collect(),
+                    v.num_pdb_violations,
+                ),
+                None => (node.as_str(), Vec::new(), 0),
+            })
+            .collect()
+    }
+}

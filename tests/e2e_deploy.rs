@@ -619,6 +619,7 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("list", CORE, "nodes"),
         access("watch", CORE, "nodes"),
         access("create", CORE, "pods").sub("binding").ns(team),
+        access("create", CORE, "pods").sub("eviction").ns(team),
         access("create", EVENTS, "events").ns(team),
         // Leader election: the one Lease in its own namespace.
         access("create", COORD, "leases").ns(NS),
@@ -790,6 +791,7 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "core nodes list",
         "core nodes watch",
         "core pods/binding create",
+        "core pods/eviction create",
         "events.k8s.io events create",
     ]
     .map(String::from)

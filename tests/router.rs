@@ -214,9 +214,11 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     let (status, body) = f.post("/filter", &filter_args(&master, &["node1"])).await;
     assert_eq!(status, StatusCode::OK);
+    // Unresolvable: nothing here has a lower priority than the gang, so preemption cannot
+    // help and kube-scheduler should not try (the pod is retried on cluster events all the same).
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{"node1":"gang ml/ai-gang-job: 1 of 2 members fit"},"FailedAndUnresolvableNodes":{},"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{"node1":"gang ml/ai-gang-job: 1 of 2 members fit"},"Error":""}"#
     );
 }
 
@@ -648,6 +650,209 @@ async fn gangs_view_lists_members_and_why_they_wait() {
     );
     assert_eq!(g["members"].as_array().unwrap().len(), 2);
     assert_eq!(g["members"][0]["state"], "pending");
+}
+
+// ---------------------------------------------------------------- preempt
+
+/// `go_pod` with `spec.priority` set, as kube-scheduler sends a pod of a PriorityClass.
+fn go_pod_with_priority(name: &str, uid: &str, cpu: &str, annotations: &str, p: i32) -> String {
+    go_pod(name, uid, cpu, annotations).replace(r#""priority":0"#, &format!(r#""priority":{p}"#))
+}
+
+/// Three 1-CPU nodes: a low-priority gang of two runs on n1 and n2 (disruption mode `mode`),
+/// a low-priority plain pod on n3.
+fn running_gang_fixture(mode: &str) -> Fixture {
+    let f = Fixture::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let mut t = f.shared.table.lock();
+    for (name, on) in [("run-0", "n1"), ("run-1", "n2")] {
+        t.apply_pod(
+            muster::testkit::pod(name)
+                .cpu(1000)
+                .priority(100)
+                .gang("run", 2)
+                .annotation("muster.dev/disruption", mode)
+                .bound(on)
+                .build(),
+        );
+    }
+    t.apply_pod(
+        muster::testkit::pod("plain")
+            .cpu(1000)
+            .priority(100)
+            .bound("n3")
+            .build(),
+    );
+    drop(t);
+    f
+}
+
+fn meta_victims(entries: &[(&str, &[&str], i64)]) -> String {
+    let nodes: Vec<String> = entries
+        .iter()
+        .map(|(node, uids, pdb)| {
+            let pods: Vec<String> = uids.iter().map(|u| format!(r#"{{"UID":"{u}"}}"#)).collect();
+            format!(
+                r#""{node}":{{"Pods":[{}],"NumPDBViolations":{pdb}}}"#,
+                pods.join(",")
+            )
+        })
+        .collect();
+    format!("{{{}}}", nodes.join(","))
+}
+
+#[tokio::test]
+async fn preempt_in_node_cache_mode_keeps_the_plain_victim_and_answers_meta_victims() {
+    let f = running_gang_fixture("gang");
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
+    // nodeCacheCapable: true — Go sends the nil map as null and UIDs only.
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[
+            ("n1", &["uid-run-0"], 0),
+            ("n2", &["uid-run-1"], 0),
+            ("n3", &["uid-plain"], 1),
+        ])
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n3":{"Pods":[{"UID":"uid-plain"}],"NumPDBViolations":1}}}"#
+    );
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(
+        metrics.contains(r#"muster_preemptions_total{outcome="trimmed"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"muster_requests_total{verb="preempt",outcome="ok"} 1"#));
+}
+
+#[tokio::test]
+async fn preempt_with_whole_victim_pods_answers_in_uids_all_the_same() {
+    let f = running_gang_fixture("gang");
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
+    let victim = |name: &str, uid: &str| go_pod_with_priority(name, uid, "1", "{}", 100);
+    // nodeCacheCapable: false — whole v1.Pods, the meta map null.
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":{{"n1":{{"Pods":[{}],"NumPDBViolations":0}},"n3":{{"Pods":[{}],"NumPDBViolations":0}}}},"NodeNameToMetaVictims":null}}"#,
+        victim("run-0", "uid-run-0"),
+        victim("plain", "uid-plain"),
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n3":{"Pods":[{"UID":"uid-plain"}],"NumPDBViolations":0}}}"#
+    );
+}
+
+#[tokio::test]
+async fn preempt_for_a_gang_that_cannot_run_answers_no_candidate() {
+    let f = Fixture::new(&[node("n1", 1000), node("n2", 1000)]);
+    {
+        let mut t = f.shared.table.lock();
+        for (name, on) in [("a", "n1"), ("b", "n2")] {
+            t.apply_pod(
+                muster::testkit::pod(name)
+                    .cpu(1000)
+                    .priority(100)
+                    .bound(on)
+                    .build(),
+            );
+        }
+    }
+    let three = r#"{"muster.dev/group":"big","muster.dev/min-available":"3"}"#;
+    let member = go_pod_with_priority("big-0", "u-big-0", "1", three, 100_000);
+    let others: Vec<String> = (1..3)
+        .map(|i| {
+            go_pod_with_priority(
+                &format!("big-{i}"),
+                &format!("u-big-{i}"),
+                "1",
+                three,
+                100_000,
+            )
+        })
+        .collect();
+    // Pods come through the watch first; a request never adds one.
+    f.watch(&[&member, &others[0], &others[1]]);
+    for other in &others {
+        f.post("/filter", &filter_args(other, &["n1", "n2"])).await;
+    }
+    // Filter says preemption cannot help...
+    let (_, body) = f
+        .post("/filter", &filter_args(&member, &["n1", "n2"]))
+        .await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["FailedNodes"], serde_json::json!({}));
+    assert!(v["FailedAndUnresolvableNodes"]["n1"]
+        .as_str()
+        .unwrap()
+        .ends_with("preemption cannot help"));
+    // ...and were kube-scheduler to ask anyway, nothing is evicted.
+    let req = format!(
+        r#"{{"Pod":{member},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n1", &["uid-a"], 0), ("n2", &["uid-b"], 0)])
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"{"NodeNameToMetaVictims":{}}"#);
+}
+
+#[tokio::test]
+async fn preempt_that_disrupts_a_gang_whole_queues_its_other_members_for_eviction() {
+    let f = running_gang_fixture("gang");
+    let mut queue = f.shared.disruptions.take_receiver().unwrap();
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n1", &["uid-run-0"], 0), ("n2", &["uid-run-1"], 0)])
+    );
+    let (_, body) = f.post("/preempt", &req).await;
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-run-0"}],"NumPDBViolations":0}}}"#
+    );
+    let d = queue.try_recv().expect("a disruption was queued");
+    assert_eq!(&*d.gang.name, "run");
+    let names: Vec<&str> = d.others.iter().map(|p| &*p.name).collect();
+    assert_eq!(names, vec!["run-1"]);
+}
+
+#[tokio::test]
+async fn malformed_preempt_bodies_get_400_naming_the_json_path() {
+    let f = Fixture::new(&[node("n1", 1000)]);
+    let pod = go_pod("web", "u-web", "100m", "{}");
+    let cases = [
+        (
+            r#"{"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}"#.to_string(),
+            "invalid ExtenderPreemptionArgs JSON: missing field `Pod` at line 1 column 53",
+        ),
+        (
+            format!(r#"{{"Pod":{pod},"NodeNameToMetaVictims":{{"n1":{{"Pods":[{{"Uid":"x"}}],"NumPDBViolations":0}}}}}}"#),
+            "invalid ExtenderPreemptionArgs JSON at NodeNameToMetaVictims.n1.Pods[0]: missing field `UID`",
+        ),
+        (
+            format!(r#"{{"Pod":{pod},"NodeNameToMetaVictims":{{"n1":{{"Pods":[],"NumPDBViolations":"1"}}}}}}"#),
+            "invalid ExtenderPreemptionArgs JSON at NodeNameToMetaVictims.n1.NumPDBViolations: invalid type: string \"1\", expected i64",
+        ),
+        (
+            format!(r#"{{"Pod":{pod},"NodeNameToVictims":{{"n1":{{"Pods":[{{"metadata":{{}}}}],"NumPDBViolations":0}}}}}}"#),
+            "invalid ExtenderPreemptionArgs JSON at NodeNameToVictims.n1.Pods[0].metadata: missing field `uid`",
+        ),
+    ];
+    for (body, want) in cases {
+        let (status, reply) = f.post("/preempt", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        let got = v["Error"].as_str().unwrap();
+        assert!(got.starts_with(want), "got {got:?}, want {want:?}");
+    }
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(metrics.contains(r#"muster_requests_total{verb="preempt",outcome="bad_request"} 4"#));
 }
 
 #[path = "router/whole.rs"]

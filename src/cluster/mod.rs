@@ -6,5 +6,6 @@ pub mod binder;
 pub mod certs;
 pub mod convert;
 pub mod events;
+pub mod evictor;
 pub mod leader;
 pub mod watch;

@@ -45,6 +45,11 @@ impl Verb for Bind {
     const NAME: &'static str = "bind";
 }
 
+pub struct Preempt;
+impl Verb for Preempt {
+    const NAME: &'static str = "preempt";
+}
+
 /// One call of verb `V`. Extracting it never fails: a body that cannot be read is answered
 /// when the handler decodes it, so that it is counted like any other bad request.
 pub struct Call<V> {

@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::wire::{ExtenderArgs, ExtenderBindingArgs};
+use crate::wire::{ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs};
 
 /// A request that is not a valid extender request.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -42,6 +42,9 @@ impl WireName for ExtenderArgs<'_> {
 }
 impl WireName for ExtenderBindingArgs {
     const NAME: &'static str = "ExtenderBindingArgs";
+}
+impl WireName for ExtenderPreemptionArgs {
+    const NAME: &'static str = "ExtenderPreemptionArgs";
 }
 
 /// Decodes a request, naming the offending field on error.

@@ -16,6 +16,7 @@ mod error;
 mod filter;
 pub mod held;
 mod ops;
+mod preempt;
 mod prioritize;
 
 use std::sync::Arc;
@@ -48,6 +49,7 @@ fn verbs(state: &AppState, prefix: &str) -> Router<AppState> {
         .route("/filter", post(filter::filter))
         .route("/prioritize", post(prioritize::prioritize))
         .route("/bind", post(bind::bind))
+        .route("/preempt", post(preempt::preempt))
         .layer(axum::middleware::map_response_with_state(
             state.clone(),
             ops::close_unless_leading,

@@ -15,7 +15,7 @@ pub(super) async fn not_found(method: Method, uri: Uri) -> Response {
         StatusCode::NOT_FOUND,
         Json(json!({
             "Error": format!(
-                "no such endpoint: {method} {}; muster serves POST <prefix>/filter, <prefix>/prioritize, <prefix>/bind and GET /healthz, /readyz, /metrics, /gangs",
+                "no such endpoint: {method} {}; muster serves POST <prefix>/filter, <prefix>/prioritize, <prefix>/bind, <prefix>/preempt and GET /healthz, /readyz, /metrics, /gangs",
                 uri.path()
             )
         })),

@@ -12,6 +12,7 @@ use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo};
 use super::planner::{GangPlan, Shortfall};
+use super::preempt::PreemptionOutlook;
 use super::resources::Resources;
 use super::table::GangTable;
 
@@ -113,6 +114,16 @@ impl GangTable {
                     }
                 }
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
+                // Preemption cannot help a gang that would not fit even with every
+                // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
+                let outlook = self.preemption_outlook(pod, &known);
+                let hopeless = matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
+                let message = match outlook {
+                    Some(PreemptionOutlook::Hopeless {
+                        anything_evictable: true,
+                    }) => messages::beyond_preemption(&message),
+                    _ => message,
+                };
                 self.tell_waiting(&key, &message, &plan, pod);
                 let reason: Arc<str> = Arc::from(message);
                 candidates
@@ -120,6 +131,7 @@ impl GangTable {
                     .zip(&positions)
                     .map(|(name, p)| match p {
                         None => NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name))),
+                        Some(_) if hopeless => NodeVerdict::Unresolvable(reason.clone()),
                         Some(_) => NodeVerdict::Unschedulable(reason.clone()),
                     })
                     .collect()

@@ -17,6 +17,9 @@ pub const GROUP: &str = "muster.dev/group";
 pub const MIN_AVAILABLE: &str = "muster.dev/min-available";
 /// Per-gang override of the quorum timeout (annotation), e.g. `"90s"` or `"5m"`.
 pub const GANG_TIMEOUT: &str = "muster.dev/gang-timeout";
+/// How a running gang may be disrupted by preemption (annotation): `gang` (the default: every
+/// member is evicted, or none) or `pod` (an elastic job that tolerates losing members).
+pub const DISRUPTION: &str = "muster.dev/disruption";
 
 /// scheduler-plugins coscheduling (label).
 pub const COSCHEDULING_POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
@@ -59,6 +62,28 @@ pub struct Membership {
     pub timeout: Option<Duration>,
     /// Which key named the group (for messages and the gang view).
     pub source: &'static str,
+    /// What this pod says about disrupting its gang (`muster.dev/disruption`).
+    pub disruption: DisruptionMode,
+}
+
+/// How a running gang may lose members to preemption; compare the `disruptionMode` of
+/// Kubernetes' own PodGroup (`all` / `single`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DisruptionMode {
+    /// Every member is evicted together, or none is: half a gang is useless.
+    #[default]
+    Gang,
+    /// Members may be evicted one by one (elastic jobs).
+    Pod,
+}
+
+impl DisruptionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionMode::Gang => "gang",
+            DisruptionMode::Pod => "pod",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -74,6 +99,8 @@ pub enum MembershipError {
     BadMinAvailable { key: &'static str, value: String },
     #[error("{GANG_TIMEOUT} must be a duration such as \"90s\" or \"5m\", got {value:?}")]
     BadTimeout { value: String },
+    #[error("{DISRUPTION} must be \"gang\" or \"pod\", got {value:?}")]
+    BadDisruption { value: String },
     #[error("{key} must be a non-empty name of at most 253 characters, got {value:?}")]
     BadGroupName { key: &'static str, value: String },
 }
@@ -143,11 +170,21 @@ pub fn membership_of(
             _ => return Err(MembershipError::BadTimeout { value: v.clone() }),
         },
     };
+    let disruption = match annotations.get(DISRUPTION).map(|v| v.trim()) {
+        None | Some("gang") => DisruptionMode::Gang,
+        Some("pod") => DisruptionMode::Pod,
+        Some(other) => {
+            return Err(MembershipError::BadDisruption {
+                value: other.to_string(),
+            })
+        }
+    };
     Ok(Some(Membership {
         gang: GangKey::new(namespace, name),
         min_available,
         timeout,
         source,
+        disruption,
     }))
 }
 
@@ -273,5 +310,27 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(m.timeout, Some(Duration::from_secs(90)));
+    }
+
+    #[test]
+    fn disruption_mode_defaults_to_the_whole_gang_and_rejects_unknown_values() {
+        let mode = |annotations: &[(&str, &str)]| {
+            membership_of("ml", &map(&[]), &map(annotations)).map(|m| m.unwrap().disruption)
+        };
+        assert_eq!(mode(&[(GROUP, "j")]), Ok(DisruptionMode::Gang));
+        assert_eq!(
+            mode(&[(GROUP, "j"), (DISRUPTION, "gang")]),
+            Ok(DisruptionMode::Gang)
+        );
+        assert_eq!(
+            mode(&[(GROUP, "j"), (DISRUPTION, "pod")]),
+            Ok(DisruptionMode::Pod)
+        );
+        assert_eq!(
+            mode(&[(GROUP, "j"), (DISRUPTION, "some")])
+                .unwrap_err()
+                .to_string(),
+            "muster.dev/disruption must be \"gang\" or \"pod\", got \"some\""
+        );
     }
 }

@@ -185,3 +185,75 @@ pub fn timed_out(
         humantime::format_duration(backoff),
     )
 }
+
+/// Event on the preemptor: which victims kube-scheduler may evict (by node), and why the
+/// other candidates were dropped; with no victim left, why nothing is evicted.
+pub fn preemption(
+    pod: &PodInfo,
+    kept: &std::collections::BTreeMap<&str, Vec<String>>,
+    dropped: &[(String, super::preempt::DropReason)],
+) -> String {
+    use super::preempt::DropReason;
+    let why = |r: &DropReason| {
+        match r {
+        DropReason::GangCannotFollow { fit, quorum } => match pod.gang() {
+            Some(m) => format!(
+                "gang {} could place only {fit} of {quorum} members even with every lower-priority pod evicted",
+                m.gang
+            ),
+            None => format!("only {fit} of {quorum} members could be placed"),
+        },
+        DropReason::RunningGangVictim { gang } => {
+            format!("it would evict part of running gang {gang} where other victims will do")
+        }
+        DropReason::GangNotLowerPriority { gang, priority } => format!(
+            "running gang {gang} has priority {priority}, not lower than the preemptor's {}",
+            pod.priority
+        ),
+        DropReason::DisruptsMore => "another node disrupts fewer pods".to_string(),
+    }
+    };
+    let dropped_text = dropped
+        .iter()
+        .map(|(node, r)| format!("{node}: {}", why(r)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let subject = match pod.gang() {
+        Some(m) => format!("pod {} (gang {})", pod.display_name(), m.gang),
+        None => format!("pod {}", pod.display_name()),
+    };
+    if kept.is_empty() {
+        return format!("preemption for {subject} evicts nothing: {dropped_text}");
+    }
+    let kept_text = kept
+        .iter()
+        .map(|(node, victims)| format!("{node} [{}]", victims.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut message = format!("preemption for {subject} may evict, on one of: {kept_text}");
+    if !dropped.is_empty() {
+        message.push_str(&format!("; dropped {dropped_text}"));
+    }
+    message
+}
+
+/// Event on every member of a gang disrupted whole by preemption.
+pub fn gang_disrupted(key: &GangKey, by: &PodInfo, node: &str) -> String {
+    let by_text = match by.gang() {
+        Some(m) => format!(
+            "gang {} (pod {}, priority {})",
+            m.gang,
+            by.display_name(),
+            by.priority
+        ),
+        None => format!("pod {} (priority {})", by.display_name(), by.priority),
+    };
+    format!(
+        "gang {key} is evicted whole: {by_text} preempts a member on node {node}, and the gang's disruption mode is \"gang\" (muster.dev/disruption), so no member is left running alone"
+    )
+}
+
+/// Filter reason when a gang would not fit even with every lower-priority pod evicted.
+pub fn beyond_preemption(does_not_fit: &str) -> String {
+    format!("{does_not_fit}, even with every lower-priority pod evicted: preemption cannot help")
+}

@@ -55,6 +55,11 @@ pub enum NoticeKind {
     /// since. The publisher annotates the pod (`muster.dev/retry`) so kube-scheduler, which
     /// re-queues an unschedulable pod when the pod itself is updated, tries it again now.
     Retry,
+    /// Normal `GangPreempting`: which victims preemption for this pod may evict, and why
+    /// other candidates were dropped (or why nothing is evicted).
+    Preempting,
+    /// Warning `GangDisrupted`: this member's gang is evicted whole by preemption.
+    Disrupted,
 }
 
 impl NoticeKind {
@@ -67,10 +72,15 @@ impl NoticeKind {
             NoticeKind::InvalidKeys => "InvalidGangKeys",
             NoticeKind::BindFailed => "GangBindFailed",
             NoticeKind::Retry => "RetryAfterRelease",
+            NoticeKind::Preempting => "GangPreempting",
+            NoticeKind::Disrupted => "GangDisrupted",
         }
     }
 
     pub fn is_warning(self) -> bool {
-        !matches!(self, NoticeKind::Waiting | NoticeKind::Placed)
+        !matches!(
+            self,
+            NoticeKind::Waiting | NoticeKind::Placed | NoticeKind::Preempting
+        )
     }
 }

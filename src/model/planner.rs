@@ -238,7 +238,7 @@ impl GangTable {
     }
 
     /// The element-wise maximum of the requests of the gang's members that have not finished.
-    fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
+    pub(super) fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
         let mut max = pod.requests.clone();
         for p in self.members_of(gang).filter(|p| !p.info.terminal) {
             max.max_with(&p.info.requests);
@@ -314,7 +314,7 @@ impl GangTable {
 
 /// Smallest requests first, then by name: the members easiest to fit are the ones a
 /// simulation commits to, which gives the gang its best chance.
-fn sort_smallest_first(members: &mut [&PodEntry]) {
+pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
     members.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);
         (ra.cpu_milli, ra.memory, &ra.extended, &a.info.name).cmp(&(
@@ -327,7 +327,7 @@ fn sort_smallest_first(members: &mut [&PodEntry]) {
 }
 
 /// The same members, largest first, for first-fit-decreasing packing.
-fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
+pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
     let mut v = members.to_vec();
     v.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);

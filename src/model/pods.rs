@@ -72,6 +72,11 @@ impl PodIndex {
         self.pods.get(uid)
     }
 
+    /// Every pod, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &PodEntry> {
+        self.pods.values()
+    }
+
     pub fn uids(&self) -> impl Iterator<Item = &PodUid> {
         self.pods.keys()
     }

@@ -13,6 +13,7 @@ mod holds_nothing;
 mod lifetimes;
 mod members;
 mod model_check;
+mod preemption;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

@@ -1,0 +1,249 @@
+//! The preempt verb: the three cases, the running-gang rules, and filter's
+//! "preemption cannot help". Priorities as in the e2e suite: low 100, high 100000.
+
+use super::*;
+use crate::model::membership::DISRUPTION;
+
+const LOW: i32 = 100;
+const HIGH: i32 = 100_000;
+
+fn candidate(node: &str, victims: &[&PodInfo]) -> PreemptCandidate {
+    PreemptCandidate {
+        node: node.to_string(),
+        victims: victims.iter().map(|p| p.uid.to_string()).collect(),
+        pdb_violations: 0,
+    }
+}
+
+fn kept_nodes(d: &PreemptDecision) -> Vec<&str> {
+    d.kept.iter().map(|c| c.node.as_str()).collect()
+}
+
+/// Two 1-CPU nodes, each running a low-priority plain pod.
+fn two_full_nodes() -> (World, PodInfo, PodInfo) {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    w.add(&[&a, &b]);
+    (w, a, b)
+}
+
+/// A low-priority gang of two running on n1 and n2, and a low plain pod on n3.
+fn running_gang(mode: &str) -> (World, Vec<PodInfo>, PodInfo) {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let members: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("run-{i}"))
+                .cpu(1000)
+                .priority(LOW)
+                .gang("run", 2)
+                .annotation(DISRUPTION, mode)
+                .bound(&format!("n{}", i + 1))
+                .build()
+        })
+        .collect();
+    let plain = pod("plain").cpu(1000).priority(LOW).bound("n3").build();
+    w.add(&[&members[0], &members[1], &plain]);
+    (w, members, plain)
+}
+
+#[test]
+fn case_1_a_gang_that_cannot_run_even_after_evictions_evicts_nothing() {
+    let (mut w, a, b) = two_full_nodes();
+    let gang: Vec<PodInfo> = (0..3)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 3)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let d = w.table.preempt(
+        &gang[0],
+        vec![candidate("n1", &[&a]), candidate("n2", &[&b])],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(d.kept.is_empty());
+    assert_eq!(
+        d.dropped[0].1,
+        DropReason::GangCannotFollow { fit: 2, quorum: 3 }
+    );
+    // Filter already says so, as unresolvable: kube-scheduler does not even try.
+    let names = w.all_nodes();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdicts = w.table.filter(&gang[0], &refs, w.now);
+    for v in verdicts {
+        match v {
+            NodeVerdict::Unresolvable(r) => assert!(
+                r.contains("of 3 members fit") && r.contains("preemption cannot help"),
+                "{r}"
+            ),
+            other => panic!("expected unresolvable, got {other:?}"),
+        }
+    }
+    let told = w.table.take_notices();
+    assert!(told
+        .iter()
+        .any(|n| n.kind == NoticeKind::Preempting && n.message.contains("evicts nothing")));
+}
+
+#[test]
+fn case_2_a_plain_victim_is_chosen_over_a_member_of_a_running_gang() {
+    let (mut w, members, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    let d = w.table.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+            candidate("n3", &[&plain]),
+        ],
+    );
+    assert_eq!(kept_nodes(&d), vec!["n3"]);
+    assert_eq!(d.kept[0].victims, vec![plain.uid.to_string()]);
+    assert_eq!(d.outcome, PreemptOutcome::Trimmed);
+    assert!(d.disruptions.is_empty());
+    assert!(d.dropped.iter().all(|(_, r)| matches!(
+        r,
+        DropReason::RunningGangVictim { gang } if &*gang.name == "run"
+    )));
+}
+
+#[test]
+fn case_3_a_gang_that_fits_once_both_nodes_are_freed_keeps_every_candidate() {
+    let (mut w, a, b) = two_full_nodes();
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 2)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    // Filter leaves the nodes resolvable, so kube-scheduler may preempt.
+    let names = w.all_nodes();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert!(w
+        .table
+        .filter(&gang[0], &refs, w.now)
+        .iter()
+        .all(|v| matches!(v, NodeVerdict::Unschedulable(_))));
+    let d = w.table.preempt(
+        &gang[0],
+        vec![candidate("n1", &[&a]), candidate("n2", &[&b])],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    assert_eq!(kept_nodes(&d), vec!["n1", "n2"]);
+}
+
+#[test]
+fn only_lower_priority_pods_count_as_evictable_for_the_rest_of_the_gang() {
+    // n2 runs a pod as important as the gang: evicting a on n1 frees room for one member only.
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let peer = pod("peer").cpu(1000).priority(HIGH).bound("n2").build();
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 2)
+                .build()
+        })
+        .collect();
+    w.add(&[&a, &peer, &gang[0], &gang[1]]);
+    let d = w.table.preempt(&gang[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+}
+
+#[test]
+fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
+    let (mut w, members, _) = running_gang("gang");
+    let peer = pod("peer").cpu(1000).priority(LOW).build();
+    let d = w.table.preempt(
+        &peer,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+        ],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(matches!(
+        d.dropped[0].1,
+        DropReason::GangNotLowerPriority { priority: LOW, .. }
+    ));
+}
+
+#[test]
+fn with_only_gang_victims_a_gang_in_gang_mode_is_disrupted_whole() {
+    let (mut w, members, _) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    let d = w.table.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+        ],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Trimmed);
+    // One node kept, so muster knows which gang it disrupts.
+    assert_eq!(kept_nodes(&d), vec!["n1"]);
+    assert_eq!(d.disruptions.len(), 1);
+    let others: Vec<&str> = d.disruptions[0].others.iter().map(|p| &*p.name).collect();
+    assert_eq!(others, vec!["run-1"]);
+    let told: Vec<Notice> = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::Disrupted)
+        .collect();
+    assert_eq!(told.len(), 2, "every member hears it");
+    assert!(told[0].message.contains("pod ml/high (priority 100000)"));
+}
+
+#[test]
+fn a_gang_in_pod_mode_loses_the_proposed_victim_only() {
+    let (mut w, members, _) = running_gang("pod");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    let d = w.table.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+        ],
+    );
+    assert_eq!(kept_nodes(&d), vec!["n1"]);
+    assert_eq!(d.kept[0].victims, vec![members[0].uid.to_string()]);
+    assert!(d.disruptions.is_empty());
+}
+
+#[test]
+fn a_whole_gang_disruption_adds_its_members_on_the_same_node_to_the_victims() {
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000)]);
+    let members: Vec<PodInfo> = ["n1", "n1", "n2"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            pod(&format!("run-{i}"))
+                .cpu(1000)
+                .priority(LOW)
+                .gang("run", 3)
+                .bound(n)
+                .build()
+        })
+        .collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    let d = w
+        .table
+        .preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    let mut victims = d.kept[0].victims.clone();
+    victims.sort();
+    assert_eq!(victims, vec!["uid-run-0", "uid-run-1"]);
+    let others: Vec<&str> = d.disruptions[0].others.iter().map(|p| &*p.name).collect();
+    assert_eq!(others, vec!["run-2"]);
+}

@@ -167,6 +167,17 @@ fn main() {
         Arc::new(NoBinder),
         EventSink::disabled(),
     ));
+    let mut table = table;
+    // The plain pod the requests name, as the watch would report it: only the watch adds pods,
+    // and a filter for a pod muster has not seen is an `Error` (the gang members are in the
+    // table already).
+    let plain_json = support::pod_json("plain-0", "none", 1).replace(
+        r#""muster.dev/group":"none","muster.dev/min-available":"1","#,
+        "",
+    );
+    let plain_pod: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_str(&plain_json).expect("the bench's pod JSON");
+    table.apply_pod(muster::cluster::convert::pod_info(&plain_pod).expect("a readable pod"));
     *shared.table.lock() = table;
     shared.readiness.set_pods_synced();
     shared.readiness.set_nodes_synced();
@@ -193,13 +204,7 @@ fn main() {
             &support::pod_json("gang0-0", "gang0", 8),
             &names,
         ));
-        let plain = Bytes::from(support::extender_args(
-            &support::pod_json("plain-0", "none", 1).replace(
-                r#""muster.dev/group":"none","muster.dev/min-available":"1","#,
-                "",
-            ),
-            &names,
-        ));
+        let plain = Bytes::from(support::extender_args(&plain_json, &names));
         let mut out = Vec::new();
         for c in [1usize, 16, 64] {
             out.push(run_level(&url, "filter", member.clone(), c, requests, deadline).await?);

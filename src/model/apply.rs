@@ -144,7 +144,7 @@ impl GangTable {
 
     /// Recomputes the gang's spec after a member joined, changed or left. Members being
     /// deleted say nothing about the gang a re-submitted job forms (unless no other is left).
-    fn refresh_spec(&mut self, key: &GangKey) {
+    pub(super) fn refresh_spec(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };

@@ -25,6 +25,7 @@ use super::membership::GangKey;
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo, PodUid};
+use super::podgroup::PodGroupIndex;
 use super::pods::{PodEntry, PodIndex};
 use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
@@ -34,6 +35,8 @@ pub struct GangTable {
     pub(super) config: ModelConfig,
     pub(super) ledger: NodeLedger,
     pub(super) pods: PodIndex,
+    /// PodGroup objects, where the cluster serves their APIs.
+    pub(super) pod_groups: PodGroupIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
     /// Per member, the nodes its latest filter call passed.
@@ -80,6 +83,7 @@ impl GangTable {
             config,
             ledger: NodeLedger::default(),
             pods: PodIndex::default(),
+            pod_groups: PodGroupIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
             evidence: EvidenceStore::default(),

@@ -58,6 +58,9 @@ pub struct Shared {
     pub leadership: Leadership,
     /// Gangs preemption disrupts whole, for the eviction task.
     pub disruptions: DisruptionQueue,
+    /// Counts watch events applied to the table, so that a verb asked about an object the
+    /// watch has not delivered yet can wait for the next one instead of failing the pod.
+    cache_generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -71,7 +74,25 @@ impl Shared {
             held: HeldBinds::default(),
             leadership: Leadership::sole(),
             disruptions: DisruptionQueue::default(),
+            cache_generation: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// A watch applied an event to the table: wakes the calls waiting for it.
+    pub fn cache_changed(&self) {
+        self.cache_generation
+            .send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Calls waiting for the next watch event (for tests).
+    pub fn cache_waiters(&self) -> usize {
+        self.cache_generation.receiver_count()
+    }
+
+    /// A receiver that sees every later [`Shared::cache_changed`]; take it *before* looking at
+    /// the table, so that an event applied in between is not missed.
+    pub fn cache_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.cache_generation.subscribe()
     }
 
     /// With leader election: decides only while the election says so.

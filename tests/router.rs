@@ -126,6 +126,7 @@ impl Fixture {
             let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_str(json).unwrap();
             let info = muster::cluster::convert::pod_info(&pod).unwrap();
             self.shared.table.lock().apply_pod(info);
+            self.shared.cache_changed();
         }
     }
 

@@ -194,6 +194,7 @@ where
         };
         shared.metrics.touch_cache();
         let applied = apply_event(&mut shared.table.lock(), &mut relist, event);
+        shared.cache_changed();
         match applied {
             Applied::Changed => {}
             Applied::Unreadable(e) => {

@@ -1,14 +1,21 @@
 //! `POST <prefix>/filter`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tracing::debug;
 
 use super::call::{Call, Filter, Nodes};
-use crate::model::NodeVerdict;
+use crate::model::{BindRejection, NodeVerdict, PodInfo};
 use crate::wire::{ExtenderArgs, ExtenderFilterResult, NodeList};
+
+/// How long a filter call for a pod muster has not seen waits for the watch to deliver it.
+/// kube-scheduler's informer and muster's watch receive the same event from the API server
+/// milliseconds apart, and a newly created pod is often filtered before muster's watch has it;
+/// failing the call would cost the pod kube-scheduler's backoff (1 s, then 2 s, …). A pod that
+/// never arrives (deleted, forged) is refused after this wait, and the table is unchanged.
+pub const UNSEEN_POD_WAIT: Duration = Duration::from_millis(500);
 
 const NO_NODES: &str = "request has neither NodeNames nor Nodes: nothing to filter";
 
@@ -33,20 +40,9 @@ pub(super) async fn filter(call: Call<Filter>) -> Response {
         return refuse(NO_NODES.into());
     }
     let names = nodes.names();
-    let verdicts = {
-        let mut table = call.shared.table.lock();
-        // The pod as the watch reported it: a request never adds a pod or changes what muster
-        // believes about one (a late call for a deleted pod, a forged member).
-        match table.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
-            Ok(seen) => {
-                let seen = seen.clone();
-                table.filter(&seen, &names, Instant::now())
-            }
-            Err(unseen) => {
-                drop(table);
-                return refuse(unseen.to_string());
-            }
-        }
+    let verdicts = match filter_seen_pod(&call, &pod, &names).await {
+        Ok(v) => v,
+        Err(unseen) => return refuse(unseen.to_string()),
     };
     call.shared.flush_notices();
 
@@ -86,4 +82,43 @@ pub(super) async fn filter(call: Call<Filter>) -> Response {
     }
     call.record("ok");
     Json(result).into_response()
+}
+
+/// The filter's verdicts for the pod as the watch reported it: a request never adds a pod or
+/// changes what muster believes about one (a late call for a deleted pod, a forged member). A pod
+/// not seen yet is waited for, up to [`UNSEEN_POD_WAIT`], one watch event at a time.
+async fn filter_seen_pod(
+    call: &Call<Filter>,
+    pod: &PodInfo,
+    names: &[&str],
+) -> Result<Vec<NodeVerdict>, BindRejection> {
+    let deadline = tokio::time::Instant::now() + UNSEEN_POD_WAIT;
+    // Subscribed before the first look, so that an event applied in between wakes us.
+    let mut changes = call.shared.cache_changes();
+    loop {
+        {
+            let mut table = call.shared.table.lock();
+            match table.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
+                Ok(seen) => {
+                    let seen = seen.clone();
+                    return Ok(table.filter(&seen, names, Instant::now()));
+                }
+                Err(e @ BindRejection::UnknownPod { .. }) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            // The deadline passed, or the sender is gone: one last look, then the answer.
+            _ => {
+                let mut table = call.shared.table.lock();
+                let seen = table.seen_pod(&pod.namespace, &pod.name, &pod.uid)?.clone();
+                return Ok(table.filter(&seen, names, Instant::now()));
+            }
+        }
+    }
 }

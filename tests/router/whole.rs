@@ -23,6 +23,36 @@ async fn a_filter_for_a_pod_muster_has_not_seen_is_an_error_and_adds_nothing() {
 }
 
 #[tokio::test]
+async fn a_filter_that_arrives_before_the_watch_delivers_its_pod_waits_for_it() {
+    // kube-scheduler's informer and muster's watch get the same event milliseconds apart: a
+    // new pod is often filtered first. The call waits for the watch instead of failing the
+    // pod into kube-scheduler's backoff.
+    let f = Arc::new(Fixture::new(&[node("node1", 1000)]));
+    let late = go_pod("late", "u-late", "100m", "{}");
+    let call = {
+        let (f, late) = (f.clone(), late.clone());
+        tokio::spawn(async move { f.post("/filter", &filter_args(&late, &["node1"])).await })
+    };
+    // Deliver the pod only once the call is waiting for it (it has subscribed to the watch's
+    // progress), so the test cannot pass by the pod simply being there first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while f.shared.cache_waiters() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the filter call never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    f.watch(&[&late]);
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
+    );
+}
+
+#[tokio::test]
 async fn a_forged_member_with_a_huge_quorum_changes_nothing() {
     let f = Fixture::new(&[node("node1", 1000)]);
     let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);

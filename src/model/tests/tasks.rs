@@ -169,3 +169,39 @@ fn members_of_a_task_without_a_minimum_count_toward_the_total_only() {
     wait_message(&w.bind(&ps, "a"));
     assert_eq!(names(&w.bind(&wk, "b")), vec!["ps@a", "worker@b"]);
 }
+
+/// What `/gangs` serialises for a gang with a PodGroup and tasks (the JSON the end-to-end
+/// tests read).
+#[test]
+fn the_gang_view_names_the_pod_group_and_counts_each_task() {
+    let mut w = World::new(&[node("w", 1000)]);
+    volcano_job(&mut w);
+    let view = serde_json::to_value(w.table.views(w.now)).unwrap();
+    assert_eq!(
+        view[0]["spec_source"],
+        serde_json::json!({
+            "kind": "pod-group",
+            "api_version": "scheduling.volcano.sh/v1beta1",
+            "name": "ml/job"
+        })
+    );
+    assert_eq!(
+        view[0]["tasks"],
+        serde_json::json!([
+            {"task": "master", "present": 1, "placed": 0, "minimum": 1},
+            {"task": "worker", "present": 3, "placed": 0, "minimum": 2}
+        ])
+    );
+    let keys = serde_json::to_value(SpecSourceView::Key {
+        key: "muster.dev/min-available",
+    })
+    .unwrap();
+    assert_eq!(
+        keys,
+        serde_json::json!({"kind": "key", "key": "muster.dev/min-available"})
+    );
+    assert_eq!(
+        serde_json::to_value(SpecSourceView::EveryMember).unwrap(),
+        serde_json::json!({"kind": "every-member"})
+    );
+}

@@ -277,3 +277,32 @@ fn a_node_or_a_bound_pod_read_in_part_is_kept() {
     apply_event(&mut table, &mut relist, Event::Delete(unreadable));
     assert_eq!(room_for(&mut table, "100m"), vec!["n1"]);
 }
+
+/// `muster_cache_last_event_age_seconds` is refreshed only by events that show the watch
+/// delivers: objects and completed lists. kube-rs emits `Init` before each list request, so
+/// while the API server is down every retry starts a list that never delivers.
+#[test]
+fn only_objects_and_completed_lists_refresh_the_cache_age() {
+    let mut table = GangTable::new(ModelConfig::default());
+    let mut relist = Relist::default();
+    let retrying = feed::<Node>(&mut table, &mut relist, vec![Event::Init, Event::Init]);
+    assert!(retrying.iter().all(|a| !a.shows_delivery()), "{retrying:?}");
+    let delivered = feed(
+        &mut table,
+        &mut relist,
+        vec![
+            Event::Init,
+            Event::InitApply(node("n1", "1")),
+            Event::InitDone,
+            Event::Apply(node("n2", "1")),
+            Event::Delete(node("n2", "1")),
+            Event::Apply(node("bad", "lots")),
+        ],
+    );
+    let shows: Vec<bool> = delivered.iter().map(Applied::shows_delivery).collect();
+    assert_eq!(
+        shows,
+        [false, true, true, true, true, true],
+        "{delivered:?}"
+    );
+}

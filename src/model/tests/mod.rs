@@ -14,6 +14,7 @@ mod lifetimes;
 mod members;
 mod model_check;
 mod preemption;
+mod retries;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

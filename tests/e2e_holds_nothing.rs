@@ -5,7 +5,8 @@
 //! 1. members that require `pool In [a]`, too few pool-a nodes;
 //! 2. members that need distinct nodes by anti-affinity on `kubernetes.io/hostname`, too few
 //!    nodes;
-//! 3. a member that never comes.
+//! 3. a member that never comes;
+//! 4. members spread over zones with `whenUnsatisfiable: DoNotSchedule`, one zone without room.
 //!
 //! In each, the impossible gang binds nothing, muster says exactly why, and a plain pod that
 //! needs the room the gang would have held is scheduled within a few seconds (the creation
@@ -216,6 +217,62 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
         let gang = vec!["pair-0".to_string(), "pair-1".to_string()];
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
         ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Zone label of the fake nodes (the well-known key).
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// PodTopologySpread (`whenUnsatisfiable: DoNotSchedule`, maxSkew 1 over zones): zones a and b
+/// have a 2-CPU node each, zone c only a node too small for a member. kube-scheduler counts zone
+/// c as a domain all the same (a domain is any eligible node's label value, room or not), so
+/// with one member in a and one in b the third fits nowhere: a and b would reach skew 2 against
+/// c's 0. The gang of 3 × 1 CPU holds nothing, so a plain pod that needs a whole 2-CPU node is
+/// bound at once; with a node with room in zone c (and the plain pod gone) the gang is placed
+/// whole, one member per zone. kube-scheduler alone binds two members and leaves the third
+/// pending.
+#[tokio::test]
+async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_the_third_zone(
+) -> Result<()> {
+    let _t = Timer("members_spread_over_zones_hold_nothing", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "spread";
+    let r = async {
+        c.namespace(ns).await?;
+        for (name, cpu, zone) in [("a1", "2", "a"), ("b1", "2", "b"), ("c1", "500m", "c")] {
+            c.add_node(name, NodeShape::cpu(cpu).label(ZONE, zone))
+                .await?;
+        }
+        let gang = c
+            .create_gang(ns, "trainer", 3, 3, GangKey::Kueue, |p| {
+                p.cpu("1")
+                    .label("job", "trainer")
+                    .spread_over(ZONE, 1, "job", "trainer")
+            })
+            .await?;
+        let reason = format!(
+            "gang {ns}/trainer: 2 of 3 members placed; no node for the next: 0/3 nodes are \
+             available: 1 node(s) didn't have enough room, 2 node(s) didn't match pod topology \
+             spread constraints."
+        );
+        c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, REASON)
+            .await?;
+        bound_within(&c, ns, PodBuilder::new(ns, "wide").cpu("2"), PROMPTLY).await?;
+        ensure!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+
+        c.delete_pod(ns, "wide").await?;
+        c.add_node("c2", NodeShape::cpu("1").label(ZONE, "c"))
+            .await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
+        ensure!(
+            nodes == BTreeSet::from(["a1", "b1", "c2"]),
+            "not one member per zone: {bound:?}"
+        );
         Ok(())
     }
     .await;

@@ -278,3 +278,73 @@ async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_th
     .await;
     c.report(&[ns], r).await
 }
+
+/// Case 3 with a pod that kube-scheduler's own filters also refuse: a plain pod pinned by
+/// `nodeSelector` (NodeAffinity) to the node where muster holds room for the member not created
+/// yet is refused there by muster, and everywhere else by NodeAffinity. When the creation
+/// window closes, muster's `muster.dev/retry` annotation still re-queues it: kube-scheduler
+/// counts the pseudo-plugin `Extender` among the pod's rejectors whenever an extender filtered
+/// a node out, and every event re-queues for that one, the pod's own update included.
+#[tokio::test]
+async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() -> Result<()> {
+    let _t = Timer("a_pod_pinned_to_held_room", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "pinned";
+    let r = async {
+        c.namespace(ns).await?;
+        for name in ["n1", "n2"] {
+            c.add_node(name, NodeShape::cpu("1")).await?;
+        }
+        c.create(
+            PodBuilder::new(ns, "pair-0")
+                .cpu("1")
+                .gang(GangKey::Kueue, "pair", 2),
+        )
+        .await?;
+        let held = wait_for(
+            "pair-0 seated with room held for pair-1",
+            REASON,
+            || async {
+                let view = c.muster.gang(ns, "pair").await?;
+                let node = view.as_ref().and_then(|g| {
+                    let held = g.members.iter().find(|m| m.state == "held")?;
+                    (g.count("seated") == 1).then(|| held.node.clone())?
+                });
+                Ok(match node {
+                    Some(n) => Progress::Done(n),
+                    None => Progress::NotYet(format!("{:?}", view.map(|g| g.describe()))),
+                })
+            },
+        )
+        .await?;
+        let plain = PodBuilder::new(ns, "plain")
+            .cpu("1")
+            .node_selector("kubernetes.io/hostname", &held);
+        bound_within(&c, ns, plain, CREATION_WINDOW + ONE_CYCLE).await?;
+        // Proof that the retry came from muster (its patch is made before kube-scheduler can
+        // act on it, but read it with a deadline all the same).
+        wait_for("plain to carry muster.dev/retry", REASON, || async {
+            let pods = c.pods(ns).await?;
+            let annotated = pods.iter().any(|p| {
+                p.metadata.name.as_deref() == Some("plain")
+                    && p.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("muster.dev/retry"))
+            });
+            Ok(if annotated {
+                Progress::Done(())
+            } else {
+                Progress::NotYet("no muster.dev/retry annotation".into())
+            })
+        })
+        .await?;
+        ensure!(
+            c.count_bound(ns, &["pair-0".into()]).await? == 0,
+            "pair-0 was bound without its pair"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}

@@ -141,6 +141,43 @@ fn a_node_offered_before_muster_knew_it_counts_as_passed_once_it_arrives() {
     );
 }
 
+/// Item 4: a pod refused by kube-scheduler's own filters on some nodes (here NodeAffinity on
+/// every node but one) and by muster on the rest, for room seats hold, is asked to retry when
+/// that room is released, like a pod only muster refused. kube-scheduler then re-queues it:
+/// `findNodesThatFitPod` adds the pseudo-plugin `Extender` to the pod's rejectors whenever an
+/// extender filtered out a node, and the default enqueue extension registered for it queues
+/// the pod on every event, its own update (`TargetPod`/`Update`) included.
+#[test]
+fn a_pod_in_tree_filters_refused_elsewhere_is_asked_to_retry_when_seats_release() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let m0 = pod("m0").cpu(1000).gang("pair", 2).build();
+    w.add(&[&m0]);
+    let (ok, _) = w.filter(&m0);
+    let seat = ok[0].clone();
+    wait_message(&w.bind(&m0, &seat));
+    // Room for the missing member is held on the other node: the only one the plain pod's
+    // node affinity allows.
+    let other = if seat == "n1" { "n2" } else { "n1" };
+    assert_eq!(w.reserved(other), 1000);
+    let plain = pod("plain").cpu(1000).build();
+    w.add(&[&plain]);
+    w.table.take_notices();
+    let verdicts = filter_on(&mut w, &plain, &[other]);
+    assert!(
+        matches!(&verdicts[0], NodeVerdict::Unschedulable(r) if r.contains("reserved for gangs")),
+        "{verdicts:?}"
+    );
+
+    w.advance(w.table.config.creation_window);
+    w.table.expire(w.now);
+    assert_eq!(w.reserved(other), 0, "the creation window closed");
+    assert_eq!(
+        retries(&mut w),
+        [("plain".to_string(), messages::RETRY.to_string())]
+    );
+    assert_eq!(filter_on(&mut w, &plain, &[other]), [NodeVerdict::Fits]);
+}
+
 /// The pods remembered for a retry are bounded (kube-scheduler's periodic flush still retries
 /// the rest).
 #[test]

@@ -5,7 +5,8 @@
 //! 1. members that require `pool In [a]`, too few pool-a nodes;
 //! 2. members that need distinct nodes by anti-affinity on `kubernetes.io/hostname`, too few
 //!    nodes;
-//! 3. a member that never comes.
+//! 3. a member that never comes;
+//! 4. members spread over zones with `whenUnsatisfiable: DoNotSchedule`, one zone without room.
 //!
 //! In each, the impossible gang binds nothing, muster says exactly why, and a plain pod that
 //! needs the room the gang would have held is scheduled within a few seconds (the creation
@@ -216,6 +217,132 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
         let gang = vec!["pair-0".to_string(), "pair-1".to_string()];
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
         ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Zone label of the fake nodes (the well-known key).
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// PodTopologySpread (`whenUnsatisfiable: DoNotSchedule`, maxSkew 1 over zones): zones a and b
+/// have a 2-CPU node each, zone c only a node too small for a member. kube-scheduler counts zone
+/// c as a domain all the same (a domain is any eligible node's label value, room or not), so
+/// with one member in a and one in b the third fits nowhere: a and b would reach skew 2 against
+/// c's 0. The gang of 3 × 1 CPU holds nothing, so a plain pod that needs a whole 2-CPU node is
+/// bound at once; with a node with room in zone c (and the plain pod gone) the gang is placed
+/// whole, one member per zone. kube-scheduler alone binds two members and leaves the third
+/// pending.
+#[tokio::test]
+async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_the_third_zone(
+) -> Result<()> {
+    let _t = Timer("members_spread_over_zones_hold_nothing", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "spread";
+    let r = async {
+        c.namespace(ns).await?;
+        for (name, cpu, zone) in [("a1", "2", "a"), ("b1", "2", "b"), ("c1", "500m", "c")] {
+            c.add_node(name, NodeShape::cpu(cpu).label(ZONE, zone))
+                .await?;
+        }
+        let gang = c
+            .create_gang(ns, "trainer", 3, 3, GangKey::Kueue, |p| {
+                p.cpu("1")
+                    .label("job", "trainer")
+                    .spread_over(ZONE, 1, "job", "trainer")
+            })
+            .await?;
+        let reason = format!(
+            "gang {ns}/trainer: 2 of 3 members placed; no node for the next: 0/3 nodes are \
+             available: 1 node(s) didn't have enough room, 2 node(s) didn't match pod topology \
+             spread constraints."
+        );
+        c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, REASON)
+            .await?;
+        bound_within(&c, ns, PodBuilder::new(ns, "wide").cpu("2"), PROMPTLY).await?;
+        ensure!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+
+        c.delete_pod(ns, "wide").await?;
+        c.add_node("c2", NodeShape::cpu("1").label(ZONE, "c"))
+            .await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
+        ensure!(
+            nodes == BTreeSet::from(["a1", "b1", "c2"]),
+            "not one member per zone: {bound:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Case 3 with a pod that kube-scheduler's own filters also refuse: a plain pod pinned by
+/// `nodeSelector` (NodeAffinity) to the node where muster holds room for the member not created
+/// yet is refused there by muster, and everywhere else by NodeAffinity. When the creation
+/// window closes, muster's `muster.dev/retry` annotation still re-queues it: kube-scheduler
+/// counts the pseudo-plugin `Extender` among the pod's rejectors whenever an extender filtered
+/// a node out, and every event re-queues for that one, the pod's own update included.
+#[tokio::test]
+async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() -> Result<()> {
+    let _t = Timer("a_pod_pinned_to_held_room", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "pinned";
+    let r = async {
+        c.namespace(ns).await?;
+        for name in ["n1", "n2"] {
+            c.add_node(name, NodeShape::cpu("1")).await?;
+        }
+        c.create(
+            PodBuilder::new(ns, "pair-0")
+                .cpu("1")
+                .gang(GangKey::Kueue, "pair", 2),
+        )
+        .await?;
+        let held = wait_for(
+            "pair-0 seated with room held for pair-1",
+            REASON,
+            || async {
+                let view = c.muster.gang(ns, "pair").await?;
+                let node = view.as_ref().and_then(|g| {
+                    let held = g.members.iter().find(|m| m.state == "held")?;
+                    (g.count("seated") == 1).then(|| held.node.clone())?
+                });
+                Ok(match node {
+                    Some(n) => Progress::Done(n),
+                    None => Progress::NotYet(format!("{:?}", view.map(|g| g.describe()))),
+                })
+            },
+        )
+        .await?;
+        let plain = PodBuilder::new(ns, "plain")
+            .cpu("1")
+            .node_selector("kubernetes.io/hostname", &held);
+        bound_within(&c, ns, plain, CREATION_WINDOW + ONE_CYCLE).await?;
+        // Proof that the retry came from muster (its patch is made before kube-scheduler can
+        // act on it, but read it with a deadline all the same).
+        wait_for("plain to carry muster.dev/retry", REASON, || async {
+            let pods = c.pods(ns).await?;
+            let annotated = pods.iter().any(|p| {
+                p.metadata.name.as_deref() == Some("plain")
+                    && p.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key("muster.dev/retry"))
+            });
+            Ok(if annotated {
+                Progress::Done(())
+            } else {
+                Progress::NotYet("no muster.dev/retry annotation".into())
+            })
+        })
+        .await?;
+        ensure!(
+            c.count_bound(ns, &["pair-0".into()]).await? == 0,
+            "pair-0 was bound without its pair"
+        );
         Ok(())
     }
     .await;

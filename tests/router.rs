@@ -231,7 +231,7 @@ async fn filter_fails_unknown_nodes_as_unresolvable() {
     let (_, body) = f.post("/filter", &filter_args(&pod, &["ghost"])).await;
     assert_eq!(
         body,
-        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{"ghost":"node ghost is not in muster's cache (yet)"},"Error":""}"#
+        r#"{"Nodes":null,"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{"ghost":"node ghost is not in muster's cache yet; muster asks kube-scheduler to retry the pod when it arrives"},"Error":""}"#
     );
     let (_, body) = f
         .post("/filter", &filter_args(&pod, &["node1", "ghost"]))

@@ -14,9 +14,10 @@ use tracing::{debug, warn};
 
 use crate::model::{Notice, NoticeKind, PodRef};
 
-/// Annotation muster sets on a pod it refused for held room once that room is released: an
-/// update of an unscheduled pod makes kube-scheduler re-queue it (the release itself is no
-/// cluster event). Its value is the time of the release.
+/// Annotation muster sets on a pod it refused for held room once that room is released, or
+/// for a node not in its cache yet once that node arrives: an update of an unscheduled pod
+/// makes kube-scheduler re-queue it (neither is a cluster event). Its value is the time of the
+/// annotation.
 pub const RETRY_ANNOTATION: &str = "muster.dev/retry";
 
 /// The sending side, cheap to clone, used by the HTTP handlers and the timeout loop.

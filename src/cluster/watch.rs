@@ -120,7 +120,9 @@ pub struct Relist {
 /// What applying one event did, for the watch loop to report.
 #[derive(Debug)]
 pub enum Applied {
-    /// An object was applied, removed, or a re-list began.
+    /// A (re-)list began: nothing was delivered yet.
+    ListStarted,
+    /// An object was applied or removed.
     Changed,
     /// An object muster cannot read was skipped (the table is unchanged).
     Unreadable(ConvertError),
@@ -129,6 +131,17 @@ pub enum Applied {
     /// A (re-)list completed; `remaining` objects of this kind are in the table, or `None`
     /// when no list was under way.
     Synced { remaining: Option<usize> },
+}
+
+impl Applied {
+    /// Whether the event is evidence that the watch delivers, which is what
+    /// `muster_cache_last_event_age_seconds` measures: an object (even one muster cannot
+    /// read) or a completed list. A list beginning is not: kube-rs's watcher emits `Init`
+    /// before its list request, so a watch retrying against an API server that is down
+    /// emits one on every attempt.
+    pub fn shows_delivery(&self) -> bool {
+        !matches!(self, Applied::ListStarted)
+    }
 }
 
 /// Applies one watch event to the table. A re-list (`Init`, `InitApply`…, `InitDone`) updates
@@ -142,7 +155,7 @@ pub fn apply_event<K: Indexed>(
     match event {
         Event::Init => {
             relist.seen = Some(HashSet::new());
-            Applied::Changed
+            Applied::ListStarted
         }
         Event::InitApply(obj) | Event::Apply(obj) => match K::apply(table, &obj) {
             Ok((key, partly)) => {
@@ -192,11 +205,13 @@ where
                 continue;
             }
         };
-        shared.metrics.touch_cache();
         let applied = apply_event(&mut shared.table.lock(), &mut relist, event);
         shared.cache_changed();
+        if applied.shows_delivery() {
+            shared.metrics.touch_cache();
+        }
         match applied {
-            Applied::Changed => {}
+            Applied::ListStarted | Applied::Changed => {}
             Applied::Unreadable(e) => {
                 warn!(kind = K::KIND, error = %e, "ignoring an object muster cannot read");
                 shared.metrics.count_unreadable(K::KIND);

@@ -16,8 +16,10 @@ use super::table::GangTable;
 impl GangTable {
     // === nodes ===
 
-    /// A node was added or changed.
+    /// A node was added or changed. A node muster did not know may be one kube-scheduler
+    /// already offered: pods refused meanwhile are asked to retry (see `take_notices`).
     pub fn apply_node(&mut self, info: NodeInfo) {
+        self.nodes_arrived |= self.ledger.position(&info.name).is_none();
         self.ledger.upsert(info);
     }
 
@@ -91,6 +93,9 @@ impl GangTable {
             return;
         };
         self.evidence.forget(uid);
+        // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
+        self.refused_for_seats.remove(uid);
+        self.refused_for_unknown_nodes.remove(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,

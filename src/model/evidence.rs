@@ -31,12 +31,13 @@ pub(super) struct EvidenceStore {
 }
 
 impl EvidenceStore {
-    /// Whether a filter call that passed `listed` of the `known` nodes says where the member
-    /// may not go: the list is complete (fewer than [`COMPLETE_BELOW`]) and leaves some node
-    /// out. A list of every node excludes nothing, so it is not kept (a 5,000-node list would
-    /// cost a set of 5,000 names per call for no information).
-    pub fn is_informative(listed: usize, known: usize) -> bool {
-        listed < COMPLETE_BELOW && listed < known
+    /// Whether a filter call that listed `listed` names, `listed_known` of them among the
+    /// `known` nodes, says where the member may not go: the list is complete (fewer than
+    /// [`COMPLETE_BELOW`]) and leaves some known node out. A list of every node excludes
+    /// nothing, so it is not kept (a 5,000-node list would cost a set of 5,000 names per call
+    /// for no information). Names muster does not know yet count toward completeness only.
+    pub fn is_informative(listed: usize, listed_known: usize, known: usize) -> bool {
+        listed < COMPLETE_BELOW && listed_known < known
     }
 
     /// The nodes `uid`'s latest filter call passed, at `now`.
@@ -122,12 +123,21 @@ mod tests {
 
     #[test]
     fn a_list_is_evidence_when_complete_and_short_of_every_node() {
-        assert!(EvidenceStore::is_informative(99, 5000));
+        assert!(EvidenceStore::is_informative(99, 99, 5000));
         assert!(
-            !EvidenceStore::is_informative(100, 5000),
+            !EvidenceStore::is_informative(100, 100, 5000),
             "the search may have stopped early"
         );
-        assert!(!EvidenceStore::is_informative(4, 4), "every node passed");
-        assert!(EvidenceStore::is_informative(2, 4));
+        assert!(!EvidenceStore::is_informative(4, 4, 4), "every node passed");
+        assert!(EvidenceStore::is_informative(2, 2, 4));
+        // A node muster does not know yet was listed too.
+        assert!(
+            !EvidenceStore::is_informative(3, 2, 2),
+            "every known node passed"
+        );
+        assert!(
+            EvidenceStore::is_informative(2, 1, 2),
+            "a known node was left out"
+        );
     }
 }

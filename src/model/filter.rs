@@ -29,6 +29,18 @@ pub enum NodeVerdict {
     Unresolvable(Arc<str>),
 }
 
+/// The verdict on a node kube-scheduler offered that muster's node watch has not delivered
+/// yet. Whichever of the two maps names it, kube-scheduler parks the pod until a cluster event
+/// (`findNodesThatFitPod` puts the pseudo-plugin `Extender` among its rejectors, which every
+/// event re-queues), and the node reaching muster's cache is none: so the filter remembers the
+/// pod for a `Retry` notice (`refused_for_unknown_node`). The maps differ only for preemption,
+/// which dry-runs the nodes in `FailedNodes`; this one passed every in-tree filter already, so
+/// a dry run there finds no victim (or fails: "expected at least one victim pod"). Hence
+/// unresolvable.
+fn unknown_node_verdict(name: &str) -> NodeVerdict {
+    NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name)))
+}
+
 impl GangTable {
     /// Verdict for each candidate node (same order as `candidates`), for `pod` as the watch
     /// reported it (see [`GangTable::seen_pod`]). A pod muster has not seen, or one being
@@ -72,10 +84,12 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
-        if EvidenceStore::is_informative(candidates.len(), self.ledger.len()) {
-            let passed = known
+        if EvidenceStore::is_informative(candidates.len(), known.len(), self.ledger.len()) {
+            // Every name passed, nodes not in muster's cache yet included: one that arrives
+            // later is not mistaken for a node this member's own filters excluded.
+            let passed = candidates
                 .iter()
-                .map(|&i| self.ledger.at(i).name().clone())
+                .map(|&n| NodeName::from(n))
                 .collect::<rustc_hash::FxHashSet<NodeName>>();
             self.evidence.record(&pod.uid, passed, now);
         } else {
@@ -107,6 +121,10 @@ impl GangTable {
                 if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
                     self.refused_for_seats(&pod.uid);
                 }
+                if known.len() < candidates.len() {
+                    // The plan could not use the nodes muster does not know yet.
+                    self.refused_for_unknown_node(&pod.uid);
+                }
                 let window = self.config.creation_window;
                 if let Some(gang) = self.gangs.get_mut(&key) {
                     if gang.within_creation_window(now, window) {
@@ -137,7 +155,7 @@ impl GangTable {
                     .iter()
                     .zip(&positions)
                     .map(|(name, p)| match p {
-                        None => NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name))),
+                        None => unknown_node_verdict(name),
                         Some(_) if hopeless => NodeVerdict::Unresolvable(reason.clone()),
                         Some(_) => NodeVerdict::Unschedulable(reason.clone()),
                     })
@@ -161,6 +179,10 @@ impl GangTable {
         let (verdicts, for_seats) = self.verdicts_by_room(pod, candidates, positions, gang);
         if for_seats {
             self.refused_for_seats(&pod.uid);
+        }
+        let refused = !verdicts.contains(&NodeVerdict::Fits);
+        if refused && positions.iter().any(Option::is_none) {
+            self.refused_for_unknown_node(&pod.uid);
         }
         verdicts
     }
@@ -246,7 +268,7 @@ impl GangTable {
             .zip(positions)
             .map(|(name, p)| {
                 let Some(i) = *p else {
-                    return NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name)));
+                    return unknown_node_verdict(name);
                 };
                 let short = self
                     .ledger

@@ -51,8 +51,12 @@ pub fn pod_group_missing(key: &GangKey, api: PodGroupApi) -> String {
 pub const RETRY_POD_GROUP: &str =
     "the gang's PodGroup appeared; asking kube-scheduler to retry the pod";
 
+/// Filter reason for a node muster's node watch has not delivered yet.
 pub fn unknown_node(name: &str) -> String {
-    format!("node {name} is not in muster's cache (yet)")
+    format!(
+        "node {name} is not in muster's cache yet; muster asks kube-scheduler to retry the pod \
+         when it arrives"
+    )
 }
 
 /// Filter reason and bind error while a gang backs off after a timeout.
@@ -142,6 +146,11 @@ pub fn window_over(key: &GangKey, facts: &GangFacts, window: Duration) -> String
 
 /// Logged with a `Retry` notice (the pod is annotated, no Event is made).
 pub const RETRY: &str = "room held by gangs was released; asking kube-scheduler to retry the pod";
+
+/// Logged with a `Retry` notice for a pod refused while a node it was offered was unknown.
+pub const RETRY_AFTER_NODE_ARRIVED: &str =
+    "a node muster did not know when it refused the pod arrived in its cache; asking \
+     kube-scheduler to retry the pod";
 
 /// Notice (not an Event) when a gang's creation window closed after the pod was refused.
 pub const RETRY_AFTER_WINDOW: &str =

@@ -53,14 +53,21 @@ pub struct GangTable {
     pub(super) refused_for_seats: HashSet<PodUid>,
     /// Seats were released since the last `take_notices`.
     seats_released: bool,
+    /// Pods the filter refused while a node kube-scheduler offered for them was not in muster's
+    /// cache yet (its watch behind kube-scheduler's informer, e.g. after a restart of muster or
+    /// of the API server). That node arriving in the cache is no cluster event either: when a
+    /// node muster did not know arrives, each is asked to retry and forgotten.
+    pub(super) refused_for_unknown_nodes: HashSet<PodUid>,
+    /// A node muster did not know arrived since the last `take_notices`.
+    pub(super) nodes_arrived: bool,
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
 }
 
-/// Pods remembered as refused for held room, at most (the oldest are not told; kube-scheduler's
-/// own periodic flush still retries them).
-const MAX_REFUSED_REMEMBERED: usize = 10_000;
+/// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
+/// (the ones past it are not told; kube-scheduler's own periodic flush still retries them).
+pub(super) const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Debug)]
@@ -131,6 +138,8 @@ impl GangTable {
             namespaces: NamespaceLabels::default(),
             refused_for_seats: HashSet::default(),
             seats_released: false,
+            refused_for_unknown_nodes: HashSet::default(),
+            nodes_arrived: false,
             released: Vec::new(),
         }
     }
@@ -140,22 +149,37 @@ impl GangTable {
         std::mem::take(&mut self.released)
     }
 
-    /// Notices produced since the last call; when seats were released meanwhile, a `Retry`
-    /// for every pod refused for held room.
+    /// Notices produced since the last call; a `Retry` for every pod refused for held room
+    /// when seats were released meanwhile, and for every pod refused while a node it was
+    /// offered was unknown when a new node arrived meanwhile (one per pod, even if both hold).
     pub fn take_notices(&mut self) -> Vec<Notice> {
+        let mut retry: Vec<(PodUid, &'static str)> = Vec::new();
         if std::mem::take(&mut self.seats_released) {
             let refused = std::mem::take(&mut self.refused_for_seats);
-            let retry = refused
-                .iter()
-                .filter_map(|u| self.pods.get(u))
-                .filter(|p| p.is_pending())
-                .map(|p| Notice {
+            retry.extend(refused.into_iter().map(|u| (u, messages::RETRY)));
+        }
+        if std::mem::take(&mut self.nodes_arrived) {
+            let refused = std::mem::take(&mut self.refused_for_unknown_nodes);
+            retry.extend(
+                refused
+                    .into_iter()
+                    .map(|u| (u, messages::RETRY_AFTER_NODE_ARRIVED)),
+            );
+        }
+        let mut asked: HashSet<PodUid> = HashSet::default();
+        let told: Vec<Notice> = retry
+            .into_iter()
+            .filter(|(u, _)| asked.insert(u.clone()))
+            .filter_map(|(u, message)| {
+                let p = self.pods.get(&u).filter(|p| p.is_pending())?;
+                Some(Notice {
                     pod: PodRef::of(&p.info),
                     kind: NoticeKind::Retry,
-                    message: messages::RETRY.to_string(),
-                });
-            self.notices.extend(retry.collect::<Vec<_>>());
-        }
+                    message: message.to_string(),
+                })
+            })
+            .collect();
+        self.notices.extend(told);
         std::mem::take(&mut self.notices)
     }
 
@@ -163,6 +187,13 @@ impl GangTable {
     pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
         if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
             self.refused_for_seats.insert(uid.clone());
+        }
+    }
+
+    /// The filter refused `uid` while a node offered for it was not in muster's cache.
+    pub(super) fn refused_for_unknown_node(&mut self, uid: &PodUid) {
+        if self.refused_for_unknown_nodes.len() < MAX_REFUSED_REMEMBERED {
+            self.refused_for_unknown_nodes.insert(uid.clone());
         }
     }
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::*;
-use crate::model::{BindDecision, BindRequest, ModelConfig, NodeVerdict};
+use crate::model::{BindDecision, BindRequest, ModelConfig, NodeVerdict, NoticeKind};
 
 fn pod(name: &str, cpu: &str, node: Option<&str>, annotations: serde_json::Value) -> Pod {
     serde_json::from_value(json!({
@@ -276,4 +276,71 @@ fn a_node_or_a_bound_pod_read_in_part_is_kept() {
     assert!(room_for(&mut table, "100m").is_empty(), "n1 counts as full");
     apply_event(&mut table, &mut relist, Event::Delete(unreadable));
     assert_eq!(room_for(&mut table, "100m"), vec!["n1"]);
+}
+
+/// `muster_cache_last_event_age_seconds` is refreshed only by events that show the watch
+/// delivers: objects and completed lists. kube-rs emits `Init` before each list request, so
+/// while the API server is down every retry starts a list that never delivers.
+#[test]
+fn only_objects_and_completed_lists_refresh_the_cache_age() {
+    let mut table = GangTable::new(ModelConfig::default());
+    let mut relist = Relist::default();
+    let retrying = feed::<Node>(&mut table, &mut relist, vec![Event::Init, Event::Init]);
+    assert!(retrying.iter().all(|a| !a.shows_delivery()), "{retrying:?}");
+    let delivered = feed(
+        &mut table,
+        &mut relist,
+        vec![
+            Event::Init,
+            Event::InitApply(node("n1", "1")),
+            Event::InitDone,
+            Event::Apply(node("n2", "1")),
+            Event::Delete(node("n2", "1")),
+            Event::Apply(node("bad", "lots")),
+        ],
+    );
+    let shows: Vec<bool> = delivered.iter().map(Applied::shows_delivery).collect();
+    assert_eq!(
+        shows,
+        [false, true, true, true, true, true],
+        "{delivered:?}"
+    );
+}
+
+/// A pod refused while its node was not in muster's cache yet is asked to retry when the node
+/// watch delivers that node, whether by a re-list after an outage or by a plain event.
+#[test]
+fn a_node_delivered_by_a_relist_asks_pods_refused_for_it_to_retry() {
+    let mut table = GangTable::new(ModelConfig::default());
+    let (mut nodes, mut pods) = (Relist::default(), Relist::default());
+    feed(&mut table, &mut nodes, vec![Event::Apply(node("n1", "1"))]);
+    feed(
+        &mut table,
+        &mut pods,
+        vec![Event::Apply(plain("web", "2", None))],
+    );
+    table.take_notices();
+    let web = pod_info(&plain("web", "2", None)).unwrap();
+    let verdicts = table.filter(&web, &["n1", "n2"], Instant::now());
+    assert!(
+        matches!(&verdicts[1], NodeVerdict::Unresolvable(r) if r.starts_with("node n2 is not in muster's cache yet")),
+        "{verdicts:?}"
+    );
+    feed(
+        &mut table,
+        &mut nodes,
+        vec![Event::Init, Event::InitApply(node("n1", "1"))],
+    );
+    assert!(table.take_notices().is_empty(), "n2 has not arrived");
+    feed(
+        &mut table,
+        &mut nodes,
+        vec![Event::InitApply(node("n2", "4")), Event::InitDone],
+    );
+    let asked: Vec<(String, NoticeKind)> = table
+        .take_notices()
+        .into_iter()
+        .map(|n| (n.pod.name.to_string(), n.kind))
+        .collect();
+    assert_eq!(asked, [("web".to_string(), NoticeKind::Retry)]);
 }

@@ -16,6 +16,7 @@ mod model_check;
 mod podgroups;
 mod preemption;
 mod tasks;
+mod retries;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

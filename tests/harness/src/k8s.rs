@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Event, Namespace, Node, NodeAffinity, NodeCondition, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, ResourceRequirements,
+    PodSpec, ResourceRequirements, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -230,6 +230,7 @@ pub struct PodBuilder {
     priority_class: Option<String>,
     scheduler_name: Option<String>,
     affinity: Affinity,
+    spread: Vec<TopologySpreadConstraint>,
 }
 
 impl PodBuilder {
@@ -247,7 +248,24 @@ impl PodBuilder {
             priority_class: None,
             scheduler_name: None,
             affinity: Affinity::default(),
+            spread: Vec::new(),
         }
+    }
+
+    /// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`: pods labelled
+    /// `k=v` spread over node label `topology_key` with at most `max_skew` between domains.
+    pub fn spread_over(mut self, topology_key: &str, max_skew: i32, k: &str, v: &str) -> Self {
+        self.spread.push(TopologySpreadConstraint {
+            max_skew,
+            topology_key: topology_key.into(),
+            when_unsatisfiable: "DoNotSchedule".into(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        self
     }
 
     /// Required node affinity: node label `key` In `values`.
@@ -386,6 +404,7 @@ impl PodBuilder {
                 priority_class_name: self.priority_class.clone(),
                 scheduler_name: self.scheduler_name.clone(),
                 affinity: (self.affinity != Affinity::default()).then(|| self.affinity.clone()),
+                topology_spread_constraints: (!self.spread.is_empty()).then(|| self.spread.clone()),
                 ..Default::default()
             }),
             status: None,

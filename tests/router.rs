@@ -5,56 +5,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
-use http_body_util::BodyExt;
-use parking_lot::Mutex;
-use tower::ServiceExt;
+use axum::http::StatusCode;
 
-use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
-use muster::http::{router, AppState};
-use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef};
+use muster::http::AppState;
+use muster::model::{ModelConfig, NodeInfo};
 use muster::state::Shared;
 
-/// Records binding calls; fails for good for pods named in `fail`, and for a moment (429)
-/// as many times as `flaky` says for the pods it names; with a `gate`, each binding waits for
-/// a permit, as a slow API server would make it wait.
-#[derive(Default)]
-struct FakeBinder {
-    calls: Mutex<Vec<String>>,
-    fail: Mutex<Vec<String>>,
-    flaky: Mutex<Vec<(String, u32)>>,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
-}
-
-impl Binder for FakeBinder {
-    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
-        self.calls.lock().push(format!("{pod}@{node}"));
-        let fail = self.fail.lock().contains(&pod.name.to_string());
-        let throttled = self
-            .flaky
-            .lock()
-            .iter_mut()
-            .find(|(name, left)| **name == *pod.name && *left > 0)
-            .map(|(_, left)| *left -= 1)
-            .is_some();
-        let gate = self.gate.clone();
-        Box::pin(async move {
-            if let Some(gate) = gate {
-                gate.acquire().await.expect("gate open").forget();
-            }
-            if fail {
-                Err(BindError::Permanent("the API server said no".to_string()))
-            } else if throttled {
-                Err(BindError::Transient("Too Many Requests".to_string()))
-            } else {
-                Ok(())
-            }
-        })
-    }
-}
+#[path = "router/kit.rs"]
+mod kit;
+use kit::{bind_args, FakeBinder};
 
 struct Fixture {
     shared: Arc<Shared>,
@@ -96,24 +56,13 @@ impl Fixture {
     }
 
     async fn call(&self, method: &str, path: &str, body: &str) -> (StatusCode, String) {
-        let app = router(
-            AppState {
-                shared: self.shared.clone(),
-                max_body_bytes: self.max_body_bytes,
-                bind_wait: self.bind_wait,
-            },
-            "",
-        );
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        let resp = app.oneshot(req).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8(bytes.to_vec()).unwrap())
+        let state = AppState {
+            shared: self.shared.clone(),
+            max_body_bytes: self.max_body_bytes,
+            bind_wait: self.bind_wait,
+        };
+        let (status, _, body) = kit::call(state, method, path, body).await;
+        (status, body)
     }
 
     async fn post(&self, path: &str, body: &str) -> (StatusCode, String) {
@@ -154,10 +103,6 @@ fn filter_args(pod: &str, nodes: &[&str]) -> String {
         r#"{{"Pod":{pod},"Nodes":null,"NodeNames":[{}]}}"#,
         names.join(",")
     )
-}
-
-fn bind_args(name: &str, uid: &str, node: &str) -> String {
-    format!(r#"{{"PodName":"{name}","PodNamespace":"ml","PodUID":"{uid}","Node":"{node}"}}"#)
 }
 
 // ---------------------------------------------------------------- filter

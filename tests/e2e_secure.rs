@@ -21,7 +21,7 @@ use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::process::{free_port, http_get, tail};
-use muster_harness::tls::{CertPair, ExtenderTls, HttpsClient};
+use muster_harness::tls::{curl, CertPair, CurlResult, ExtenderTls, HttpsClient};
 use muster_harness::{
     wait_for, ControlPlane, ControlPlaneOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
     Timer,
@@ -134,33 +134,6 @@ fn der_of(pem: &str) -> Result<Vec<u8>> {
     Ok(rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes())?.to_vec())
 }
 
-/// `curl` of `url` (method `method`) with the extra `args`; returns (exit ok, http_code, stderr).
-fn curl(method: &str, args: &[&str], url: &str) -> Result<(bool, String, String)> {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "5",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-        ])
-        .args(["-X", method])
-        .args(args)
-        .arg(url)
-        .env_remove("CURL_CA_BUNDLE")
-        .env_remove("SSL_CERT_FILE")
-        .stdin(Stdio::null())
-        .output()
-        .context("running curl")?;
-    Ok((
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        String::from_utf8_lossy(&out.stderr).trim().to_string(),
-    ))
-}
-
 /// Creates a gang of two (min 2) in `ns` and waits until both members are bound.
 async fn place_gang(client: &kube::Client, ns: &str, group: &str) -> Result<()> {
     let names: Vec<String> = (0..2).map(|i| format!("{group}-{i}")).collect();
@@ -257,7 +230,14 @@ async fn self_managed_certificates_two_listeners_and_rotation() -> Result<()> {
         let base = format!("https://127.0.0.1:{}", ports.verbs);
         let ca_arg = ca_file.display().to_string();
         for (method, path) in [("POST", "/filter"), ("POST", "/bind"), ("GET", "/gangs")] {
-            let (ok, code, err) = curl(method, &["--cacert", &ca_arg], &format!("{base}{path}"))?;
+            let CurlResult {
+                ok,
+                http_code: code,
+                stderr: err,
+            } = curl(
+                &["-X", method, "--cacert", &ca_arg],
+                &format!("{base}{path}"),
+            )?;
             eprintln!("no client certificate, {method} {path}: ok={ok} code={code} {err}");
             ensure!(
                 !ok && code == "000" && err.to_ascii_lowercase().contains("alert"),
@@ -373,8 +353,11 @@ async fn self_managed_certificates_two_listeners_and_rotation() -> Result<()> {
             cert: first_client_files.join("tls.crt"),
             key: first_client_files.join("tls.key"),
         };
-        let (ok, code, err) = curl(
-            "GET",
+        let CurlResult {
+            ok,
+            http_code: code,
+            stderr: err,
+        } = curl(
             &[
                 "--cacert",
                 &ca_arg,

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use muster_harness::k8s::GangKey;
-use muster_harness::tls::{openssl_output, serial_from_openssl, Ca, CertPair, HttpsClient, Usage};
+use muster_harness::tls::{
+    curl, openssl_output, serial_from_openssl, Ca, CertPair, HttpsClient, Usage,
+};
 use muster_harness::{
     wait_for, Cluster, ClusterOptions, Muster, MusterOptions, MusterTls, NodeShape, PodBuilder,
     Progress,
@@ -41,43 +43,6 @@ fn tls_of(c: &Cluster) -> Result<&MusterTls> {
 
 fn p(path: &Path) -> String {
     path.display().to_string()
-}
-
-/// What `curl` made of one request.
-#[derive(Debug)]
-struct CurlResult {
-    ok: bool,
-    /// `%{http_code}`: `000` when no HTTP response came back.
-    http_code: String,
-    stderr: String,
-}
-
-/// `curl -sS --max-time 5 -o /dev/null -w %{http_code} <args> <url>` (CURL_CA_BUNDLE etc.
-/// removed from its environment so only the flags given count).
-fn curl(args: &[&str], url: &str) -> Result<CurlResult> {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "5",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-        ])
-        .args(args)
-        .arg(url)
-        .env_remove("CURL_CA_BUNDLE")
-        .env_remove("SSL_CERT_FILE")
-        .env_remove("SSL_CERT_DIR")
-        .stdin(Stdio::null())
-        .output()
-        .context("running curl (is the curl command installed?)")?;
-    Ok(CurlResult {
-        ok: out.status.success(),
-        http_code: String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-    })
 }
 
 /// Serial and verification result of the certificate a fresh `openssl s_client` connection sees

@@ -117,6 +117,33 @@ impl Scratch {
         .await?;
         Ok(m)
     }
+
+    /// Starts muster on a free port with this directory's kubeconfig and the `extra` flags, and
+    /// waits until `/healthz` answers.
+    async fn serve_with_flags(&self, extra: &[&str]) -> Result<Running> {
+        let port = free_port()?;
+        let (kc, addr) = (self.kubeconfig(), listen_on(port));
+        let mut args = vec!["--kubeconfig", &kc, "--listen-addr", &addr];
+        args.extend_from_slice(extra);
+        self.serve(port, &args, &[]).await
+    }
+
+    /// Waits until `seen` finds what it looks for in muster's stdout so far.
+    async fn wait_stdout<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        seen: impl Fn(&str) -> Option<T>,
+    ) -> Result<T> {
+        wait_for(what, timeout, || async {
+            let out = self.stdout();
+            Ok(match seen(&out) {
+                Some(found) => Progress::Done(found),
+                None => Progress::NotYet(out),
+            })
+        })
+        .await
+    }
 }
 
 impl Drop for Scratch {
@@ -345,33 +372,15 @@ async fn muster_variables_are_honoured_like_flags() -> Result<()> {
 #[tokio::test]
 async fn log_format_json_writes_one_object_per_line() -> Result<()> {
     let s = Scratch::new("json-logs")?;
-    let port = free_port()?;
-    let (kc, addr) = (s.kubeconfig(), listen_on(port));
-    let _m = s
-        .serve(
-            port,
-            &[
-                "--kubeconfig",
-                &kc,
-                "--listen-addr",
-                &addr,
-                "--log-format",
-                "json",
-            ],
-            &[],
-        )
-        .await?;
+    let m = s.serve_with_flags(&["--log-format", "json"]).await?;
+    let addr = listen_on(m.port);
     // The start-up line and the watches' retry warnings (no API server) are enough lines.
-    let lines = wait_for("three log lines", SOON, || async {
-        let out = s.stdout();
-        let lines: Vec<String> = out.lines().map(str::to_string).collect();
-        Ok(if lines.len() >= 3 {
-            Progress::Done(lines)
-        } else {
-            Progress::NotYet(out)
+    let lines = s
+        .wait_stdout("three log lines", SOON, |out| {
+            let lines: Vec<String> = out.lines().map(str::to_string).collect();
+            (lines.len() >= 3).then_some(lines)
         })
-    })
-    .await?;
+        .await?;
     for line in &lines {
         let v: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("not JSON: {line:?}"))?;
@@ -395,11 +404,7 @@ async fn log_format_json_writes_one_object_per_line() -> Result<()> {
 #[tokio::test]
 async fn log_format_text_is_not_json() -> Result<()> {
     let s = Scratch::new("text-logs")?;
-    let port = free_port()?;
-    let (kc, addr) = (s.kubeconfig(), listen_on(port));
-    let _m = s
-        .serve(port, &["--kubeconfig", &kc, "--listen-addr", &addr], &[])
-        .await?;
+    let _m = s.serve_with_flags(&[]).await?;
     let out = s.stdout();
     let line = out
         .lines()
@@ -415,22 +420,7 @@ async fn log_format_text_is_not_json() -> Result<()> {
 #[tokio::test]
 async fn url_prefix_serves_the_verbs_under_it_and_only_there() -> Result<()> {
     let s = Scratch::new("prefix")?;
-    let port = free_port()?;
-    let (kc, addr) = (s.kubeconfig(), listen_on(port));
-    let m = s
-        .serve(
-            port,
-            &[
-                "--kubeconfig",
-                &kc,
-                "--listen-addr",
-                &addr,
-                "--url-prefix",
-                "/muster/",
-            ],
-            &[],
-        )
-        .await?;
+    let m = s.serve_with_flags(&["--url-prefix", "/muster/"]).await?;
     for (path, body, want) in [
         ("/muster/filter", FILTER_ARGS, FILTER_NOT_READY),
         ("/muster/bind", BIND_ARGS, BIND_NOT_READY),
@@ -459,11 +449,8 @@ async fn url_prefix_serves_the_verbs_under_it_and_only_there() -> Result<()> {
 #[tokio::test]
 async fn without_a_reachable_api_server_it_lives_but_is_never_ready() -> Result<()> {
     let s = Scratch::new("no-apiserver")?;
-    let port = free_port()?;
-    let (kc, addr) = (s.kubeconfig(), listen_on(port));
-    let mut m = s
-        .serve(port, &["--kubeconfig", &kc, "--listen-addr", &addr], &[])
-        .await?;
+    let mut m = s.serve_with_flags(&[]).await?;
+    let port = m.port;
     // Both watches fail, again and again (retried with backoff).
     for kind in ["pods", "nodes"] {
         let series = format!("muster_watch_errors_total{{kind=\"{kind}\"}}");
@@ -511,11 +498,8 @@ async fn without_a_reachable_api_server_it_lives_but_is_never_ready() -> Result<
 #[tokio::test]
 async fn sigterm_finishes_the_request_in_flight_and_exits_zero() -> Result<()> {
     let s = Scratch::new("sigterm")?;
-    let port = free_port()?;
-    let (kc, addr) = (s.kubeconfig(), listen_on(port));
-    let mut m = s
-        .serve(port, &["--kubeconfig", &kc, "--listen-addr", &addr], &[])
-        .await?;
+    let mut m = s.serve_with_flags(&[]).await?;
+    let port = m.port;
     let mut held = TcpStream::connect(("127.0.0.1", port)).await?;
     let head = format!(
         "POST /filter HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -607,19 +591,16 @@ async fn a_bad_rotated_certificate_pair_keeps_the_old_one() -> Result<()> {
 
     let next = tls.ca.issue("next", Usage::Server)?;
     std::fs::copy(&next.cert, &tls.server.cert)?;
-    wait_for(
+    s.wait_stdout(
         "muster to refuse the half-rotated pair",
         CERT_CHECK,
-        || async {
-            let out = s.stdout();
-            let refused = out.lines().any(|l| {
-                l.contains("keeping the old certificate") && l.contains("do not belong together")
-            });
-            Ok(if refused {
-                Progress::Done(())
-            } else {
-                Progress::NotYet(out)
-            })
+        |out| {
+            out.lines()
+                .any(|l| {
+                    l.contains("keeping the old certificate")
+                        && l.contains("do not belong together")
+                })
+                .then_some(())
         },
     )
     .await?;

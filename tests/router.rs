@@ -5,56 +5,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
-use http_body_util::BodyExt;
-use parking_lot::Mutex;
-use tower::ServiceExt;
+use axum::http::StatusCode;
 
-use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
-use muster::http::{router, AppState};
-use muster::model::{ModelConfig, NodeInfo, NodeName, PodRef};
+use muster::http::AppState;
+use muster::model::{ModelConfig, NodeInfo};
 use muster::state::Shared;
 
-/// Records binding calls; fails for good for pods named in `fail`, and for a moment (429)
-/// as many times as `flaky` says for the pods it names; with a `gate`, each binding waits for
-/// a permit, as a slow API server would make it wait.
-#[derive(Default)]
-struct FakeBinder {
-    calls: Mutex<Vec<String>>,
-    fail: Mutex<Vec<String>>,
-    flaky: Mutex<Vec<(String, u32)>>,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
-}
-
-impl Binder for FakeBinder {
-    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
-        self.calls.lock().push(format!("{pod}@{node}"));
-        let fail = self.fail.lock().contains(&pod.name.to_string());
-        let throttled = self
-            .flaky
-            .lock()
-            .iter_mut()
-            .find(|(name, left)| **name == *pod.name && *left > 0)
-            .map(|(_, left)| *left -= 1)
-            .is_some();
-        let gate = self.gate.clone();
-        Box::pin(async move {
-            if let Some(gate) = gate {
-                gate.acquire().await.expect("gate open").forget();
-            }
-            if fail {
-                Err(BindError::Permanent("the API server said no".to_string()))
-            } else if throttled {
-                Err(BindError::Transient("Too Many Requests".to_string()))
-            } else {
-                Ok(())
-            }
-        })
-    }
-}
+#[path = "router/kit.rs"]
+mod kit;
+use kit::{bind_args, FakeBinder};
 
 struct Fixture {
     shared: Arc<Shared>,
@@ -95,25 +55,27 @@ impl Fixture {
         }
     }
 
+    /// One node, bind calls held up to `bind_wait`, and a binder whose every binding waits
+    /// for a permit of the returned gate.
+    fn gated(bind_wait: std::time::Duration) -> (Arc<Self>, Arc<tokio::sync::Semaphore>) {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let binder = FakeBinder {
+            gate: Some(gate.clone()),
+            ..Default::default()
+        };
+        let mut f = Self::with_binder(&[node("node1", 1000)], binder);
+        f.bind_wait = bind_wait;
+        (Arc::new(f), gate)
+    }
+
     async fn call(&self, method: &str, path: &str, body: &str) -> (StatusCode, String) {
-        let app = router(
-            AppState {
-                shared: self.shared.clone(),
-                max_body_bytes: self.max_body_bytes,
-                bind_wait: self.bind_wait,
-            },
-            "",
-        );
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        let resp = app.oneshot(req).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8(bytes.to_vec()).unwrap())
+        let state = AppState {
+            shared: self.shared.clone(),
+            max_body_bytes: self.max_body_bytes,
+            bind_wait: self.bind_wait,
+        };
+        let (status, _, body) = kit::call(state, method, path, body).await;
+        (status, body)
     }
 
     async fn post(&self, path: &str, body: &str) -> (StatusCode, String) {
@@ -128,6 +90,22 @@ impl Fixture {
             self.shared.table.lock().apply_pod(info);
             self.shared.cache_changed();
         }
+    }
+
+    /// The README's seed gang (master and worker of ml/ai-gang-job, min-available 2), each
+    /// requesting `cpu`, delivered by the watch; their JSON, as kube-scheduler will send them.
+    fn watch_seed_gang(&self, cpu: &str) -> (String, String) {
+        let master = go_pod("ai-gang-job-master-0", "u-m", cpu, GANG);
+        let worker = go_pod("ai-gang-job-worker-0", "u-w", cpu, GANG);
+        self.watch(&[&master, &worker]);
+        (master, worker)
+    }
+
+    /// Pod ml/web, in no gang, requesting `cpu`, delivered by the watch; its JSON.
+    fn watch_web(&self, cpu: &str) -> String {
+        let pod = go_pod("web", "u-web", cpu, "{}");
+        self.watch(&[&pod]);
+        pod
     }
 
     fn seats(&self) -> u64 {
@@ -148,6 +126,19 @@ fn go_pod(name: &str, uid: &str, cpu: &str, annotations: &str) -> String {
 
 const GANG: &str = r#"{"muster.dev/group":"ai-gang-job","muster.dev/min-available":"2"}"#;
 
+/// A filter answer keeping node1 and failing no node, byte for byte.
+const FILTER_KEEPS_NODE1: &str = r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#;
+
+/// A bind call to node1 in a task of its own, so the test can act while it is held.
+fn spawn_bind_on_node1(
+    f: &Arc<Fixture>,
+    name: &'static str,
+    uid: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, String)> {
+    let f = f.clone();
+    tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
+}
+
 fn filter_args(pod: &str, nodes: &[&str]) -> String {
     let names: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
     format!(
@@ -156,26 +147,18 @@ fn filter_args(pod: &str, nodes: &[&str]) -> String {
     )
 }
 
-fn bind_args(name: &str, uid: &str, node: &str) -> String {
-    format!(r#"{{"PodName":"{name}","PodNamespace":"ml","PodUID":"{uid}","Node":"{node}"}}"#)
-}
-
 // ---------------------------------------------------------------- filter
 
 #[tokio::test]
 async fn filter_in_node_cache_mode_answers_in_go_field_names() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
-    let pod = go_pod("web", "u-web", "100m", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("100m");
     let (status, body) = f
         .post("/filter", &filter_args(&pod, &["node1", "node2"]))
         .await;
     assert_eq!(status, StatusCode::OK);
     // With a node left, kube-scheduler never reads the reasons: they are left out.
-    assert_eq!(
-        body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
-    );
+    assert_eq!(body, FILTER_KEEPS_NODE1);
     // With none left, they become the pod's FailedScheduling message.
     let (status, body) = f.post("/filter", &filter_args(&pod, &["node2"])).await;
     assert_eq!(status, StatusCode::OK);
@@ -188,8 +171,7 @@ async fn filter_in_node_cache_mode_answers_in_go_field_names() {
 #[tokio::test]
 async fn filter_with_full_node_list_returns_the_kept_items_verbatim() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 50)]);
-    let pod = go_pod("web", "u-web", "100m", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("100m");
     let n1 = r#"{"metadata":{"name":"node1","labels":{"kubernetes.io/hostname":"node1"}},"spec":{},"status":{"allocatable":{"cpu":"1"}}}"#;
     let n2 = r#"{"metadata":{"name":"node2"},"spec":{},"status":{"allocatable":{"cpu":"50m"}}}"#;
     let req = format!(
@@ -208,9 +190,7 @@ async fn filter_with_full_node_list_returns_the_kept_items_verbatim() {
 #[tokio::test]
 async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
     let f = Fixture::new(&[node("node1", 150)]);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    let (master, worker) = f.watch_seed_gang("100m");
     // kube-scheduler tried the worker first; now the master is filtered.
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     let (status, body) = f.post("/filter", &filter_args(&master, &["node1"])).await;
@@ -226,8 +206,7 @@ async fn filter_refuses_every_node_while_the_gang_cannot_fit_and_names_it() {
 #[tokio::test]
 async fn filter_fails_unknown_nodes_as_unresolvable() {
     let f = Fixture::new(&[node("node1", 1000)]);
-    let pod = go_pod("web", "u-web", "100m", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("100m");
     let (_, body) = f.post("/filter", &filter_args(&pod, &["ghost"])).await;
     assert_eq!(
         body,
@@ -236,10 +215,7 @@ async fn filter_fails_unknown_nodes_as_unresolvable() {
     let (_, body) = f
         .post("/filter", &filter_args(&pod, &["node1", "ghost"]))
         .await;
-    assert_eq!(
-        body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
-    );
+    assert_eq!(body, FILTER_KEEPS_NODE1);
 }
 
 #[tokio::test]
@@ -269,8 +245,7 @@ async fn prioritize_returns_a_top_level_host_priority_list() {
     f.watch(&[&filler]);
     f.post("/filter", &filter_args(&filler, &["half"])).await;
     f.post("/bind", &bind_args("filler", "u-f", "half")).await;
-    let pod = go_pod("web", "u-web", "1", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("1");
     let (status, body) = f
         .post("/prioritize", &filter_args(&pod, &["empty", "half"]))
         .await;
@@ -286,9 +261,7 @@ async fn prioritize_returns_a_top_level_host_priority_list() {
 #[tokio::test]
 async fn bind_waits_below_quorum_then_binds_the_whole_gang() {
     let f = Fixture::new(&[node("node1", 1000), node("node2", 1000)]);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    let (master, worker) = f.watch_seed_gang("100m");
     f.post("/filter", &filter_args(&master, &["node1", "node2"]))
         .await;
     f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
@@ -330,9 +303,7 @@ async fn a_held_bind_call_answers_success_once_its_gang_is_bound() {
     let mut f = Fixture::new(&[node("node1", 1000), node("node2", 1000)]);
     f.bind_wait = std::time::Duration::from_secs(20);
     let f = Arc::new(f);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    let (master, worker) = f.watch_seed_gang("100m");
     f.post("/filter", &filter_args(&master, &["node1", "node2"]))
         .await;
     f.post("/filter", &filter_args(&worker, &["node1", "node2"]))
@@ -366,25 +337,11 @@ async fn a_held_bind_call_answers_success_once_its_gang_is_bound() {
 /// outcome yet. Single-threaded runtime, so each `yield_now` lets the held task run.
 #[tokio::test]
 async fn a_held_bind_call_woken_while_its_gang_is_being_bound_keeps_waiting() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let mut f = Fixture::with_binder(
-        &[node("node1", 1000)],
-        FakeBinder {
-            gate: Some(gate.clone()),
-            ..Default::default()
-        },
-    );
-    f.bind_wait = std::time::Duration::from_secs(20);
-    let f = Arc::new(f);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    let (f, gate) = Fixture::gated(std::time::Duration::from_secs(20));
+    let (master, worker) = f.watch_seed_gang("100m");
     f.post("/filter", &filter_args(&master, &["node1"])).await;
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
-    let spawn_bind = |name: &'static str, uid: &'static str| {
-        let f = f.clone();
-        tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
-    };
+    let spawn_bind = |name, uid| spawn_bind_on_node1(&f, name, uid);
     let held = spawn_bind("ai-gang-job-master-0", "u-m");
     while f.seats() == 0 {
         tokio::task::yield_now().await;
@@ -455,8 +412,7 @@ async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
 #[tokio::test]
 async fn a_failed_binding_is_reported_to_the_scheduler_and_frees_the_room() {
     let f = Fixture::new(&[node("node1", 1000)]);
-    let pod = go_pod("web", "u-web", "1", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("1");
     f.post("/filter", &filter_args(&pod, &["node1"])).await;
     f.binder.fail.lock().push("web".into());
     let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
@@ -560,8 +516,7 @@ async fn malformed_and_mistyped_bodies_get_400_naming_the_problem() {
 async fn oversized_bodies_get_413_and_the_server_keeps_serving() {
     let mut f = Fixture::new(&[node("node1", 1000)]);
     f.max_body_bytes = 2048;
-    let pod = go_pod("web", "u-web", "100m", "{}");
-    f.watch(&[&pod]);
+    let pod = f.watch_web("100m");
     let many: Vec<String> = (0..500).map(|i| format!("node{i}")).collect();
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
     let (status, body) = f.post("/filter", &filter_args(&pod, &refs)).await;
@@ -632,9 +587,7 @@ async fn unknown_paths_and_methods_are_refused_clearly() {
 #[tokio::test]
 async fn gangs_view_lists_members_and_why_they_wait() {
     let f = Fixture::new(&[node("node1", 150)]);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    let (master, worker) = f.watch_seed_gang("100m");
     f.post("/filter", &filter_args(&worker, &["node1"])).await;
     f.post("/filter", &filter_args(&master, &["node1"])).await;
     let (status, body) = f.call("GET", "/gangs", "").await;

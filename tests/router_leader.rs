@@ -4,35 +4,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
-use http_body_util::BodyExt;
-use parking_lot::Mutex;
-use tower::ServiceExt;
+use axum::http::StatusCode;
 
-use muster::cluster::binder::{BindError, Binder};
 use muster::cluster::events::EventSink;
 use muster::cluster::leader::role::Leadership;
-use muster::http::{router, AppState};
-use muster::model::{ModelConfig, NodeName, PodRef};
+use muster::http::AppState;
+use muster::model::ModelConfig;
 use muster::state::Shared;
 
-#[derive(Default)]
-struct RecordingBinder {
-    calls: Mutex<Vec<String>>,
-}
-
-impl Binder for RecordingBinder {
-    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
-        self.calls.lock().push(format!("{pod}@{node}"));
-        Box::pin(async { Ok(()) })
-    }
-}
+#[path = "router/kit.rs"]
+mod kit;
+use kit::{bind_args, FakeBinder};
 
 struct Replica {
     shared: Arc<Shared>,
-    binder: Arc<RecordingBinder>,
+    binder: Arc<FakeBinder>,
     bind_wait: Duration,
 }
 
@@ -46,7 +32,7 @@ impl Replica {
     /// A replica named muster-b with synced caches (two nodes, a gang of two pods), leader
     /// election on, and not yet told anything by the election.
     fn new(bind_wait: Duration) -> Self {
-        let binder = Arc::new(RecordingBinder::default());
+        let binder = Arc::new(FakeBinder::default());
         let shared = Shared::new(
             ModelConfig::default(),
             binder.clone(),
@@ -81,31 +67,18 @@ impl Replica {
     }
 
     async fn call(&self, method: &str, path: &str, body: &str) -> Answer {
-        let app = router(
-            AppState {
-                shared: self.shared.clone(),
-                max_body_bytes: 1 << 20,
-                bind_wait: self.bind_wait,
-            },
-            "",
-        );
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .unwrap();
-        let resp = app.oneshot(req).await.unwrap();
-        let status = resp.status();
-        let connection = resp
-            .headers()
-            .get("connection")
-            .map(|v| v.to_str().unwrap().to_string());
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let state = AppState {
+            shared: self.shared.clone(),
+            max_body_bytes: 1 << 20,
+            bind_wait: self.bind_wait,
+        };
+        let (status, headers, body) = kit::call(state, method, path, body).await;
         Answer {
             status,
-            connection,
-            body: String::from_utf8(bytes.to_vec()).unwrap(),
+            connection: headers
+                .get("connection")
+                .map(|v| v.to_str().unwrap().to_string()),
+            body,
         }
     }
 
@@ -126,10 +99,6 @@ fn filter_args(name: &str, uid: &str) -> String {
         r#"{{"Pod":{},"Nodes":null,"NodeNames":["node1","node2"]}}"#,
         go_pod(name, uid)
     )
-}
-
-fn bind_args(name: &str, uid: &str, node: &str) -> String {
-    format!(r#"{{"PodName":"{name}","PodNamespace":"ml","PodUID":"{uid}","Node":"{node}"}}"#)
 }
 
 const STANDBY: &str = "muster replica muster-b is the standby, not the leader: muster-a holds Lease muster-system/muster and answers the verbs";

@@ -46,18 +46,13 @@ async fn a_filter_that_arrives_before_the_watch_delivers_its_pod_waits_for_it() 
     f.watch(&[&late]);
     let (status, body) = call.await.unwrap();
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
-    );
+    assert_eq!(body, FILTER_KEEPS_NODE1);
 }
 
 #[tokio::test]
 async fn a_forged_member_with_a_huge_quorum_changes_nothing() {
     let f = Fixture::new(&[node("node1", 1000)]);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
+    f.watch_seed_gang("100m");
     // Never seen by the watch: refused at both verbs.
     let forged = go_pod("evil", "u-evil", "100m", HUGE_QUORUM);
     let (_, body) = f.post("/filter", &filter_args(&forged, &["node1"])).await;
@@ -72,10 +67,7 @@ async fn a_forged_member_with_a_huge_quorum_changes_nothing() {
     let (_, body) = f
         .post("/filter", &filter_args(&rewritten, &["node1"]))
         .await;
-    assert_eq!(
-        body,
-        r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#
-    );
+    assert_eq!(body, FILTER_KEEPS_NODE1);
     // A real member's UID under another name.
     let impostor = go_pod("evil", "u-m", "100m", HUGE_QUORUM);
     let (_, body) = f.post("/filter", &filter_args(&impostor, &["node1"])).await;
@@ -102,8 +94,7 @@ async fn a_binding_throttled_for_a_moment_is_tried_again_and_succeeds() {
     let binder = FakeBinder::default();
     binder.flaky.lock().push(("web".into(), 2));
     let f = Fixture::with_binder(&[node("node1", 1000)], binder);
-    let pod = go_pod("web", "u-web", "100m", "{}");
-    f.watch(&[&pod]);
+    f.watch_web("100m");
     let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
     assert_eq!(body, r#"{"Error":""}"#);
     assert_eq!(f.binder.calls.lock().len(), 3);
@@ -118,9 +109,7 @@ async fn a_binding_throttled_for_a_moment_is_tried_again_and_succeeds() {
 #[tokio::test]
 async fn a_gang_binding_refused_for_good_keeps_the_members_room_and_is_counted() {
     let f = Fixture::new(&[node("node1", 1000)]);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "400m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "400m", GANG);
-    f.watch(&[&master, &worker]);
+    f.watch_seed_gang("400m");
     f.binder.fail.lock().push("ai-gang-job-master-0".into());
     f.post("/bind", &bind_args("ai-gang-job-master-0", "u-m", "node1"))
         .await;
@@ -138,8 +127,7 @@ async fn a_gang_binding_refused_for_good_keeps_the_members_room_and_is_counted()
         "{metrics}"
     );
     // A plain pod cannot take the master's room (1000m: 400m bound, 400m seated).
-    let plain = go_pod("web", "u-web", "300m", "{}");
-    f.watch(&[&plain]);
+    let plain = f.watch_web("300m");
     let (_, body) = f.post("/filter", &filter_args(&plain, &["node1"])).await;
     assert!(body.contains(r#""NodeNames":[]"#), "{body}");
     // kube-scheduler retries the master: it lands on its seat, bound with its gang.
@@ -155,24 +143,10 @@ async fn a_gang_binding_refused_for_good_keeps_the_members_room_and_is_counted()
 /// binding's result, not "waiting for quorum" for a pod muster is binding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_call_whose_pod_is_being_bound_answers_the_binding_not_waiting() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let mut f = Fixture::with_binder(
-        &[node("node1", 1000)],
-        FakeBinder {
-            gate: Some(gate.clone()),
-            ..Default::default()
-        },
-    );
     let bind_wait = std::time::Duration::from_millis(300);
-    f.bind_wait = bind_wait;
-    let f = Arc::new(f);
-    let master = go_pod("ai-gang-job-master-0", "u-m", "100m", GANG);
-    let worker = go_pod("ai-gang-job-worker-0", "u-w", "100m", GANG);
-    f.watch(&[&master, &worker]);
-    let spawn_bind = |name: &'static str, uid: &'static str| {
-        let f = f.clone();
-        tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
-    };
+    let (f, gate) = Fixture::gated(bind_wait);
+    f.watch_seed_gang("100m");
+    let spawn_bind = |name, uid| spawn_bind_on_node1(&f, name, uid);
     let held = spawn_bind("ai-gang-job-master-0", "u-m");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while f.seats() == 0 {

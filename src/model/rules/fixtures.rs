@@ -24,6 +24,17 @@ pub fn zoned(name: &str, zone: &str) -> NodeInfo {
     n
 }
 
+/// n0 and n1 in zone z1, n2 in z2, and n3 without a zone label: two domains of different
+/// sizes and a node in none, the layout the affinity and spread tables are written against.
+pub fn two_zones_and_a_zoneless_node() -> Vec<NodeInfo> {
+    vec![
+        zoned("n0", "z1"),
+        zoned("n1", "z1"),
+        zoned("n2", "z2"),
+        node("n3"),
+    ]
+}
+
 /// A plain pod in namespace `ml` requesting one CPU.
 pub fn pod(name: &str) -> PodInfo {
     testkit::pod(name).cpu(1000).build()

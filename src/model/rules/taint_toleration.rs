@@ -72,58 +72,27 @@ mod tests {
         }
     }
 
+    const GPU: &str = "nvidia.com/gpu";
+
     /// Mirrors TaintToleration (`v1.Toleration.ToleratesTaint`), case by case.
     #[test]
     fn toleration_matching_mirrors_taint_toleration() {
         use TolerationOperator::*;
-        let gpu = taint("nvidia.com/gpu", "present", "NoSchedule");
+        let gpu = taint(GPU, "present", "NoSchedule");
+        // One line a case (rustfmt would spread each over five): what it shows, the toleration,
+        // whether it tolerates the gpu taint.
+        #[rustfmt::skip]
         let cases = [
-            (
-                "exists on the key, any effect",
-                tol("nvidia.com/gpu", Exists, "", ""),
-                true,
-            ),
-            (
-                "equal value and effect",
-                tol("nvidia.com/gpu", Equal, "present", "NoSchedule"),
-                true,
-            ),
-            (
-                "equal, other value",
-                tol("nvidia.com/gpu", Equal, "absent", ""),
-                false,
-            ),
-            (
-                "exists, other effect",
-                tol("nvidia.com/gpu", Exists, "", "NoExecute"),
-                false,
-            ),
-            (
-                "empty key with Exists tolerates everything",
-                tol("", Exists, "", ""),
-                true,
-            ),
-            (
-                "empty key with Exists, effect must still match",
-                tol("", Exists, "", "NoExecute"),
-                false,
-            ),
-            (
-                "empty key with Equal compares the value",
-                tol("", Equal, "present", ""),
-                true,
-            ),
-            (
-                "empty key with Equal, other value",
-                tol("", Equal, "other", ""),
-                false,
-            ),
-            ("other key", tol("other", Exists, "", ""), false),
-            (
-                "Gt is gated off: never tolerates",
-                tol("nvidia.com/gpu", Unsupported, "present", ""),
-                false,
-            ),
+            ("exists on the key, any effect",                  tol(GPU, Exists, "", ""),                    true),
+            ("equal value and effect",                         tol(GPU, Equal, "present", "NoSchedule"),    true),
+            ("equal, other value",                             tol(GPU, Equal, "absent", ""),               false),
+            ("exists, other effect",                           tol(GPU, Exists, "", "NoExecute"),           false),
+            ("empty key with Exists tolerates everything",     tol("", Exists, "", ""),                     true),
+            ("empty key with Exists, effect must still match", tol("", Exists, "", "NoExecute"),            false),
+            ("empty key with Equal compares the value",        tol("", Equal, "present", ""),               true),
+            ("empty key with Equal, other value",              tol("", Equal, "other", ""),                 false),
+            ("other key",                                      tol("other", Exists, "", ""),                false),
+            ("Gt is gated off: never tolerates",               tol(GPU, Unsupported, "present", ""),        false),
         ];
         for (name, t, want) in cases {
             assert_eq!(t.tolerates(&gpu), want, "{name}");

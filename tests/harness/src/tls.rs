@@ -40,6 +40,44 @@ pub fn openssl_output(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// What `curl` made of one request.
+#[derive(Debug)]
+pub struct CurlResult {
+    pub ok: bool,
+    /// `%{http_code}`: `000` when no HTTP response came back.
+    pub http_code: String,
+    pub stderr: String,
+}
+
+/// `curl -sS --max-time 5 -o /dev/null -w %{http_code} <args> <url>`, a TLS client apart from
+/// the harness's own. CURL_CA_BUNDLE, SSL_CERT_FILE and SSL_CERT_DIR are removed from its
+/// environment, so only the flags given count.
+pub fn curl(args: &[&str], url: &str) -> Result<CurlResult> {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(args)
+        .arg(url)
+        .env_remove("CURL_CA_BUNDLE")
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running curl (is the curl command installed?)")?;
+    Ok(CurlResult {
+        ok: out.status.success(),
+        http_code: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
+}
+
 /// A certificate file and its private key file (PEM).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertPair {

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::model::rules::fixtures::{
-    in_namespace, labelled, node, pod, selector, term, zoned, PodRulesBuilder, HOSTNAME, ZONE,
+    in_namespace, labelled, pod, selector, term, two_zones_and_a_zoneless_node, PodRulesBuilder,
+    HOSTNAME, ZONE,
 };
 use crate::model::rules::labels::NAMESPACE_NAME_LABEL;
 
@@ -36,20 +37,10 @@ fn web(name: &str) -> PodInfo {
     labelled(pod(name), &[("app", "web")])
 }
 
-/// Three nodes: n0 and n1 in zone z1, n2 in z2; plus n3 without a zone label.
-fn cluster() -> Vec<NodeInfo> {
-    vec![
-        zoned("n0", "z1"),
-        zoned("n1", "z1"),
-        zoned("n2", "z2"),
-        node("n3"),
-    ]
-}
-
 /// InterPodAffinity: no terms anywhere, nothing to refuse (PreFilter `Skip`).
 #[test]
 fn no_terms_admit_every_node() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let (incoming, existing, ns) = (web("p"), db("d"), no_ns());
     let state = InterPodAffinity::new(&incoming, [(&nodes[0], &existing)], &ns);
     assert!(state.is_trivial());
@@ -59,7 +50,7 @@ fn no_terms_admit_every_node() {
 /// InterPodAffinity: required affinity, by hostname and by zone.
 #[test]
 fn affinity_needs_a_matching_pod_in_the_nodes_domain() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let bound = [(0, db("d"))];
     let by_host = PodRulesBuilder::default()
         .affinity(term(&[("app", "db")], HOSTNAME))
@@ -81,7 +72,7 @@ fn affinity_needs_a_matching_pod_in_the_nodes_domain() {
 /// InterPodAffinity: an existing pod counts only if it matches *all* the affinity terms.
 #[test]
 fn affinity_terms_must_all_match_one_pod() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = PodRulesBuilder::default()
         .affinity(term(&[("app", "db")], ZONE))
         .affinity(term(&[("tier", "hot")], ZONE))
@@ -96,7 +87,7 @@ fn affinity_terms_must_all_match_one_pod() {
 /// topology keys exist — but only while no pod anywhere matches the terms.
 #[test]
 fn first_pod_of_a_self_affine_group_may_go_anywhere() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = PodRulesBuilder::default()
         .affinity(term(&[("app", "web")], ZONE))
         .on(web("p"));
@@ -119,7 +110,7 @@ fn first_pod_of_a_self_affine_group_may_go_anywhere() {
 /// InterPodAffinity: the incoming pod's anti-affinity, by hostname and zone.
 #[test]
 fn anti_affinity_keeps_the_pod_out_of_matching_domains() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let bound = [(0, db("d"))];
     let by_host = PodRulesBuilder::default()
         .anti_affinity(term(&[("app", "db")], HOSTNAME))
@@ -142,7 +133,7 @@ fn anti_affinity_keeps_the_pod_out_of_matching_domains() {
 /// even when the incoming pod has no terms.
 #[test]
 fn existing_pods_anti_affinity_is_symmetric() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let repels_web = PodRulesBuilder::default()
         .anti_affinity(term(&[("app", "web")], ZONE))
         .on(db("d"));
@@ -161,7 +152,7 @@ fn existing_pods_anti_affinity_is_symmetric() {
 /// InterPodAffinity (`AffinityTerm.Matches`): which namespaces a term considers.
 #[test]
 fn namespaces_and_namespace_selectors() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let other = in_namespace(db("d"), "other");
     let bound = [(0, other)];
     let with = |namespaces: Vec<String>, ns_selector: Option<LabelSelector>| {
@@ -221,7 +212,7 @@ fn namespaces_and_namespace_selectors() {
 /// kube-scheduler never sees Succeeded or Failed pods.
 #[test]
 fn terminal_pods_do_not_count() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let mut done = db("d");
     done.terminal = true;
     let p = PodRulesBuilder::default()
@@ -236,7 +227,7 @@ fn terminal_pods_do_not_count() {
 /// InterPodAffinity `AddPod`/`RemovePod`: members placed by a simulation count at once.
 #[test]
 fn placed_members_repel_and_attract_the_next() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let ns = no_ns();
     let spread_out = PodRulesBuilder::default()
         .anti_affinity(term(&[("app", "web")], HOSTNAME))

@@ -43,18 +43,36 @@ fn worker(name: &str) -> PodInfo {
     labelled(pod(name), &[("job", "j1"), ("role", "worker")])
 }
 
+/// Three workers of job j1, each repelling the others over `key`: one per node or zone.
+fn three_workers_one_per(key: &str) -> Vec<PodInfo> {
+    (0..3)
+        .map(|i| {
+            PodRulesBuilder::default()
+                .anti_affinity(term(&[("job", "j1")], key))
+                .on(worker(&format!("w{i}")))
+        })
+        .collect()
+}
+
+/// Job j1 spread over zones with maxSkew 1, the other fields at their defaults.
+fn job_spread_over_zones() -> SpreadConstraint {
+    SpreadConstraint {
+        max_skew: 1,
+        topology_key: ZONE.into(),
+        selector: selector(&[("job", "j1")]),
+        match_label_keys: vec![],
+        min_domains: 1,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    }
+}
+
 /// Issue 10, case 2: one worker per node by anti-affinity; three workers, two nodes.
 #[test]
 fn one_worker_per_node_on_two_nodes_places_two_of_three() {
     let nodes = vec![node("n0"), node("n1")];
     let ns = NamespaceLabels::default();
-    let members: Vec<PodInfo> = (0..3)
-        .map(|i| {
-            PodRulesBuilder::default()
-                .anti_affinity(term(&[("job", "j1")], HOSTNAME))
-                .on(worker(&format!("w{i}")))
-        })
-        .collect();
+    let members = three_workers_one_per(HOSTNAME);
     let refs: Vec<&PodInfo> = members.iter().collect();
     let cluster = snapshot(&nodes, &[], &ns);
     let mut gang = GangPlacement::new(&refs, &cluster);
@@ -120,13 +138,7 @@ fn members_share_a_state_unless_a_selector_tells_them_apart() {
 fn rollback_undoes_placements() {
     let nodes = vec![zoned("n0", "z1"), zoned("n1", "z2")];
     let ns = NamespaceLabels::default();
-    let members: Vec<PodInfo> = (0..3)
-        .map(|i| {
-            PodRulesBuilder::default()
-                .anti_affinity(term(&[("job", "j1")], ZONE))
-                .on(worker(&format!("w{i}")))
-        })
-        .collect();
+    let members = three_workers_one_per(ZONE);
     let refs: Vec<&PodInfo> = members.iter().collect();
     let cluster = snapshot(&nodes, &[], &ns);
     let mut gang = GangPlacement::new(&refs, &cluster);
@@ -220,15 +232,7 @@ fn first_refusal_follows_kube_schedulers_filter_order() {
     let bound = [(0, worker("w0"))];
     let m = PodRulesBuilder::default()
         .anti_affinity(term(&[("job", "j1")], HOSTNAME))
-        .spread(SpreadConstraint {
-            max_skew: 1,
-            topology_key: ZONE.into(),
-            selector: selector(&[("job", "j1")]),
-            match_label_keys: vec![],
-            min_domains: 1,
-            node_affinity_policy: InclusionPolicy::Honor,
-            node_taints_policy: InclusionPolicy::Ignore,
-        })
+        .spread(job_spread_over_zones())
         .on(worker("w1"));
     let cluster = snapshot(&nodes, &bound, &ns);
     let p = PodPlacement::new(&m, &cluster);
@@ -269,15 +273,7 @@ fn timing_gang_of_64_over_5000_nodes_and_20000_pods() {
         .map(|i| {
             PodRulesBuilder::default()
                 .anti_affinity(term(&[("job", "j1")], HOSTNAME))
-                .spread(SpreadConstraint {
-                    max_skew: 1,
-                    topology_key: ZONE.into(),
-                    selector: selector(&[("job", "j1")]),
-                    match_label_keys: vec![],
-                    min_domains: 1,
-                    node_affinity_policy: InclusionPolicy::Honor,
-                    node_taints_policy: InclusionPolicy::Ignore,
-                })
+                .spread(job_spread_over_zones())
                 .on(labelled(
                     pod(&format!("w{i}")),
                     &[

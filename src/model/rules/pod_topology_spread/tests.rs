@@ -3,7 +3,8 @@
 use super::*;
 use crate::model::objects::{Taint, Toleration, TolerationOperator};
 use crate::model::rules::fixtures::{
-    in_namespace, labelled, node, pod, selector, zoned, PodRulesBuilder, HOSTNAME, ZONE,
+    in_namespace, labelled, node, pod, selector, two_zones_and_a_zoneless_node, zoned,
+    PodRulesBuilder, HOSTNAME, ZONE,
 };
 use crate::model::rules::node_affinity::NodeSelectorTerm;
 
@@ -41,21 +42,11 @@ fn verdicts(
     nodes.iter().map(|n| state.check(n)).collect()
 }
 
-/// z1: n0, n1; z2: n2; n3 has no zone.
-fn cluster() -> Vec<NodeInfo> {
-    vec![
-        zoned("n0", "z1"),
-        zoned("n1", "z1"),
-        zoned("n2", "z2"),
-        node("n3"),
-    ]
-}
-
 /// PodTopologySpread: matching + self - global minimum must not exceed maxSkew; a node
 /// without the topology key is refused.
 #[test]
 fn skew_against_the_global_minimum() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = spread_pod(constraint(ZONE, 1, selector(&[("app", "train")])));
     assert_eq!(verdicts(&p, &nodes, &[]), [OK, OK, OK, NO_LABEL]);
     assert_eq!(
@@ -76,7 +67,7 @@ fn skew_against_the_global_minimum() {
 /// PodTopologySpread: a pod that does not match its own selector does not add itself.
 #[test]
 fn a_pod_outside_its_selector_does_not_count_itself() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = PodRulesBuilder::default()
         .spread(constraint(ZONE, 1, selector(&[("app", "train")])))
         .on(labelled(pod("p"), &[("app", "other")]));
@@ -89,7 +80,7 @@ fn a_pod_outside_its_selector_does_not_count_itself() {
 /// PodTopologySpread: fewer eligible domains than minDomains make the global minimum 0.
 #[test]
 fn min_domains_makes_the_minimum_zero() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let bound = [(0, train("a")), (2, train("b"))];
     let mut c = constraint(ZONE, 1, selector(&[("app", "train")]));
     assert_eq!(
@@ -108,7 +99,7 @@ fn min_domains_makes_the_minimum_zero() {
 /// out of the domains; Ignore counts them.
 #[test]
 fn node_affinity_policy() {
-    let mut nodes = cluster();
+    let mut nodes = two_zones_and_a_zoneless_node();
     nodes[0].labels.insert("pool".into(), "a".into());
     nodes[1].labels.insert("pool".into(), "a".into());
     let pool_a = vec![NodeSelectorTerm::parse(
@@ -142,7 +133,7 @@ fn node_affinity_policy() {
 /// Honor leaves out nodes with taints the pod does not tolerate.
 #[test]
 fn node_taints_policy() {
-    let mut nodes = cluster();
+    let mut nodes = two_zones_and_a_zoneless_node();
     nodes[2].taints.push(Taint {
         key: "dedicated".into(),
         value: String::new(),
@@ -177,7 +168,7 @@ fn node_taints_policy() {
 /// not terminating count; Succeeded/Failed pods are not seen at all.
 #[test]
 fn which_pods_count() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = spread_pod(constraint(ZONE, 1, selector(&[("app", "train")])));
     let mut terminating = train("t");
     terminating.terminating = true;
@@ -198,7 +189,7 @@ fn which_pods_count() {
 /// PodTopologySpread `matchLabelKeys`: the pod's own values join the selector.
 #[test]
 fn match_label_keys_narrow_the_selector_to_the_pods_values() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let job = |name: &str, j: &str| labelled(pod(name), &[("app", "train"), ("job", j)]);
     let mut c = constraint(ZONE, 1, selector(&[("app", "train")]));
     c.match_label_keys = vec!["job".into(), "absent-key".into()];
@@ -215,7 +206,7 @@ fn match_label_keys_narrow_the_selector_to_the_pods_values() {
 /// an absent selector counts nothing at all.
 #[test]
 fn empty_and_absent_selectors() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let bound = [(0, train("a")), (0, train("b"))];
     let everything = spread_pod(constraint(ZONE, 1, selector(&[])));
     assert_eq!(verdicts(&everything, &nodes, &bound)[..3], [OK, OK, OK]);
@@ -258,7 +249,7 @@ fn nodes_need_every_constraints_key() {
 /// PodTopologySpread `AddPod`/`RemovePod`: a gang placed one by one alternates zones.
 #[test]
 fn placed_members_shift_the_minimum() {
-    let nodes = cluster();
+    let nodes = two_zones_and_a_zoneless_node();
     let p = spread_pod(constraint(ZONE, 1, selector(&[("app", "train")])));
     let members: Vec<PodInfo> = (0..4).map(|i| train(&format!("m{i}"))).collect();
     let mut s = PodTopologySpread::new(&p, &nodes, []);

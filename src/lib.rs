@@ -169,6 +169,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|_| "muster".into());
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
+    // PodGroups of the APIs the cluster serves; none is required (readiness ignores them).
+    tasks.spawn(cluster::podgroups::watch_pod_groups(
+        client.clone(),
+        shared.clone(),
+        args.pod_group_discovery_interval,
+    ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");

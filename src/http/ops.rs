@@ -65,10 +65,17 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let shared = &state.shared;
     let leading = shared.leadership.is_leading(Instant::now());
     shared.metrics.leader.set(i64::from(leading));
-    let (gauges, nodes, pods) = {
-        let t = shared.table.lock();
-        (t.gauges(Instant::now()), t.node_count(), t.pod_count())
+    let (gauges, nodes, pods, pod_groups) = {
+        let mut t = shared.table.lock();
+        let pod_groups = crate::cluster::podgroups::gauges(&mut t);
+        (
+            t.gauges(Instant::now()),
+            t.node_count(),
+            t.pod_count(),
+            pod_groups,
+        )
     };
+    shared.metrics.set_pod_groups(&pod_groups);
     let body = shared.metrics.render(gauges, nodes, pods);
     (
         [(

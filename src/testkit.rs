@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::membership::{membership_of, GROUP, MIN_AVAILABLE};
+use crate::model::membership::{membership_of, GROUP, MIN_AVAILABLE, TASK};
 use crate::model::objects::{Taint, Toleration, TolerationOperator};
 use crate::model::{NodeInfo, PodInfo, Resources};
 
@@ -45,6 +45,7 @@ pub fn pod(name: &str) -> PodBuilder {
         },
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
+        scheduling_group: None,
     }
 }
 
@@ -52,6 +53,7 @@ pub struct PodBuilder {
     info: PodInfo,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
+    scheduling_group: Option<String>,
 }
 
 impl PodBuilder {
@@ -75,6 +77,15 @@ impl PodBuilder {
     pub fn gang(self, name: &str, min: u32) -> Self {
         self.annotation(GROUP, name)
             .annotation(MIN_AVAILABLE, &min.to_string())
+    }
+    /// `spec.schedulingGroup.podGroupName`: names a Kubernetes `scheduling.k8s.io` PodGroup.
+    pub fn scheduling_group(mut self, pod_group: &str) -> Self {
+        self.scheduling_group = Some(pod_group.into());
+        self
+    }
+    /// The member's task (`muster.dev/task`).
+    pub fn task(self, task: &str) -> Self {
+        self.annotation(TASK, task)
     }
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
         self.annotations.insert(key.into(), value.into());
@@ -118,7 +129,12 @@ impl PodBuilder {
     /// The pod, with its gang membership read from its labels and annotations as the
     /// cluster adapter reads them.
     pub fn build(mut self) -> PodInfo {
-        self.info.membership = membership_of(&self.info.namespace, &self.labels, &self.annotations);
+        self.info.membership = membership_of(
+            &self.info.namespace,
+            &self.labels,
+            &self.annotations,
+            self.scheduling_group.as_deref(),
+        );
         self.info.labels = self
             .labels
             .iter()

@@ -173,7 +173,15 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .as_ref()
             .map(|t| t.0.as_second())
             .unwrap_or(0),
-        membership: membership_of(namespace, labels, annotations),
+        membership: membership_of(
+            namespace,
+            labels,
+            annotations,
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.scheduling_group.as_ref())
+                .and_then(|g| g.pod_group_name.as_deref()),
+        ),
         node_selector,
         tolerations,
         labels: labels

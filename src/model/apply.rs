@@ -10,7 +10,7 @@ use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeInfo, NodeName, PodInfo, PodUid};
 use super::pods::Charges;
-use super::spec::{conflicting_quorums, GangSpec};
+use super::spec::{conflicting_quorums, pod_group_disagreements, GangSpec, SpecSource};
 use super::table::GangTable;
 
 impl GangTable {
@@ -80,6 +80,7 @@ impl GangTable {
             }
             self.refresh_spec(&g);
             self.tell_quorum_conflict(&g);
+            self.tell_pod_group_conflict(&g);
             self.refresh_placed(&g);
         }
     }
@@ -142,23 +143,32 @@ impl GangTable {
         }
     }
 
-    /// Recomputes the gang's spec after a member joined, changed or left. Members being
-    /// deleted say nothing about the gang a re-submitted job forms (unless no other is left).
+    /// Recomputes the gang's spec after a member joined, changed or left, or its PodGroup
+    /// changed. Members being deleted say nothing about the gang a re-submitted job forms
+    /// (unless no other is left). An admitted gang whose PodGroup changed what it needs (see
+    /// [`GangSpec::replan_needed`]) gives up its seats and waits: they were planned for another
+    /// gang.
     pub(super) fn refresh_spec(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
-        let spec = if self.members_of(gang).any(|p| p.is_live()) {
-            GangSpec::of_members(
-                self.members_of(gang)
-                    .filter(|p| p.is_live())
-                    .map(|p| &p.info),
-            )
-        } else {
-            GangSpec::of_members(self.members_of(gang).map(|p| &p.info))
-        };
+        let any_live = self.members_of(gang).any(|p| p.is_live());
+        let members: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| p.is_live() || !any_live)
+            .map(|p| &p.info)
+            .collect();
+        let spec = GangSpec::decide(&members, key, &self.pod_groups);
+        let replan = gang.is_admitted() && gang.spec().replan_needed(&spec);
         if let Some(g) = self.gangs.get_mut(key) {
             g.set_spec(spec);
+        }
+        if replan {
+            self.unseat_all(key);
+            self.released.push(key.clone());
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.settle_after_seats_removed();
+            }
         }
     }
 
@@ -168,6 +178,13 @@ impl GangTable {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
+        if !matches!(
+            gang.spec().source,
+            SpecSource::Key(_) | SpecSource::EveryMember
+        ) {
+            // The PodGroup decides; disagreeing with it is told instead (below).
+            return;
+        }
         let Some(values) = conflicting_quorums(self.members_of(gang).map(|p| &p.info)) else {
             return;
         };
@@ -186,6 +203,43 @@ impl GangTable {
         self.notices.extend(told);
         if let Some(g) = self.gangs.get_mut(key) {
             g.reported_conflict = Some(values);
+        }
+    }
+
+    /// Tells every member, once per distinct set of values, that members' keys disagree with
+    /// their gang's PodGroup, which wins.
+    pub(super) fn tell_pod_group_conflict(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let SpecSource::PodGroup { api, .. } = &gang.spec().source else {
+            return;
+        };
+        let api = *api;
+        let Some(def) = self.pod_groups.get(api, key) else {
+            return;
+        };
+        let members: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| p.is_live())
+            .map(|p| &p.info)
+            .collect();
+        let found = pod_group_disagreements(&members, def);
+        if found.is_empty() || gang.reported_pod_group_conflict.as_ref() == Some(&found) {
+            return;
+        }
+        let message = messages::pod_group_conflict(key, api, &found);
+        let told: Vec<Notice> = members
+            .iter()
+            .map(|p| Notice {
+                pod: PodRef::of(p),
+                kind: NoticeKind::PodGroupConflict,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.reported_pod_group_conflict = Some(found);
         }
     }
 }

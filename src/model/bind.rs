@@ -1,6 +1,7 @@
 //! The bind verb: bind a pod now, seat it until its gang reaches quorum, or bind the whole
 //! gang at once.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use thiserror::Error;
@@ -12,6 +13,7 @@ use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo};
 use super::planner::GangPlan;
 use super::resources::{Resources, Shortfall};
+use super::selection::task_of;
 use super::table::GangTable;
 
 /// A bind call as kube-scheduler sends it.
@@ -200,10 +202,8 @@ impl GangTable {
         }
 
         let facts = self.facts(key);
-        let have = facts.with_nodes + facts.confirmed_seats;
-        if have < facts.spec.quorum {
-            let message =
-                messages::waiting_for_quorum(key, have, facts.spec.quorum, facts.existing);
+        if !facts.seated_quorum_met() {
+            let message = messages::waiting_for_quorum(key, &facts);
             // No Event here: the bind handler holds the call and tells the member only if the
             // wait outlasts the hold (most gangs complete within it). Telling every member on
             // every seat was n^2 Events per gang.
@@ -227,7 +227,7 @@ impl GangTable {
         info: &PodInfo,
         node: NodeName,
         seats: Vec<(SeatHolder, usize)>,
-        not_created: Resources,
+        not_created: Vec<(Option<Arc<str>>, Resources)>,
         now: Instant,
     ) {
         let own = Seat {
@@ -237,10 +237,14 @@ impl GangTable {
         };
         self.seat(key, SeatHolder::Member(info.uid.clone()), own);
         for (holder, position) in seats {
-            let requests = holder
-                .member()
-                .and_then(|uid| self.pods.get(uid))
-                .map_or_else(|| not_created.clone(), |p| p.info.requests.clone());
+            let requests = match &holder {
+                SeatHolder::Member(uid) => self.pods.get(uid).map(|p| p.info.requests.clone()),
+                SeatHolder::NotCreatedYet { task, .. } => not_created
+                    .iter()
+                    .find(|(t, _)| t == task)
+                    .map(|(_, r)| r.clone()),
+            }
+            .unwrap_or_else(|| info.requests.clone());
             let node = self.ledger.at(position).name().clone();
             let seat = Seat {
                 node,
@@ -265,6 +269,21 @@ impl GangTable {
         let me = SeatHolder::Member(info.uid.clone());
         let gang = &self.gangs[key];
         let previous = gang.seats().get(&me);
+        // With per-task minimums, a member takes over only a seat of its own task (or room
+        // held for any task): taking another task's would leave that task short.
+        let my_task = task_of(info);
+        let with_tasks = !gang.spec().tasks.is_empty();
+        let same_task = |holder: &SeatHolder| {
+            !with_tasks
+                || match holder {
+                    SeatHolder::NotCreatedYet { task, .. } => {
+                        task.is_none() || task.as_deref() == my_task
+                    }
+                    SeatHolder::Member(uid) => {
+                        self.pods.get(uid).and_then(|p| task_of(&p.info)) == my_task
+                    }
+                }
+        };
         if let Some(seat) = previous.filter(|s| s.node == *node) {
             let confirmed = Seat {
                 confirmed: true,
@@ -286,7 +305,7 @@ impl GangTable {
         let held_for_late: Vec<(&SeatHolder, bool)> = if previous.is_none() {
             gang.seats()
                 .iter()
-                .filter(|(h, _)| matches!(h, SeatHolder::NotCreatedYet(_)))
+                .filter(|(h, _)| h.is_not_created_yet() && same_task(h))
                 .map(|(h, s)| (h, s.node == *node && fits_with(&s.requests)))
                 .collect()
         } else {
@@ -298,7 +317,11 @@ impl GangTable {
             } else if let Some(shortfall) = shortfall {
                 // No room of its own: take over a planned seat of its gang on this node.
                 let donor = gang.seats().iter().find(|(h, s)| {
-                    **h != me && !s.confirmed && s.node == *node && fits_with(&s.requests)
+                    **h != me
+                        && !s.confirmed
+                        && s.node == *node
+                        && same_task(h)
+                        && fits_with(&s.requests)
                 });
                 match donor {
                     Some((h, _)) => Some(h),

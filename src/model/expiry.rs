@@ -38,14 +38,8 @@ impl GangTable {
             self.unseat_all(key);
             let gang = self.gangs.get_mut(key).expect("exists");
             gang.back_off(now + backoff);
-            let message = messages::timed_out(
-                key,
-                facts.spec.timeout_or(default_timeout),
-                facts.with_nodes + facts.confirmed_seats,
-                facts.spec.quorum,
-                facts.existing,
-                backoff,
-            );
+            let message =
+                messages::timed_out(key, facts.spec.timeout_or(default_timeout), &facts, backoff);
             let told: Vec<Notice> = self
                 .members_of(&self.gangs[key])
                 .filter(|p| p.node().is_none())
@@ -74,7 +68,7 @@ impl GangTable {
                 let held: Vec<SeatHolder> = g
                     .seats()
                     .keys()
-                    .filter(|h| matches!(h, SeatHolder::NotCreatedYet(_)))
+                    .filter(|h| h.is_not_created_yet())
                     .cloned()
                     .collect();
                 (k.clone(), held)
@@ -86,7 +80,7 @@ impl GangTable {
                 self.unseat(&key, h);
             }
             let facts = self.facts(&key);
-            let message = messages::window_over(&key, facts.existing, facts.spec.quorum, window);
+            let message = messages::window_over(&key, &facts, window);
             let told: Vec<Notice> = self
                 .members_of(&self.gangs[&key])
                 .filter(|p| p.node().is_none() && !p.info.terminal)

@@ -116,8 +116,15 @@ impl GangTable {
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
-                let outlook = self.preemption_outlook(pod, &known);
-                let hopeless = matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
+                // A gang waiting for its PodGroup cannot run whatever is evicted.
+                let no_pod_group = matches!(why, Shortfall::PodGroupMissing { .. });
+                let outlook = if no_pod_group {
+                    None
+                } else {
+                    self.preemption_outlook(pod, &known)
+                };
+                let hopeless =
+                    no_pod_group || matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
                 let message = match outlook {
                     Some(PreemptionOutlook::Hopeless {
                         anything_evictable: true,

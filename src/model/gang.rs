@@ -7,6 +7,7 @@
 //! the seats, by the table (see `GangTable::seat`), never here.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::objects::{NodeName, PodUid};
@@ -33,9 +34,10 @@ pub enum Phase {
 /// that may never come before a seat planned for a member that exists.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SeatHolder {
-    /// The n-th member the gang's quorum needs that has not been created yet. A member that
-    /// arrives later takes such a seat over.
-    NotCreatedYet(u32),
+    /// The n-th member the gang's quorum needs that has not been created yet, of `task` when
+    /// it is held for a task below its minimum. A member that arrives later (of that task)
+    /// takes such a seat over.
+    NotCreatedYet { n: u32, task: Option<Arc<str>> },
     /// A member that exists (a pod muster has seen).
     Member(PodUid),
 }
@@ -44,8 +46,13 @@ impl SeatHolder {
     pub fn member(&self) -> Option<&PodUid> {
         match self {
             SeatHolder::Member(uid) => Some(uid),
-            SeatHolder::NotCreatedYet(_) => None,
+            SeatHolder::NotCreatedYet { .. } => None,
         }
+    }
+
+    /// Room held for a member not created yet.
+    pub fn is_not_created_yet(&self) -> bool {
+        matches!(self, SeatHolder::NotCreatedYet { .. })
     }
 }
 
@@ -68,6 +75,8 @@ pub struct Gang {
     pub last_wait_message: Option<String>,
     /// The quorum conflict already reported, so it is reported once.
     pub reported_conflict: Option<Vec<u32>>,
+    /// The disagreements with the gang's PodGroup already reported, so each is reported once.
+    pub reported_pod_group_conflict: Option<Vec<String>>,
     /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
     arrived_unnoted: bool,
     /// When the table first looked at the gang after its newest member joined: the start of
@@ -95,6 +104,7 @@ impl Default for Gang {
             last_attempt: None,
             last_wait_message: None,
             reported_conflict: None,
+            reported_pod_group_conflict: None,
             arrived_unnoted: false,
             newest_arrival: None,
             blocked_by_rule: false,
@@ -253,7 +263,10 @@ impl Gang {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+
+    fn held(n: u32) -> SeatHolder {
+        SeatHolder::NotCreatedYet { n, task: None }
+    }
 
     fn seat(node: &str) -> Seat {
         Seat {
@@ -269,10 +282,10 @@ mod tests {
         let mut g = Gang::default();
         assert_eq!(g.phase(), Phase::Waiting);
         g.insert_seat(SeatHolder::Member(Arc::from("p")), seat("a"));
-        g.insert_seat(SeatHolder::NotCreatedYet(0), seat("b"));
+        g.insert_seat(held(0), seat("b"));
         g.admit(t0);
         assert_eq!(g.phase(), Phase::Admitted { since: t0 });
-        g.remove_seat(&SeatHolder::NotCreatedYet(0));
+        g.remove_seat(&held(0));
         g.settle_after_seats_removed();
         assert!(g.is_admitted(), "one seat left");
         g.remove_seat(&SeatHolder::Member(Arc::from("p")));
@@ -344,16 +357,12 @@ mod tests {
     fn room_held_for_members_not_created_yet_comes_before_seats_of_members() {
         let mut g = Gang::default();
         g.insert_seat(SeatHolder::Member(Arc::from("z")), seat("a"));
-        g.insert_seat(SeatHolder::NotCreatedYet(1), seat("c"));
-        g.insert_seat(SeatHolder::NotCreatedYet(0), seat("b"));
+        g.insert_seat(held(1), seat("c"));
+        g.insert_seat(held(0), seat("b"));
         let order: Vec<&SeatHolder> = g.seats().keys().collect();
         assert_eq!(
             order,
-            vec![
-                &SeatHolder::NotCreatedYet(0),
-                &SeatHolder::NotCreatedYet(1),
-                &SeatHolder::Member(Arc::from("z")),
-            ]
+            vec![&held(0), &held(1), &SeatHolder::Member(Arc::from("z")),]
         );
         assert_eq!(g.seat_of(&Arc::from("z")).map(|s| &*s.node), Some("a"));
         assert_eq!(g.confirmed_seats(), 0);

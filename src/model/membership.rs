@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::podgroup::PodGroupApi;
+use super::tasks::{parse_task, parse_task_minimums, TaskMinimums};
+
 /// muster's group-name key; read as an annotation, or as a label.
 pub const GROUP: &str = "muster.dev/group";
 /// muster's quorum key (annotation): how many members must have nodes before any is bound.
@@ -21,11 +24,23 @@ pub const GANG_TIMEOUT: &str = "muster.dev/gang-timeout";
 /// member is evicted, or none) or `pod` (an elastic job that tolerates losing members).
 pub const DISRUPTION: &str = "muster.dev/disruption";
 
+/// A member's task (annotation, or label), e.g. `"worker"`.
+pub const TASK: &str = "muster.dev/task";
+/// Per-task minimums (annotation), e.g. `"master=1,worker=2"`: the quorum also needs that many
+/// members of each task with nodes.
+pub const TASK_MIN_AVAILABLE: &str = "muster.dev/task-min-available";
+
 /// scheduler-plugins coscheduling (label).
 pub const COSCHEDULING_POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
-/// Volcano (annotations).
+/// Volcano (annotations): `KubeGroupNameAnnotationKey` and `VolcanoGroupNameAnnotationKey` in
+/// volcano.sh/apis `pkg/apis/scheduling/v1beta1/labels.go`.
 pub const VOLCANO_GROUP_NAME: &str = "scheduling.k8s.io/group-name";
 pub const VOLCANO_GROUP_NAME_NEW: &str = "scheduling.volcano.sh/group-name";
+/// Volcano's task of a pod (annotation, or label): `TaskSpecKey` in volcano.sh/apis
+/// `pkg/apis/batch/v1alpha1/labels.go`.
+pub const VOLCANO_TASK_SPEC: &str = "volcano.sh/task-spec";
+/// Kubernetes 1.37's `PodSchedulingGroup`: a field of the pod spec, not a label.
+pub const SCHEDULING_GROUP: &str = "spec.schedulingGroup.podGroupName";
 /// Kueue plain-pod groups (label + annotation).
 pub const KUEUE_POD_GROUP_NAME: &str = "kueue.x-k8s.io/pod-group-name";
 pub const KUEUE_POD_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
@@ -58,12 +73,22 @@ pub struct Membership {
     pub gang: GangKey,
     /// The quorum this pod asks for; `None` when no key gives one.
     pub min_available: Option<u32>,
+    /// The key `min_available` was read from (muster's, or Kueue's total count).
+    pub min_available_key: Option<&'static str>,
     /// Per-gang timeout override, if this pod carries one.
     pub timeout: Option<Duration>,
     /// Which key named the group (for messages and the gang view).
     pub source: &'static str,
     /// What this pod says about disrupting its gang (`muster.dev/disruption`).
     pub disruption: DisruptionMode,
+    /// The API of the PodGroup object the group name refers to: Volcano's annotations name a
+    /// Volcano PodGroup, the coscheduling label a scheduler-plugins one, `spec.schedulingGroup`
+    /// a Kubernetes one; muster's and Kueue's keys name none.
+    pub pod_group: Option<PodGroupApi>,
+    /// The member's task (`muster.dev/task`, else Volcano's `volcano.sh/task-spec`).
+    pub task: Option<Arc<str>>,
+    /// Per-task minimums this pod asks for (`muster.dev/task-min-available`).
+    pub task_minimums: TaskMinimums,
 }
 
 /// How a running gang may lose members to preemption; compare the `disruptionMode` of
@@ -103,38 +128,59 @@ pub enum MembershipError {
     BadDisruption { value: String },
     #[error("{key} must be a non-empty name of at most 253 characters, got {value:?}")]
     BadGroupName { key: &'static str, value: String },
+    #[error("{key} must be a task name (letters, digits, '-', '_' or '.', at most 63 characters), got {value:?}")]
+    BadTask { key: &'static str, value: String },
+    #[error("{TASK_MIN_AVAILABLE} must list tasks and their minimums, such as \"master=1,worker=2\": {why}; got {value:?}")]
+    BadTaskMinimums { value: String, why: String },
 }
 
 /// Largest quorum accepted from an annotation: far beyond any real job, small enough that
 /// arithmetic on it can never overflow.
 pub const MAX_MIN_AVAILABLE: u32 = 100_000;
 
-/// Reads the gang membership of a pod in `namespace` from its labels and annotations.
+/// Reads the gang membership of a pod in `namespace` from its labels and annotations, and the
+/// PodGroup its `spec.schedulingGroup` names (`scheduling_group`), if any.
 /// `Ok(None)`: the pod is not in any gang.
 pub fn membership_of(
     namespace: &str,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
+    scheduling_group: Option<&str>,
 ) -> Result<Option<Membership>, MembershipError> {
-    // Every place a group name may come from, in order of precedence.
-    let sources: [(&'static str, Option<&String>); 6] = [
-        (GROUP, annotations.get(GROUP)),
-        (GROUP, labels.get(GROUP)),
-        (COSCHEDULING_POD_GROUP, labels.get(COSCHEDULING_POD_GROUP)),
-        (VOLCANO_GROUP_NAME, annotations.get(VOLCANO_GROUP_NAME)),
+    use PodGroupApi::{Kubernetes, SchedulerPlugins, Volcano};
+    let annotation = |k: &str| annotations.get(k).map(String::as_str);
+    let label = |k: &str| labels.get(k).map(String::as_str);
+    // Every place a group name may come from, in order of precedence, and the API of the
+    // PodGroup object it names.
+    let sources: [(&'static str, Option<&str>, Option<PodGroupApi>); 7] = [
+        (GROUP, annotation(GROUP), None),
+        (GROUP, label(GROUP), None),
+        (
+            COSCHEDULING_POD_GROUP,
+            label(COSCHEDULING_POD_GROUP),
+            Some(SchedulerPlugins),
+        ),
+        (
+            VOLCANO_GROUP_NAME,
+            annotation(VOLCANO_GROUP_NAME),
+            Some(Volcano),
+        ),
         (
             VOLCANO_GROUP_NAME_NEW,
-            annotations.get(VOLCANO_GROUP_NAME_NEW),
+            annotation(VOLCANO_GROUP_NAME_NEW),
+            Some(Volcano),
         ),
-        (KUEUE_POD_GROUP_NAME, labels.get(KUEUE_POD_GROUP_NAME)),
+        (KUEUE_POD_GROUP_NAME, label(KUEUE_POD_GROUP_NAME), None),
+        (SCHEDULING_GROUP, scheduling_group, Some(Kubernetes)),
     ];
-    let mut chosen: Option<(&'static str, &String)> = None;
-    for (key, value) in sources {
+    let mut chosen: Option<(&'static str, &str)> = None;
+    let mut pod_group: Option<PodGroupApi> = None;
+    for (key, value, api) in sources {
         let Some(value) = value else { continue };
         if value.is_empty() || value.len() > 253 {
             return Err(MembershipError::BadGroupName {
                 key,
-                value: value.clone(),
+                value: value.to_string(),
             });
         }
         match chosen {
@@ -142,26 +188,32 @@ pub fn membership_of(
             Some((first_key, first_value)) if first_value != value => {
                 return Err(MembershipError::ConflictingGroups {
                     first_key,
-                    first_value: first_value.clone(),
+                    first_value: first_value.to_string(),
                     second_key: key,
-                    second_value: value.clone(),
+                    second_value: value.to_string(),
                 })
             }
             Some(_) => {}
         }
+        // The first key naming a PodGroup API decides which (two APIs under one name is a
+        // pod no controller writes).
+        pod_group = pod_group.or(api);
     }
     let Some((source, name)) = chosen else {
         return Ok(None);
     };
 
     // muster's own quorum key wins over Kueue's total count when both are present.
-    let min_available = match (
+    let (min_available, min_available_key) = match (
         annotations.get(MIN_AVAILABLE),
         annotations.get(KUEUE_POD_GROUP_TOTAL_COUNT),
     ) {
-        (Some(v), _) => Some(parse_quorum(MIN_AVAILABLE, v)?),
-        (None, Some(v)) => Some(parse_quorum(KUEUE_POD_GROUP_TOTAL_COUNT, v)?),
-        (None, None) => None,
+        (Some(v), _) => (Some(parse_quorum(MIN_AVAILABLE, v)?), Some(MIN_AVAILABLE)),
+        (None, Some(v)) => (
+            Some(parse_quorum(KUEUE_POD_GROUP_TOTAL_COUNT, v)?),
+            Some(KUEUE_POD_GROUP_TOTAL_COUNT),
+        ),
+        (None, None) => (None, None),
     };
     let timeout = match annotations.get(GANG_TIMEOUT) {
         None => None,
@@ -179,12 +231,29 @@ pub fn membership_of(
             })
         }
     };
+    // muster's task key first (annotation, then label); else Volcano's, which Volcano's own
+    // scheduler reads as an annotation, then as a label, ignoring an empty value.
+    let task = match annotations.get(TASK).or_else(|| labels.get(TASK)) {
+        Some(v) => Some(parse_task(v)?),
+        None => annotation(VOLCANO_TASK_SPEC)
+            .filter(|v| !v.is_empty())
+            .or_else(|| label(VOLCANO_TASK_SPEC).filter(|v| !v.is_empty()))
+            .map(Arc::from),
+    };
+    let task_minimums = match annotations.get(TASK_MIN_AVAILABLE) {
+        Some(v) => parse_task_minimums(v)?,
+        None => TaskMinimums::default(),
+    };
     Ok(Some(Membership {
         gang: GangKey::new(namespace, name),
         min_available,
+        min_available_key,
         timeout,
         source,
         disruption,
+        pod_group,
+        task,
+        task_minimums,
     }))
 }
 
@@ -247,7 +316,7 @@ mod tests {
             ),
         ];
         for (labels, annotations, source, min) in cases {
-            let m = membership_of("ml", &map(labels), &map(annotations))
+            let m = membership_of("ml", &map(labels), &map(annotations), None)
                 .unwrap()
                 .unwrap_or_else(|| panic!("no gang for {labels:?} {annotations:?}"));
             assert_eq!(m.gang, GangKey::new("ml", "job"));
@@ -259,7 +328,7 @@ mod tests {
     #[test]
     fn no_keys_means_no_gang() {
         assert_eq!(
-            membership_of("ml", &map(&[("app", "x")]), &map(&[])).unwrap(),
+            membership_of("ml", &map(&[("app", "x")]), &map(&[]), None).unwrap(),
             None
         );
     }
@@ -270,12 +339,14 @@ mod tests {
             "ml",
             &map(&[(COSCHEDULING_POD_GROUP, "job")]),
             &map(&[(GROUP, "job")]),
+            None,
         );
         assert!(agree.unwrap().is_some());
         let err = membership_of(
             "ml",
             &map(&[]),
             &map(&[(GROUP, "a"), (VOLCANO_GROUP_NAME, "b")]),
+            None,
         )
         .unwrap_err();
         assert_eq!(
@@ -287,7 +358,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let bad = |annotations: &[(&str, &str)]| {
-            membership_of("ml", &map(&[]), &map(annotations))
+            membership_of("ml", &map(&[]), &map(annotations), None)
                 .unwrap_err()
                 .to_string()
         };
@@ -306,6 +377,7 @@ mod tests {
             "ml",
             &map(&[]),
             &map(&[(GROUP, "j"), (GANG_TIMEOUT, "90s")]),
+            None,
         )
         .unwrap()
         .unwrap();
@@ -315,7 +387,7 @@ mod tests {
     #[test]
     fn disruption_mode_defaults_to_the_whole_gang_and_rejects_unknown_values() {
         let mode = |annotations: &[(&str, &str)]| {
-            membership_of("ml", &map(&[]), &map(annotations)).map(|m| m.unwrap().disruption)
+            membership_of("ml", &map(&[]), &map(annotations), None).map(|m| m.unwrap().disruption)
         };
         assert_eq!(mode(&[(GROUP, "j")]), Ok(DisruptionMode::Gang));
         assert_eq!(
@@ -332,5 +404,109 @@ mod tests {
                 .to_string(),
             "muster.dev/disruption must be \"gang\" or \"pod\", got \"some\""
         );
+    }
+
+    fn read(
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+        scheduling_group: Option<&str>,
+    ) -> Result<Option<Membership>, MembershipError> {
+        membership_of("ml", &map(labels), &map(annotations), scheduling_group)
+    }
+
+    #[test]
+    fn each_key_names_the_api_of_its_pod_group() {
+        let api = |labels: &[(&str, &str)], annotations: &[(&str, &str)], sg: Option<&str>| {
+            read(labels, annotations, sg).unwrap().unwrap().pod_group
+        };
+        use PodGroupApi::*;
+        assert_eq!(api(&[], &[(VOLCANO_GROUP_NAME, "j")], None), Some(Volcano));
+        assert_eq!(
+            api(&[], &[(VOLCANO_GROUP_NAME_NEW, "j")], None),
+            Some(Volcano)
+        );
+        assert_eq!(
+            api(&[(COSCHEDULING_POD_GROUP, "j")], &[], None),
+            Some(SchedulerPlugins)
+        );
+        assert_eq!(api(&[], &[], Some("j")), Some(Kubernetes));
+        assert_eq!(api(&[], &[(GROUP, "j")], None), None);
+        assert_eq!(api(&[(KUEUE_POD_GROUP_NAME, "j")], &[], None), None);
+        // muster's key beside Volcano's, same name: the pod still names Volcano's PodGroup.
+        assert_eq!(
+            api(&[], &[(GROUP, "j"), (VOLCANO_GROUP_NAME, "j")], None),
+            Some(Volcano)
+        );
+        let m = read(&[], &[], Some("j")).unwrap().unwrap();
+        assert_eq!(
+            (m.source, m.gang),
+            (SCHEDULING_GROUP, GangKey::new("ml", "j"))
+        );
+    }
+
+    #[test]
+    fn a_scheduling_group_naming_another_group_is_an_error_naming_both_keys() {
+        let err = read(&[], &[(VOLCANO_GROUP_NAME, "a")], Some("b")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "conflicting gang keys: scheduling.k8s.io/group-name=\"a\" but \
+             spec.schedulingGroup.podGroupName=\"b\"; give the pod one group name"
+        );
+        assert!(read(&[], &[], Some("")).is_err());
+    }
+
+    #[test]
+    fn the_task_comes_from_muster_first_then_volcano() {
+        let task = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| {
+            read(labels, annotations, None)
+                .unwrap()
+                .unwrap()
+                .task
+                .map(|t| t.to_string())
+        };
+        let g = (GROUP, "j");
+        assert_eq!(task(&[], &[g, (TASK, "worker")]), Some("worker".into()));
+        assert_eq!(task(&[(TASK, "worker")], &[g]), Some("worker".into()));
+        assert_eq!(
+            task(&[], &[g, (VOLCANO_TASK_SPEC, "ps")]),
+            Some("ps".into())
+        );
+        assert_eq!(task(&[(VOLCANO_TASK_SPEC, "ps")], &[g]), Some("ps".into()));
+        assert_eq!(
+            task(&[], &[g, (TASK, "master"), (VOLCANO_TASK_SPEC, "ps")]),
+            Some("master".into())
+        );
+        assert_eq!(task(&[], &[g, (VOLCANO_TASK_SPEC, "")]), None);
+        assert_eq!(task(&[], &[g]), None);
+        assert!(read(&[], &[g, (TASK, "a b")], None)
+            .unwrap_err()
+            .to_string()
+            .starts_with("muster.dev/task must be a task name"));
+    }
+
+    #[test]
+    fn task_minimums_are_read_and_bad_ones_refused() {
+        let m = read(
+            &[],
+            &[(GROUP, "j"), (TASK_MIN_AVAILABLE, "master=1,worker=2")],
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(m.task_minimums.to_string(), "master=1,worker=2");
+        let err = read(&[], &[(GROUP, "j"), (TASK_MIN_AVAILABLE, "worker=0")], None).unwrap_err();
+        assert!(matches!(err, MembershipError::BadTaskMinimums { .. }));
+        assert_eq!(
+            m.min_available_key, None,
+            "no quorum key, only per-task minimums"
+        );
+        let k = read(
+            &[(KUEUE_POD_GROUP_NAME, "j")],
+            &[(KUEUE_POD_GROUP_TOTAL_COUNT, "4")],
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(k.min_available_key, Some(KUEUE_POD_GROUP_TOTAL_COUNT));
     }
 }

@@ -7,6 +7,7 @@ use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
 use super::objects::{NodeName, PodInfo};
 use super::planner::Shortfall;
+use super::podgroup::PodGroupApi;
 use super::resources::Shortfall as RoomShortfall;
 use super::table::GangFacts;
 
@@ -30,6 +31,26 @@ pub fn quorum_conflict(key: &GangKey, values: &[u32]) -> String {
     format!("members of gang {key} disagree on minAvailable ({listed}); using the largest, {used}")
 }
 
+/// Warning when members' keys disagree with their gang's PodGroup (which wins).
+pub fn pod_group_conflict(key: &GangKey, api: PodGroupApi, found: &[String]) -> String {
+    format!(
+        "members of gang {key} disagree with their {api} {key}: {}; the PodGroup wins",
+        found.join(", ")
+    )
+}
+
+/// Why a gang whose members name a PodGroup that does not exist waits (and holds nothing).
+pub fn pod_group_missing(key: &GangKey, api: PodGroupApi) -> String {
+    format!(
+        "gang {key}: waiting for its {api} {key}, which does not exist (yet); nothing is held \
+         until it does"
+    )
+}
+
+/// Logged with a `Retry` notice when the PodGroup a gang waited for appeared.
+pub const RETRY_POD_GROUP: &str =
+    "the gang's PodGroup appeared; asking kube-scheduler to retry the pod";
+
 pub fn unknown_node(name: &str) -> String {
     format!("node {name} is not in muster's cache (yet)")
 }
@@ -50,16 +71,24 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
             quorum,
             missing: 0,
             rule,
-        } => match rule {
-            None => format!("gang {key}: {fit} of {quorum} members fit"),
-            // The rule's message carries its own counts.
-            Some(rule) => format!("gang {key}: {rule}"),
-        },
+            task,
+        } => {
+            let task = task
+                .as_ref()
+                .map(|t| format!("task {}: {} of {} members fit; ", t.task, t.fit, t.min))
+                .unwrap_or_default();
+            match rule {
+                None => format!("gang {key}: {task}{fit} of {quorum} members fit"),
+                // The rule's message carries its own counts.
+                Some(rule) => format!("gang {key}: {task}{rule}"),
+            }
+        }
         Shortfall::Room {
             fit,
             quorum,
             missing,
             rule,
+            task: _,
         } => {
             let mut m = format!(
                 "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
@@ -77,6 +106,17 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
             quorum.saturating_sub(*existing),
             humantime::format_duration(window)
         ),
+        Shortfall::TaskMembersMissing {
+            task,
+            existing,
+            min,
+        } => format!(
+            "gang {key}: waiting for members of task {task}: {existing} of {min} exist; no \
+             room is held for the missing {} once no member has appeared for {}",
+            min.saturating_sub(*existing),
+            humantime::format_duration(window)
+        ),
+        Shortfall::PodGroupMissing { api } => pod_group_missing(key, *api),
         Shortfall::QuorumUndecided { existing } => format!(
             "gang {key}: no member declares the gang's size; its quorum is the members that \
              exist once none has appeared for {} ({existing} so far)",
@@ -85,12 +125,17 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
     }
 }
 
-/// Event when the creation window ends while room is held for members not created yet.
-pub fn window_over(key: &GangKey, existing: u32, quorum: u32, window: Duration) -> String {
+/// Event when the creation window ends while room is held for members not created yet (of a
+/// task below its minimum, when that is what is missing).
+pub fn window_over(key: &GangKey, facts: &GangFacts, window: Duration) -> String {
+    let (what, existing, needed) = match facts.tasks.iter().find(|t| t.existing < t.min) {
+        Some(t) => (format!("members of task {}", t.task), t.existing, t.min),
+        None => ("members".to_string(), facts.existing, facts.spec.quorum),
+    };
     format!(
-        "gang {key}: waiting for members: {existing} of {quorum} exist; room held for the \
+        "gang {key}: waiting for {what}: {existing} of {needed} exist; room held for the \
          missing {} released, as no member appeared for {}",
-        quorum.saturating_sub(existing),
+        needed.saturating_sub(existing),
         humantime::format_duration(window)
     )
 }
@@ -111,9 +156,23 @@ pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
     }
 }
 
-/// Answer of a bind call whose member is seated but whose gang is below quorum.
-pub fn waiting_for_quorum(key: &GangKey, have: u32, quorum: u32, existing: u32) -> String {
+/// Answer of a bind call whose member is seated but whose gang is below quorum (or one of its
+/// tasks below its minimum).
+pub fn waiting_for_quorum(key: &GangKey, facts: &GangFacts) -> String {
+    let (have, quorum, existing) = (
+        facts.with_nodes + facts.confirmed_seats,
+        facts.spec.quorum,
+        facts.existing,
+    );
     let mut message = format!("gang {key} waiting for quorum: {have}/{quorum} members have nodes");
+    if let Some(t) = facts.short_task(true) {
+        message.push_str(&format!(
+            "; task {}: {}/{} members have nodes",
+            t.task,
+            t.with_nodes + t.confirmed_seats,
+            t.min
+        ));
+    }
     if existing < quorum {
         message.push_str(&format!(
             "; {existing} of {quorum} members exist, the rest are not created yet"
@@ -164,20 +223,27 @@ pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &RoomShortfall)
     )
 }
 
-/// The `GangTimedOut` Event.
-pub fn timed_out(
-    key: &GangKey,
-    timeout: Duration,
-    had_nodes: u32,
-    quorum: u32,
-    existing: u32,
-    backoff: Duration,
-) -> String {
-    let missing = if existing < quorum {
+/// The `GangTimedOut` Event (naming the task below its minimum, if one is).
+pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: Duration) -> String {
+    let (had_nodes, quorum, existing) = (
+        facts.with_nodes + facts.confirmed_seats,
+        facts.spec.quorum,
+        facts.existing,
+    );
+    let mut missing = if existing < quorum {
         format!(" ({existing} of {quorum} members exist)")
     } else {
         String::new()
     };
+    if let Some(t) = facts.short_task(true) {
+        missing.push_str(&format!(
+            " (task {}: {}/{} members had nodes, {} exist)",
+            t.task,
+            t.with_nodes + t.confirmed_seats,
+            t.min,
+            t.existing
+        ));
+    }
     format!(
         "gang {key} did not reach quorum within {}: {had_nodes}/{quorum} members had nodes{missing}; \
          seats released, retrying in {}",

@@ -5,7 +5,9 @@
 //! - `ledger`: per node, allocatable, used and reserved capacity;
 //! - `pods`: the pods muster knows, and the nodes it assumed for those it is binding;
 //! - `gang`: a gang's members, its seats (by [`SeatHolder`]) and its [`Phase`];
-//! - `spec`: what a gang's members declare about it, and the one place its quorum is decided;
+//! - `spec`: a gang's quorum, per-task minimums and timeout, from its PodGroup (`podgroup`) or
+//!   its members' keys: the one place its quorum is decided; `tasks`: per-task minimums;
+//! - `selection`: which members a simulation places, each task below its minimum first;
 //! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
 //!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls.
 //!
@@ -35,9 +37,11 @@ mod quorum;
 mod rebuild;
 pub mod resources;
 pub mod rules;
+mod selection;
 mod simulation;
 mod spec;
 mod table;
+pub mod tasks;
 mod views;
 
 #[cfg(test)]
@@ -53,6 +57,9 @@ pub use objects::{NodeInfo, NodeName, PodInfo, PodUid};
 pub use podgroup::{PodGroupApi, PodGroupDef};
 pub use preempt::{DropReason, GangDisruption, PreemptCandidate, PreemptDecision, PreemptOutcome};
 pub use resources::Resources;
-pub use spec::GangSpec;
+pub use spec::{GangSpec, SpecSource};
 pub use table::GangTable;
-pub use views::{GangGauges, GangState, GangView, MemberState, MemberView};
+pub use tasks::TaskMinimums;
+pub use views::{
+    GangGauges, GangState, GangView, MemberState, MemberView, SpecSourceView, TaskView,
+};

@@ -47,6 +47,9 @@ pub enum NoticeKind {
     TimedOut,
     /// Warning `GangQuorumConflict`: members disagree on minAvailable.
     QuorumConflict,
+    /// Warning `GangPodGroupConflict`: members' keys disagree with their gang's PodGroup,
+    /// which wins.
+    PodGroupConflict,
     /// Warning `InvalidGangKeys`: the pod's gang labels/annotations cannot be used.
     InvalidKeys,
     /// Warning `GangBindFailed`: muster could not bind a member at quorum.
@@ -69,6 +72,7 @@ impl NoticeKind {
             NoticeKind::Placed => "GangPlaced",
             NoticeKind::TimedOut => "GangTimedOut",
             NoticeKind::QuorumConflict => "GangQuorumConflict",
+            NoticeKind::PodGroupConflict => "GangPodGroupConflict",
             NoticeKind::InvalidKeys => "InvalidGangKeys",
             NoticeKind::BindFailed => "GangBindFailed",
             NoticeKind::Retry => "RetryAfterRelease",

@@ -18,14 +18,17 @@
 //! a gang that cannot run never makes room wait for it.
 
 use std::cmp::Reverse;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::gang::{Gang, SeatHolder};
 use super::membership::GangKey;
 use super::objects::{NodeInfo, PodInfo};
+use super::podgroup::PodGroupApi;
 use super::pods::PodEntry;
 use super::resources::Resources;
 use super::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
+use super::selection::{choose, task_of, Selection};
 use super::simulation::{
     admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules,
 };
@@ -36,11 +39,11 @@ use super::table::GangTable;
 pub(super) enum GangPlan {
     /// `first_nodes`: the candidate nodes the requesting member may take; `seats`: where the
     /// other members needed for quorum go (members not created yet included, assumed to
-    /// request `not_created`).
+    /// request `not_created` of their task).
     Fits {
         first_nodes: Vec<usize>,
         seats: Vec<(SeatHolder, usize)>,
-        not_created: Resources,
+        not_created: Vec<(Option<Arc<str>>, Resources)>,
     },
     /// The gang cannot be placed now; it holds nothing.
     DoesNotFit(Shortfall),
@@ -51,18 +54,36 @@ pub(super) enum GangPlan {
 pub(super) enum Shortfall {
     /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
     /// are not created yet (still within the creation window). `rule`: the rule that stopped
-    /// the simulation, with its numbers, when it was not room alone.
+    /// the simulation, with its numbers, when it was not room alone. `task`: the task below
+    /// its minimum the simulation stopped at, if it has one.
     Room {
         fit: u32,
         quorum: u32,
         missing: u32,
         rule: Option<String>,
+        task: Option<TaskFit>,
     },
     /// Members are missing and the creation window is over: nothing is held for them.
     MembersMissing { existing: u32, quorum: u32 },
+    /// Members of a task below its minimum are missing and the creation window is over.
+    TaskMembersMissing {
+        task: Arc<str>,
+        existing: u32,
+        min: u32,
+    },
     /// No member declares the count, and members may still be appearing: the quorum is not
     /// decided yet.
     QuorumUndecided { existing: u32 },
+    /// Members name a PodGroup (of a served API) that does not exist (yet).
+    PodGroupMissing { api: PodGroupApi },
+}
+
+/// How many members of a task can have nodes at once, of its minimum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TaskFit {
+    pub task: Arc<str>,
+    pub fit: u32,
+    pub min: u32,
 }
 
 impl Shortfall {
@@ -70,11 +91,12 @@ impl Shortfall {
         match self {
             Shortfall::Room { missing, .. } => *missing,
             Shortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
-            Shortfall::QuorumUndecided { .. } => 0,
+            Shortfall::TaskMembersMissing { existing, min, .. } => min.saturating_sub(*existing),
+            Shortfall::QuorumUndecided { .. } | Shortfall::PodGroupMissing { .. } => 0,
         }
     }
 
-    /// A rule other than room (or a member that is not there) stopped the gang.
+    /// A rule other than room (or a member or PodGroup that is not there) stopped the gang.
     pub fn blocked_by_rule(&self) -> bool {
         !matches!(self, Shortfall::Room { rule: None, .. })
     }
@@ -105,45 +127,65 @@ impl GangTable {
         let Some(gang) = self.gangs.get(key) else {
             return GangPlan::DoesNotFit(Shortfall::QuorumUndecided { existing: 0 });
         };
+        if let Some((api, _)) = facts.spec.awaited_pod_group() {
+            return GangPlan::DoesNotFit(Shortfall::PodGroupMissing { api });
+        }
         let in_window = gang.within_creation_window(now, self.config.creation_window);
         if !facts.spec.declared && in_window {
             return GangPlan::DoesNotFit(Shortfall::QuorumUndecided {
                 existing: facts.existing,
             });
         }
-        let need = facts
-            .spec
-            .quorum
-            .saturating_sub(facts.with_nodes + facts.confirmed_seats) as usize;
-        let mut others: Vec<&PodEntry> = self
+        let others: Vec<&PodEntry> = self
             .pending_members(key)
             .into_iter()
             .filter(|p| p.info.uid != pod.uid)
             .collect();
-        sort_smallest_first(&mut others);
-        let existing = largest_first(&others[..need.saturating_sub(1).min(others.len())]);
-        let missing = need.saturating_sub(others.len() + 1);
+        let selection = choose(&facts, Some(pod), others);
+        let missing = selection.missing();
         if missing > 0 && !in_window {
-            return GangPlan::DoesNotFit(Shortfall::MembersMissing {
-                existing: facts.existing,
-                quorum: facts.spec.quorum,
+            let short = selection.not_created.iter().find_map(|(t, _)| {
+                let t = t.as_ref()?;
+                facts.tasks.iter().find(|f| f.task == *t)
+            });
+            return GangPlan::DoesNotFit(match short {
+                Some(t) => Shortfall::TaskMembersMissing {
+                    task: t.task.clone(),
+                    existing: t.existing,
+                    min: t.min,
+                },
+                None => Shortfall::MembersMissing {
+                    existing: facts.existing,
+                    quorum: facts.spec.quorum,
+                },
             });
         }
         // Members not created yet are simulated as the element-wise maximum of the members
-        // that exist, with the rules of the member asking, so the first bind reserves room for
-        // the whole quorum while a controller is still creating pods (refusing until every
-        // member existed cost each early member a rejected cycle and a back-off). A guess too
-        // small is bounded by the creation window; one too large only delays the gang until
-        // the real members exist.
-        let template = (missing > 0).then(|| PodInfo {
-            requests: self.largest_requests(gang, pod),
-            ..pod.clone()
-        });
+        // that exist (of their task, for a task below its minimum), so the first bind reserves
+        // room for the whole quorum while a controller is still creating pods (refusing until
+        // every member existed cost each early member a rejected cycle and a back-off). A guess
+        // too small is bounded by the creation window; one too large only delays the gang
+        // until the real members exist.
+        let templates = self.not_created_templates(gang, pod, &selection);
 
-        // The members the rules judge: this pod (0), the copies, then the members that exist.
+        // The members the rules judge: this pod (0), the copies, then the members that exist;
+        // and who holds the seat of each (from 1).
         let mut judged: Vec<&PodInfo> = vec![pod];
-        judged.extend(template.iter().cycle().take(missing));
-        judged.extend(existing.iter().map(|p| &p.info));
+        let mut holders: Vec<SeatHolder> = Vec::new();
+        for (task, template, n) in &templates {
+            for _ in 0..*n {
+                judged.push(template);
+                holders.push(SeatHolder::NotCreatedYet {
+                    n: holders.len() as u32,
+                    task: task.clone(),
+                });
+            }
+        }
+        for p in &selection.existing {
+            judged.push(&p.info);
+            holders.push(SeatHolder::Member(p.info.uid.clone()));
+        }
+        let need = judged.len();
         let snapshot = self.snapshot(&judged);
         let mut rules = GangRules {
             placement: GangPlacement::new(&judged, &snapshot),
@@ -156,18 +198,20 @@ impl GangTable {
                 })
                 .collect(),
         };
-        let chosen: Vec<Member<SeatHolder>> = (1..judged.len())
-            .map(|index| Member {
-                holder: if index <= missing {
-                    SeatHolder::NotCreatedYet(index as u32 - 1)
-                } else {
-                    SeatHolder::Member(judged[index].uid.clone())
-                },
-                index,
-                pod: judged[index],
+        let chosen: Vec<Member<SeatHolder>> = holders
+            .iter()
+            .enumerate()
+            .map(|(i, holder)| Member {
+                holder: holder.clone(),
+                index: i + 1,
+                pod: judged[i + 1],
             })
             .collect();
-
+        // The task each judged member counts for, for telling which task is short.
+        let task_at = |index: usize| match index.checked_sub(1).map(|i| &holders[i]) {
+            Some(SeatHolder::NotCreatedYet { task, .. }) => task.as_deref(),
+            _ => task_of(judged[index]),
+        };
         let mut overlay = Overlay::default();
         self.reserve_gangs_ahead(key, &mut overlay, now);
         let base = overlay.checkpoint();
@@ -175,9 +219,10 @@ impl GangTable {
         let fits = |first_nodes: Vec<usize>, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
             first_nodes,
             seats,
-            not_created: template
-                .as_ref()
-                .map_or_else(|| pod.requests.clone(), |t| t.requests.clone()),
+            not_created: templates
+                .iter()
+                .map(|(task, t, _)| (task.clone(), t.requests.clone()))
+                .collect(),
         };
         let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
@@ -203,6 +248,19 @@ impl GangTable {
             Some(m) => (m.index, m.pod),
             None => (0, pod),
         };
+        // When it counts for a task below its minimum: how many of that task fit.
+        let task = task_at(stuck).and_then(|stuck_task| {
+            let t = facts.tasks.iter().find(|t| &*t.task == stuck_task)?;
+            let placed = (1..=seats.len())
+                .filter(|&i| task_at(i) == Some(stuck_task))
+                .count()
+                + usize::from(first_has_room && task_at(0) == Some(stuck_task));
+            Some(TaskFit {
+                task: t.task.clone(),
+                fit: t.with_nodes + t.confirmed_seats + placed as u32,
+                min: t.min,
+            })
+        });
         let diagnosis = diagnose(&self.ledger, &rules, &overlay, stuck, stuck_pod);
         let by_rule = diagnosis.nodes()
             - diagnosis.available()
@@ -234,7 +292,49 @@ impl GangTable {
             quorum: facts.spec.quorum,
             missing: missing as u32,
             rule,
+            task,
         })
+    }
+
+    /// The copies the simulation places for members not created yet, per entry of
+    /// `selection.not_created`: for a task, the element-wise maximum of that task's members
+    /// with the rules of one of them; for any task (or a task with no member yet), the
+    /// element-wise maximum of every member with the rules of the member asking.
+    pub(super) fn not_created_templates(
+        &self,
+        gang: &Gang,
+        pod: &PodInfo,
+        selection: &Selection<'_>,
+    ) -> Vec<(Option<Arc<str>>, PodInfo, usize)> {
+        selection
+            .not_created
+            .iter()
+            .map(|(task, n)| {
+                let of_task: Vec<&PodInfo> = self
+                    .members_of(gang)
+                    .filter(|p| !p.info.terminal)
+                    .map(|p| &p.info)
+                    .filter(|p| task.is_some() && task_of(p) == task.as_deref())
+                    .collect();
+                let template = match of_task.split_first() {
+                    Some((first, rest)) => {
+                        let mut requests = first.requests.clone();
+                        for p in rest {
+                            requests.max_with(&p.requests);
+                        }
+                        PodInfo {
+                            requests,
+                            ..(*first).clone()
+                        }
+                    }
+                    None => PodInfo {
+                        requests: self.largest_requests(gang, pod),
+                        ..pod.clone()
+                    },
+                };
+                (task.clone(), template, *n)
+            })
+            .collect()
     }
 
     /// The element-wise maximum of the requests of the gang's members that have not finished.
@@ -286,16 +386,15 @@ impl GangTable {
         ahead.sort();
         for (_, _, other) in ahead.into_iter().take(self.config.max_gangs_ahead) {
             let facts = self.facts(other);
-            if self.is_placed(other, &facts) {
+            if self.is_placed(other, &facts) || !facts.spec.is_decided() {
                 continue;
             }
-            let need = facts.spec.quorum.saturating_sub(facts.with_nodes) as usize;
-            let mut pending = self.pending_members(other);
-            if pending.len() < need {
+            let selection = choose(&facts, None, self.pending_members(other));
+            if selection.missing() > 0 {
                 continue;
             }
-            sort_smallest_first(&mut pending);
-            let chosen: Vec<Member<()>> = largest_first(&pending[..need])
+            let chosen: Vec<Member<()>> = selection
+                .existing
                 .into_iter()
                 .map(|p| Member {
                     holder: (),
@@ -310,35 +409,6 @@ impl GangTable {
             }
         }
     }
-}
-
-/// Smallest requests first, then by name: the members easiest to fit are the ones a
-/// simulation commits to, which gives the gang its best chance.
-pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
-    members.sort_by(|a, b| {
-        let (ra, rb) = (&a.info.requests, &b.info.requests);
-        (ra.cpu_milli, ra.memory, &ra.extended, &a.info.name).cmp(&(
-            rb.cpu_milli,
-            rb.memory,
-            &rb.extended,
-            &b.info.name,
-        ))
-    });
-}
-
-/// The same members, largest first, for first-fit-decreasing packing.
-pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
-    let mut v = members.to_vec();
-    v.sort_by(|a, b| {
-        let (ra, rb) = (&a.info.requests, &b.info.requests);
-        (&rb.extended, rb.cpu_milli, rb.memory, &a.info.name).cmp(&(
-            &ra.extended,
-            ra.cpu_milli,
-            ra.memory,
-            &b.info.name,
-        ))
-    });
-    v
 }
 
 #[cfg(test)]

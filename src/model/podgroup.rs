@@ -15,6 +15,8 @@ use std::time::Duration;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::membership::GangKey;
+use super::messages;
+use super::notice::{Notice, NoticeKind, PodRef};
 use super::table::GangTable;
 
 /// Which API a PodGroup object comes from.
@@ -67,7 +69,7 @@ pub struct PodGroupDef {
 }
 
 /// The PodGroups the watches have seen, and which APIs the cluster serves.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PodGroupIndex {
     defs: HashMap<(PodGroupApi, GangKey), PodGroupDef>,
     served: HashSet<PodGroupApi>,
@@ -151,11 +153,43 @@ impl GangTable {
         &self.pod_groups
     }
 
-    /// The definition of gang `key` changed: its spec is decided again.
+    /// The definition of gang `key` changed: its spec is decided again. A gang that holds
+    /// seats planned for what it no longer needs gives them all up and waits (the next member's
+    /// call plans it again): its PodGroup was deleted (it waits for it again, holding nothing),
+    /// or changed its quorum or per-task minimums. A gang that waited for its PodGroup and can
+    /// now proceed has its members asked to retry (kube-scheduler does not retry a pod for a
+    /// PodGroup's creation). Members already bound stay bound: muster never unbinds a pod, so
+    /// a placed gang whose PodGroup is deleted keeps running, and only its new members wait.
     fn pod_group_changed(&mut self, key: &GangKey) {
-        if self.gangs.contains_key(key) {
-            self.refresh_spec(key);
-            self.refresh_placed(key);
+        let Some(before) = self.gangs.get(key).map(|g| g.spec().clone()) else {
+            return;
+        };
+        self.refresh_spec(key);
+        let after = self.gangs[key].spec().clone();
+        // Its waiting members hear of the change: why they wait now, or to retry.
+        let (kind, message) = match (before.is_decided(), after.awaited_pod_group()) {
+            (true, Some((api, _))) => (NoticeKind::Waiting, messages::pod_group_missing(key, api)),
+            (false, None) => (NoticeKind::Retry, messages::RETRY_POD_GROUP.to_string()),
+            _ => return self.finish_pod_group_change(key),
+        };
+        let told: Vec<Notice> = self
+            .members_of(&self.gangs[key])
+            .filter(|p| p.is_pending())
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = (kind == NoticeKind::Waiting).then_some(message);
         }
+        self.finish_pod_group_change(key);
+    }
+
+    fn finish_pod_group_change(&mut self, key: &GangKey) {
+        self.tell_pod_group_conflict(key);
+        self.refresh_placed(key);
     }
 }

@@ -26,8 +26,8 @@ use super::membership::{DisruptionMode, GangKey};
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{node_admits, PodInfo};
-use super::planner::{largest_first, sort_smallest_first};
 use super::resources::Resources;
+use super::selection::choose;
 use super::simulation::Overlay;
 use super::table::GangTable;
 
@@ -265,24 +265,20 @@ impl GangTable {
         if self.is_placed(key, &facts) || gang.is_admitted() {
             return None;
         }
-        let need = facts
-            .spec
-            .quorum
-            .saturating_sub(facts.with_nodes + facts.confirmed_seats) as usize;
-        let mut pending: Vec<_> = self
+        let pending: Vec<_> = self
             .pending_members(key)
             .into_iter()
             .filter(|p| p.info.uid != pod.uid)
             .collect();
-        sort_smallest_first(&mut pending);
-        let existing = largest_first(&pending[..need.saturating_sub(1).min(pending.len())]);
-        let missing = need.saturating_sub(existing.len() + 1);
-        // The planner's guess for members not created yet: the element-wise maximum.
-        let template = (missing > 0).then(|| PodInfo {
-            requests: self.largest_requests(gang, pod),
-            ..pod.clone()
-        });
-        let existing: Vec<&PodInfo> = existing.iter().map(|p| &p.info).collect();
+        let selection = choose(&facts, Some(pod), pending);
+        let missing = selection.missing();
+        // The planner's guesses for members not created yet, per task.
+        let templates: Vec<PodInfo> = self
+            .not_created_templates(gang, pod, &selection)
+            .into_iter()
+            .flat_map(|(_, t, n)| std::iter::repeat_n(t, n))
+            .collect();
+        let existing: Vec<&PodInfo> = selection.existing.iter().map(|p| &p.info).collect();
         let mut evictable: HashMap<usize, Resources> = HashMap::default();
         // One pass over the pods, no lookups by UID: this scan is most of a decision's cost.
         for p in self.pods.entries() {
@@ -294,7 +290,7 @@ impl GangTable {
             }
         }
         Some(QuorumCheck {
-            template,
+            templates,
             missing,
             existing,
             evictable,
@@ -470,8 +466,9 @@ impl GangTable {
 
 /// What rule 1 reads, computed once per request.
 struct QuorumCheck<'a> {
-    /// The guess for members not created yet (the element-wise maximum of the members).
-    template: Option<PodInfo>,
+    /// The guesses for members not created yet (the element-wise maximum of the members, of
+    /// their task when a task is short), one per member.
+    templates: Vec<PodInfo>,
     /// How many members the quorum needs that are not created yet.
     missing: usize,
     /// The other existing members the quorum needs, largest first.
@@ -512,10 +509,8 @@ impl QuorumCheck<'_> {
     /// The other members the quorum needs: the copies for members not created yet, then the
     /// existing ones, largest first.
     fn others(&self) -> Vec<&PodInfo> {
-        self.template
+        self.templates
             .iter()
-            .cycle()
-            .take(self.missing)
             .chain(self.existing.iter().copied())
             .collect()
     }

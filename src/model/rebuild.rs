@@ -4,12 +4,15 @@
 use super::table::GangTable;
 
 impl GangTable {
-    /// A fresh table holding the same nodes and pods, as last watched, and nothing muster
+    /// A fresh table holding the same nodes, pods and PodGroups (and the PodGroup APIs the
+    /// cluster serves), as last watched, and nothing muster
     /// decided: no seats, no assumed bindings, no timeouts or back-offs. This is exactly what a
     /// restarted muster believes once its watches have listed (invariant 5); gangs waiting for
     /// quorum take their seats again as kube-scheduler retries their members.
     pub fn rebuilt(&self) -> GangTable {
         let mut fresh = GangTable::new(self.config.clone());
+        // PodGroups first, so each gang's spec is decided from its PodGroup as it forms.
+        fresh.pod_groups = self.pod_groups.clone();
         for (_, entry) in self.ledger.iter() {
             fresh.apply_node(entry.info().clone());
         }

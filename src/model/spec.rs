@@ -1,28 +1,70 @@
-//! A gang's spec: what its members declare about the gang as a whole — the quorum, the
-//! timeout, the priority and age that order competing gangs.
+//! A gang's spec: the quorum, the per-task minimums, the timeout, and the priority and age that
+//! order competing gangs — and where they came from.
 //!
-//! This is the one place the quorum is decided. Today it comes from the members' own keys
-//! (the largest `minAvailable` declared, else every member that exists); a gang definition
-//! from another source (a PodGroup, per-task minimums) replaces [`GangSpec::of_members`] here.
+//! This is the one place the quorum is decided, in this order of precedence:
+//! 1. the gang's PodGroup, when its members name one of an API the cluster serves
+//!    ([`PodGroupIndex::is_served`]): `minMember` (or `minCount`), `minTaskMember`,
+//!    `scheduleTimeoutSeconds`. Members whose keys say otherwise are overruled (and told, see
+//!    [`pod_group_disagreements`]). If that PodGroup does not exist (yet), nothing is decided:
+//!    the gang waits for it and holds nothing.
+//! 2. muster's own keys on the members: `muster.dev/min-available` (or Kueue's total count)
+//!    and `muster.dev/task-min-available`; members that disagree: the largest wins.
+//! 3. no key at all: every member that exists (final only once members stopped appearing).
 
 use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::membership::{
+    GangKey, GANG_TIMEOUT, MAX_MIN_AVAILABLE, MIN_AVAILABLE, TASK_MIN_AVAILABLE,
+};
 use super::objects::PodInfo;
+use super::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
+use super::tasks::TaskMinimums;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GangSpec {
     /// Members that must have nodes before any is bound.
     pub quorum: u32,
-    /// Some member declares the quorum; without it, the quorum is every member that exists,
-    /// which is final only once members stopped appearing (the creation window).
+    /// The quorum is declared (by a PodGroup or a key); without it, the quorum is every member
+    /// that exists, which is final only once members stopped appearing (the creation window).
     pub declared: bool,
-    /// Per-gang override of the quorum timeout (the largest any member declares).
+    /// Per task, the members that must have nodes besides the quorum (empty for most gangs).
+    pub tasks: TaskMinimums,
+    /// Where the quorum and the per-task minimums came from.
+    pub source: SpecSource,
+    /// Per-gang override of the quorum timeout.
     pub timeout: Option<Duration>,
     /// The highest priority among members.
     pub priority: i32,
     /// The oldest member's creation time, in seconds since the epoch.
     pub created: i64,
+}
+
+/// Where a gang's spec came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpecSource {
+    /// The gang's PodGroup object (in the gang's namespace, named like the gang).
+    PodGroup { api: PodGroupApi, name: Arc<str> },
+    /// Members name a PodGroup of a served API that does not exist (yet): nothing is decided,
+    /// and the gang waits for it.
+    MissingPodGroup { api: PodGroupApi, name: Arc<str> },
+    /// A key on the members: which one gave the quorum.
+    Key(&'static str),
+    /// No key: every member that exists.
+    EveryMember,
+}
+
+impl fmt::Display for SpecSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecSource::PodGroup { api, name } => write!(f, "{api} {name}"),
+            SpecSource::MissingPodGroup { api, name } => write!(f, "{api} {name} (missing)"),
+            SpecSource::Key(key) => write!(f, "members' key {key}"),
+            SpecSource::EveryMember => f.write_str("every member that exists"),
+        }
+    }
 }
 
 impl Default for GangSpec {
@@ -31,6 +73,8 @@ impl Default for GangSpec {
         GangSpec {
             quorum: 0,
             declared: false,
+            tasks: TaskMinimums::default(),
+            source: SpecSource::EveryMember,
             timeout: None,
             priority: i32::MIN,
             created: i64::MAX,
@@ -39,31 +83,132 @@ impl Default for GangSpec {
 }
 
 impl GangSpec {
-    /// The spec the members declare. Members that disagree on the quorum: the largest wins
-    /// (see [`conflicting_quorums`] for telling them). Without any quorum key, the gang is
-    /// every member that exists.
+    /// The spec of the gang `key` made of `members`, from its PodGroup when one is named and
+    /// served, else from the members' keys (see the module notes).
+    pub fn decide(members: &[&PodInfo], key: &GangKey, pod_groups: &PodGroupIndex) -> GangSpec {
+        let keys = GangSpec::of_members(members.iter().copied());
+        // Members naming PodGroups of different APIs under one name: the first API in
+        // `PodGroupApi`'s order that the cluster serves.
+        let named: BTreeSet<PodGroupApi> = members
+            .iter()
+            .filter_map(|p| p.gang().and_then(|m| m.pod_group))
+            .filter(|api| pod_groups.is_served(*api))
+            .collect();
+        let Some(api) = named.into_iter().next() else {
+            return keys;
+        };
+        match pod_groups.get(api, key) {
+            Some(def) => keys.with_pod_group(def),
+            None => GangSpec {
+                declared: false,
+                tasks: TaskMinimums::default(),
+                source: SpecSource::MissingPodGroup {
+                    api,
+                    name: key.name.clone(),
+                },
+                ..keys
+            },
+        }
+    }
+
+    /// The spec the members' keys declare. Members that disagree on the quorum or a task's
+    /// minimum: the largest wins (see [`conflicting_quorums`] for telling them). The quorum is
+    /// at least the sum of the per-task minimums. Without any such key, the gang is every
+    /// member that exists.
     pub fn of_members<'a>(members: impl IntoIterator<Item = &'a PodInfo>) -> GangSpec {
         let mut spec = GangSpec::default();
         let mut count = 0u32;
-        let mut declared: Option<u32> = None;
+        let mut declared: Option<(u32, &'static str)> = None;
+        let mut tasks = TaskMinimums::default();
         for p in members {
             count += 1;
             spec.priority = spec.priority.max(p.priority);
             spec.created = spec.created.min(p.created);
             if let Some(m) = p.gang() {
                 if let Some(q) = m.min_available {
-                    declared = Some(declared.map_or(q, |d| d.max(q)));
+                    let key = m.min_available_key.unwrap_or(MIN_AVAILABLE);
+                    if declared.is_none_or(|(d, _)| q > d) {
+                        declared = Some((q, key));
+                    }
                 }
                 if let Some(t) = m.timeout {
                     spec.timeout = Some(spec.timeout.map_or(t, |d: Duration| d.max(t)));
                 }
+                tasks = tasks.max_with(&m.task_minimums);
             }
         }
-        if count > 0 {
-            spec.quorum = declared.unwrap_or(count).max(1);
-            spec.declared = declared.is_some();
+        if count == 0 {
+            return spec;
         }
+        let by_tasks = tasks.total();
+        (spec.quorum, spec.source) = match declared {
+            Some((q, _)) if by_tasks > q => (by_tasks, SpecSource::Key(TASK_MIN_AVAILABLE)),
+            Some((q, key)) => (q, SpecSource::Key(key)),
+            None if !tasks.is_empty() => (by_tasks, SpecSource::Key(TASK_MIN_AVAILABLE)),
+            None => (count, SpecSource::EveryMember),
+        };
+        spec.quorum = spec.quorum.max(1);
+        spec.declared = spec.source != SpecSource::EveryMember;
+        spec.tasks = tasks;
         spec
+    }
+
+    /// This spec (the members' keys) overruled by the gang's PodGroup. Per-task minimums count
+    /// only when `minMember` covers their sum: Volcano's scheduler checks them only then
+    /// (`CheckTaskValid`, `CheckTaskReady` in `pkg/scheduler/api/job_info.go`), and its job
+    /// controller writes every task's replica count as its minimum when the job sets none, so
+    /// an elastic job (`minAvailable` below its replicas) needs only `minMember`.
+    fn with_pod_group(self, def: &PodGroupDef) -> GangSpec {
+        let quorum = def.min_member.clamp(1, MAX_MIN_AVAILABLE);
+        let tasks = TaskMinimums::new(
+            def.min_task_member
+                .iter()
+                .map(|(t, n)| (Arc::from(t.as_str()), (*n).min(MAX_MIN_AVAILABLE))),
+        );
+        GangSpec {
+            quorum,
+            declared: true,
+            tasks: if tasks.total() <= quorum {
+                tasks
+            } else {
+                TaskMinimums::default()
+            },
+            source: SpecSource::PodGroup {
+                api: def.api,
+                name: def.key.name.clone(),
+            },
+            // muster's timeout key still applies where the PodGroup says nothing.
+            timeout: def.timeout.or(self.timeout),
+            ..self
+        }
+    }
+
+    /// Whether the quorum is decided: not while the gang waits for its PodGroup.
+    pub fn is_decided(&self) -> bool {
+        !matches!(self.source, SpecSource::MissingPodGroup { .. })
+    }
+
+    /// The PodGroup the gang waits for, if it does.
+    pub fn awaited_pod_group(&self) -> Option<(PodGroupApi, &Arc<str>)> {
+        match &self.source {
+            SpecSource::MissingPodGroup { api, name } => Some((*api, name)),
+            _ => None,
+        }
+    }
+
+    /// Whether seats planned under `self` may be wrong under `next`: a PodGroup is involved
+    /// and what the gang needs (its source, quorum or per-task minimums) changed.
+    pub fn replan_needed(&self, next: &GangSpec) -> bool {
+        let pod_group = |s: &GangSpec| {
+            matches!(
+                s.source,
+                SpecSource::PodGroup { .. } | SpecSource::MissingPodGroup { .. }
+            )
+        };
+        (pod_group(self) || pod_group(next))
+            && (self.source != next.source
+                || self.quorum != next.quorum
+                || self.tasks != next.tasks)
     }
 
     pub fn timeout_or(&self, default: Duration) -> Duration {
@@ -80,68 +225,56 @@ pub fn conflicting_quorums<'a>(members: impl IntoIterator<Item = &'a PodInfo>) -
     (values.len() >= 2).then(|| values.into_iter().collect())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::membership::GANG_TIMEOUT;
-    use crate::testkit::pod;
-
-    #[test]
-    fn the_largest_declared_quorum_wins_and_the_conflict_is_named() {
-        let members = [
-            pod("a").gang("g", 2).build(),
-            pod("b").gang("g", 3).build(),
-            pod("c").gang("g", 3).build(),
-        ];
-        assert_eq!(GangSpec::of_members(&members).quorum, 3);
-        assert!(GangSpec::of_members(&members).declared);
-        assert_eq!(conflicting_quorums(&members), Some(vec![2, 3]));
-        assert_eq!(conflicting_quorums(&members[1..]), None);
+/// What members' keys say that their PodGroup overrules, one line per distinct value, sorted:
+/// e.g. `muster.dev/min-available=3 (minMember 2)`. Values are gathered first and worded once,
+/// as this runs whenever a member of a large gang changes.
+pub fn pod_group_disagreements(members: &[&PodInfo], def: &PodGroupDef) -> Vec<String> {
+    let theirs_tasks = TaskMinimums::new(
+        def.min_task_member
+            .iter()
+            .map(|(t, n)| (Arc::from(t.as_str()), *n)),
+    );
+    let mut quorums: BTreeSet<(&'static str, u32)> = BTreeSet::new();
+    let mut tasks: Vec<&TaskMinimums> = Vec::new();
+    let mut timeouts: BTreeSet<Duration> = BTreeSet::new();
+    for m in members.iter().filter_map(|p| p.gang()) {
+        if let Some(q) = m.min_available.filter(|q| *q != def.min_member) {
+            quorums.insert((m.min_available_key.unwrap_or(MIN_AVAILABLE), q));
+        }
+        let mine = &m.task_minimums;
+        if !mine.is_empty() && *mine != theirs_tasks && !tasks.contains(&mine) {
+            tasks.push(mine);
+        }
+        if let (Some(mine), Some(theirs)) = (m.timeout, def.timeout) {
+            if mine != theirs {
+                timeouts.insert(mine);
+            }
+        }
     }
-
-    #[test]
-    fn without_a_quorum_key_every_existing_member_is_needed() {
-        let members = [
-            pod("a").annotation("muster.dev/group", "g").build(),
-            pod("b").annotation("muster.dev/group", "g").build(),
-        ];
-        assert_eq!(GangSpec::of_members(&members).quorum, 2);
-        assert!(!GangSpec::of_members(&members).declared);
-        assert_eq!(GangSpec::of_members(&members[..1]).quorum, 1);
-        assert_eq!(
-            GangSpec::of_members(std::iter::empty()),
-            GangSpec::default()
-        );
-        assert_eq!(GangSpec::default().quorum, 0);
-    }
-
-    #[test]
-    fn priority_age_and_timeout_come_from_the_most_demanding_member() {
-        let members = [
-            pod("a").gang("g", 2).priority(5).created(20).build(),
-            pod("b")
-                .gang("g", 2)
-                .priority(100)
-                .created(30)
-                .annotation(GANG_TIMEOUT, "20s")
-                .build(),
-            pod("c")
-                .gang("g", 2)
-                .created(10)
-                .annotation(GANG_TIMEOUT, "5s")
-                .build(),
-        ];
-        let spec = GangSpec::of_members(&members);
-        assert_eq!(spec.priority, 100);
-        assert_eq!(spec.created, 10);
-        assert_eq!(spec.timeout, Some(Duration::from_secs(20)));
-        assert_eq!(
-            spec.timeout_or(Duration::from_secs(60)),
-            Duration::from_secs(20)
-        );
-        assert_eq!(
-            GangSpec::of_members(&members[..1]).timeout_or(Duration::from_secs(60)),
-            Duration::from_secs(60)
-        );
-    }
+    let theirs_tasks = if theirs_tasks.is_empty() {
+        "none".to_string()
+    } else {
+        theirs_tasks.to_string()
+    };
+    let mut found: BTreeSet<String> = quorums
+        .into_iter()
+        .map(|(key, q)| format!("{key}={q} (minMember {})", def.min_member))
+        .collect();
+    found.extend(
+        tasks
+            .into_iter()
+            .map(|t| format!("{TASK_MIN_AVAILABLE}={t} (minTaskMember {theirs_tasks})")),
+    );
+    found.extend(timeouts.into_iter().map(|t| {
+        format!(
+            "{GANG_TIMEOUT}={} (scheduleTimeoutSeconds {})",
+            humantime::format_duration(t),
+            def.timeout.unwrap_or_default().as_secs()
+        )
+    }));
+    found.into_iter().collect()
 }
+
+#[cfg(test)]
+#[path = "spec/tests.rs"]
+mod tests;

@@ -14,6 +14,8 @@
 //! takes its first seat, it holds room for all of its quorum (members not created yet
 //! included, assumed as large as the largest member that exists).
 
+use std::sync::Arc;
+
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::bind::BindRejection;
@@ -60,7 +62,7 @@ pub struct GangTable {
 const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct GangFacts {
     pub spec: GangSpec,
     /// Live members that exist (pods muster has seen, neither finished nor being deleted).
@@ -68,12 +70,50 @@ pub(super) struct GangFacts {
     /// Live members bound or assumed.
     pub with_nodes: u32,
     pub confirmed_seats: u32,
+    /// The same counts for each task with a minimum (empty when the gang has none).
+    pub tasks: Vec<TaskFacts>,
+}
+
+/// The counts of one task's members, and its minimum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct TaskFacts {
+    pub task: Arc<str>,
+    pub min: u32,
+    pub existing: u32,
+    pub with_nodes: u32,
+    pub confirmed_seats: u32,
+}
+
+impl TaskFacts {
+    /// Members of this task still needed beyond those with nodes and (when `seated`) those
+    /// with confirmed seats.
+    pub fn short(&self, seated: bool) -> u32 {
+        let have = self.with_nodes + if seated { self.confirmed_seats } else { 0 };
+        self.min.saturating_sub(have)
+    }
 }
 
 impl GangFacts {
-    /// Enough live members have nodes: the gang is placed (and a gang without members is).
+    /// Enough live members have nodes, in all and of every task with a minimum: the gang is
+    /// placed (and a gang without members is). Never while the gang waits for its PodGroup.
     pub fn quorum_met(&self) -> bool {
-        self.with_nodes >= self.spec.quorum
+        self.spec.is_decided()
+            && self.with_nodes >= self.spec.quorum
+            && self.short_task(false).is_none()
+    }
+
+    /// Members with nodes or confirmed seats meet the quorum and every task's minimum: the
+    /// confirmed seats can be bound.
+    pub fn seated_quorum_met(&self) -> bool {
+        self.spec.is_decided()
+            && self.with_nodes + self.confirmed_seats >= self.spec.quorum
+            && self.short_task(true).is_none()
+    }
+
+    /// The first task (by name) below its minimum, counting members with nodes and, when
+    /// `seated`, confirmed seats.
+    pub fn short_task(&self, seated: bool) -> Option<&TaskFacts> {
+        self.tasks.iter().find(|t| t.short(seated) > 0)
     }
 }
 
@@ -245,21 +285,47 @@ impl GangTable {
             existing: 0,
             with_nodes: 0,
             confirmed_seats: 0,
+            tasks: Vec::new(),
         };
         let Some(gang) = self.gangs.get(key) else {
             return f;
         };
-        f.spec = *gang.spec();
+        f.spec = gang.spec().clone();
+        f.tasks = f
+            .spec
+            .tasks
+            .iter()
+            .map(|(task, min)| TaskFacts {
+                task: task.clone(),
+                min,
+                existing: 0,
+                with_nodes: 0,
+                confirmed_seats: 0,
+            })
+            .collect();
         for uid in gang.members() {
             let Some(p) = self.pods.get(uid).filter(|p| p.is_live()) else {
                 continue;
             };
+            let with_node = p.charged_node().is_some();
             f.existing += 1;
-            if p.charged_node().is_some() {
-                f.with_nodes += 1;
+            f.with_nodes += u32::from(with_node);
+            if let Some(t) = task_facts(&mut f.tasks, &p.info) {
+                t.existing += 1;
+                t.with_nodes += u32::from(with_node);
             }
         }
         f.confirmed_seats = gang.confirmed_seats();
+        if !f.tasks.is_empty() {
+            for (holder, seat) in gang.seats() {
+                let member = holder.member().and_then(|u| self.pods.get(u));
+                if let (true, Some(p)) = (seat.confirmed, member) {
+                    if let Some(t) = task_facts(&mut f.tasks, &p.info) {
+                        t.confirmed_seats += 1;
+                    }
+                }
+            }
+        }
         f
     }
 
@@ -318,4 +384,10 @@ impl GangTable {
     ) -> impl Iterator<Item = &'a PodEntry> + 'a {
         gang.members().iter().filter_map(|u| self.pods.get(u))
     }
+}
+
+/// The counts of `pod`'s task, if its task has a minimum.
+fn task_facts<'a>(tasks: &'a mut [TaskFacts], pod: &PodInfo) -> Option<&'a mut TaskFacts> {
+    let task = pod.gang()?.task.as_deref()?;
+    tasks.iter_mut().find(|t| &*t.task == task)
 }

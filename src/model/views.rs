@@ -1,11 +1,14 @@
 //! Read-only views of the table: the `/gangs` endpoint and the gauges of `/metrics`.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::gang::{Gang, Phase, SeatHolder};
+use super::gang::{Gang, Phase};
 use super::membership::GangKey;
+use super::selection::task_of;
+use super::spec::SpecSource;
 use super::table::GangTable;
 
 /// A gang's state as users see it.
@@ -70,12 +73,62 @@ pub struct GangView {
     pub name: String,
     pub state: GangState,
     pub quorum: u32,
+    /// Where the quorum and the per-task minimums came from.
+    pub spec_source: SpecSourceView,
+    /// Per task (named by a minimum or by a live member): members present, placed, minimum.
+    pub tasks: Vec<TaskView>,
     pub members_with_nodes: u32,
     pub members: Vec<MemberView>,
     /// Why the gang waits, in the words of its last refusal.
     pub waiting_reason: Option<String>,
     pub seconds_until_timeout: Option<u64>,
     pub seconds_of_backoff_left: Option<u64>,
+}
+
+/// Where a gang's spec came from, as `/gangs` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SpecSourceView {
+    /// The gang's PodGroup (`name` is `namespace/name`).
+    PodGroup {
+        api_version: &'static str,
+        name: String,
+    },
+    /// Members name this PodGroup, which does not exist (yet): the gang waits for it.
+    MissingPodGroup {
+        api_version: &'static str,
+        name: String,
+    },
+    /// A key on the members.
+    Key { key: &'static str },
+    /// No key: every member that exists.
+    EveryMember,
+}
+
+impl SpecSourceView {
+    fn of(key: &GangKey, source: &SpecSource) -> Self {
+        match source {
+            SpecSource::PodGroup { api, name } => SpecSourceView::PodGroup {
+                api_version: api.api_version(),
+                name: format!("{}/{name}", key.namespace),
+            },
+            SpecSource::MissingPodGroup { api, name } => SpecSourceView::MissingPodGroup {
+                api_version: api.api_version(),
+                name: format!("{}/{name}", key.namespace),
+            },
+            SpecSource::Key(k) => SpecSourceView::Key { key: k },
+            SpecSource::EveryMember => SpecSourceView::EveryMember,
+        }
+    }
+}
+
+/// One task of a gang: its live members, how many have nodes, and its minimum (0: none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskView {
+    pub task: String,
+    pub present: u32,
+    pub placed: u32,
+    pub minimum: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -161,7 +214,7 @@ impl GangTable {
             .chain(
                 gang.seats()
                     .iter()
-                    .filter(|(h, _)| matches!(h, SeatHolder::NotCreatedYet(_)))
+                    .filter(|(h, _)| h.is_not_created_yet())
                     .map(|(_, s)| MemberView {
                         name: "(not created yet)".to_string(),
                         state: MemberState::Held,
@@ -169,6 +222,32 @@ impl GangTable {
                     }),
             )
             .collect();
+        let mut tasks: BTreeMap<&str, TaskView> = facts
+            .spec
+            .tasks
+            .iter()
+            .map(|(t, min)| {
+                let view = TaskView {
+                    task: t.to_string(),
+                    present: 0,
+                    placed: 0,
+                    minimum: min,
+                };
+                (&**t, view)
+            })
+            .collect();
+        for p in self.members_of(gang).filter(|p| p.is_live()) {
+            if let Some(t) = task_of(&p.info) {
+                let view = tasks.entry(t).or_insert_with(|| TaskView {
+                    task: t.to_string(),
+                    present: 0,
+                    placed: 0,
+                    minimum: 0,
+                });
+                view.present += 1;
+                view.placed += u32::from(p.charged_node().is_some());
+            }
+        }
         let state = self.gang_state(key, gang, now);
         let timeout = facts.spec.timeout_or(self.config.default_timeout);
         GangView {
@@ -176,6 +255,8 @@ impl GangTable {
             name: key.name.to_string(),
             state,
             quorum: facts.spec.quorum,
+            spec_source: SpecSourceView::of(key, &facts.spec.source),
+            tasks: tasks.into_values().collect(),
             members_with_nodes: facts.with_nodes,
             members,
             waiting_reason: (state != GangState::Placed)

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::selection::{largest_first, sort_smallest_first};
 
 #[test]
 fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
@@ -7,6 +8,7 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
         quorum: 2,
         missing: 0,
         rule: None,
+        task: None,
     };
     assert!(!room.blocked_by_rule());
     let rule = Shortfall::Room {
@@ -14,6 +16,7 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
         quorum: 3,
         missing: 1,
         rule: Some("3 members need distinct nodes by pod anti-affinity; 2 nodes match".into()),
+        task: None,
     };
     assert!(rule.blocked_by_rule());
     assert_eq!(rule.missing(), 1);
@@ -24,6 +27,18 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
     assert!(missing.blocked_by_rule());
     assert_eq!(missing.missing(), 3);
     assert!(Shortfall::QuorumUndecided { existing: 2 }.blocked_by_rule());
+    let pod_group = Shortfall::PodGroupMissing {
+        api: PodGroupApi::Volcano,
+    };
+    assert!(pod_group.blocked_by_rule());
+    assert_eq!(pod_group.missing(), 0);
+    let task = Shortfall::TaskMembersMissing {
+        task: Arc::from("master"),
+        existing: 0,
+        min: 1,
+    };
+    assert!(task.blocked_by_rule());
+    assert_eq!(task.missing(), 1);
 }
 
 #[test]

@@ -248,7 +248,7 @@ fn a_member_not_created_yet_asks_the_element_wise_maximum_of_the_members() {
         .gangs
         .values()
         .flat_map(|g| g.seats().iter())
-        .find(|(h, _)| matches!(h, SeatHolder::NotCreatedYet(_)))
+        .find(|(h, _)| h.is_not_created_yet())
         .map(|(_, s)| s.requests.clone())
         .expect("room held for the missing member");
     assert_eq!(held.cpu_milli, 8000);

@@ -13,7 +13,9 @@ mod holds_nothing;
 mod lifetimes;
 mod members;
 mod model_check;
+mod podgroups;
 mod preemption;
+mod tasks;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

@@ -7,11 +7,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
+use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi, PodGroupDef};
+
 /// Node allocatable CPU, in millicores.
 pub const NODE_CPU: i64 = 1000;
 pub const NODES: [&str; 3] = ["n0", "n1", "n2"];
-/// Slots of pods that come and go: which gang (and its declared quorum) and how much CPU.
-/// Two gangs of quorum 2 and 3, and a plain pod.
+/// Slots of pods that come and go: which gang (and its quorum) and how much CPU. Two gangs
+/// of quorum 2 and 3, and a plain pod. `g0` declares its quorum with muster's keys; `g1` is a
+/// Volcano job (its PodGroup comes and goes) of 1 master (slot 3) and workers, with per-task
+/// minimums [`G1_TASKS`].
 pub const SLOTS: [(Option<(&str, u32)>, i64); 8] = [
     (Some(("g0", 2)), 300),
     (Some(("g0", 2)), 400),
@@ -22,6 +26,20 @@ pub const SLOTS: [(Option<(&str, u32)>, i64); 8] = [
     (Some(("g1", 3)), 600),
     (None, 300),
 ];
+
+/// `g1`'s PodGroup's `minTaskMember`.
+pub const G1_TASKS: [(&str, u32); 2] = [("master", 1), ("worker", 2)];
+
+/// `g1`'s PodGroup, as the watch reads it.
+pub fn g1_pod_group() -> PodGroupDef {
+    PodGroupDef {
+        api: PodGroupApi::Volcano,
+        key: GangKey::new("ml", "g1"),
+        min_member: 3,
+        min_task_member: G1_TASKS.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+        timeout: None,
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct SimPod {
@@ -39,12 +57,24 @@ impl SimPod {
         self.slot.and_then(|s| SLOTS[s].0)
     }
 
+    /// The task of a `g1` member: slot 3 is the master.
+    pub fn task(&self) -> Option<&'static str> {
+        match (self.gang(), self.slot) {
+            (Some(("g1", _)), Some(3)) => Some("master"),
+            (Some(("g1", _)), _) => Some("worker"),
+            _ => None,
+        }
+    }
+
     pub fn object(&self) -> Pod {
-        let annotations = match self.gang() {
-            Some((g, q)) => {
+        let annotations = match (self.gang(), self.task()) {
+            (Some((g, _)), Some(task)) => {
+                json!({"scheduling.k8s.io/group-name": g, "volcano.sh/task-spec": task})
+            }
+            (Some((g, q)), None) => {
                 json!({"muster.dev/group": g, "muster.dev/min-available": q.to_string()})
             }
-            None => json!({}),
+            (None, _) => json!({}),
         };
         let mut meta = json!({
             "name": self.name,
@@ -90,10 +120,20 @@ pub struct Cluster {
     pub pods: Vec<SimPod>,
     /// Bindings muster decided and has not reported yet: (pod UID, node).
     pub in_flight: Vec<(String, String)>,
+    /// `g1`'s PodGroup exists.
+    pub pod_group: bool,
     generation: u32,
 }
 
 impl Cluster {
+    /// An empty cluster where `g1`'s PodGroup exists.
+    pub fn with_pod_group() -> Self {
+        Cluster {
+            pod_group: true,
+            ..Cluster::default()
+        }
+    }
+
     pub fn next_generation(&mut self) -> u32 {
         self.generation += 1;
         self.generation
@@ -135,5 +175,40 @@ impl Cluster {
             .filter(|p| self.node_of(p).as_deref() == Some(node))
             .map(|p| p.cpu)
             .sum()
+    }
+
+    /// A table as muster starts it: the Volcano PodGroup API is served, and `g1`'s PodGroup
+    /// is listed if it exists (before the pods, as the watches would deliver them).
+    pub fn fresh_table(&self) -> GangTable {
+        let mut table = GangTable::new(ModelConfig::default());
+        table.set_pod_group_api_served(PodGroupApi::Volcano, true);
+        if self.pod_group {
+            table.apply_pod_group(g1_pod_group());
+        }
+        table
+    }
+
+    /// Never half a gang: the live members of `gang` with nodes are none, or meet its quorum
+    /// and every task's minimum. Otherwise, the counts.
+    pub fn partial_gang(&self, gang: &str, quorum: u32) -> Option<String> {
+        let placed: Vec<&SimPod> = self
+            .pods
+            .iter()
+            .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
+            .filter(|p| self.node_of(p).is_some())
+            .collect();
+        if placed.is_empty() {
+            return None;
+        }
+        let mut short = (placed.len() as u32) < quorum;
+        let mut counts = format!("{}/{quorum} members", placed.len());
+        if gang == "g1" {
+            for (task, min) in G1_TASKS {
+                let n = placed.iter().filter(|p| p.task() == Some(task)).count() as u32;
+                short |= n < min;
+                counts.push_str(&format!(", {n}/{min} {task}"));
+            }
+        }
+        short.then_some(counts)
     }
 }

@@ -3,7 +3,8 @@
 //! through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler makes
 //! them (on the node the filter chose, or on any node), binding results (success, or refused
 //! for good), deletions with and without grace, pods placed by another scheduler, restarts
-//! (a new table rebuilt from a re-list) and clock jumps past timeouts, back-offs and windows.
+//! (a new table rebuilt from a re-list), clock jumps past timeouts, back-offs and windows, and
+//! a gang's Volcano PodGroup (with per-task minimums) created and deleted.
 //! After every step the invariants are checked (see [`Check`]); after the last, everything is
 //! deleted and the table must be empty.
 //!
@@ -23,7 +24,7 @@ use kube::runtime::watcher::Event;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
-use self::cluster::{Cluster, SimNode, SimPod, NODES, NODE_CPU, SLOTS};
+use self::cluster::{g1_pod_group, Cluster, SimNode, SimPod, NODES, NODE_CPU, SLOTS};
 use super::*;
 use crate::cluster::watch::{apply_event, Relist};
 
@@ -66,6 +67,8 @@ enum Step {
     },
     Restart,
     Advance(Duration),
+    /// `g1`'s PodGroup is created (or changed to the same) or deleted.
+    PodGroup(bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -88,6 +91,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Restart),
         2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
             .prop_map(|s| Step::Advance(Duration::from_secs(s))),
+        1 => proptest::bool::weighted(0.7).prop_map(Step::PodGroup),
     ]
 }
 
@@ -113,9 +117,10 @@ struct Check {
 
 impl Check {
     fn new() -> Self {
+        let cluster = Cluster::with_pod_group();
         Check {
-            table: GangTable::new(ModelConfig::default()),
-            cluster: Cluster::default(),
+            table: cluster.fresh_table(),
+            cluster,
             pod_watch: Relist::default(),
             node_watch: Relist::default(),
             now: Instant::now(),
@@ -253,6 +258,15 @@ impl Check {
             Step::Advance(d) => {
                 self.now += d;
                 self.table.expire(self.now);
+            }
+            Step::PodGroup(present) => {
+                self.cluster.pod_group = present;
+                let def = g1_pod_group();
+                if present {
+                    self.table.apply_pod_group(def);
+                } else {
+                    self.table.remove_pod_group(def.api, &def.key);
+                }
             }
         }
         Ok(())
@@ -404,7 +418,7 @@ impl Check {
                 self.pod_event(Event::Apply(obj));
             }
         }
-        let old = std::mem::replace(&mut self.table, GangTable::new(ModelConfig::default()));
+        let old = std::mem::replace(&mut self.table, self.cluster.fresh_table());
         self.pod_watch = Relist::default();
         self.node_watch = Relist::default();
         self.relist_nodes();
@@ -479,25 +493,19 @@ impl Check {
             }
             self.checks += 4;
         }
-        // Never half a gang: live members with nodes are none or at least the quorum.
+        // Never half a gang: live members with nodes are none, or meet the quorum and (g1)
+        // every task's minimum.
         for (gang, quorum) in [("g0", 2u32), ("g1", 3)] {
-            let with_nodes = self
-                .cluster
-                .pods
-                .iter()
-                .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
-                .filter(|p| self.cluster.node_of(p).is_some())
-                .count() as u32;
-            if with_nodes == 0 || with_nodes >= quorum {
-                self.excused.remove(gang);
-            } else {
-                prop_assert!(
+            match self.cluster.partial_gang(gang, quorum) {
+                None => {
+                    self.excused.remove(gang);
+                }
+                Some(counts) => prop_assert!(
                     self.excused.contains(gang),
-                    "gang {} has {}/{} members with nodes",
+                    "gang {} has {} with nodes",
                     gang,
-                    with_nodes,
-                    quorum
-                );
+                    counts
+                ),
             }
             self.checks += 1;
         }

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
 use muster_harness::podgroups::{self, PodGroupApi};
-use muster_harness::{wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer};
+use muster_harness::{
+    holds_for, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer,
+};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// Deadline for something that should happen.
@@ -76,8 +78,13 @@ fn volcano_pod(ns: &str, job: &str, pod_group: &str, task: &str, i: u32, cpu: &s
 }
 
 /// Waits until muster's `/gangs` says gang `ns/group` waits whole — `waiting`, no seats, no
-/// member with a node — for a reason `want` accepts, then checks it keeps waiting whole for
-/// exactly that reason over [`WINDOW`]. Fails at once if a member is bound. Returns the reason.
+/// member with a node — for a reason `want` accepts, then checks on every poll over [`WINDOW`]
+/// that it still does (and that no member is bound). Fails at once if a member is bound.
+/// Returns the first such reason.
+///
+/// `want`, not one exact string: where two verdicts are equally true (with room for one member
+/// of a gang needing one of each task, either task is the short one), muster's reason names the
+/// one found short for the member it was last asked about.
 async fn waits_whole(
     c: &Cluster,
     ns: &str,
@@ -86,18 +93,30 @@ async fn waits_whole(
     what: &str,
     want: impl Fn(&str) -> bool,
 ) -> Result<String> {
-    let g = c
-        .wait_gang(ns, group, members, what, REASON, |g| {
-            g.state == "waiting"
-                && g.seats().is_empty()
-                && g.members.iter().all(|m| m.node.is_none())
-                && g.waiting_reason.as_deref().is_some_and(&want)
-        })
-        .await?;
-    let reason = g.waiting_reason.unwrap_or_default();
-    c.assert_gang_waits_whole_for(ns, group, members, &reason, WINDOW)
-        .await?;
-    Ok(reason)
+    let whole = |g: &muster_harness::GangView| {
+        g.state == "waiting"
+            && g.seats().is_empty()
+            && g.members.iter().all(|m| m.node.is_none())
+            && g.waiting_reason.as_deref().is_some_and(&want)
+    };
+    let g = c.wait_gang(ns, group, members, what, REASON, whole).await?;
+    holds_for(
+        &format!("gang {ns}/{group} to wait whole ({what})"),
+        WINDOW,
+        || async {
+            let bound = c.bound_pods(ns).await?;
+            if let Some(m) = members.iter().find(|m| bound.contains_key(*m)) {
+                return Ok(Err(format!("{m} was bound to {}", bound[m])));
+            }
+            Ok(match c.muster.gang(ns, group).await? {
+                Some(g) if whole(&g) => Ok(()),
+                Some(g) => Err(format!("muster's /gangs: {}", g.describe())),
+                None => Err("muster's /gangs does not list it".into()),
+            })
+        },
+    )
+    .await?;
+    Ok(g.waiting_reason.unwrap_or_default())
 }
 
 /// Waits until all of `members` are bound, within [`TOGETHER`] of each other, and muster says
@@ -396,7 +415,7 @@ async fn quorum_bound_together(
     let first = first_bound(c, ns, members, |b| b.len() >= quorum).await?;
     let s = spread(&first);
     ensure!(s <= TOGETHER, "quorum bound {s:?} apart: {first:?}");
-    muster_harness::holds_for(
+    holds_for(
         &format!("exactly {quorum} members bound, no overcommit"),
         WINDOW,
         || async {

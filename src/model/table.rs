@@ -12,7 +12,8 @@
 //! or the tightest fit), so kube-scheduler skips scoring it and it lands on the plan. Planned
 //! seats are what stop two gangs from each holding half of what both need: the moment a gang
 //! takes its first seat, it holds room for all of its quorum (members not created yet
-//! included, assumed as large as the largest member that exists).
+//! included, assumed as large as the largest member that exists, or of their task when a task
+//! is below its minimum).
 
 use std::sync::Arc;
 

@@ -169,3 +169,86 @@ fn members_of_a_task_without_a_minimum_count_toward_the_total_only() {
     wait_message(&w.bind(&ps, "a"));
     assert_eq!(names(&w.bind(&wk, "b")), vec!["ps@a", "worker@b"]);
 }
+
+/// What `/gangs` serialises for a gang with a PodGroup and tasks (the JSON the end-to-end
+/// tests read).
+#[test]
+fn the_gang_view_names_the_pod_group_and_counts_each_task() {
+    let mut w = World::new(&[node("w", 1000)]);
+    volcano_job(&mut w);
+    let view = serde_json::to_value(w.table.views(w.now)).unwrap();
+    assert_eq!(
+        view[0]["spec_source"],
+        serde_json::json!({
+            "kind": "pod-group",
+            "api_version": "scheduling.volcano.sh/v1beta1",
+            "name": "ml/job"
+        })
+    );
+    assert_eq!(
+        view[0]["tasks"],
+        serde_json::json!([
+            {"task": "master", "present": 1, "placed": 0, "minimum": 1},
+            {"task": "worker", "present": 3, "placed": 0, "minimum": 2}
+        ])
+    );
+    let keys = serde_json::to_value(SpecSourceView::Key {
+        key: "muster.dev/min-available",
+    })
+    .unwrap();
+    assert_eq!(
+        keys,
+        serde_json::json!({"kind": "key", "key": "muster.dev/min-available"})
+    );
+    assert_eq!(
+        serde_json::to_value(SpecSourceView::EveryMember).unwrap(),
+        serde_json::json!({"kind": "every-member"})
+    );
+}
+
+#[test]
+fn a_missing_member_of_a_task_with_members_is_as_large_as_they_are_not_as_the_largest_member() {
+    let mut w = World::new(&[node("a", 10_000)]);
+    let member = |name: &str, task: &str, cpu: i64| {
+        pod(name)
+            .cpu(cpu)
+            .annotation(GROUP, "job")
+            .annotation(TASK_MIN_AVAILABLE, "master=2,worker=1")
+            .task(task)
+            .build()
+    };
+    let m0 = member("m0", "master", 300);
+    let w0 = member("w0", "worker", 900);
+    w.add(&[&m0, &w0]);
+    wait_message(&w.bind(&w0, "a"));
+    let held: Vec<i64> = w.table.gangs[&GangKey::new("ml", "job")]
+        .seats()
+        .iter()
+        .filter(|(h, _)| h.is_not_created_yet())
+        .map(|(_, s)| s.requests.cpu_milli)
+        .collect();
+    assert_eq!(held, vec![300], "the second master, like the first");
+}
+
+#[test]
+fn bad_per_task_minimums_are_reported_like_other_bad_keys() {
+    let mut w = World::new(&[node("a", 1000)]);
+    let p = pod("p")
+        .annotation(GROUP, "job")
+        .annotation(TASK_MIN_AVAILABLE, "master=1,master=2")
+        .build();
+    w.add(&[&p]);
+    let told: Vec<Notice> = w.table.take_notices();
+    assert_eq!(told.len(), 1);
+    assert_eq!(told[0].kind, NoticeKind::InvalidKeys);
+    assert!(told[0].message.contains("task master is listed twice"));
+    let (ok, reasons) = w.filter(&p);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        vec![
+            "pod ml/p: muster.dev/task-min-available must list tasks and their minimums, such \
+             as \"master=1,worker=2\": task master is listed twice; got \"master=1,master=2\""
+        ]
+    );
+}

@@ -111,8 +111,9 @@ struct Check {
     /// allocatable there until the seats are re-planned or released).
     disturbed: BTreeSet<String>,
     checks: u64,
-    /// What the case exercised: gangs bound together, bindings refused, restarts.
-    seen: [u64; 3],
+    /// What the case exercised: gangs bound together (of them, `g1` with its per-task
+    /// minimums from its PodGroup), bindings refused, restarts.
+    seen: [u64; 4],
 }
 
 impl Check {
@@ -128,7 +129,7 @@ impl Check {
             excused: BTreeSet::new(),
             disturbed: BTreeSet::new(),
             checks: 0,
-            seen: [0; 3],
+            seen: [0; 4],
         }
     }
 
@@ -343,8 +344,9 @@ impl Check {
         };
         let members = match self.table.bind(request, self.now) {
             BindDecision::BindNow { pod, node } => vec![(pod, node)],
-            BindDecision::BindGang { members, .. } => {
+            BindDecision::BindGang { gang, members } => {
                 self.seen[0] += 1;
+                self.seen[3] += u64::from(&*gang.name == "g1");
                 members
             }
             _ => Vec::new(),
@@ -558,7 +560,7 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
     };
     let mut runner = TestRunner::new(config);
     // Cases passed (shrinking's included), steps, checks, and what was exercised.
-    let totals: [AtomicU64; 6] = Default::default();
+    let totals: [AtomicU64; 7] = Default::default();
     let result = runner.run(&proptest::collection::vec(step(), 1..80), |script| {
         let mut c = Check::new();
         // A cluster starts with its nodes; steps delete and add them again.
@@ -577,16 +579,19 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
             c.seen[0],
             c.seen[1],
             c.seen[2],
+            c.seen[3],
         ];
         for (total, n) in totals.iter().zip(counts) {
             total.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     });
-    let [cases, steps, checks, gangs, refused, restarts] = totals.map(AtomicU64::into_inner);
+    let [cases, steps, checks, gangs, refused, restarts, with_tasks] =
+        totals.map(AtomicU64::into_inner);
     eprintln!(
         "model check: {cases} cases passed, {steps} steps, {checks} invariant checks; \
-         exercised {gangs} gangs bound together, {refused} bindings refused, {restarts} restarts",
+         exercised {gangs} gangs bound together ({with_tasks} with per-task minimums), \
+         {refused} bindings refused, {restarts} restarts",
     );
     if let Err(e) = result {
         match e {

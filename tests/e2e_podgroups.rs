@@ -277,16 +277,17 @@ async fn volcano_seed_job_waits_whole_with_room_for_one_then_is_placed_whole() -
 
 /// A scheduler-plugins PodGroup (`minMember: 3`) for 4 pods labelled
 /// `scheduling.x-k8s.io/pod-group`, as the Kubeflow training operator writes them. Room for 2:
-/// the gang waits whole ("2 of 3", the PodGroup's quorum, not the 4 pods'); room for a third →
-/// 3 members bound together.
+/// the gang waits whole ("2 of 3", the PodGroup's quorum, not the 4 pods'), also across a muster
+/// restart; room for a third → 3 members bound together.
 #[tokio::test]
 async fn scheduler_plugins_pod_group_gang_waits_whole_then_its_quorum_is_placed() -> Result<()> {
     let _t = Timer(
         "scheduler_plugins_pod_group_gang_waits_whole_then_its_quorum_is_placed",
         Instant::now(),
     );
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
-        .await?;
+    let mut c =
+        Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
+            .await?;
     let r = async {
         let ns = "kubeflow";
         c.namespace(ns).await?;
@@ -314,6 +315,17 @@ async fn scheduler_plugins_pod_group_gang_waits_whole_then_its_quorum_is_placed(
         })
         .await?;
         check_source(&c, ns, "pytorch", PodGroupApi::SchedulerPlugins, false).await?;
+        // A restarted muster is Ready only once it has listed the PodGroups again: from its
+        // first answer on, the gang's spec is the PodGroup's, never its pods' keys alone.
+        c.muster.restart().await?;
+        check_source(&c, ns, "pytorch", PodGroupApi::SchedulerPlugins, false).await?;
+        ensure!(
+            c.muster
+                .gang(ns, "pytorch")
+                .await?
+                .is_some_and(|g| g.quorum == 3),
+            "after a restart, muster's quorum for kubeflow/pytorch is not its PodGroup's 3"
+        );
         c.add_node("node-2", NodeShape::cpu("150m")).await?; // room for a third
         quorum_bound_together(&c, ns, &members, 3).await
     }

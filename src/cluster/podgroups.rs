@@ -311,6 +311,7 @@ impl<A: PodGroupKind> Indexed for PodGroupObject<A> {
     /// PodGroup is missing: before the first list, muster could not have seen it.
     fn set_synced(shared: &Shared) {
         shared.table.lock().set_pod_group_api_served(A::API, true);
+        shared.readiness.set_pod_group_api_listed(A::API);
     }
 }
 

@@ -33,15 +33,15 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if r.is_ready() {
         (StatusCode::OK, "ok").into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: pods synced={}, nodes synced={}",
-                r.pods_synced(),
-                r.nodes_synced()
-            ),
-        )
-            .into_response()
+        let mut message = format!(
+            "not ready: pods synced={}, nodes synced={}",
+            r.pods_synced(),
+            r.nodes_synced()
+        );
+        if let Some(pending) = r.pod_groups_pending() {
+            message.push_str(&format!(", {pending}"));
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, message).into_response()
     }
 }
 

@@ -107,6 +107,8 @@ async fn stop_watch(api: PodGroupApi, task: JoinHandle<()>, shared: &Shared) {
         table.set_pod_group_api_served(api, false);
         table.retain_pod_groups(api, |_| false);
     }
+    // Its first list may never have completed: readiness no longer waits for it.
+    shared.readiness.set_pod_group_api_listed(api);
     shared.flush_notices();
 }
 
@@ -133,6 +135,13 @@ pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Durati
             }
             found.push((api, f));
         }
+        // The first round decides which first lists readiness waits for.
+        shared.readiness.pod_group_discovery_done(
+            found
+                .iter()
+                .filter(|(_, f)| *f == Found::Served)
+                .map(|(api, _)| *api),
+        );
         // A watch task ends only if it panicked: start it again if the API is still served.
         watches.0.retain(|_, task| !task.is_finished());
         let running: BTreeSet<PodGroupApi> = watches.0.keys().copied().collect();

@@ -13,7 +13,6 @@ use std::time::Duration;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
-use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
 use super::{Kubernetes, PodGroupKind, PodGroupObject, SchedulerPlugins, Volcano};
@@ -53,6 +52,16 @@ pub fn changes(running: &BTreeSet<PodGroupApi>, found: &[(PodGroupApi, Found)]) 
         })
         .collect()
 }
+
+/// Whether a round found out about every API: one that failed says nothing of its API, so the
+/// round cannot tell readiness which first lists to wait for.
+pub fn conclusive(found: &[(PodGroupApi, Found)]) -> bool {
+    !found.iter().any(|(_, f)| matches!(f, Found::Unknown(_)))
+}
+
+/// How soon to ask again after a round that was not conclusive while readiness still waits for
+/// one (muster restarting while the API server does not answer).
+const RETRY_INCONCLUSIVE: Duration = Duration::from_secs(1);
 
 /// The resource of `api`, as in RBAC and the watch metrics' `kind` label.
 pub fn resource(api: PodGroupApi) -> &'static str {
@@ -116,10 +125,8 @@ async fn stop_watch(api: PodGroupApi, task: JoinHandle<()>, shared: &Shared) {
 /// watch running per PodGroup API the cluster serves.
 pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Duration) {
     let mut watches = Watches::default();
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut awaiting_conclusive_round = true;
     loop {
-        tick.tick().await;
         let mut found = Vec::with_capacity(PodGroupApi::ALL.len());
         for api in PodGroupApi::ALL {
             let f = discover(&client, api).await;
@@ -135,13 +142,16 @@ pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Durati
             }
             found.push((api, f));
         }
-        // The first round decides which first lists readiness waits for.
-        shared.readiness.pod_group_discovery_done(
-            found
-                .iter()
-                .filter(|(_, f)| *f == Found::Served)
-                .map(|(api, _)| *api),
-        );
+        // The first conclusive round decides which first lists readiness waits for.
+        let conclusive = conclusive(&found);
+        if conclusive && std::mem::take(&mut awaiting_conclusive_round) {
+            shared.readiness.pod_group_discovery_done(
+                found
+                    .iter()
+                    .filter(|(_, f)| *f == Found::Served)
+                    .map(|(api, _)| *api),
+            );
+        }
         // A watch task ends only if it panicked: start it again if the API is still served.
         watches.0.retain(|_, task| !task.is_finished());
         let running: BTreeSet<PodGroupApi> = watches.0.keys().copied().collect();
@@ -161,5 +171,11 @@ pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Durati
                 }
             }
         }
+        let wait = if awaiting_conclusive_round {
+            RETRY_INCONCLUSIVE.min(every)
+        } else {
+            every
+        };
+        tokio::time::sleep(wait).await;
     }
 }

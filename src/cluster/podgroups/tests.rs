@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use kube::runtime::watcher::Event;
 use serde_json::{json, Value};
 
-use super::discovery::{changes, Change, Found};
+use super::discovery::{changes, conclusive, Change, Found};
 use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 use crate::model::ModelConfig;
@@ -336,4 +336,12 @@ fn a_failed_discovery_neither_starts_nor_stops_a_watch() {
     let refused = || Found::Unknown("connection refused".into());
     let found = [(v, refused()), (s, refused()), (k, Found::NotServed)];
     assert!(changes(&BTreeSet::from([v]), &found).is_empty());
+    // Nor does it tell readiness which APIs to wait for: that takes a round that found out
+    // about all three.
+    assert!(!conclusive(&found));
+    assert!(conclusive(&[
+        (v, Found::Served),
+        (s, Found::NotServed),
+        (k, Found::NotServed)
+    ]));
 }

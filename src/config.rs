@@ -61,6 +61,12 @@ pub struct Args {
     #[arg(long, env = "MUSTER_BIND_WAIT", default_value = "5s", value_parser = parse_bind_wait)]
     pub bind_wait: Duration,
 
+    /// How often API discovery is asked which PodGroup APIs (Volcano, scheduler-plugins,
+    /// Kubernetes) the cluster serves: a CRD installed or removed while muster runs is noticed
+    /// within this.
+    #[arg(long, env = "MUSTER_POD_GROUP_DISCOVERY_INTERVAL", default_value = "30s", value_parser = parse_discovery_interval)]
+    pub pod_group_discovery_interval: Duration,
+
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "MUSTER_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES,
           value_parser = parse_body_limit)]
@@ -324,6 +330,15 @@ fn parse_creation_window(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_discovery_interval(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(1) => {
+            Err("must be at least 1s: each round asks the API server three times".into())
+        }
+        d => Ok(d),
+    }
+}
+
 fn parse_body_limit(s: &str) -> Result<usize, String> {
     let n: usize = s
         .trim()
@@ -363,6 +378,7 @@ mod tests {
         assert_eq!(a.model_config().creation_window, Duration::from_secs(5));
         assert_eq!(a.max_body_bytes, 32 << 20);
         assert_eq!(a.log_format, LogFormat::Text);
+        assert_eq!(a.pod_group_discovery_interval, Duration::from_secs(30));
     }
 
     #[test]
@@ -378,6 +394,10 @@ mod tests {
             (vec!["--bind-wait", "5m"], "--bind-wait"),
             (vec!["--creation-window", "1h"], "--creation-window"),
             (vec!["--creation-window", "later"], "--creation-window"),
+            (
+                vec!["--pod-group-discovery-interval", "100ms"],
+                "--pod-group-discovery-interval",
+            ),
             (vec!["--tls-cert-file", "c.pem"], "--tls-key-file"),
             (vec!["--tls-client-ca-file", "ca.pem"], "--tls-cert-file"),
             (vec!["--ops-listen-addr", "nowhere"], "--ops-listen-addr"),

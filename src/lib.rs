@@ -167,8 +167,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let instance = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "muster".into());
+    // PodGroups of the APIs the cluster serves. None is required, but readiness waits for the
+    // first list of each one served at start, so no gang is decided by its pods' keys alone
+    // before its PodGroup is read (set before any watch runs).
+    shared.readiness.await_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
+    tasks.spawn(cluster::podgroups::watch_pod_groups(
+        client.clone(),
+        shared.clone(),
+        args.pod_group_discovery_interval,
+    ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");

@@ -39,6 +39,22 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+/// A PodGroup API, by its `group/version`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabel {
+    pub api: &'static str,
+}
+
+/// What the table knows of one PodGroup API, for [`Metrics::render`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodGroupGauge {
+    pub api: &'static str,
+    /// The cluster serves it and its first list completed.
+    pub served: bool,
+    /// PodGroups of it in the table.
+    pub known: usize,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<VerbOutcomeLabel, Counter>,
@@ -58,6 +74,8 @@ pub struct Metrics {
     pub unreadable_objects: Family<KindLabel, Counter>,
     cache_nodes: Gauge,
     cache_pods: Gauge,
+    pod_groups: Family<ApiLabel, Gauge>,
+    pod_group_apis_served: Family<ApiLabel, Gauge>,
     cache_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// 1 while this replica decides (the leader, or the only replica), else 0.
     pub leader: Gauge,
@@ -104,6 +122,8 @@ impl Metrics {
             unreadable_objects: Family::default(),
             cache_nodes: Gauge::default(),
             cache_pods: Gauge::default(),
+            pod_groups: Family::default(),
+            pod_group_apis_served: Family::default(),
             cache_age: Gauge::default(),
             leader: Gauge::default(),
             leader_takeovers: Counter::default(),
@@ -164,16 +184,26 @@ impl Metrics {
         );
         registry.register(
             "unreadable_objects",
-            "Pods and nodes with a field muster cannot read: a pending pod is skipped, a bound pod fills its node for that resource, a node is kept without it",
+            "Pods, nodes and PodGroups with a field muster cannot read: a pending pod or a PodGroup is skipped, a bound pod fills its node for that resource, a node is kept without it",
             m.unreadable_objects.clone(),
         );
         registry.register(
             "watch_errors",
-            "Errors of the pod and node watches",
+            "Errors of the pod, node and PodGroup watches, and of PodGroup API discovery",
             m.watch_errors.clone(),
         );
         registry.register("cache_nodes", "Nodes in the cache", m.cache_nodes.clone());
         registry.register("cache_pods", "Pods in the cache", m.cache_pods.clone());
+        registry.register(
+            "pod_groups",
+            "PodGroups in the cache, by API (group/version)",
+            m.pod_groups.clone(),
+        );
+        registry.register(
+            "pod_group_api_served",
+            "1 for a PodGroup API the cluster serves and muster has listed, else 0",
+            m.pod_group_apis_served.clone(),
+        );
         registry.register(
             "cache_last_event_age_seconds",
             "Seconds since the last pod or node watch event (-1 before the first)",
@@ -201,6 +231,17 @@ impl Metrics {
     pub fn touch_cache(&self) {
         let ms = self.started.elapsed().as_millis() as u64;
         self.last_cache_event_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// Sets the PodGroup gauges, read off the table before [`render`](Self::render).
+    pub fn set_pod_groups(&self, pod_groups: &[PodGroupGauge]) {
+        for g in pod_groups {
+            let label = ApiLabel { api: g.api };
+            self.pod_groups.get_or_create(&label).set(g.known as i64);
+            self.pod_group_apis_served
+                .get_or_create(&label)
+                .set(i64::from(g.served));
+        }
     }
 
     /// Sets the gauges that are read off the table, then renders everything.

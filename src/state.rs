@@ -1,5 +1,6 @@
 //! The one shared state value handed to every handler and background task.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,13 +13,26 @@ use crate::cluster::evictor::DisruptionQueue;
 use crate::cluster::leader::role::Leadership;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
-use crate::model::{GangKey, GangTable, ModelConfig};
+use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 
-/// Caches are synced once both watches completed their first list.
+/// Caches are synced once both watches completed their first list, and the first list of each
+/// PodGroup API the cluster served at start (when muster runs with PodGroup discovery).
 #[derive(Default)]
 pub struct Readiness {
     pods: AtomicBool,
     nodes: AtomicBool,
+    pod_groups: Mutex<PodGroupsPending>,
+}
+
+/// What readiness still waits for of the PodGroup APIs: a restarted muster must not decide a gang
+/// by its pods' keys before it has read the gang's PodGroup. Nothing by default (tests and
+/// benches that build a [`Shared`] by hand never run discovery).
+#[derive(Default)]
+struct PodGroupsPending {
+    /// The first discovery round is under way.
+    discovery: bool,
+    /// APIs that round found served whose first list has not completed.
+    lists: BTreeSet<PodGroupApi>,
 }
 
 impl Readiness {
@@ -34,8 +48,36 @@ impl Readiness {
     pub fn nodes_synced(&self) -> bool {
         self.nodes.load(Ordering::Acquire)
     }
+    /// Readiness waits for the first PodGroup discovery round (called before it starts).
+    pub fn await_pod_group_discovery(&self) {
+        self.pod_groups.lock().discovery = true;
+    }
+    /// The first discovery round found `served`: readiness waits for their first lists. Later
+    /// rounds change nothing (a CRD installed later makes no ready replica unready).
+    pub fn pod_group_discovery_done(&self, served: impl IntoIterator<Item = PodGroupApi>) {
+        let mut p = self.pod_groups.lock();
+        if std::mem::take(&mut p.discovery) {
+            p.lists.extend(served);
+        }
+    }
+    /// `api`'s first list completed, or its watch was stopped: nothing more to wait for.
+    pub fn set_pod_group_api_listed(&self, api: PodGroupApi) {
+        self.pod_groups.lock().lists.remove(&api);
+    }
+    /// What readiness still waits for of the PodGroup APIs, if anything.
+    pub fn pod_groups_pending(&self) -> Option<String> {
+        let p = self.pod_groups.lock();
+        if p.discovery {
+            return Some("PodGroup API discovery under way".into());
+        }
+        if p.lists.is_empty() {
+            return None;
+        }
+        let apis: Vec<&str> = p.lists.iter().map(|a| a.api_version()).collect();
+        Some(format!("PodGroups not listed yet: {}", apis.join(", ")))
+    }
     pub fn is_ready(&self) -> bool {
-        self.pods_synced() && self.nodes_synced()
+        self.pods_synced() && self.nodes_synced() && self.pod_groups_pending().is_none()
     }
 }
 
@@ -153,5 +195,54 @@ impl Shared {
         }
         self.events.send_all(notices);
         self.held.purge(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synced() -> Readiness {
+        let r = Readiness::default();
+        r.set_pods_synced();
+        r.set_nodes_synced();
+        r
+    }
+
+    #[test]
+    fn without_pod_group_discovery_the_pod_and_node_lists_make_it_ready() {
+        assert!(!Readiness::default().is_ready());
+        assert!(synced().is_ready());
+    }
+
+    #[test]
+    fn it_waits_for_the_first_discovery_round_and_the_first_list_of_each_api_it_found() {
+        let r = synced();
+        r.await_pod_group_discovery();
+        assert!(!r.is_ready());
+        assert_eq!(
+            r.pod_groups_pending().as_deref(),
+            Some("PodGroup API discovery under way")
+        );
+        r.pod_group_discovery_done([PodGroupApi::Volcano, PodGroupApi::Kubernetes]);
+        assert_eq!(
+            r.pod_groups_pending().as_deref(),
+            Some("PodGroups not listed yet: scheduling.volcano.sh/v1beta1, scheduling.k8s.io/v1beta1")
+        );
+        r.set_pod_group_api_listed(PodGroupApi::Volcano);
+        assert!(!r.is_ready());
+        r.set_pod_group_api_listed(PodGroupApi::Kubernetes);
+        assert!(r.is_ready());
+        // An API found in a later round (a CRD installed later) makes a ready replica no less so.
+        r.pod_group_discovery_done([PodGroupApi::SchedulerPlugins]);
+        assert!(r.is_ready());
+    }
+
+    #[test]
+    fn with_no_pod_group_api_served_it_is_ready_once_discovery_has_answered() {
+        let r = synced();
+        r.await_pod_group_discovery();
+        r.pod_group_discovery_done([]);
+        assert!(r.is_ready());
     }
 }

@@ -609,6 +609,9 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
     const CORE: &str = "";
     const EVENTS: &str = "events.k8s.io";
     const COORD: &str = "coordination.k8s.io";
+    const VOLCANO: &str = "scheduling.volcano.sh";
+    const COSCHEDULING: &str = "scheduling.x-k8s.io";
+    const SCHEDULING: &str = "scheduling.k8s.io";
     let team = "team-a";
     let muster_may = [
         access("get", CORE, "pods").ns(team),
@@ -621,6 +624,14 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("create", CORE, "pods").sub("binding").ns(team),
         access("create", CORE, "pods").sub("eviction").ns(team),
         access("create", EVENTS, "events").ns(team),
+        // Gang specs from PodGroups, read only.
+        access("list", VOLCANO, "podgroups"),
+        access("watch", VOLCANO, "podgroups"),
+        access("list", COSCHEDULING, "podgroups"),
+        access("watch", COSCHEDULING, "podgroups"),
+        access("list", SCHEDULING, "podgroups"),
+        access("watch", SCHEDULING, "podgroups"),
+        access("get", SCHEDULING, "podgroups").named("pg").ns(team),
         // Leader election: the one Lease in its own namespace.
         access("create", COORD, "leases").ns(NS),
         access("get", COORD, "leases").named("muster").ns(NS),
@@ -656,6 +667,16 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("delete", COORD, "leases").named("muster").ns(NS),
         access("patch", COORD, "leases").named("muster").ns(NS),
         access("list", COORD, "leases").ns(NS),
+        // PodGroups are read, never written, and nothing else of their groups is read.
+        access("create", VOLCANO, "podgroups").ns(team),
+        access("update", COSCHEDULING, "podgroups")
+            .sub("status")
+            .ns(team),
+        access("patch", SCHEDULING, "podgroups").ns(team),
+        access("delete", VOLCANO, "podgroups").ns(team),
+        access("list", SCHEDULING, "workloads"),
+        access("list", VOLCANO, "queues"),
+        access("list", SCHEDULING, "priorityclasses"),
     ];
     let scheduler_may = [
         access("create", COORD, "leases").ns(NS),
@@ -793,6 +814,15 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "core pods/binding create",
         "core pods/eviction create",
         "events.k8s.io events create",
+        "scheduling.volcano.sh podgroups get",
+        "scheduling.volcano.sh podgroups list",
+        "scheduling.volcano.sh podgroups watch",
+        "scheduling.x-k8s.io podgroups get",
+        "scheduling.x-k8s.io podgroups list",
+        "scheduling.x-k8s.io podgroups watch",
+        "scheduling.k8s.io podgroups get",
+        "scheduling.k8s.io podgroups list",
+        "scheduling.k8s.io podgroups watch",
     ]
     .map(String::from)
     .into();

@@ -1,6 +1,6 @@
-//! Kubernetes I/O: the watches that keep the gang table current, the binder, the Event
-//! publisher, and the self-managed certificate Secrets. Nothing in here decides anything;
-//! decisions live in [`crate::model`] (and [`crate::pki`] for certificates).
+//! Kubernetes I/O: the watches that keep the gang table current (pods, nodes, PodGroups), the
+//! binder, the Event publisher, and the self-managed certificate Secrets. Nothing in here
+//! decides anything; decisions live in [`crate::model`] (and [`crate::pki`] for certificates).
 
 pub mod binder;
 pub mod certs;
@@ -8,4 +8,5 @@ pub mod convert;
 pub mod events;
 pub mod evictor;
 pub mod leader;
+pub mod podgroups;
 pub mod watch;

@@ -1,4 +1,5 @@
-//! Watches of pods and nodes that keep the gang table current.
+//! Watches of pods and nodes (and, in `podgroups`, of PodGroups) that keep the gang table
+//! current.
 //!
 //! Two halves: [`apply_event`] is pure — it applies one watch event to the table, re-list
 //! bookkeeping included, and is unit-tested with synthetic event streams (as kube-rs tests its
@@ -11,7 +12,7 @@
 //! completed list of both kinds makes `/readyz` true.
 
 use std::collections::HashSet;
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -34,15 +35,20 @@ use crate::state::Shared;
 /// matching).
 const LIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// What differs between the pod and the node watch: how an object enters and leaves the table.
+/// What applying one object gave: its key for re-list bookkeeping, and what could not be read
+/// of it if it was applied in part; or why it could not be read at all.
+pub type Read<E> = Result<(Arc<str>, Option<E>), E>;
+
+/// What differs between the watches (pods, nodes, and each PodGroup API): how an object enters
+/// and leaves the table.
 pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static {
+    /// The resource, as in the watch metrics' `kind` label.
     const KIND: &'static str;
+    /// Why an object could not be read.
+    type Error: fmt::Display + Debug;
     /// Applies the object; returns its key (pod UID, node name) for re-list bookkeeping, and
     /// what could not be read of it if it was applied in part (see `convert::lenient`).
-    fn apply(
-        table: &mut GangTable,
-        obj: &Self,
-    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError>;
+    fn apply(table: &mut GangTable, obj: &Self) -> Read<Self::Error>;
     fn remove(table: &mut GangTable, obj: &Self);
     /// After a (re-)list: drops what the list did not contain; returns how many remain.
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize;
@@ -51,10 +57,8 @@ pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static 
 
 impl Indexed for Pod {
     const KIND: &'static str = "pods";
-    fn apply(
-        table: &mut GangTable,
-        pod: &Pod,
-    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError> {
+    type Error = ConvertError;
+    fn apply(table: &mut GangTable, pod: &Pod) -> Read<ConvertError> {
         let (info, partly) = match pod_info(pod) {
             Ok(info) => (info, None),
             Err(e) => match bound_pod_info_lenient(pod) {
@@ -82,10 +86,8 @@ impl Indexed for Pod {
 
 impl Indexed for Node {
     const KIND: &'static str = "nodes";
-    fn apply(
-        table: &mut GangTable,
-        node: &Node,
-    ) -> Result<(Arc<str>, Option<ConvertError>), ConvertError> {
+    type Error = ConvertError;
+    fn apply(table: &mut GangTable, node: &Node) -> Read<ConvertError> {
         let (info, partly) = match node_info(node) {
             Ok(info) => (info, None),
             Err(e) => match node_info_lenient(node) {
@@ -119,21 +121,21 @@ pub struct Relist {
 
 /// What applying one event did, for the watch loop to report.
 #[derive(Debug)]
-pub enum Applied {
+pub enum Applied<E = ConvertError> {
     /// A (re-)list began: nothing was delivered yet.
     ListStarted,
     /// An object was applied or removed.
     Changed,
     /// An object muster cannot read was skipped (the table is unchanged).
-    Unreadable(ConvertError),
+    Unreadable(E),
     /// An object was applied with what could be read of it (see `convert::lenient`).
-    PartlyRead(ConvertError),
+    PartlyRead(E),
     /// A (re-)list completed; `remaining` objects of this kind are in the table, or `None`
     /// when no list was under way.
     Synced { remaining: Option<usize> },
 }
 
-impl Applied {
+impl<E> Applied<E> {
     /// Whether the event is evidence that the watch delivers, which is what
     /// `muster_cache_last_event_age_seconds` measures: an object (even one muster cannot
     /// read) or a completed list. A list beginning is not: kube-rs's watcher emits `Init`
@@ -151,7 +153,7 @@ pub fn apply_event<K: Indexed>(
     table: &mut GangTable,
     relist: &mut Relist,
     event: Event<K>,
-) -> Applied {
+) -> Applied<K::Error> {
     match event {
         Event::Init => {
             relist.seen = Some(HashSet::new());
@@ -185,7 +187,7 @@ pub async fn watch_nodes(client: Client, shared: Arc<Shared>) {
     watch::<Node>(Api::all(client), watcher::Config::default(), shared).await
 }
 
-async fn watch<K: Indexed>(api: Api<K>, config: watcher::Config, shared: Arc<Shared>)
+pub(super) async fn watch<K: Indexed>(api: Api<K>, config: watcher::Config, shared: Arc<Shared>)
 where
     K::DynamicType: Default,
 {

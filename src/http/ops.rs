@@ -33,15 +33,15 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if r.is_ready() {
         (StatusCode::OK, "ok").into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: pods synced={}, nodes synced={}",
-                r.pods_synced(),
-                r.nodes_synced()
-            ),
-        )
-            .into_response()
+        let mut message = format!(
+            "not ready: pods synced={}, nodes synced={}",
+            r.pods_synced(),
+            r.nodes_synced()
+        );
+        if let Some(pending) = r.pod_groups_pending() {
+            message.push_str(&format!(", {pending}"));
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, message).into_response()
     }
 }
 
@@ -65,10 +65,17 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let shared = &state.shared;
     let leading = shared.leadership.is_leading(Instant::now());
     shared.metrics.leader.set(i64::from(leading));
-    let (gauges, nodes, pods) = {
+    let (gauges, nodes, pods, pod_groups) = {
         let t = shared.table.lock();
-        (t.gauges(Instant::now()), t.node_count(), t.pod_count())
+        let pod_groups = crate::cluster::podgroups::gauges(&t);
+        (
+            t.gauges(Instant::now()),
+            t.node_count(),
+            t.pod_count(),
+            pod_groups,
+        )
     };
+    shared.metrics.set_pod_groups(&pod_groups);
     let body = shared.metrics.render(gauges, nodes, pods);
     (
         [(

@@ -88,6 +88,11 @@ impl PodGroupIndex {
         self.defs.len()
     }
 
+    /// PodGroups of one API.
+    pub fn count(&self, api: PodGroupApi) -> usize {
+        self.defs.keys().filter(|(a, _)| *a == api).count()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.defs.is_empty()
     }

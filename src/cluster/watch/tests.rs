@@ -61,7 +61,7 @@ fn room_for(table: &mut GangTable, cpu: &str) -> Vec<String> {
         .collect()
 }
 
-fn feed<K: Indexed>(
+fn feed<K: Indexed<Error = ConvertError>>(
     table: &mut GangTable,
     relist: &mut Relist,
     events: Vec<Event<K>>,

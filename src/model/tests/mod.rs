@@ -15,8 +15,8 @@ mod members;
 mod model_check;
 mod podgroups;
 mod preemption;
-mod tasks;
 mod retries;
+mod tasks;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

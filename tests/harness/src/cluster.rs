@@ -42,6 +42,8 @@ pub struct ClusterOptions {
     pub tls: Option<TlsOptions>,
     /// Whose permissions muster runs with (default: the shipped RBAC's ServiceAccount).
     pub muster_identity: MusterIdentity,
+    /// CRD files (relative to the repository) installed before muster starts.
+    pub crds: Vec<String>,
 }
 
 /// See [`ClusterOptions::muster_identity`].
@@ -72,7 +74,26 @@ impl ClusterOptions {
             scheduler: SchedulerOptions::default(),
             tls: None,
             muster_identity: MusterIdentity::default(),
+            crds: Vec::new(),
         }
+    }
+
+    /// Installs the CRD in `file` (relative to the repository, e.g.
+    /// [`podgroups::VOLCANO_CRD`](crate::podgroups::VOLCANO_CRD)) before muster starts.
+    pub fn crd(mut self, file: &str) -> Self {
+        self.crds.push(file.to_string());
+        self
+    }
+
+    /// kube-apiserver serves Kubernetes' own PodGroups (`scheduling.k8s.io/v1beta1`, gate
+    /// `GenericWorkload`); kube-scheduler keeps the gate off, so muster alone gates their gangs.
+    pub fn kubernetes_pod_groups(mut self) -> Self {
+        self.control_plane.apiserver_args.extend(
+            crate::podgroups::KUBERNETES_POD_GROUP_APISERVER_ARGS
+                .iter()
+                .map(|a| a.to_string()),
+        );
+        self
     }
 
     /// Runs muster with the admin kubeconfig instead of the shipped RBAC's ServiceAccount.
@@ -130,6 +151,9 @@ impl Cluster {
     pub async fn start_with(opts: ClusterOptions) -> Result<Self> {
         let t0 = Instant::now();
         let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
+        for file in &opts.crds {
+            crate::podgroups::install_crd(&cp.client(), file).await?;
+        }
         let cp_time = t0.elapsed();
         let t1 = Instant::now();
         let muster_kubeconfig = match opts.muster_identity {

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Event, Namespace, Node, NodeAffinity, NodeCondition, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, ResourceRequirements, TopologySpreadConstraint,
+    PodSchedulingGroup, PodSpec, ResourceRequirements, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -229,6 +229,7 @@ pub struct PodBuilder {
     node_selector: BTreeMap<String, String>,
     priority_class: Option<String>,
     scheduler_name: Option<String>,
+    scheduling_group: Option<String>,
     affinity: Affinity,
     spread: Vec<TopologySpreadConstraint>,
 }
@@ -247,6 +248,7 @@ impl PodBuilder {
             node_selector: BTreeMap::new(),
             priority_class: None,
             scheduler_name: None,
+            scheduling_group: None,
             affinity: Affinity::default(),
             spread: Vec::new(),
         }
@@ -354,6 +356,13 @@ impl PodBuilder {
         self
     }
 
+    /// `spec.schedulingGroup.podGroupName`: a member of Kubernetes PodGroup `name`
+    /// (`scheduling.k8s.io/v1beta1`; the API server keeps the field only with `GenericWorkload`).
+    pub fn scheduling_group(mut self, name: &str) -> Self {
+        self.scheduling_group = Some(name.into());
+        self
+    }
+
     pub fn build(self) -> Pod {
         let mut requests = BTreeMap::new();
         let mut limits = BTreeMap::new();
@@ -403,6 +412,12 @@ impl PodBuilder {
                 },
                 priority_class_name: self.priority_class.clone(),
                 scheduler_name: self.scheduler_name.clone(),
+                scheduling_group: self
+                    .scheduling_group
+                    .as_ref()
+                    .map(|name| PodSchedulingGroup {
+                        pod_group_name: Some(name.clone()),
+                    }),
                 affinity: (self.affinity != Affinity::default()).then(|| self.affinity.clone()),
                 topology_spread_constraints: (!self.spread.is_empty()).then(|| self.spread.clone()),
                 ..Default::default()

@@ -28,6 +28,10 @@
 //! # let _ = tls; Ok(()) }
 //! ```
 //!
+//! **PodGroups**: [`ClusterOptions::crd`] installs a CRD of `tests/crds/` before muster starts
+//! (Volcano's, scheduler-plugins'), [`ClusterOptions::kubernetes_pod_groups`] has the API server
+//! serve Kubernetes' own; [`podgroups`] writes PodGroup objects as each project's controller does.
+//!
 //! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
 //! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
 //! gang e2e test to fail without muster. [`gangs`] reads muster's own `/gangs` view for tests.
@@ -47,6 +51,7 @@ pub mod gangs;
 pub mod k8s;
 pub mod muster;
 pub mod paths;
+pub mod podgroups;
 pub mod process;
 pub mod rbac;
 pub mod tls;

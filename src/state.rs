@@ -60,7 +60,12 @@ impl Readiness {
             p.lists.extend(served);
         }
     }
-    /// `api`'s first list completed, or its watch was stopped: nothing more to wait for.
+    /// Readiness still waits for the first list of `api`.
+    pub fn pod_group_api_pending(&self, api: PodGroupApi) -> bool {
+        self.pod_groups.lock().lists.contains(&api)
+    }
+    /// `api`'s first list completed, its watch was stopped, or muster may not list it: nothing
+    /// more to wait for.
     pub fn set_pod_group_api_listed(&self, api: PodGroupApi) {
         self.pod_groups.lock().lists.remove(&api);
     }

@@ -313,6 +313,20 @@ impl<A: PodGroupKind> Indexed for PodGroupObject<A> {
         shared.table.lock().set_pod_group_api_served(A::API, true);
         shared.readiness.set_pod_group_api_listed(A::API);
     }
+    /// PodGroups are optional: a muster whose RBAC predates them (an upgrade that applied the new
+    /// image before the new RBAC) must not stay unready. Readiness stops waiting for this API,
+    /// whose gangs go by their pods' keys (the API counts as not served) until a list succeeds.
+    fn forbidden(shared: &Shared) {
+        if shared.readiness.pod_group_api_pending(A::API) {
+            tracing::error!(
+                api = %A::API,
+                "muster may not list {}: apply deploy/rbac.yaml of this version; until then its \
+                 gangs are decided by their pods' keys",
+                A::RESOURCE
+            );
+        }
+        shared.readiness.set_pod_group_api_listed(A::API);
+    }
 }
 
 /// Per API: whether the table counts it as served, and how many of its PodGroups it holds.

@@ -53,6 +53,20 @@ pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static 
     /// After a (re-)list: drops what the list did not contain; returns how many remain.
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize;
     fn set_synced(shared: &Shared);
+    /// The API server refuses muster this kind (HTTP 403: its RBAC lacks the rule). Pods and
+    /// nodes are required, so by default the watch keeps retrying and muster stays unready.
+    fn forbidden(_shared: &Shared) {}
+}
+
+/// Whether a watch error is the API server refusing muster the resource (RBAC).
+fn is_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
 }
 
 impl Indexed for Pod {
@@ -199,6 +213,9 @@ where
             Ok(None) => break,
             Err(e) => {
                 warn!(kind = K::KIND, error = %e, "watch error; retrying with backoff");
+                if is_forbidden(&e) {
+                    K::forbidden(&shared);
+                }
                 shared
                     .metrics
                     .watch_errors

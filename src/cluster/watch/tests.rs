@@ -344,3 +344,23 @@ fn a_node_delivered_by_a_relist_asks_pods_refused_for_it_to_retry() {
         .collect();
     assert_eq!(asked, [("web".to_string(), NoticeKind::Retry)]);
 }
+
+#[test]
+fn only_a_403_from_the_api_server_counts_as_forbidden() {
+    let status =
+        |code: u16| Box::new(kube::core::Status::failure("no", "Forbidden").with_code(code));
+    assert!(is_forbidden(&watcher::Error::InitialListFailed(
+        kube::Error::Api(status(403))
+    )));
+    assert!(is_forbidden(&watcher::Error::WatchStartFailed(
+        kube::Error::Api(status(403))
+    )));
+    assert!(is_forbidden(&watcher::Error::WatchError(status(403))));
+    assert!(!is_forbidden(&watcher::Error::InitialListFailed(
+        kube::Error::Api(status(404))
+    )));
+    assert!(!is_forbidden(&watcher::Error::InitialListFailed(
+        kube::Error::Api(status(500))
+    )));
+    assert!(!is_forbidden(&watcher::Error::NoResourceVersion));
+}

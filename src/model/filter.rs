@@ -116,7 +116,7 @@ impl GangTable {
                 let message = messages::does_not_fit(&key, why, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
-                let outlook = self.preemption_outlook(pod, &known);
+                let outlook = self.preemption_outlook(pod, &known, now);
                 let hopeless = matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
                 let message = match outlook {
                     Some(PreemptionOutlook::Hopeless {

@@ -196,6 +196,7 @@ impl GangTable {
             };
             self.seat(key, s.holder, seat);
         }
+        let message = messages::holding(key, &told);
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
@@ -204,11 +205,13 @@ impl GangTable {
             preemptor: uid.clone(),
             node: node.clone(),
         });
+        // `/gangs` says why the gang waits, as the Event does.
+        gang.last_wait_message = Some(message.clone());
         if let Some(p) = self.pods.get(uid) {
             self.notices.push(Notice {
                 pod: PodRef::of(&p.info),
                 kind: NoticeKind::Waiting,
-                message: messages::holding(key, &told),
+                message,
             });
         }
     }

@@ -89,6 +89,12 @@ fn preempt_and_nominate(s: &mut Scene) {
         .take_notices()
         .iter()
         .any(|n| n.kind == NoticeKind::Waiting && n.message.contains("room held on n1")));
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    let reason = view.and_then(|v| v.waiting_reason).unwrap_or_default();
+    assert!(
+        reason.contains("room held on n1 (nominated), n2"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -256,4 +262,42 @@ fn a_member_delivered_after_the_decision_takes_the_room_planned_for_it() {
         "held for pair-1, not for a member to come"
     );
     assert_eq!(verdict(&mut w, &pair[1], "n2"), NodeVerdict::Fits);
+}
+
+/// A gang of three: pair-0's preemption frees n1, the plan puts g-1 on n2 (whose pod it will
+/// have to evict) and g-2 on n3 (free). kube-scheduler offers g-1 the only node with room, n3:
+/// g-1 takes g-2's planned seat, and g-2 gets g-1's, so n2 stays held for the gang.
+#[test]
+fn a_member_taking_another_members_planned_seat_leaves_it_its_own() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let g: Vec<PodInfo> = (0..3)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 3)
+                .build()
+        })
+        .collect();
+    w.add(&[&a, &b, &g[0], &g[1], &g[2]]);
+    let d = w.preempt(&g[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&g[0], Some("n1"))]);
+    let seat_of = |w: &World, p: &PodInfo| {
+        let gang = &w.table.gangs[&p.gang().unwrap().gang];
+        gang.seat_of(&p.uid).map(|s| s.node.to_string())
+    };
+    assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n2"));
+    assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n3"));
+
+    assert_eq!(verdict(&mut w, &g[1], "n3"), NodeVerdict::Fits);
+    wait_message(&w.bind(&g[1], "n3"));
+    assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n3"));
+    assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n2"));
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (1000, 1000, 1000)
+    );
 }

@@ -157,7 +157,7 @@ fn preempt(c: &mut Criterion) {
                 pdb_violations: 0,
             })
             .collect();
-        let decision = t.preempt(&preemptor, candidates.clone());
+        let decision = t.preempt(&preemptor, candidates.clone(), std::time::Instant::now());
         assert_eq!(
             decision.outcome.as_str(),
             case,
@@ -165,7 +165,7 @@ fn preempt(c: &mut Criterion) {
         );
         group.bench_function(BenchmarkId::new(case, "5000n/40000p/gang8/100cand"), |b| {
             b.iter(|| {
-                let d = t.preempt(&preemptor, candidates.clone());
+                let d = t.preempt(&preemptor, candidates.clone(), std::time::Instant::now());
                 t.take_notices();
                 d
             })

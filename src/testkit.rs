@@ -33,6 +33,7 @@ pub fn pod(name: &str) -> PodBuilder {
                 ..Default::default()
             },
             node_name: None,
+            nominated_node: None,
             terminal: false,
             priority: 0,
             created: 0,
@@ -97,6 +98,11 @@ impl PodBuilder {
     }
     pub fn bound(mut self, node: &str) -> Self {
         self.info.node_name = Some(Arc::from(node));
+        self
+    }
+    /// kube-scheduler nominated `node` for the pod (`status.nominatedNodeName`).
+    pub fn nominated(mut self, node: &str) -> Self {
+        self.info.nominated_node = Some(Arc::from(node));
         self
     }
     pub fn terminal(mut self) -> Self {

@@ -166,6 +166,12 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
         name: Arc::from(name),
         requests,
         node_name,
+        nominated_node: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .map(Arc::from),
         terminal: matches!(phase, Some("Succeeded") | Some("Failed")),
         priority,
         created: meta
@@ -400,9 +406,10 @@ mod tests {
                 ],
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
             },
-            "status": {"phase": "Pending"}
+            "status": {"phase": "Pending", "nominatedNodeName": "n2"}
         }));
         let info = pod_info(&p).unwrap();
+        assert_eq!(info.nominated_node.as_deref(), Some("n2"));
         assert_eq!(
             info.requests.cpu_milli, 2100,
             "init 2 cpu beside the 100m sidecar"
@@ -427,6 +434,7 @@ mod tests {
         let info = pod_info(&p).unwrap();
         assert!(info.terminal);
         assert_eq!(info.node_name.as_deref(), Some("n1"));
+        assert_eq!(info.nominated_node, None);
 
         let bad = pod_json(serde_json::json!({
             "metadata": {"name": "bad", "namespace": "ml", "uid": "u"},

@@ -1,6 +1,8 @@
 //! `POST <prefix>/preempt`: kube-scheduler's `ProcessPreemption`, called after its own dry run
 //! chose candidate nodes and victims for one pod. The answer replaces those candidates.
 
+use std::time::Instant;
+
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tracing::{debug, warn};
@@ -27,10 +29,10 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     if let Err(r) = call.admit() {
         return refuse(r.message());
     }
-    // The pod as sent, not looked up in the cache: kube-scheduler calls preempt right after its
-    // own filters failed, often before the watch has reported a new pod, and a refusal here
-    // leaves the pod unschedulable until the next cluster event. The decision adds nothing
-    // to the table either way.
+    // The pod as sent: kube-scheduler calls preempt right after its own filters failed, often
+    // before the watch has reported a new pod. A plain pod is judged as sent (its victims are
+    // what matters); a gang member muster has not seen is refused and asked to retry once the
+    // watch delivers it (the model decides; this call adds no pod to the table).
     let pod = match pod_info(&args.pod) {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
@@ -44,7 +46,11 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
             pdb_violations,
         })
         .collect();
-    let decision = call.shared.table.lock().preempt(&pod, candidates);
+    let decision = call
+        .shared
+        .table
+        .lock()
+        .preempt(&pod, candidates, Instant::now());
     call.shared.flush_notices();
     call.shared
         .metrics

@@ -78,13 +78,15 @@ impl GangTable {
             if has_node || !live {
                 // Bound, finished or being deleted: its seat, if any, has served its purpose
                 // or is no longer needed.
-                self.unseat(&g, &SeatHolder::Member(uid));
+                self.unseat(&g, &SeatHolder::Member(uid.clone()));
             }
             self.refresh_spec(&g);
             self.tell_quorum_conflict(&g);
             self.tell_pod_group_conflict(&g);
             self.refresh_placed(&g);
+            self.follow_nomination(&uid);
         }
+        self.seen_now(&uid);
     }
 
     /// A pod was deleted: its requests and its seat are released at once.
@@ -101,6 +103,7 @@ impl GangTable {
             charge: None,
         });
         if let Some(m) = info.gang() {
+            self.preemptor_gone(&m.gang, &info.uid);
             self.leave_gang(&m.gang, &info.uid);
         }
     }

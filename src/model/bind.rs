@@ -336,6 +336,23 @@ impl GangTable {
             } else {
                 held_for_late.first().map(|(held, _)| *held)
             };
+        // The member whose planned seat is taken over gets the taker's old seat, when it fits in
+        // it: the gang keeps room for its whole quorum (such as the room a preemption's hold
+        // keeps for a member whose victims are still there) instead of one seat less.
+        let swap = match (previous, release) {
+            (Some(old), Some(displaced)) if old.node != *node => {
+                let wanted = &gang.seats()[displaced].requests;
+                wanted.fits_in(&old.requests).then(|| {
+                    let seat = Seat {
+                        node: old.node.clone(),
+                        requests: wanted.clone(),
+                        confirmed: false,
+                    };
+                    (displaced.clone(), seat)
+                })
+            }
+            _ => None,
+        };
         let release: Vec<SeatHolder> = release.into_iter().cloned().collect();
         let seat = Seat {
             node: node.clone(),
@@ -343,6 +360,9 @@ impl GangTable {
             confirmed: true,
         };
         self.reseat(key, &release, me, seat);
+        if let Some((displaced, seat)) = swap {
+            self.seat(key, displaced, seat);
+        }
         Ok(())
     }
 }

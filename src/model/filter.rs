@@ -139,7 +139,7 @@ impl GangTable {
                 let outlook = if no_pod_group {
                     None
                 } else {
-                    self.preemption_outlook(pod, &known)
+                    self.preemption_outlook(pod, &known, now)
                 };
                 let hopeless =
                     no_pod_group || matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));

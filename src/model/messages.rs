@@ -152,6 +152,19 @@ pub const RETRY_AFTER_NODE_ARRIVED: &str =
     "a node muster did not know when it refused the pod arrived in its cache; asking \
      kube-scheduler to retry the pod";
 
+/// Logged with a `Retry` notice for a pod whose preemption was refused because the watch had
+/// not delivered it yet.
+pub const RETRY_SEEN: &str =
+    "muster has now seen the pod its preemption was refused for; asking kube-scheduler to retry it";
+
+/// `GangWaiting` Event on a preemptor whose nomination made its gang's plan a hold.
+pub fn holding(key: &GangKey, nodes: &[String]) -> String {
+    format!(
+        "gang {key}: room held on {} while the victims of this pod's preemption terminate; the gang binds together when they are gone",
+        nodes.join(", ")
+    )
+}
+
 /// Notice (not an Event) when a gang's creation window closed after the pod was refused.
 pub const RETRY_AFTER_WINDOW: &str =
     "the gang's creation window closed; asking kube-scheduler to retry the pod";
@@ -286,6 +299,25 @@ pub fn preemption(
             pod.priority
         ),
         DropReason::DisruptsMore => "another node disrupts fewer pods".to_string(),
+        DropReason::NotSeenYet => {
+            "muster has not seen this pod yet, so it cannot judge its gang (it asks for a retry once it has)".to_string()
+        }
+        DropReason::QuorumUndecided { existing } => format!(
+            "{}: no member declares the member count, and members may still be arriving ({existing} so far)",
+            gang_of(pod)
+        ),
+        DropReason::MembersMissing { existing, quorum } => format!(
+            "{} has {existing} of {quorum} members and its creation window is over",
+            gang_of(pod)
+        ),
+        DropReason::GangBackingOff { left } => format!(
+            "{} is backing off for {}s after its quorum timeout",
+            gang_of(pod),
+            left.as_secs().max(1)
+        ),
+        DropReason::HeldForGang { gang } => {
+            format!("the room its victims free is held for gang {gang}")
+        }
     }
     };
     let dropped_text = dropped
@@ -310,6 +342,13 @@ pub fn preemption(
         message.push_str(&format!("; dropped {dropped_text}"));
     }
     message
+}
+
+fn gang_of(pod: &PodInfo) -> String {
+    match pod.gang() {
+        Some(m) => format!("gang {}", m.gang),
+        None => "the gang".to_string(),
+    }
 }
 
 /// Event on every member of a gang disrupted whole by preemption.

@@ -9,10 +9,11 @@
 //!   its members' keys: the one place its quorum is decided; `tasks`: per-task minimums;
 //! - `selection`: which members a simulation places, each task below its minimum first;
 //! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
-//!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls.
+//!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls;
+//! - `hold`: the room a preempting gang's victims free, held as its seats while they go.
 //!
 //! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
-//! `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
+//! `preempt`, `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
 //! synchronous and takes `now` as an argument, so the tests can drive time.
 
 mod apply;
@@ -22,6 +23,7 @@ mod evidence;
 mod expiry;
 mod filter;
 mod gang;
+mod hold;
 mod ledger;
 pub mod membership;
 mod messages;

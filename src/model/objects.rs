@@ -23,6 +23,9 @@ pub struct PodInfo {
     pub requests: Resources,
     /// `spec.nodeName` as last seen from the API server.
     pub node_name: Option<NodeName>,
+    /// `status.nominatedNodeName`: the node kube-scheduler's preemption freed for this pod,
+    /// while its victims terminate (see `model::hold`).
+    pub nominated_node: Option<NodeName>,
     /// Succeeded or Failed: its requests no longer count against its node.
     pub terminal: bool,
     pub priority: i32,

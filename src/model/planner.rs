@@ -186,7 +186,7 @@ impl GangTable {
             holders.push(SeatHolder::Member(p.info.uid.clone()));
         }
         let need = judged.len();
-        let snapshot = self.snapshot(&judged);
+        let snapshot = self.snapshot(&judged, |_| true);
         let mut rules = GangRules {
             placement: GangPlacement::new(&judged, &snapshot),
             allowed: judged
@@ -347,14 +347,22 @@ impl GangTable {
     }
 
     /// What the rules of `members` read about the cluster: every node, and the pods on nodes
-    /// their rules can see (see the module notes).
-    fn snapshot<'a>(&'a self, members: &[&PodInfo]) -> ClusterSnapshot<'a> {
+    /// their rules can see (see the module notes) for which `keep` holds (a preemption leaves
+    /// out the pods it counts as evictable).
+    pub(super) fn snapshot<'a>(
+        &'a self,
+        members: &[&PodInfo],
+        keep: impl Fn(&PodInfo) -> bool,
+    ) -> ClusterSnapshot<'a> {
         let needs_every_pod = members.iter().any(|p| {
             p.rules.as_ref().is_some_and(|r| {
                 !r.affinity.is_empty() || !r.anti_affinity.is_empty() || !r.spread.is_empty()
             })
         });
         let on_node = |p: &'a PodEntry| -> Option<(&'a NodeInfo, &'a PodInfo)> {
+            if !keep(&p.info) {
+                return None;
+            }
             let node = p.charged_node()?;
             Some((self.ledger.get(node)?.info(), &p.info))
         };

@@ -5,12 +5,22 @@
 //! gang it may evict pods for a member whose gang can never run (evictions for nothing), and
 //! it happily picks one member of a running gang as a victim (half a gang left, useless).
 //! The rules here, in order:
-//! 1. A member of a gang below quorum as preemptor: a candidate is kept only if, with its
+//! 1. A gang member as preemptor is judged only when muster knows its gang: the watch has
+//!    delivered the pod, the quorum is decided (a gang without a declared count decides it when
+//!    its creation window closes), the gang is not backing off and no member is missing past
+//!    the window. Otherwise no candidate is kept — the safe answer, nothing is evicted — and
+//!    the pod is asked to retry once muster can judge (see [`follow`]).
+//! 2. A candidate whose node, with its victims gone, still has no room for the preemptor
+//!    because seats of another gang hold it (room held while that gang's own victims
+//!    terminate included, see `hold`) is dropped: filter would refuse the pod there anyway.
+//! 3. A member of a gang below quorum as preemptor: a candidate is kept only if, with its
 //!    victims gone and every lower-priority pod elsewhere counted as evictable, the rest of
-//!    the gang's quorum can also be placed (the same first-fit simulation as the planner).
-//! 2. Whenever a kept candidate has no victim in a running gang, candidates with such victims
+//!    the gang's quorum can also be placed (the planner's first-fit loop under every required
+//!    rule, see [`follow`]). Where the rest would go is remembered: when kube-scheduler
+//!    nominates one of the kept nodes, that room is held for the gang (`hold`).
+//! 4. Whenever a kept candidate has no victim in a running gang, candidates with such victims
 //!    are dropped.
-//! 3. Only candidates with gang victims left: a gang of equal or higher priority than the
+//! 5. Only candidates with gang victims left: a gang of equal or higher priority than the
 //!    preemptor is never disrupted; of the rest, one candidate is kept (the one disrupting the
 //!    fewest pods). A gang in `gang` disruption mode loses every member: its members on that
 //!    node join the victims, the others are listed for eviction by muster itself. A gang in
@@ -19,17 +29,19 @@
 //! The answer replaces kube-scheduler's candidates; no candidate means nothing is evicted.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap as HashMap;
-
+use super::hold::PlannedSeat;
 use super::membership::{DisruptionMode, GangKey};
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{node_admits, PodInfo};
+use super::objects::PodInfo;
 use super::resources::Resources;
-use super::selection::choose;
-use super::simulation::Overlay;
 use super::table::GangTable;
+
+mod follow;
+
+pub(super) use follow::{GangCheck, PreemptionOutlook};
 
 /// One candidate of kube-scheduler's dry run: a node and the pods it would evict there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +75,16 @@ impl PreemptOutcome {
 /// Why a candidate was dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DropReason {
+    /// muster's watch has not delivered the preemptor yet: its gang is not known.
+    NotSeenYet,
+    /// The preemptor's gang declares no member count and members may still be arriving.
+    QuorumUndecided { existing: u32 },
+    /// The preemptor's gang lacks members and its creation window is over.
+    MembersMissing { existing: u32, quorum: u32 },
+    /// The preemptor's gang is backing off after a timeout.
+    GangBackingOff { left: Duration },
+    /// With its victims gone, the node's room is still held by seats of another gang.
+    HeldForGang { gang: GangKey },
     /// The preemptor's gang could not reach quorum even with these victims gone.
     GangCannotFollow { fit: u32, quorum: u32 },
     /// A victim belongs to a running gang, and another candidate has no such victim.
@@ -91,15 +113,6 @@ pub struct PreemptDecision {
     pub disruptions: Vec<GangDisruption>,
 }
 
-/// Whether preemption could let a gang below quorum run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum PreemptionOutlook {
-    /// With every lower-priority pod gone, the quorum could be placed.
-    MayHelp,
-    /// Not even then; `anything_evictable` says whether there was anything to evict at all.
-    Hopeless { anything_evictable: bool },
-}
-
 /// A victim's running gang, as far as preemption cares.
 struct VictimGang {
     key: GangKey,
@@ -111,38 +124,63 @@ impl GangTable {
     /// Decides which of `candidates` kube-scheduler may act on to place `pod`. Adds notices
     /// (the preemptor hears what was kept or refused and why; every member of a gang
     /// disrupted whole hears who displaced it).
-    pub fn preempt(&mut self, pod: &PodInfo, candidates: Vec<PreemptCandidate>) -> PreemptDecision {
+    pub fn preempt(
+        &mut self,
+        pod: &PodInfo,
+        candidates: Vec<PreemptCandidate>,
+        now: Instant,
+    ) -> PreemptDecision {
         let proposed = candidates.len();
         let mut dropped: Vec<(String, DropReason)> = Vec::new();
-
-        // Rule 1: the preemptor's gang must be able to follow.
-        let mut survivors = candidates;
-        if let Some(check) = self.quorum_check(pod) {
-            // Every candidate frees at most the lower-priority pods of its node, which the
-            // bound already counts as evictable: if the other members cannot be placed even
-            // then, no candidate can help, and one simulation answers for all of them.
-            let mut overlay = Overlay::default();
-            let bound = place_with_credit(&self.ledger, &check.others(), &mut overlay, |i| {
-                check.evictable.get(&i)
-            });
-            let hopeless = (bound < check.missing + check.existing.len()).then_some(bound);
-            let mut kept = Vec::new();
-            for c in survivors {
-                let verdict = match hopeless {
-                    Some(placed) => Err((check.already + placed as u32 + 1, check.quorum)),
-                    None => self.gang_follows(pod, &check, &c),
-                };
-                match verdict {
-                    Ok(()) => kept.push(c),
-                    Err((fit, quorum)) => {
-                        dropped.push((c.node.clone(), DropReason::GangCannotFollow { fit, quorum }))
-                    }
-                }
-            }
-            survivors = kept;
+        let key = pod.gang().map(|m| m.gang.clone());
+        if let Some(g) = key.as_ref().and_then(|k| self.gangs.get_mut(k)) {
+            g.note_arrivals(now);
         }
 
-        // Rule 2: spare running gangs whenever another candidate will do.
+        let mut survivors = candidates;
+        let mut plans: Vec<(String, Vec<PlannedSeat>)> = Vec::new();
+        let mut cannot_judge = None;
+        let mut held_out = false;
+        {
+            // Rule 1: the preemptor's gang must be known.
+            let check = self.gang_check(pod, now);
+            if let GangCheck::CannotJudge(why) = &check {
+                for c in survivors.drain(..) {
+                    dropped.push((c.node, why.clone()));
+                }
+                cannot_judge = Some(why.clone());
+            }
+
+            // Rule 2: room held for another gang stays held.
+            survivors.retain(|c| match self.held_for_other_gang(pod, c) {
+                Some(gang) => {
+                    held_out = true;
+                    dropped.push((c.node.clone(), DropReason::HeldForGang { gang }));
+                    false
+                }
+                None => true,
+            });
+
+            // Rule 3: the rest of the gang must be able to follow.
+            if let GangCheck::Judge(need) = &check {
+                let verdicts = self.follow(pod, need, &survivors);
+                let mut kept = Vec::new();
+                for (c, verdict) in survivors.into_iter().zip(verdicts) {
+                    match verdict {
+                        Ok(seats) => {
+                            plans.push((c.node.clone(), self.planned_seats(need, seats)));
+                            kept.push(c);
+                        }
+                        Err((fit, quorum)) => {
+                            dropped.push((c.node, DropReason::GangCannotFollow { fit, quorum }))
+                        }
+                    }
+                }
+                survivors = kept;
+            }
+        }
+
+        // Rule 4: spare running gangs whenever another candidate will do.
         let gangs_of = |c: &PreemptCandidate| -> Vec<VictimGang> {
             let mut found: Vec<VictimGang> = Vec::new();
             for uid in &c.victims {
@@ -173,7 +211,7 @@ impl GangTable {
             }
             plain.into_iter().map(|(c, _)| c).collect()
         } else {
-            // Rule 3: only gang victims remain.
+            // Rule 5: only gang victims remain.
             let mut allowed = Vec::new();
             for (c, gangs) in with_gangs {
                 match gangs.iter().find(|g| g.priority >= pod.priority) {
@@ -212,6 +250,26 @@ impl GangTable {
             PreemptOutcome::Trimmed
         };
         self.tell_preemption(pod, &kept, &dropped, &disruptions);
+        // What muster cannot judge yet, it judges again when it can: kube-scheduler retries a
+        // pod whose preemption failed only on a cluster event, and none may come.
+        match cannot_judge {
+            Some(DropReason::NotSeenYet) => self.retry_when_seen(&pod.uid),
+            Some(DropReason::QuorumUndecided { .. }) => {
+                if let Some(g) = key.as_ref().and_then(|k| self.gangs.get_mut(k)) {
+                    g.refused_in_window.insert(pod.uid.clone());
+                }
+            }
+            _ => {}
+        }
+        if held_out && kept.is_empty() {
+            self.refused_for_seats(&pod.uid);
+        }
+        if let Some(key) = key {
+            plans.retain(|(node, _)| kept.iter().any(|c| c.node == *node));
+            if !plans.is_empty() {
+                self.remember_preemption(pod, key, plans, now);
+            }
+        }
         PreemptDecision {
             kept,
             dropped,
@@ -220,127 +278,57 @@ impl GangTable {
         }
     }
 
-    /// Whether preemption could help the gang of `pod` reach quorum, with `pod` on one of
-    /// `candidates` (ledger positions): could it if every pod of lower priority than `pod`
-    /// were gone? `None` when `pod` is not a member of a gang below quorum. Filter uses it to
-    /// tell kube-scheduler that preemption cannot help.
-    pub(super) fn preemption_outlook(
-        &self,
-        pod: &PodInfo,
-        candidates: &[usize],
-    ) -> Option<PreemptionOutlook> {
-        let check = self.quorum_check(pod)?;
-        let hopeless = PreemptionOutlook::Hopeless {
-            anything_evictable: !check.evictable.is_empty(),
-        };
-        let mut overlay = Overlay::default();
-        let placed = place_with_credit(&self.ledger, &check.others(), &mut overlay, |i| {
-            check.evictable.get(&i)
-        });
-        if placed < check.missing + check.existing.len() {
-            return Some(hopeless);
-        }
-        let first_fits = candidates.iter().any(|&i| {
-            node_admits(self.ledger.at(i).info(), pod)
-                && self
-                    .ledger
-                    .shortfall(i, &pod.requests, check.evictable.get(&i), overlay.get(i))
-                    .is_none()
-        });
-        Some(if first_fits {
-            PreemptionOutlook::MayHelp
-        } else {
-            hopeless
-        })
-    }
-
-    /// What rule 1 needs, computed once per request: the other members the gang's quorum
-    /// still needs (members not created yet as the element-wise maximum of the members, as
-    /// the planner simulates them), and per node the
-    /// requests of pods of lower priority than `pod`.
-    fn quorum_check<'a>(&'a self, pod: &'a PodInfo) -> Option<QuorumCheck<'a>> {
-        let key = &pod.gang()?.gang;
-        let facts = self.facts(key);
-        let gang = self.gangs.get(key)?;
-        if self.is_placed(key, &facts) || gang.is_admitted() {
-            return None;
-        }
-        let pending: Vec<_> = self
-            .pending_members(key)
-            .into_iter()
-            .filter(|p| p.info.uid != pod.uid)
-            .collect();
-        let selection = choose(&facts, Some(pod), pending);
-        let missing = selection.missing();
-        // The planner's guesses for members not created yet, per task.
-        let templates: Vec<PodInfo> = self
-            .not_created_templates(gang, pod, &selection)
-            .into_iter()
-            .flat_map(|(_, t, n)| std::iter::repeat_n(t, n))
-            .collect();
-        let existing: Vec<&PodInfo> = selection.existing.iter().map(|p| &p.info).collect();
-        let mut evictable: HashMap<usize, Resources> = HashMap::default();
-        // One pass over the pods, no lookups by UID: this scan is most of a decision's cost.
-        for p in self.pods.entries() {
-            if p.info.priority >= pod.priority {
-                continue;
-            }
-            if let Some(i) = p.charged_node().and_then(|n| self.ledger.position(n)) {
-                evictable.entry(i).or_default().add(&p.info.requests);
-            }
-        }
-        Some(QuorumCheck {
-            templates,
-            missing,
-            existing,
-            evictable,
-            quorum: facts.spec.quorum,
-            already: facts.with_nodes + facts.confirmed_seats,
-        })
-    }
-
-    /// Rule 1 for one candidate: `pod` on the candidate's node with its victims gone, then
-    /// the other members first-fit, with lower-priority pods evictable everywhere else.
-    /// `Err((fit, quorum))` when the gang cannot follow.
-    fn gang_follows(
-        &self,
-        pod: &PodInfo,
-        check: &QuorumCheck<'_>,
-        c: &PreemptCandidate,
-    ) -> Result<(), (u32, u32)> {
-        let refuse = |placed: usize| Err((check.already + placed as u32, check.quorum));
-        let Some(n) = self.ledger.position(&c.node) else {
-            return refuse(0);
-        };
+    /// What `candidate`'s victims free on its node, as muster knows them.
+    fn freed_by(&self, candidate: &PreemptCandidate) -> Resources {
         let mut freed = Resources::default();
-        for uid in &c.victims {
+        for uid in &candidate.victims {
             if let Some(v) = self.pods.get(uid.as_str()) {
-                if v.charged_node().is_some_and(|node| **node == *c.node) {
+                if v.charged_node()
+                    .is_some_and(|node| **node == *candidate.node)
+                {
                     freed.add(&v.info.requests);
                 }
             }
         }
-        let credit = |i: usize| {
-            if i == n {
-                Some(&freed)
-            } else {
-                check.evictable.get(&i)
+        freed
+    }
+
+    /// Rule 2: the gang whose seats hold the room `pod` needs on the candidate's node once its
+    /// victims are gone, if seats are what stops it (the seats of `pod`'s own gang count as its
+    /// own). When something else stops it (muster's ledger and kube-scheduler's disagree for a
+    /// moment), kube-scheduler's dry run has judged the node and the candidate is kept.
+    fn held_for_other_gang(&self, pod: &PodInfo, candidate: &PreemptCandidate) -> Option<GangKey> {
+        let n = self.ledger.position(&candidate.node)?;
+        let reserved = self.ledger.at(n).reserved();
+        if reserved.is_zero() {
+            return None;
+        }
+        let own = pod.gang().map(|m| &m.gang);
+        let on_node = |seat: &super::gang::Seat| *seat.node == *candidate.node;
+        let mut credit = self.freed_by(candidate);
+        if let Some(g) = own.and_then(|k| self.gangs.get(k)) {
+            for seat in g.seats().values().filter(|s| on_node(s)) {
+                credit.add(&seat.requests);
             }
-        };
+        }
+        // Room enough with its victims gone: nothing is held against it.
+        self.ledger
+            .shortfall(n, &pod.requests, Some(&credit), None)?;
+        let mut without_seats = self.freed_by(candidate);
+        without_seats.add(reserved);
         if self
             .ledger
-            .shortfall(n, &pod.requests, credit(n), None)
+            .shortfall(n, &pod.requests, Some(&without_seats), None)
             .is_some()
         {
-            return refuse(0);
+            return None;
         }
-        let mut overlay = Overlay::default();
-        overlay.take(n, &pod.requests);
-        let placed = place_with_credit(&self.ledger, &check.others(), &mut overlay, credit);
-        if placed < check.missing + check.existing.len() {
-            return refuse(placed + 1);
-        }
-        Ok(())
+        let holder = self
+            .gangs
+            .iter()
+            .filter(|(k, _)| Some(*k) != own)
+            .find(|(_, g)| g.seats().values().any(on_node));
+        holder.map(|(k, _)| k.clone())
     }
 
     /// The running gang a pod belongs to, if any: a gang with at least one member bound.
@@ -461,57 +449,5 @@ impl GangTable {
             }
         }
         self.notices.extend(notices);
-    }
-}
-
-/// What rule 1 reads, computed once per request.
-struct QuorumCheck<'a> {
-    /// The guesses for members not created yet (the element-wise maximum of the members, of
-    /// their task when a task is short), one per member.
-    templates: Vec<PodInfo>,
-    /// How many members the quorum needs that are not created yet.
-    missing: usize,
-    /// The other existing members the quorum needs, largest first.
-    existing: Vec<&'a PodInfo>,
-    /// Per node position, the requests of pods of lower priority than the preemptor.
-    evictable: HashMap<usize, Resources>,
-    quorum: u32,
-    /// Members with nodes or confirmed seats already.
-    already: u32,
-}
-
-/// First-fit of `members` where each node's room is counted with `credit(node)` (room that
-/// evictions would free) added back; returns how many were placed before one fit nowhere.
-/// The planner's loop without credit is `first_fit_each`; this one differs only in the credit.
-fn place_with_credit<'r>(
-    ledger: &super::ledger::NodeLedger,
-    members: &[&PodInfo],
-    overlay: &mut Overlay,
-    credit: impl Fn(usize) -> Option<&'r Resources>,
-) -> usize {
-    for (placed, p) in members.iter().enumerate() {
-        let found = ledger.iter().find_map(|(i, e)| {
-            (node_admits(e.info(), p)
-                && ledger
-                    .shortfall(i, &p.requests, credit(i), overlay.get(i))
-                    .is_none())
-            .then_some(i)
-        });
-        match found {
-            Some(i) => overlay.take(i, &p.requests),
-            None => return placed,
-        }
-    }
-    members.len()
-}
-
-impl QuorumCheck<'_> {
-    /// The other members the quorum needs: the copies for members not created yet, then the
-    /// existing ones, largest first.
-    fn others(&self) -> Vec<&PodInfo> {
-        self.templates
-            .iter()
-            .chain(self.existing.iter().copied())
-            .collect()
     }
 }

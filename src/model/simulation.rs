@@ -16,15 +16,46 @@ use super::rules::{Diagnosis, GangPlacement, Reason};
 
 /// Room given away by a simulation, on top of the ledger. Only nodes touched are stored, so a
 /// simulation never copies the whole node list; a checkpoint lets it undo a failed attempt.
+/// A preemption's simulation also gives room back (`credit`): what evicting pods would free.
 #[derive(Default)]
 pub(super) struct Overlay {
     taken: HashMap<usize, Resources>,
     log: Vec<(usize, Resources)>,
+    /// Per node position, room the simulation counts as free although pods still use it (the
+    /// pods a preemption may evict). Empty in every other simulation.
+    credit: HashMap<usize, Resources>,
 }
 
 impl Overlay {
+    /// An overlay that counts `credit` as free room on top of the ledger.
+    pub fn with_credit(credit: HashMap<usize, Resources>) -> Self {
+        Overlay {
+            credit,
+            ..Overlay::default()
+        }
+    }
+
     pub fn get(&self, position: usize) -> Option<&Resources> {
         self.taken.get(&position)
+    }
+
+    pub fn credit(&self, position: usize) -> Option<&Resources> {
+        if self.credit.is_empty() {
+            return None;
+        }
+        self.credit.get(&position)
+    }
+
+    /// Sets the credit at `position` (none when `None`); returns what it was, to put back.
+    pub fn replace_credit(
+        &mut self,
+        position: usize,
+        credit: Option<Resources>,
+    ) -> Option<Resources> {
+        match credit {
+            Some(c) => self.credit.insert(position, c),
+            None => self.credit.remove(&position),
+        }
     }
 
     pub fn take(&mut self, position: usize, r: &Resources) {
@@ -121,14 +152,16 @@ pub(super) fn admits(
     position: usize,
 ) -> Result<(), Reason> {
     rules.check(index, pod, ledger.at(position).info())?;
-    match ledger.shortfall(position, &pod.requests, None, overlay.get(position)) {
+    let credit = overlay.credit(position);
+    match ledger.shortfall(position, &pod.requests, credit, overlay.get(position)) {
         Some(_) => Err(Reason::InsufficientResources),
         None => Ok(()),
     }
 }
 
 /// The first-fit loop: places `members` in order, each on the first node (in ledger order)
-/// the rules admit with room for it, taking that room in `overlay` and telling the rules.
+/// the rules admit with room for it (counting the overlay's credit as room), taking that room
+/// in `overlay` and telling the rules. The planner and the preempt decision both run it.
 /// Stops at the first member that fits nowhere (what was taken so far stays taken, so the
 /// caller can count or roll back); all were placed when the result is as long as `members`.
 pub(super) fn first_fit_each<'a, H: Clone>(

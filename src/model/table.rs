@@ -23,6 +23,7 @@ use super::bind::BindRejection;
 use super::config::ModelConfig;
 use super::evidence::EvidenceStore;
 use super::gang::{Gang, Seat, SeatHolder};
+use super::hold::PreemptionPlan;
 use super::ledger::NodeLedger;
 use super::membership::GangKey;
 use super::messages;
@@ -63,6 +64,12 @@ pub struct GangTable {
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
+    /// Per preempting gang member, where its preempt decision put the rest of its gang, until
+    /// kube-scheduler nominates one of the kept nodes (see `hold`).
+    pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    /// Gang members whose preemption was refused because the watch had not delivered them
+    /// yet: asked to retry (`NoticeKind::Retry`) when it does.
+    retry_when_seen: HashSet<PodUid>,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -141,6 +148,8 @@ impl GangTable {
             refused_for_unknown_nodes: HashSet::default(),
             nodes_arrived: false,
             released: Vec::new(),
+            preempt_plans: HashMap::default(),
+            retry_when_seen: HashSet::default(),
         }
     }
 
@@ -194,6 +203,28 @@ impl GangTable {
     pub(super) fn refused_for_unknown_node(&mut self, uid: &PodUid) {
         if self.refused_for_unknown_nodes.len() < MAX_REFUSED_REMEMBERED {
             self.refused_for_unknown_nodes.insert(uid.clone());
+        }
+    }
+
+    /// `uid`'s preemption was refused because the watch had not delivered it yet.
+    pub(super) fn retry_when_seen(&mut self, uid: &PodUid) {
+        if self.retry_when_seen.len() < MAX_REFUSED_REMEMBERED {
+            self.retry_when_seen.insert(uid.clone());
+        }
+    }
+
+    /// The watch delivered `uid`: if its preemption was refused for not being seen, it is
+    /// asked to retry now that muster can judge it.
+    pub(super) fn seen_now(&mut self, uid: &PodUid) {
+        if self.retry_when_seen.is_empty() || !self.retry_when_seen.remove(uid) {
+            return;
+        }
+        if let Some(p) = self.pods.get(uid).filter(|p| p.is_pending()) {
+            self.notices.push(Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_SEEN.to_string(),
+            });
         }
     }
 

@@ -46,6 +46,28 @@ fn first_fit_walks_nodes_in_ledger_order_and_counts_what_it_already_placed() {
 }
 
 #[test]
+fn credit_counts_as_room_until_it_is_replaced() {
+    let mut l = ledger(&[("full", 1000), ("free", 1000)]);
+    l.charge(&NodeName::from("full"), &Resources::cpu(1000));
+    let p = pod("p").cpu(1000).build();
+    let m = members(&[("p", &p)]);
+    let credit: HashMap<usize, Resources> = [(0, Resources::cpu(1000))].into_iter().collect();
+    let mut overlay = Overlay::with_credit(credit);
+    // The full node's pods may be evicted: it comes first in ledger order and takes p.
+    let placed = first_fit_each(&l, &m, &mut overlay, &mut StaticRules);
+    assert_eq!(names(&l, &placed), vec!["p@full"]);
+    overlay.rollback(0);
+    let saved = overlay.replace_credit(0, None);
+    assert_eq!(saved, Some(Resources::cpu(1000)));
+    let placed = first_fit_each(&l, &m, &mut overlay, &mut StaticRules);
+    assert_eq!(
+        names(&l, &placed),
+        vec!["p@free"],
+        "without the credit, full is full"
+    );
+}
+
+#[test]
 fn first_fit_skips_nodes_the_member_may_not_use() {
     let mut l = ledger(&[("cordoned", 1000), ("gpu", 1000), ("plain", 1000)]);
     l.upsert(node("cordoned").cpu(1000).unschedulable().build());

@@ -9,6 +9,7 @@ use crate::testkit;
 mod binding;
 mod competing;
 mod feasibility;
+mod holding;
 mod holds_nothing;
 mod lifetimes;
 mod members;
@@ -113,6 +114,11 @@ impl World {
             info.node_name = Some(n);
             self.table.apply_pod(info);
         }
+    }
+
+    /// kube-scheduler's preempt call for `p`, now.
+    pub fn preempt(&mut self, p: &PodInfo, candidates: Vec<PreemptCandidate>) -> PreemptDecision {
+        self.table.preempt(p, candidates, self.now)
     }
 
     pub fn reserved(&self, node: &str) -> i64 {

@@ -60,7 +60,7 @@ fn case_1_a_gang_that_cannot_run_even_after_evictions_evicts_nothing() {
         })
         .collect();
     w.add(&gang.iter().collect::<Vec<_>>());
-    let d = w.table.preempt(
+    let d = w.preempt(
         &gang[0],
         vec![candidate("n1", &[&a]), candidate("n2", &[&b])],
     );
@@ -93,7 +93,7 @@ fn case_1_a_gang_that_cannot_run_even_after_evictions_evicts_nothing() {
 fn case_2_a_plain_victim_is_chosen_over_a_member_of_a_running_gang() {
     let (mut w, members, plain) = running_gang("gang");
     let high = pod("high").cpu(1000).priority(HIGH).build();
-    let d = w.table.preempt(
+    let d = w.preempt(
         &high,
         vec![
             candidate("n1", &[&members[0]]),
@@ -132,7 +132,7 @@ fn case_3_a_gang_that_fits_once_both_nodes_are_freed_keeps_every_candidate() {
         .filter(&gang[0], &refs, w.now)
         .iter()
         .all(|v| matches!(v, NodeVerdict::Unschedulable(_))));
-    let d = w.table.preempt(
+    let d = w.preempt(
         &gang[0],
         vec![candidate("n1", &[&a]), candidate("n2", &[&b])],
     );
@@ -156,7 +156,7 @@ fn only_lower_priority_pods_count_as_evictable_for_the_rest_of_the_gang() {
         })
         .collect();
     w.add(&[&a, &peer, &gang[0], &gang[1]]);
-    let d = w.table.preempt(&gang[0], vec![candidate("n1", &[&a])]);
+    let d = w.preempt(&gang[0], vec![candidate("n1", &[&a])]);
     assert_eq!(d.outcome, PreemptOutcome::Refused);
 }
 
@@ -164,7 +164,7 @@ fn only_lower_priority_pods_count_as_evictable_for_the_rest_of_the_gang() {
 fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
     let (mut w, members, _) = running_gang("gang");
     let peer = pod("peer").cpu(1000).priority(LOW).build();
-    let d = w.table.preempt(
+    let d = w.preempt(
         &peer,
         vec![
             candidate("n1", &[&members[0]]),
@@ -182,7 +182,7 @@ fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
 fn with_only_gang_victims_a_gang_in_gang_mode_is_disrupted_whole() {
     let (mut w, members, _) = running_gang("gang");
     let high = pod("high").cpu(1000).priority(HIGH).build();
-    let d = w.table.preempt(
+    let d = w.preempt(
         &high,
         vec![
             candidate("n1", &[&members[0]]),
@@ -209,7 +209,7 @@ fn with_only_gang_victims_a_gang_in_gang_mode_is_disrupted_whole() {
 fn a_gang_in_pod_mode_loses_the_proposed_victim_only() {
     let (mut w, members, _) = running_gang("pod");
     let high = pod("high").cpu(1000).priority(HIGH).build();
-    let d = w.table.preempt(
+    let d = w.preempt(
         &high,
         vec![
             candidate("n1", &[&members[0]]),
@@ -238,12 +238,129 @@ fn a_whole_gang_disruption_adds_its_members_on_the_same_node_to_the_victims() {
         .collect();
     w.add(&members.iter().collect::<Vec<_>>());
     let high = pod("high").cpu(1000).priority(HIGH).build();
-    let d = w
-        .table
-        .preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    let d = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
     let mut victims = d.kept[0].victims.clone();
     victims.sort();
     assert_eq!(victims, vec!["uid-run-0", "uid-run-1"]);
     let others: Vec<&str> = d.disruptions[0].others.iter().map(|p| &*p.name).collect();
     assert_eq!(others, vec!["run-2"]);
+}
+
+/// The case-1 race of the end-to-end suite: with every node full, kube-scheduler calls preempt
+/// before the extender's filter, often before muster's watch has delivered the pod. Judged
+/// then, the gang was unknown and every candidate kept: two pods evicted for a gang that can
+/// never run.
+#[test]
+fn a_member_the_watch_has_not_delivered_evicts_nothing_and_is_retried_once_seen() {
+    let (mut w, a, b) = two_full_nodes();
+    let gang: Vec<PodInfo> = (0..3)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 3)
+                .build()
+        })
+        .collect();
+    let candidates = || vec![candidate("n1", &[&a]), candidate("n2", &[&b])];
+    let d = w.preempt(&gang[0], candidates());
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(d.dropped.iter().all(|(_, r)| *r == DropReason::NotSeenYet));
+    let told = w.table.take_notices();
+    assert!(told.iter().any(|n| n.kind == NoticeKind::Preempting
+        && n.message.contains("evicts nothing")
+        && n.message.contains("has not seen this pod yet")));
+
+    // The watch delivers the first member: it is asked to retry, and judged for what it is.
+    w.add(&[&gang[0]]);
+    let told = w.table.take_notices();
+    assert!(told
+        .iter()
+        .any(|n| n.kind == NoticeKind::Retry && &*n.pod.name == "g-0"));
+    let d = w.preempt(&gang[0], candidates());
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert_eq!(
+        d.dropped[0].1,
+        DropReason::GangCannotFollow { fit: 2, quorum: 3 }
+    );
+    assert!(
+        w.table
+            .take_notices()
+            .iter()
+            .all(|n| n.kind != NoticeKind::Retry),
+        "asked to retry once"
+    );
+}
+
+/// A gang whose members declare no count: its quorum is every member that exists, decided when
+/// its creation window closes. Before that, preemption evicts nothing; after, the member is
+/// asked to retry and the gang is judged.
+#[test]
+fn a_gang_whose_quorum_is_not_decided_yet_evicts_nothing_until_it_is() {
+    use crate::model::membership::GROUP;
+    let (mut w, a, b) = two_full_nodes();
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("u-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .annotation(GROUP, "u")
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let candidates = || vec![candidate("n1", &[&a]), candidate("n2", &[&b])];
+    let d = w.preempt(&gang[0], candidates());
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert_eq!(d.dropped[0].1, DropReason::QuorumUndecided { existing: 2 });
+    w.table.take_notices();
+
+    w.advance(Duration::from_secs(6));
+    w.table.expire(w.now);
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::Retry && &*n.pod.name == "u-0"));
+    let d = w.preempt(&gang[0], candidates());
+    assert_eq!(d.outcome, PreemptOutcome::Kept, "{:?}", d.dropped);
+}
+
+/// InterPodAffinity: two members that repel each other per node need two nodes. One 2-CPU
+/// node running a low-priority 2-CPU pod has room for both once it is evicted, but only one may
+/// run there: evicting it lets no gang run. (The resource check alone kept the candidate.)
+#[test]
+fn a_gang_whose_members_repel_each_other_per_node_evicts_nothing() {
+    use crate::model::rules::fixtures::{term, PodRulesBuilder, HOSTNAME};
+    let n1 = crate::testkit::node("n1")
+        .cpu(2000)
+        .label(HOSTNAME, "n1")
+        .build();
+    let mut w = World::new(&[n1]);
+    let low = pod("low").cpu(2000).priority(LOW).bound("n1").build();
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            PodRulesBuilder::default()
+                .anti_affinity(term(&[("job", "train")], HOSTNAME))
+                .on(pod(&format!("w{i}"))
+                    .cpu(1000)
+                    .priority(HIGH)
+                    .label("job", "train")
+                    .gang("train", 2)
+                    .build())
+        })
+        .collect();
+    w.add(&[&low, &gang[0], &gang[1]]);
+    let d = w.preempt(&gang[0], vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert_eq!(
+        d.dropped[0].1,
+        DropReason::GangCannotFollow { fit: 1, quorum: 2 }
+    );
+    // Filter says so first, as unresolvable: kube-scheduler does not even try.
+    let verdicts = w.table.filter(&gang[0], &["n1"], w.now);
+    assert!(
+        matches!(&verdicts[0], NodeVerdict::Unresolvable(r) if r.contains("preemption cannot help")),
+        "{verdicts:?}"
+    );
 }

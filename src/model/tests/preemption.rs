@@ -364,3 +364,30 @@ fn a_gang_whose_members_repel_each_other_per_node_evicts_nothing() {
         "{verdicts:?}"
     );
 }
+
+/// Per-task minimums in the preempt decision: the rest of the gang must include its master.
+/// Another worker would fit in the room evictions free, the master (2 CPUs) on no 1-CPU node:
+/// choosing members as if they were interchangeable would evict both pods for nothing.
+#[test]
+fn a_gang_whose_short_task_cannot_follow_evicts_nothing_though_another_member_could() {
+    use crate::model::membership::{TASK, TASK_MIN_AVAILABLE};
+    let (mut w, a, b) = two_full_nodes();
+    let member = |name: &str, task: &str, cpu: i64| {
+        pod(name)
+            .cpu(cpu)
+            .priority(HIGH)
+            .gang("job", 2)
+            .annotation(TASK, task)
+            .annotation(TASK_MIN_AVAILABLE, "master=1,worker=1")
+            .build()
+    };
+    let (w0, w1, master) = (
+        member("w-0", "worker", 1000),
+        member("w-1", "worker", 1000),
+        member("master", "master", 2000),
+    );
+    w.add(&[&w0, &w1, &master]);
+    let d = w.preempt(&w0, vec![candidate("n1", &[&a]), candidate("n2", &[&b])]);
+    assert!(kept_nodes(&d).is_empty(), "{d:?}");
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+}

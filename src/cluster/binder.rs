@@ -4,7 +4,8 @@
 //! A binding the API server refuses for a moment (throttled, a server error, a timeout, a
 //! conflict other than "already bound") is tried again with backoff while the pod keeps its
 //! node in the table, so nothing takes its room meanwhile; one refused for good (the pod is
-//! gone or bound elsewhere, the request is forbidden or invalid) is reported at once.
+//! gone or bound elsewhere, the request is invalid) is reported at once. A forbidden binding is
+//! tried again too: a restarted API server refuses for a moment what its RBAC allows.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,7 +22,8 @@ use crate::model::{NodeName, PodRef};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BindError {
     /// Worth another try: throttled (429), a server error (5xx), a timeout or a lost
-    /// connection, a conflict other than "already bound".
+    /// connection, a conflict other than "already bound", forbidden (403: an API server just
+    /// restarted may refuse for a moment what RBAC allows).
     Transient(String),
     /// Another try cannot help: the pod is gone or bound elsewhere, or the request is refused.
     Permanent(String),
@@ -100,7 +102,12 @@ pub fn classify(code: u16, message: &str, node: &str) -> Result<(), BindError> {
             Err(BindError::Permanent(message.to_string()))
         }
         // A conflict on the pod's resourceVersion or an etcd race: another try may pass.
-        409 | 429 | 500..=599 => Err(BindError::Transient(message.to_string())),
+        // Forbidden too, for the few retries' worth: a kube-apiserver that has just
+        // (re)started answers before its RBAC authorizer has loaded the roles, and refuses
+        // requests its roles allow (seen in the API-server-restart fault test: a gang member's
+        // binding refused 403 right after the restart, its gang left partly bound). A real
+        // missing permission still fails, after the retries (about three seconds).
+        403 | 409 | 429 | 500..=599 => Err(BindError::Transient(message.to_string())),
         _ => Err(BindError::Permanent(message.to_string())),
     }
 }
@@ -166,13 +173,13 @@ mod tests {
             classify(409, elsewhere, n),
             Err(BindError::Permanent(elsewhere.into()))
         );
-        for code in [409, 429, 500, 503, 504] {
+        for code in [403, 409, 429, 500, 503, 504] {
             assert!(
                 matches!(classify(code, "x", n), Err(BindError::Transient(_))),
                 "{code}"
             );
         }
-        for code in [400, 403, 404, 422] {
+        for code in [400, 404, 422] {
             assert!(
                 matches!(classify(code, "x", n), Err(BindError::Permanent(_))),
                 "{code}"

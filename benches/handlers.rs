@@ -30,6 +30,8 @@ fn filter(c: &mut Criterion) {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let member = support::pod("gang0-0", 1000, Some(("gang0", gang)), None);
         let plain = support::pod("plain", 1000, None, None);
+        // Only the watch adds pods: a pod the table has not seen is refused at once.
+        table.apply_pod(plain.clone());
         let id = format!("{nodes}n/{pods}p/gang{gang}");
         group.bench_function(BenchmarkId::new("gang_member", &id), |b| {
             b.iter(|| table.filter(&member, &refs, Instant::now()))
@@ -174,9 +176,77 @@ fn preempt(c: &mut Criterion) {
     group.finish();
 }
 
+/// Issue 17: the costs that could grow with the cluster, at 5,000 and 20,000 nodes with
+/// 20,000 bound pods. kube-scheduler's own per-pod cost is bounded by the nodes it samples
+/// (percentageOfNodesToScore: a few hundred names reach the extender), so muster's must not
+/// grow with the node count either:
+/// - `filter`: a call with 500 node names, for a member of a gang of 64 below quorum (the
+///   whole-gang simulation) and for a plain pod;
+/// - `admit_gang64`: the bind that seats a whole gang of 64 (its simulation), each iteration a
+///   gang not seated yet;
+/// - `watch_pod`: one pod event from the watch (a bound pod's update), with 20,000 pods.
+fn scale(c: &mut Criterion) {
+    use std::time::Duration;
+    const GANGS: usize = 50;
+    let mut group = c.benchmark_group("scale");
+    for nodes in [5_000usize, 20_000] {
+        let (mut table, names) = support::cluster_with_gangs(nodes, 20_000, 64, GANGS);
+        let step = nodes / 500;
+        let sample: Vec<&str> = names.iter().step_by(step).map(String::as_str).collect();
+        assert_eq!(sample.len(), 500);
+        let member = support::pod("gang0-0", 1000, Some(("gang0", 64)), None);
+        let plain = support::pod("plain", 1000, None, None);
+        table.apply_pod(plain.clone());
+        let id = format!("{nodes}n/20000p/500names");
+        group.bench_function(BenchmarkId::new("filter_gang64_member", &id), |b| {
+            b.iter(|| table.filter(&member, &sample, Instant::now()))
+        });
+        group.bench_function(BenchmarkId::new("filter_plain_pod", &id), |b| {
+            b.iter(|| table.filter(&plain, &sample, Instant::now()))
+        });
+        let bound = support::pod("bound-7", 500, None, Some(format!("node-{}", 7 % nodes)));
+        group.bench_function(
+            BenchmarkId::new("watch_pod", format!("{nodes}n/20000p")),
+            |b| b.iter(|| table.apply_pod(bound.clone())),
+        );
+        drop(table);
+        group.bench_function(
+            BenchmarkId::new("admit_gang64", format!("{nodes}n/20000p")),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        // A fresh table per GANGS iterations, built outside the timing.
+                        let (mut t, _) = support::cluster_with_gangs(nodes, 20_000, 64, GANGS);
+                        let n = left.min(GANGS);
+                        let started = Instant::now();
+                        for g in 0..n {
+                            let d = t.bind(
+                                BindRequest {
+                                    namespace: "bench",
+                                    name: &format!("gang{g}-0"),
+                                    uid: &format!("uid-gang{g}-0"),
+                                    node: &format!("node-{g}"),
+                                },
+                                Instant::now(),
+                            );
+                            assert!(matches!(d, BindDecision::Wait { .. }), "{d:?}");
+                        }
+                        spent += started.elapsed();
+                        left -= n;
+                    }
+                    spent
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode, preempt
+    targets = filter, prioritize, bind_decision, decode, preempt, scale
 }
 criterion_main!(benches);

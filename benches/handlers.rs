@@ -30,6 +30,8 @@ fn filter(c: &mut Criterion) {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let member = support::pod("gang0-0", 1000, Some(("gang0", gang)), None);
         let plain = support::pod("plain", 1000, None, None);
+        // Only the watch adds pods: a pod the table has not seen is refused at once.
+        table.apply_pod(plain.clone());
         let id = format!("{nodes}n/{pods}p/gang{gang}");
         group.bench_function(BenchmarkId::new("gang_member", &id), |b| {
             b.iter(|| table.filter(&member, &refs, Instant::now()))
@@ -174,9 +176,131 @@ fn preempt(c: &mut Criterion) {
     group.finish();
 }
 
+/// Issue 17: the costs that could grow with the cluster, at 5,000 and 20,000 nodes with
+/// 20,000 bound pods. kube-scheduler's own per-pod cost is bounded by the nodes it samples
+/// (percentageOfNodesToScore: a few hundred names reach the extender), so muster's must not
+/// grow with the node count either:
+/// - `filter`: a call with 500 node names, for a member of a gang of 64 below quorum (the
+///   whole-gang simulation) and for a plain pod;
+/// - `admit_gang64`: the bind that seats a whole gang of 64 (its simulation) on the node muster's
+///   filter offered, each iteration a gang not seated yet; `admit_gang64_on_a_filled_node`: the
+///   same on a node the plan's other members fill first;
+/// - `watch_pod`: one pod event from the watch (a bound pod's update), with 20,000 pods.
+fn scale(c: &mut Criterion) {
+    use std::time::Duration;
+    const GANGS: usize = 50;
+    let mut group = c.benchmark_group("scale");
+    for nodes in [5_000usize, 20_000] {
+        let (mut table, names) = support::cluster_with_gangs(nodes, 20_000, 64, GANGS);
+        let step = nodes / 500;
+        let sample: Vec<&str> = names.iter().step_by(step).map(String::as_str).collect();
+        assert_eq!(sample.len(), 500);
+        let member = support::pod("gang0-0", 1000, Some(("gang0", 64)), None);
+        let plain = support::pod("plain", 1000, None, None);
+        table.apply_pod(plain.clone());
+        let id = format!("{nodes}n/20000p/500names");
+        group.bench_function(BenchmarkId::new("filter_gang64_member", &id), |b| {
+            b.iter(|| table.filter(&member, &sample, Instant::now()))
+        });
+        group.bench_function(BenchmarkId::new("filter_plain_pod", &id), |b| {
+            b.iter(|| table.filter(&plain, &sample, Instant::now()))
+        });
+        let bound = support::pod("bound-7", 500, None, Some(format!("node-{}", 7 % nodes)));
+        group.bench_function(
+            BenchmarkId::new("watch_pod", format!("{nodes}n/20000p")),
+            |b| b.iter(|| table.apply_pod(bound.clone())),
+        );
+        drop(table);
+        group.bench_function(
+            BenchmarkId::new("admit_gang64", format!("{nodes}n/20000p")),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        // A fresh table per GANGS iterations, built outside the timing.
+                        let (mut t, names) = support::cluster_with_gangs(nodes, 20_000, 64, GANGS);
+                        // kube-scheduler's candidates: the nodes its own filters passed.
+                        let candidates: Vec<&str> =
+                            names.iter().take(500).map(String::as_str).collect();
+                        let n = left.min(GANGS);
+                        for g in 0..n {
+                            // The node muster's filter offers (untimed), as kube-scheduler
+                            // then binds there: the tightest fit, which the plan's other
+                            // members fill first, so the member asking is placed first.
+                            let first = support::pod(
+                                &format!("gang{g}-0"),
+                                1000,
+                                Some((&format!("gang{g}"), 64)),
+                                None,
+                            );
+                            let verdicts = t.filter(&first, &candidates, Instant::now());
+                            let offered = verdicts
+                                .iter()
+                                .position(|v| matches!(v, muster::model::NodeVerdict::Fits))
+                                .map(|i| candidates[i])
+                                .expect("the filter offers a node");
+                            let started = Instant::now();
+                            let d = t.bind(
+                                BindRequest {
+                                    namespace: "bench",
+                                    name: &format!("gang{g}-0"),
+                                    uid: &format!("uid-gang{g}-0"),
+                                    node: offered,
+                                },
+                                Instant::now(),
+                            );
+                            spent += started.elapsed();
+                            assert!(matches!(d, BindDecision::Wait { .. }), "{d:?}");
+                        }
+                        left -= n;
+                    }
+                    spent
+                })
+            },
+        );
+        // kube-scheduler binds the member asking on a node the plan's other members fill
+        // first (here node-g, in the first-fit area, for gangs below ELSEWHERE, all of which
+        // fit): the plan places the others, finds no room left for the member asking, and
+        // tries it first instead. Before that second try it used to diagnose the first one
+        // over every node.
+        const ELSEWHERE: usize = 25;
+        group.bench_function(
+            BenchmarkId::new("admit_gang64_on_a_filled_node", format!("{nodes}n/20000p")),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        let (mut t, _) = support::cluster_with_gangs(nodes, 20_000, 64, ELSEWHERE);
+                        let n = left.min(ELSEWHERE);
+                        let started = Instant::now();
+                        for g in 0..n {
+                            let d = t.bind(
+                                BindRequest {
+                                    namespace: "bench",
+                                    name: &format!("gang{g}-0"),
+                                    uid: &format!("uid-gang{g}-0"),
+                                    node: &format!("node-{g}"),
+                                },
+                                Instant::now(),
+                            );
+                            assert!(matches!(d, BindDecision::Wait { .. }), "{d:?}");
+                        }
+                        spent += started.elapsed();
+                        left -= n;
+                    }
+                    spent
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode, preempt
+    targets = filter, prioritize, bind_decision, decode, preempt, scale
 }
 criterion_main!(benches);

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::cluster::leader::decide::Timings;
 use crate::cluster::leader::Election;
-use crate::http::DEFAULT_MAX_BODY_BYTES;
+use crate::http::{ANSWER_MARGIN, DEFAULT_MAX_BODY_BYTES};
 use crate::model::ModelConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -57,8 +57,9 @@ pub struct Args {
     pub creation_window: Duration,
 
     /// How long a bind call of a gang member below quorum is held open for the rest of the gang
-    /// (0s: answer "waiting" at once). Keep it below the extender's httpTimeout.
-    #[arg(long, env = "MUSTER_BIND_WAIT", default_value = "5s", value_parser = parse_bind_wait)]
+    /// (0s: answer "waiting" at once). At most --extender-http-timeout minus 1s: an answer
+    /// kube-scheduler no longer waits for is lost, and the call counts as a failed binding.
+    #[arg(long, env = "MUSTER_BIND_WAIT", default_value = "8s", value_parser = parse_bind_wait)]
     pub bind_wait: Duration,
 
     /// How often API discovery is asked which PodGroup APIs (Volcano, scheduler-plugins,
@@ -66,6 +67,10 @@ pub struct Args {
     /// within this.
     #[arg(long, env = "MUSTER_POD_GROUP_DISCOVERY_INTERVAL", default_value = "30s", value_parser = parse_discovery_interval)]
     pub pod_group_discovery_interval: Duration,
+    /// The `httpTimeout` kube-scheduler's configuration gives muster (10s in scheduler-config/):
+    /// every bind call, held or waiting for a binding muster is making, is answered within it.
+    #[arg(long, env = "MUSTER_EXTENDER_HTTP_TIMEOUT", default_value = "10s", value_parser = parse_extender_timeout)]
+    pub extender_http_timeout: Duration,
 
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "MUSTER_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES,
@@ -218,6 +223,16 @@ impl Args {
 
     /// A second listener must not take the verbs' port.
     pub fn check(&self) -> Result<(), String> {
+        let latest = self.extender_http_timeout.saturating_sub(ANSWER_MARGIN);
+        if self.bind_wait > latest {
+            return Err(format!(
+                "--bind-wait {} must be at most --extender-http-timeout {} minus {}: \
+                 kube-scheduler stops waiting for the answer then",
+                humantime::format_duration(self.bind_wait),
+                humantime::format_duration(self.extender_http_timeout),
+                humantime::format_duration(ANSWER_MARGIN)
+            ));
+        }
         match self.ops_listen_addr {
             Some(ops) if ops.port() == self.listen_addr.port() => Err(format!(
                 "--ops-listen-addr {ops} uses the port of --listen-addr {}; pick another port",
@@ -315,6 +330,15 @@ fn parse_bind_wait(s: &str) -> Result<Duration, String> {
     match parse_duration(s)? {
         d if d > Duration::from_secs(60) => {
             Err("must be at most 60s, and below the extender's httpTimeout".into())
+        }
+        d => Ok(d),
+    }
+}
+
+fn parse_extender_timeout(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(2) => {
+            Err("must be at least 2s (kube-scheduler's httpTimeout for muster)".into())
         }
         d => Ok(d),
     }
@@ -441,6 +465,29 @@ mod tests {
             .contains("--leader-elect-lease-duration"));
         let e = parse(&["--leader-elect-retry-period", "0s"]).unwrap_err();
         assert!(e.contains("--leader-elect-retry-period"), "{e}");
+    }
+
+    #[test]
+    fn bind_wait_stays_within_kube_schedulers_http_timeout() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.bind_wait, Duration::from_secs(8));
+        assert_eq!(a.extender_http_timeout, Duration::from_secs(10));
+        assert_eq!(a.check(), Ok(()));
+        let a = parse(&["--bind-wait", "9s"]).unwrap();
+        assert_eq!(a.check(), Ok(()), "the last second is left for the answer");
+        let e = parse(&["--bind-wait", "9500ms"])
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "--bind-wait 9s 500ms must be at most --extender-http-timeout 10s minus 1s: \
+             kube-scheduler stops waiting for the answer then"
+        );
+        let a = parse(&["--bind-wait", "25s", "--extender-http-timeout", "30s"]).unwrap();
+        assert_eq!(a.check(), Ok(()));
+        let e = parse(&["--extender-http-timeout", "1s"]).unwrap_err();
+        assert!(e.contains("--extender-http-timeout"), "{e}");
     }
 
     #[test]

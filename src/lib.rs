@@ -154,7 +154,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (events, event_rx) = EventSink::channel(4096);
     let binder = Arc::new(KubeBinder::new(client.clone()));
-    let mut shared = Shared::new(args.model_config(), binder, events);
+    let mut shared = Shared::new(args.model_config(), binder, events)
+        .with_extender_timeout(args.extender_http_timeout);
     if let Some(e) = &election {
         shared = shared.with_leadership(cluster::leader::role::Leadership::candidate(
             &e.identity,

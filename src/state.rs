@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -11,6 +11,7 @@ use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
 use crate::cluster::evictor::DisruptionQueue;
 use crate::cluster::leader::role::Leadership;
+use crate::http::bindings::Bindings;
 use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
@@ -86,6 +87,9 @@ impl Readiness {
     }
 }
 
+/// The `httpTimeout` of the shipped scheduler configurations (`scheduler-config/`).
+pub const DEFAULT_EXTENDER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Everything the verbs share.
 ///
 /// The gang table sits behind ONE mutex on purpose: a gang decision reads the free room of many
@@ -101,6 +105,10 @@ pub struct Shared {
     pub binder: Arc<dyn Binder>,
     /// Bind calls held open while their gang gathers.
     pub held: HeldBinds,
+    /// The bindings muster is making, for bind calls about the same pods.
+    pub bindings: Bindings,
+    /// kube-scheduler's `httpTimeout` for muster: every bind call is answered well within it.
+    pub extender_timeout: Duration,
     /// Whether this replica decides (always, without leader election).
     pub leadership: Leadership,
     /// Gangs preemption disrupts whole, for the eviction task.
@@ -119,6 +127,8 @@ impl Shared {
             events,
             binder,
             held: HeldBinds::default(),
+            bindings: Bindings::default(),
+            extender_timeout: DEFAULT_EXTENDER_TIMEOUT,
             leadership: Leadership::sole(),
             disruptions: DisruptionQueue::default(),
             cache_generation: tokio::sync::watch::Sender::new(0),
@@ -140,6 +150,12 @@ impl Shared {
     /// the table, so that an event applied in between is not missed.
     pub fn cache_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.cache_generation.subscribe()
+    }
+
+    /// kube-scheduler gives up on a call to muster after `timeout` (its `httpTimeout`).
+    pub fn with_extender_timeout(mut self, timeout: Duration) -> Self {
+        self.extender_timeout = timeout;
+        self
     }
 
     /// With leader election: decides only while the election says so.
@@ -199,7 +215,7 @@ impl Shared {
             self.wake_gang(key);
         }
         self.events.send_all(notices);
-        self.held.purge(now);
+        self.bindings.purge(now);
     }
 }
 

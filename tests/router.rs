@@ -811,3 +811,6 @@ async fn malformed_preempt_bodies_get_400_naming_the_json_path() {
 
 #[path = "router/whole.rs"]
 mod whole;
+
+#[path = "router/in_flight.rs"]
+mod in_flight;

@@ -12,7 +12,10 @@
 //! (`spec.nodeName!=`) timestamps every binding and a sampler counts bound pods once a second,
 //! as scheduler_perf's throughput collector does.
 //!
-//! Run: `cargo bench --bench e2e_throughput` (writes target/muster-bench/e2e-throughput.{md,csv,svg}).
+//! Run: `cargo bench --bench e2e_throughput` (writes target/muster-bench/e2e-throughput.{md,csv,svg}
+//! and e2e-throughput-rounds.csv, every round's numbers). At scale: `E2E_SCALE=5000 cargo bench
+//! --bench e2e_throughput` (5,000 nodes, 20,000 pods in gangs of 4–64 and plain pods, one round,
+//! 1800 s deadline per configuration), `E2E_SCALE=5000-paced` (the same created at 100 pods/s).
 //! Under `cargo test --benches` (no `--bench` argument) it runs a smoke that contends,
 //! configurations (a) and (b) only: 8 nodes of 1 cpu, 4 of them added 8 s after the first pod
 //! is created; 32 pods of 250m (every slot of the 8 nodes) in gangs of 3–6 plus plain pods.
@@ -20,7 +23,9 @@
 //! the end every slot is taken, so a seat given twice shows as an overcommitted node. Run with
 //! `E2E_GANG_CHECKS=vanilla,muster` to see the gang checks fail the vanilla configuration.
 //!
-//! Environment (defaults in parentheses; the smoke's in brackets): E2E_NODES (500) [8],
+//! Environment (defaults in parentheses; the smoke's in brackets): E2E_SCALE (500; 5000 and
+//! 5000-paced change the defaults of E2E_NODES, E2E_PODS, E2E_GANG_MAX, E2E_ROUNDS,
+//! E2E_TIMEOUT_SECS and E2E_CREATE_QPS, see [`params::Scale`]), E2E_NODES (500) [8],
 //! E2E_LATE_NODES (0) [4] of those added E2E_LATE_NODES_AFTER_SECS (8) after the first create,
 //! E2E_PODS (2000) [32], E2E_PLAIN_PERCENT (25), E2E_GANG_MIN / E2E_GANG_MAX (4 / 16) [3 / 6],
 //! E2E_CPU_MIN / E2E_CPU_MAX millicores (100 / 500) [250 / 250], E2E_NODE_CPU (4) [1],
@@ -39,7 +44,8 @@
 //! [`gangs`] (per-gang checks and times), [`gather`] (what is read off the cluster after a
 //! run), [`stats`] (percentiles,
 //! throughput), [`prometheus`] (the text format), [`metrics`] (scraping and summaries),
-//! [`process`] (CPU accounting), [`result`], [`report`] (Markdown, CSV), [`chart`] (SVG).
+//! [`process`] (CPU and memory accounting), [`result`], [`report`] (Markdown, CSV), [`rounds`]
+//! (every round against the vanilla run of its round; the rounds CSV), [`chart`] (SVG).
 
 mod chart;
 mod create;
@@ -51,6 +57,7 @@ mod process;
 mod prometheus;
 mod report;
 mod result;
+mod rounds;
 mod run;
 mod setup;
 mod stats;
@@ -64,6 +71,7 @@ use crate::chart::svg_chart;
 use crate::params::{Mode, Params};
 use crate::process::clock_ticks;
 use crate::report::{csv, report, representatives};
+use crate::rounds::rounds_csv;
 use crate::run::run_mode;
 use crate::workload::build_workload;
 
@@ -119,6 +127,10 @@ fn run(smoke: bool) -> Result<bool> {
     let base = p.out_dir.join(format!("e2e-throughput{suffix}"));
     std::fs::write(base.with_extension("md"), &md)?;
     std::fs::write(base.with_extension("csv"), csv(&results))?;
+    std::fs::write(
+        p.out_dir.join(format!("e2e-throughput{suffix}-rounds.csv")),
+        rounds_csv(&results),
+    )?;
     std::fs::write(
         base.with_extension("svg"),
         svg_chart(

@@ -102,8 +102,54 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
     }
 }
 
+/// Defaults of one documented size of the bench, chosen with `E2E_SCALE`; every `E2E_*`
+/// variable still overrides its own knob.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    pub nodes: usize,
+    pub pods: usize,
+    pub gang_max: usize,
+    pub rounds: usize,
+    pub timeout_secs: u64,
+    pub create_qps: f64,
+}
+
+impl Scale {
+    /// `500` (the default), `5000` (5,000 nodes, 20,000 pods in gangs of 4–64, one round),
+    /// `5000-paced` (the same created at 100 pods/s, below every configuration's throughput,
+    /// so gang placement times are the scheduler's own, not the queue's).
+    pub fn parse(s: &str) -> Result<Self> {
+        let base = Scale {
+            nodes: 500,
+            pods: 2000,
+            gang_max: 16,
+            rounds: 3,
+            timeout_secs: 600,
+            create_qps: 0.0,
+        };
+        let large = Scale {
+            nodes: 5000,
+            pods: 20_000,
+            gang_max: 64,
+            rounds: 1,
+            timeout_secs: 1800,
+            ..base
+        };
+        match s.trim() {
+            "" | "500" => Ok(base),
+            "5000" => Ok(large),
+            "5000-paced" => Ok(Scale {
+                create_qps: 100.0,
+                ..large
+            }),
+            other => bail!("E2E_SCALE: unknown size {other:?} (500, 5000, 5000-paced)"),
+        }
+    }
+}
+
 impl Params {
     pub fn from_env(smoke: bool) -> Result<Self> {
+        let scale = Scale::parse(&std::env::var("E2E_SCALE").unwrap_or_default())?;
         let modes = modes_from_env(
             "E2E_CONFIGS",
             if smoke {
@@ -119,24 +165,31 @@ impl Params {
         // given twice overcommits a node.
         let p = Params {
             smoke,
-            nodes: env_or("E2E_NODES", if smoke { 8 } else { 500 })?,
+            nodes: env_or("E2E_NODES", if smoke { 8 } else { scale.nodes })?,
             late_nodes: env_or("E2E_LATE_NODES", if smoke { 4 } else { 0 })?,
             late_nodes_after: Duration::from_secs(env_or("E2E_LATE_NODES_AFTER_SECS", 8)?),
             node_cpu: env_or("E2E_NODE_CPU", if smoke { "1" } else { "4" }.to_string())?,
             node_memory: env_or("E2E_NODE_MEMORY", "16Gi".to_string())?,
             node_pods: env_or("E2E_NODE_PODS", 110)?,
-            pods: env_or("E2E_PODS", if smoke { 32 } else { 2000 })?,
+            pods: env_or("E2E_PODS", if smoke { 32 } else { scale.pods })?,
             plain_percent: env_or("E2E_PLAIN_PERCENT", 25)?,
             gang_min: env_or("E2E_GANG_MIN", if smoke { 3 } else { 4 })?,
-            gang_max: env_or("E2E_GANG_MAX", if smoke { 6 } else { 16 })?,
+            gang_max: env_or("E2E_GANG_MAX", if smoke { 6 } else { scale.gang_max })?,
             cpu_min: env_or("E2E_CPU_MIN", if smoke { 250 } else { 100 })?,
             cpu_max: env_or("E2E_CPU_MAX", if smoke { 250 } else { 500 })?,
             seed: env_or("E2E_SEED", 42)?,
             concurrency: env_or("E2E_CONCURRENCY", 16)?,
             open_units: env_or("E2E_OPEN_UNITS", 8)?,
-            timeout: Duration::from_secs(env_or("E2E_TIMEOUT_SECS", if smoke { 45 } else { 600 })?),
+            timeout: Duration::from_secs(env_or(
+                "E2E_TIMEOUT_SECS",
+                if smoke { 45 } else { scale.timeout_secs },
+            )?),
             grace: Duration::from_millis(env_or("E2E_PARTIAL_GRACE_MS", 2000)?),
-            create_qps: Some(env_or("E2E_CREATE_QPS", 0.0)?).filter(|q| *q > 0.0),
+            create_qps: Some(env_or(
+                "E2E_CREATE_QPS",
+                if smoke { 0.0 } else { scale.create_qps },
+            )?)
+            .filter(|q| *q > 0.0),
             quiet_wait: Duration::from_secs(env_or(
                 "E2E_QUIET_WAIT_SECS",
                 if smoke { 0 } else { 300 },
@@ -148,7 +201,7 @@ impl Params {
                 }),
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
-            rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { 3 })?,
+            rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,
             out_dir: std::env::var_os("E2E_OUT_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
@@ -169,5 +222,37 @@ impl Params {
             bail!("need E2E_LATE_NODES < E2E_NODES: some nodes must be there from the start");
         }
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+#[allow(dead_code, unused_imports)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_scale_names_its_defaults_and_an_unknown_one_is_refused() {
+        let base = Scale::parse("").unwrap();
+        assert_eq!(
+            (base.nodes, base.pods, base.gang_max, base.rounds),
+            (500, 2000, 16, 3)
+        );
+        assert_eq!(Scale::parse("500").unwrap(), base);
+        let large = Scale::parse("5000").unwrap();
+        assert_eq!(
+            (
+                large.nodes,
+                large.pods,
+                large.gang_max,
+                large.rounds,
+                large.create_qps
+            ),
+            (5000, 20_000, 64, 1, 0.0)
+        );
+        let paced = Scale::parse(" 5000-paced ").unwrap();
+        assert_eq!(paced.create_qps, 100.0);
+        assert_eq!(paced.nodes, 5000);
+        let e = Scale::parse("50000").unwrap_err().to_string();
+        assert!(e.contains("E2E_SCALE") && e.contains("5000-paced"), "{e}");
     }
 }

@@ -87,3 +87,18 @@ pub fn scheduler_port(pid: u32) -> Option<u16> {
         .find_map(|a| a.strip_prefix("--secure-port="))
         .and_then(|p| p.parse().ok())
 }
+
+/// Resident and peak resident memory of a process, in MiB (`VmRSS`, `VmHWM`).
+pub fn memory_mib(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
+}

@@ -7,6 +7,7 @@ use muster_harness::paths::{k8s_version, repo_root};
 
 use crate::params::{Mode, Params};
 use crate::result::{RunResult, Status};
+use crate::rounds::{ratio_to_vanilla, worst};
 use crate::setup::{NATIVE_APISERVER_ARGS, NATIVE_SCHEDULER_ARGS};
 use crate::stats::lower_median_by;
 use crate::workload::Workload;
@@ -128,12 +129,12 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         s,
         "| configuration | status | bound | time to all bound (s) | pods/s avg | pods/s p50 / p90 / p99 | \
          pods/s overall | vs (a): avg / overall | gang placement p50 / p99 / max (s) | pod create→bound p50 / p99 (s) | \
-         partial-gang samples > {:.0} s | max gang spread (s) | overcommit |",
+         partial-gang samples > {:.0} s | max gang spread (s) | overcommit | worst round: vs (a) avg / gang p99 (s) |",
         p.grace.as_secs_f64()
     );
     let _ = writeln!(
         s,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     );
     for r in results {
         let ran = !matches!(r.status, Status::NotEnabled(_) | Status::Failed(_));
@@ -151,10 +152,18 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
             Some(Err(e)) => format!("**YES**: {}", e.chars().take(120).collect::<String>()),
             None => "–".into(),
         };
+        let bad = worst(all, r.mode);
+        let worst_cell = format!(
+            "{} / {}",
+            bad.ratio
+                .map_or("–".into(), |(x, round)| format!("{x:.2}× (r{round})")),
+            bad.gang_p99
+                .map_or("–".into(), |(x, round)| format!("{x:.2} (r{round})"))
+        );
         if ran {
             let _ = writeln!(
                 s,
-                "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.mode.title(),
                 status_word(r),
                 r.bound,
@@ -168,12 +177,13 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                 pl,
                 r.partial_observations,
                 f2(r.max_gang_spread),
-                oc
+                oc,
+                worst_cell
             );
         } else {
             let _ = writeln!(
                 s,
-                "| {} | {} | – | – | – | – | – | – | – | – | – | – | – |",
+                "| {} | {} | – | – | – | – | – | – | – | – | – | – | – | – |",
                 r.mode.title(),
                 status_word(r)
             );
@@ -187,7 +197,10 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
          time from the first create to the last binding. Gang placement = last member created → \
          all members bound. Partial-gang samples: a gang seen with some but not all members bound \
          longer than the grace after its first binding, counted once per sample. Gang spread = \
-         last − first member binding.\n"
+         last − first member binding. Worst round: the lowest pods/s avg relative to the vanilla \
+         run of the same round, and the highest gang placement p99, among every round of the \
+         configuration (rN: the round); every round's numbers are in e2e-throughput{}-rounds.csv.\n",
+        if p.smoke { "-smoke" } else { "" }
     );
 
     if p.rounds > 1 {
@@ -201,7 +214,7 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         );
         let _ = writeln!(
             s,
-            "| configuration | round | status | pods/s avg | pods/s overall | time to all bound (s) | gang placement p50 / p99 (s) | scheduling algorithm per attempt | CPU used by other processes |\n|---|---:|---|---:|---:|---:|---:|---|---:|"
+            "| configuration | round | status | pods/s avg | vs (a) same round | pods/s overall | time to all bound (s) | gang placement p50 / p99 (s) | scheduling algorithm per attempt | CPU used by other processes |\n|---|---:|---|---:|---:|---:|---:|---:|---|---:|"
         );
         for m in &p.modes {
             for r in all.iter().filter(|r| r.mode == *m) {
@@ -215,11 +228,12 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                     .unwrap_or_else(|| "–".into());
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.mode.title(),
                     r.round,
                     status_word(r),
                     f1(r.tput.map(|d| d.mean)),
+                    ratio_to_vanilla(all, r).map_or("–".into(), |x| format!("{x:.2}×")),
                     f1(r.overall_pps),
                     f1(r.all_bound_secs),
                     r.gang_latency
@@ -233,28 +247,36 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         s.push('\n');
     }
 
-    // Targets.
+    // Targets: on the median run and, with several rounds, in every round (the worst).
     let get = |m: Mode| results.iter().find(|r| r.mode == m && r.completed());
     let (mv, mm, mn) = (get(Mode::Vanilla), get(Mode::Muster), get(Mode::Native));
-    if mm.is_some() || results.iter().any(|r| r.mode == Mode::Muster) {
+    if results.iter().any(|r| r.mode == Mode::Muster) {
         let _ = writeln!(s, "| target | measured | verdict |\n|---|---|---|");
         let verdict = |ok: bool| if ok { "met" } else { "**MISSED**" };
+        let bad = worst(all, Mode::Muster);
+        let every = if p.rounds > 1 { ", every round" } else { "" };
+        // Issue 17's targets: 0.9× at the 500-node size, 0.8× at 5,000 nodes.
+        let floor = if p.nodes >= 5000 { 0.8 } else { 0.9 };
         match (
             mv.and_then(RunResult::avg_pps),
             mm.and_then(RunResult::avg_pps),
         ) {
             (Some(v), Some(m)) => {
+                let lowest = bad.ratio.map_or(m / v, |(x, _)| x.min(m / v));
                 let _ = writeln!(
                     s,
-                    "| muster ≥ 0.8 × vanilla throughput | {:.2}× ({m:.1} vs {v:.1} pods/s) | {} |",
+                    "| muster ≥ {floor} × vanilla throughput{every} | median {:.2}× ({m:.1} vs {v:.1} pods/s){} | {} |",
                     m / v,
-                    verdict(m >= 0.8 * v)
+                    bad.ratio
+                        .filter(|_| p.rounds > 1)
+                        .map_or(String::new(), |(x, r)| format!("; worst {x:.2}× (round {r})")),
+                    verdict(lowest >= floor)
                 );
             }
             _ => {
                 let _ = writeln!(
                     s,
-                    "| muster ≥ 0.8 × vanilla throughput | – | not measured |"
+                    "| muster ≥ {floor} × vanilla throughput | – | not measured |"
                 );
             }
         }
@@ -277,35 +299,67 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                 );
             }
         }
+        // Unpaced at 5,000 nodes the pods are created far faster than any scheduler binds
+        // them: gang placement there is time in the queue, reported but not held to 2 s.
+        let queueing = p.nodes >= 5000 && p.create_qps.is_none();
         match mm.and_then(|r| r.gang_latency) {
             Some(d) => {
+                let highest = bad.gang_p99.map_or(d.p99, |(x, _)| x.max(d.p99));
                 let _ = writeln!(
                     s,
-                    "| muster gang placement p99 ≤ 2 s | {:.2} s (p50 {:.2} s, max {:.2} s) | {} |",
+                    "| muster gang placement p99 ≤ 2 s{every} | median {:.2} s (p50 {:.2} s, max {:.2} s){} | {} |",
                     d.p99,
                     d.p50,
                     d.max,
-                    verdict(d.p99 <= 2.0)
+                    bad.gang_p99
+                        .filter(|_| p.rounds > 1)
+                        .map_or(String::new(), |(x, r)| format!("; worst {x:.2} s (round {r})")),
+                    if queueing {
+                        "reported (unpaced: time in kube-scheduler's queue; see the paced variant)"
+                    } else {
+                        verdict(highest <= 2.0)
+                    }
                 );
             }
             None => {
                 let _ = writeln!(s, "| muster gang placement p99 ≤ 2 s | – | not measured |");
             }
         }
-        if let Some(m) = results.iter().find(|r| r.mode == Mode::Muster) {
-            let ok = m.partial_observations == 0 && matches!(m.overcommit, Some(Ok(())));
+        let musters: Vec<&RunResult> = all.iter().filter(|r| r.mode == Mode::Muster).collect();
+        let partial: usize = musters.iter().map(|r| r.partial_observations).sum();
+        let overcommit = if musters.iter().any(|r| matches!(r.overcommit, Some(Err(_)))) {
+            "YES"
+        } else if musters.iter().all(|r| matches!(r.overcommit, Some(Ok(())))) {
+            "none"
+        } else {
+            "not checked in every round"
+        };
+        let spread = musters
+            .iter()
+            .filter_map(|r| r.max_gang_spread)
+            .reduce(f64::max);
+        let _ = writeln!(
+            s,
+            "| muster: no gang partially bound > {:.0} s, no node overcommitted{every} | {partial} partial samples, max spread {} s, overcommit {overcommit} | {} |",
+            p.grace.as_secs_f64(),
+            f2(spread),
+            verdict(partial == 0 && overcommit == "none")
+        );
+        let peak = musters
+            .iter()
+            .filter_map(|r| {
+                r.memory
+                    .iter()
+                    .find(|m| m.0 == "muster")
+                    .map(|m| (m.2, r.round))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((mib, round)) = peak {
             let _ = writeln!(
                 s,
-                "| muster: no gang partially bound > {:.0} s, no node overcommitted | {} partial samples, max spread {} s, overcommit {} | {} |",
-                p.grace.as_secs_f64(),
-                m.partial_observations,
-                f2(m.max_gang_spread),
-                match &m.overcommit {
-                    Some(Ok(())) => "none",
-                    Some(Err(_)) => "YES",
-                    None => "not checked",
-                },
-                verdict(ok)
+                "| muster's resident memory ({} nodes, {} pods) | peak {mib:.0} MiB (round {round}) | reported |",
+                p.nodes,
+                w.pods.len()
             );
         }
         s.push('\n');
@@ -396,6 +450,14 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                     None => String::new(),
                 }
             );
+        }
+        if !r.memory.is_empty() {
+            let parts: Vec<String> = r
+                .memory
+                .iter()
+                .map(|(n, rss, peak)| format!("{n} {rss:.0} (peak {peak:.0})"))
+                .collect();
+            let _ = writeln!(s, "- resident memory at the end, MiB: {}", parts.join(", "));
         }
         if !r.api_requests.is_empty() {
             let total: f64 = r.api_requests.iter().map(|x| x.1).sum();

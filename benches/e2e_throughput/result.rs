@@ -48,6 +48,8 @@ pub struct RunResult {
     pub api_requests: Vec<(String, f64, f64)>,
     /// Events in the namespace at the end: "component reason" → count (series included).
     pub events: Vec<(String, usize)>,
+    /// Per process at the end of the measured phase: name, resident MiB, peak resident MiB.
+    pub memory: Vec<(String, f64, f64)>,
     pub wall_secs: f64,
 }
 
@@ -80,6 +82,7 @@ impl RunResult {
             native_groups_scheduled: None,
             api_requests: Vec::new(),
             events: Vec::new(),
+            memory: Vec::new(),
             wall_secs: 0.0,
         }
     }

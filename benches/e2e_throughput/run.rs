@@ -22,7 +22,7 @@ use crate::gangs::{gangs_partly_bound_beyond, whole_gang_times};
 use crate::gather;
 use crate::metrics::scrape_apiserver_metrics;
 use crate::params::{Mode, Params};
-use crate::process::{cpu_snapshot, system_cpu, wait_for_quiet};
+use crate::process::{cpu_snapshot, memory_mib, system_cpu, wait_for_quiet};
 use crate::prometheus::apiserver_delta;
 use crate::result::{RunResult, Status};
 use crate::setup::start;
@@ -210,6 +210,10 @@ pub async fn run_mode_inner(
         }
     }
     let cpu1 = cpu_snapshot(&procs, ticks);
+    r.memory = procs
+        .iter()
+        .filter_map(|(n, pid)| memory_mib(*pid).map(|(rss, peak)| (n.clone(), rss, peak)))
+        .collect();
     let sys1 = system_cpu(ticks);
     match (&api_before, scrape_apiserver_metrics(&cp)) {
         (Ok(b), Ok(a)) => r.api_requests = apiserver_delta(b, &a),

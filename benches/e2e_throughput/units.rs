@@ -6,5 +6,7 @@
 mod gangs;
 mod params;
 mod prometheus;
+mod result;
+mod rounds;
 mod stats;
 mod workload;

@@ -31,6 +31,16 @@ pub fn pod(name: &str, cpu_milli: i64, gang: Option<(&str, u32)>, node: Option<S
 /// `nodes` nodes, `bound` plain pods spread over them (500m each), and ten waiting gangs of
 /// `gang_size` members each (1 cpu each). Returns the table and the node names.
 pub fn cluster(nodes: usize, bound: usize, gang_size: u32) -> (GangTable, Vec<String>) {
+    cluster_with_gangs(nodes, bound, gang_size, 10)
+}
+
+/// [`cluster`] with `gangs` waiting gangs (`gang0`, `gang1`, …).
+pub fn cluster_with_gangs(
+    nodes: usize,
+    bound: usize,
+    gang_size: u32,
+    gangs: usize,
+) -> (GangTable, Vec<String>) {
     let mut t = GangTable::new(ModelConfig::default());
     for i in 0..nodes {
         t.apply_node(node(i));
@@ -43,7 +53,7 @@ pub fn cluster(nodes: usize, bound: usize, gang_size: u32) -> (GangTable, Vec<St
             Some(format!("node-{}", i % nodes)),
         ));
     }
-    for g in 0..10 {
+    for g in 0..gangs {
         for m in 0..gang_size {
             t.apply_pod(pod(
                 &format!("gang{g}-{m}"),

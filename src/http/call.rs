@@ -22,6 +22,9 @@ use crate::model::PodInfo;
 use crate::state::Shared;
 use crate::wire::{ExtenderArgs, NodeList};
 
+/// Left of kube-scheduler's `httpTimeout` when a held call answers at the latest.
+pub const ANSWER_MARGIN: Duration = Duration::from_secs(1);
+
 pub const NOT_READY: &str =
     "muster is starting: its pod and node caches are not synced yet; retry shortly";
 
@@ -145,6 +148,14 @@ impl<V: Verb> Call<V> {
             .latency
             .get_or_create(&VerbLabel { verb: V::NAME })
             .observe(self.started.elapsed().as_secs_f64());
+    }
+
+    /// The latest moment to answer so that kube-scheduler still hears it: its client gives up
+    /// `httpTimeout` after sending, and [`ANSWER_MARGIN`] of that is left for the answer's
+    /// way back and for a loaded machine.
+    pub fn answer_by(&self) -> tokio::time::Instant {
+        let budget = self.shared.extender_timeout.saturating_sub(ANSWER_MARGIN);
+        tokio::time::Instant::from_std(self.started + budget)
     }
 
     /// The body, decoded; a bad one is answered here (and counted as `bad_request`).

@@ -1,93 +1,94 @@
 //! Bind calls held open while their gang gathers: both sides of the protocol.
 //!
 //! A seated member's bind call is held (up to `--bind-wait`) instead of failed at once: that
-//! spares kube-scheduler an error, a FailedScheduling Event, a status write and a back-off per
-//! member, and the gang is bound the moment its last member arrives. The call that completes
-//! the quorum binds every member, leaves each held call its own binding's result and wakes
-//! them ([`HeldBinds::deliver`], [`HeldBinds::wake`]); a gang that loses its seats (timeout, deletion) wakes its
-//! held calls so they answer at once ([`HeldBinds::wake`]).
+//! spares kube-scheduler an error, a FailedScheduling Event, a status write, a back-off and a
+//! retry of every pod the extender had refused, per member; and the gang is bound the moment its
+//! last member arrives. The call that completes the quorum binds every member and wakes the held
+//! calls ([`HeldBinds::wake`]); each then answers with its own pod's binding
+//! ([`super::bindings`]). A gang that loses its seats (timeout, deletion) wakes its held calls
+//! so they answer at once.
+//!
+//! Every held call answers before kube-scheduler's client gives up (`--extender-http-timeout`):
+//! an answer after that is lost, and kube-scheduler counts the call as a failed binding.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::model::{GangKey, GangTable, PodUid};
-
-/// How long a binding result waits for the held call it belongs to (which may have given up).
-const UNCLAIMED_RESULT_TTL: Duration = Duration::from_secs(60);
-
-/// How much longer a held call waits, past `--bind-wait`, when muster is binding its pod at
-/// that moment: the binder's retries end well within it, and the call must answer with the
-/// binding's result, never "waiting for quorum" for a pod that is being bound.
-const BINDING_GRACE: Duration = Duration::from_secs(30);
+use super::bindings::{Bindings, Pending};
+use crate::model::{GangKey, GangTable, NodeName};
 
 #[derive(Default)]
 pub struct HeldBinds {
     /// Woken when the gang is bound or loses its seats. Sharded maps are right here: each
     /// entry is independent and touched by few tasks.
     wakers: DashMap<GangKey, Arc<Notify>>,
-    /// Result of a binding muster made for a member whose own bind call is being held.
-    results: DashMap<PodUid, (Instant, Result<(), String>)>,
+}
+
+/// How a held bind call ends.
+pub enum HoldEnd {
+    /// The pod has a node: muster is binding it (with its binding to wait on), or the API
+    /// server already has it on `node` (bound by someone else, or long ago).
+    HasNode {
+        node: NodeName,
+        binding: Option<Pending>,
+    },
+    /// The pod holds no seat any more (its gang timed out, lost room, or this replica stepped
+    /// down): why, as the table tells it.
+    Released(String),
+    /// The hold ran out with the gang still below quorum; the seat is kept.
+    StillWaiting,
 }
 
 impl HeldBinds {
-    /// Holds the bind call of seated member `uid` until muster binds its gang (then answers
-    /// with the result of this pod's binding), the gang loses its seats, or `wait` passes.
-    /// `None`: still waiting; the caller answers "waiting for quorum" and kube-scheduler
-    /// retries later.
+    /// Holds the bind call of seated member `uid` until muster binds it, the gang loses its
+    /// seats, or `until` passes.
     pub async fn hold(
         &self,
         table: &Mutex<GangTable>,
+        bindings: &Bindings,
         gang: &GangKey,
         uid: &str,
-        wait: Duration,
-    ) -> Option<Result<(), String>> {
-        if wait.is_zero() {
-            return None;
+        until: tokio::time::Instant,
+    ) -> HoldEnd {
+        if until <= tokio::time::Instant::now() {
+            return HoldEnd::StillWaiting;
         }
-        let mut deadline = tokio::time::Instant::now() + wait;
-        let mut graced = false;
+        let mut last_look = false;
         loop {
             let waker = self.wakers.entry(gang.clone()).or_default().clone();
             let woken = waker.notified();
             tokio::pin!(woken);
             // Registered before looking, so a wake-up between the look and the wait is kept.
             woken.as_mut().enable();
-            if let Some((_, (_, result))) = self.results.remove(uid) {
-                return Some(result);
-            }
-            let (waiting, reason) = {
+            {
                 let t = table.lock();
-                // A member with a node has left its seat because its gang reached quorum:
-                // muster is binding it, and the result arrives with the next wake-up.
-                (t.holds_seat(uid) || t.has_node(uid), t.wait_reason(uid))
-            };
-            if !waiting {
-                return Some(Err(reason.unwrap_or_else(|| {
-                    format!("gang {gang} released its seats before reaching quorum")
-                })));
-            }
-            if tokio::time::timeout_at(deadline, woken).await.is_err() {
-                if !graced && table.lock().has_node(uid) {
-                    graced = true;
-                    deadline = tokio::time::Instant::now() + BINDING_GRACE;
-                    continue;
+                // Looked up under the table's lock, where muster assumed the pod and began
+                // its binding: a pod with a node muster is binding always has it here.
+                if let Some(node) = t.node_of(uid) {
+                    let binding = bindings.find(uid).filter(|b| b.node == node);
+                    return HoldEnd::HasNode { node, binding };
                 }
-                return None;
+                if !t.holds_seat(uid) {
+                    let reason = t.wait_reason(uid).unwrap_or_else(|| {
+                        format!("gang {gang} released its seats before reaching quorum")
+                    });
+                    return HoldEnd::Released(reason);
+                }
+            }
+            if last_look {
+                return HoldEnd::StillWaiting;
+            }
+            if tokio::time::timeout_at(until, woken).await.is_err() {
+                // One more look: the gang may have been bound as the hold ran out.
+                last_look = true;
             }
         }
     }
 
-    /// Leaves a held member the result of the binding muster made for it (picked up when
-    /// its call is woken by [`HeldBinds::wake`]).
-    pub fn deliver(&self, uid: PodUid, result: Result<(), String>, now: Instant) {
-        self.results.insert(uid, (now, result));
-    }
-
-    /// Wakes every bind call held for this gang (it was bound, or lost its seats).
+    /// Wakes every bind call held for this gang (it is being bound, or lost its seats).
     pub fn wake(&self, gang: &GangKey) {
         if let Some((_, n)) = self.wakers.remove(gang) {
             n.notify_waiters();
@@ -100,11 +101,5 @@ impl HeldBinds {
         for gang in gangs {
             self.wake(&gang);
         }
-    }
-
-    /// Forgets results nobody picked up (the held call had already given up).
-    pub fn purge(&self, now: Instant) {
-        self.results
-            .retain(|_, (at, _)| now.saturating_duration_since(*at) < UNCLAIMED_RESULT_TTL);
     }
 }

@@ -8,9 +8,11 @@
 //!
 //! One file per verb; what every verb does first (timing, reading and decoding the body,
 //! readiness, the pod and the node names) is the [`call::Call`] extractor; the bind calls held
-//! open while a gang gathers are [`held::HeldBinds`].
+//! open while a gang gathers are [`held::HeldBinds`], the bindings muster is making
+//! [`bindings::Bindings`].
 
 mod bind;
+pub mod bindings;
 mod call;
 mod error;
 mod filter;
@@ -25,6 +27,7 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use axum::Router;
 
+pub use call::ANSWER_MARGIN;
 pub use error::{decode, ApiError, WireName};
 
 use crate::state::Shared;
@@ -38,7 +41,8 @@ pub struct AppState {
     pub shared: Arc<Shared>,
     pub max_body_bytes: usize,
     /// How long a bind call of a member below quorum is held open waiting for the rest of its
-    /// gang (zero: answer "waiting" at once). Must stay below the extender's httpTimeout.
+    /// gang (zero: answer "waiting" at once). `--bind-wait` is checked to stay below the
+    /// extender's httpTimeout.
     pub bind_wait: Duration,
 }
 

@@ -32,6 +32,11 @@ pub enum BindDecision {
     BindNow { pod: PodRef, node: NodeName },
     /// The API server already has the pod on this node: answer success, do nothing.
     AlreadyBound,
+    /// muster is binding the pod to `node` itself (its gang reached quorum while this call was
+    /// on its way, or an earlier call of kube-scheduler's is binding it): the handler answers
+    /// with that binding's outcome, which is what kube-scheduler needs to hear (an error would
+    /// make it forget the pod, back it off and retry every pod refused by the extender).
+    InFlight { pod: PodRef, node: NodeName },
     /// Seated; its gang is below quorum. The handler may hold the call until the gang is
     /// placed; otherwise it answers with this message as the error, so kube-scheduler retries
     /// the pod later (its seat is kept).
@@ -64,7 +69,9 @@ pub enum BindRejection {
     UnknownNode(String),
     #[error("pod {pod} is already bound to node {node}")]
     BoundElsewhere { pod: String, node: String },
-    #[error("pod {pod} is already being bound to node {node} with its gang")]
+    /// The answer to a call for a pod muster is binding when that binding's outcome does not
+    /// come before kube-scheduler's client would give up.
+    #[error("pod {pod} is already being bound to node {node} by muster; the API server has not answered yet")]
     BindInFlight { pod: String, node: String },
     #[error("pod {0} has terminated")]
     Terminal(String),
@@ -103,10 +110,10 @@ impl GangTable {
             });
         }
         if let Some(assumed) = entry.assumed() {
-            return Reject(BindRejection::BindInFlight {
-                pod: info.display_name(),
-                node: assumed.to_string(),
-            });
+            return BindDecision::InFlight {
+                pod: PodRef::of(&info),
+                node: assumed.clone(),
+            };
         }
         if info.terminal {
             return Reject(BindRejection::Terminal(info.display_name()));

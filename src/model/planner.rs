@@ -242,29 +242,8 @@ impl GangTable {
             }
         }
         let first_has_room = candidates.iter().any(|&i| first_fits(&rules, &overlay, i));
-        let mut best = seats.len() + usize::from(first_has_room);
-        // The member the simulation stopped at, and why no node takes it.
-        let (stuck, stuck_pod) = match chosen.get(seats.len()) {
-            Some(m) => (m.index, m.pod),
-            None => (0, pod),
-        };
-        // When it counts for a task below its minimum: how many of that task fit.
-        let task = task_at(stuck).and_then(|stuck_task| {
-            let t = facts.tasks.iter().find(|t| &*t.task == stuck_task)?;
-            let placed = (1..=seats.len())
-                .filter(|&i| task_at(i) == Some(stuck_task))
-                .count()
-                + usize::from(first_has_room && task_at(0) == Some(stuck_task));
-            Some(TaskFit {
-                task: t.task.clone(),
-                fit: t.with_nodes + t.confirmed_seats + placed as u32,
-                min: t.min,
-            })
-        });
-        let diagnosis = diagnose(&self.ledger, &rules, &overlay, stuck, stuck_pod);
-        let by_rule = diagnosis.nodes()
-            - diagnosis.available()
-            - diagnosis.refused_by(Reason::InsufficientResources);
+        let placed_first = seats.len();
+        let mut best = placed_first + usize::from(first_has_room);
         overlay.rollback(base);
         rules.rollback(rules_base);
 
@@ -286,6 +265,33 @@ impl GangTable {
             overlay.rollback(base);
             rules.rollback(rules_base);
         }
+        // Nothing fits: only now say why. The diagnosis walks every node, so it is not made
+        // on the way to a plan that fits (kube-scheduler too checks every node only when none
+        // is feasible): the others are placed again as in the first attempt (the state is back
+        // at `base`, so the same members land on the same nodes), and the member they stopped
+        // at is diagnosed.
+        first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        let (stuck, stuck_pod) = match chosen.get(placed_first) {
+            Some(m) => (m.index, m.pod),
+            None => (0, pod),
+        };
+        // When it counts for a task below its minimum: how many of that task fit.
+        let task = task_at(stuck).and_then(|stuck_task| {
+            let t = facts.tasks.iter().find(|t| &*t.task == stuck_task)?;
+            let placed = (1..=placed_first)
+                .filter(|&i| task_at(i) == Some(stuck_task))
+                .count()
+                + usize::from(first_has_room && task_at(0) == Some(stuck_task));
+            Some(TaskFit {
+                task: t.task.clone(),
+                fit: t.with_nodes + t.confirmed_seats + placed as u32,
+                min: t.min,
+            })
+        });
+        let diagnosis = diagnose(&self.ledger, &rules, &overlay, stuck, stuck_pod);
+        let by_rule = diagnosis.nodes()
+            - diagnosis.available()
+            - diagnosis.refused_by(Reason::InsufficientResources);
         let rule = (by_rule > 0).then(|| shortfall_message(stuck_pod, need, best, &diagnosis));
         GangPlan::DoesNotFit(Shortfall::Room {
             fit: facts.with_nodes + facts.confirmed_seats + best as u32,

@@ -250,7 +250,12 @@ impl GangTable {
     /// Whether the pod has a node: bound, or being bound by muster (its gang reached quorum
     /// and the binding call is in flight).
     pub fn has_node(&self, uid: &str) -> bool {
-        self.pods.get(uid).is_some_and(|p| p.node().is_some())
+        self.node_of(uid).is_some()
+    }
+
+    /// The node the pod is bound to, or that muster is binding it to.
+    pub fn node_of(&self, uid: &str) -> Option<NodeName> {
+        self.pods.get(uid).and_then(|p| p.node().cloned())
     }
 
     /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).

@@ -219,6 +219,17 @@ fn known(api: PodGroupApi) -> String {
 
 // -------------------------------------------------------------------------------------------
 
+/// A cluster with Volcano's PodGroup CRD, and the second scheduler (`schedulerName` on the
+/// pods, as Volcano jobs set it) calling muster.
+async fn volcano_cluster() -> Result<Cluster> {
+    Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .scheduler_config("muster-second-scheduler.yaml")
+            .crd(podgroups::VOLCANO_CRD),
+    )
+    .await
+}
+
 /// The seed tutorial's job as Volcano's controller creates it: PodGroup `ai-gang-job-<uid>`
 /// (`minMember: 2`, `minTaskMember {master: 1, worker: 1}`) and a master and a worker naming it,
 /// with `schedulerName` set to the scheduler that calls muster. With room for one member the
@@ -229,12 +240,7 @@ async fn volcano_seed_job_waits_whole_with_room_for_one_then_is_placed_whole() -
         "volcano_seed_job_waits_whole_with_room_for_one_then_is_placed_whole",
         Instant::now(),
     );
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
-    )
-    .await?;
+    let c = volcano_cluster().await?;
     let r = async {
         let ns = "ml";
         let pg = "ai-gang-job-6d1f3c0a-8b2e-4f5d-9a7c-1e2b3c4d5e6f";
@@ -450,12 +456,7 @@ async fn a_per_task_minimum_keeps_the_gang_waiting_until_its_master_fits() -> Re
         "a_per_task_minimum_keeps_the_gang_waiting_until_its_master_fits",
         Instant::now(),
     );
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
-    )
-    .await?;
+    let c = volcano_cluster().await?;
     let r = async {
         let ns = "tasks";
         let pg = "mpi-job-0b9e2f4a";
@@ -520,12 +521,7 @@ async fn a_pod_group_created_after_its_pods_is_waited_for_then_followed() -> Res
         "a_pod_group_created_after_its_pods_is_waited_for_then_followed",
         Instant::now(),
     );
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
-    )
-    .await?;
+    let c = volcano_cluster().await?;
     let r = async {
         let ns = "late";
         let pg = "late-job-3c4d";

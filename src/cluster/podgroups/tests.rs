@@ -345,3 +345,39 @@ fn a_failed_discovery_neither_starts_nor_stops_a_watch() {
         (k, Found::NotServed)
     ]));
 }
+
+/// A muster whose RBAC predates PodGroups (the API server answers 403) must not stay unready:
+/// the forbidden API stops being waited for, and its gangs go by their pods' keys.
+#[test]
+fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
+    struct NoBinder;
+    impl crate::cluster::binder::Binder for NoBinder {
+        fn bind(
+            &self,
+            _: crate::model::PodRef,
+            _: crate::model::NodeName,
+        ) -> futures::future::BoxFuture<'static, Result<(), crate::cluster::binder::BindError>>
+        {
+            unreachable!("no binding in this test")
+        }
+    }
+    let shared = Shared::new(
+        ModelConfig::default(),
+        std::sync::Arc::new(NoBinder),
+        crate::cluster::events::EventSink::disabled(),
+    );
+    shared.readiness.set_pods_synced();
+    shared.readiness.set_nodes_synced();
+    shared.readiness.await_pod_group_discovery();
+    shared
+        .readiness
+        .pod_group_discovery_done([PodGroupApi::Volcano]);
+    assert!(!shared.readiness.is_ready());
+    <PodGroupObject<Volcano> as crate::cluster::watch::Indexed>::forbidden(&shared);
+    assert!(shared.readiness.is_ready());
+    assert!(!shared
+        .table
+        .lock()
+        .pod_groups()
+        .is_served(PodGroupApi::Volcano));
+}

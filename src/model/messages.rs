@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
-use super::objects::{NodeName, PodInfo};
-use super::planner::Shortfall;
-use super::podgroup::PodGroupApi;
-use super::resources::Shortfall as RoomShortfall;
-use super::table::GangFacts;
+use crate::model::inputs::membership::{GangKey, MembershipError};
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::resources::Shortfall as RoomShortfall;
+use crate::model::planning::planner::Shortfall;
+use crate::model::table::GangFacts;
 
 /// Event on a pod whose gang keys cannot be used.
 pub fn invalid_keys(error: &MembershipError) -> String {
@@ -279,9 +279,9 @@ pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: D
 pub fn preemption(
     pod: &PodInfo,
     kept: &std::collections::BTreeMap<&str, Vec<String>>,
-    dropped: &[(String, super::preempt::DropReason)],
+    dropped: &[(String, crate::model::verbs::preempt::DropReason)],
 ) -> String {
-    use super::preempt::DropReason;
+    use crate::model::verbs::preempt::DropReason;
     let why = |r: &DropReason| {
         match r {
         DropReason::GangCannotFollow { fit, quorum } => match pod.gang() {

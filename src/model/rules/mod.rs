@@ -34,7 +34,7 @@ pub use placement::{
 };
 pub use pod_topology_spread::{InclusionPolicy, PodTopologySpread, SpreadConstraint};
 
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// The rules that need no other pod, in kube-scheduler's order (NodeUnschedulable,
 /// TaintToleration, NodeAffinity); the first that fails is the reason.

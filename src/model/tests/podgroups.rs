@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::model::membership::{
+use crate::model::inputs::membership::{
     COSCHEDULING_POD_GROUP, MIN_AVAILABLE, VOLCANO_GROUP_NAME, VOLCANO_TASK_SPEC,
 };
 

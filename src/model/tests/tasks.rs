@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::podgroups::{pod_group, volcano};
 use super::*;
-use crate::model::membership::{GROUP, MIN_AVAILABLE, TASK_MIN_AVAILABLE};
+use crate::model::inputs::membership::{GROUP, MIN_AVAILABLE, TASK_MIN_AVAILABLE};
 
 /// Three 300m workers fit on `w` (1000m); the master asks for a GPU.
 fn volcano_job(w: &mut World) -> (PodInfo, Vec<PodInfo>) {

@@ -18,17 +18,17 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::bind::{BindDecision, BindRejection};
-use super::gang::{Seat, SeatHolder};
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodInfo};
-use super::resources::{Resources, Shortfall};
-use super::table::{GangFacts, GangTable};
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::resources::{Resources, Shortfall};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::{GangFacts, GangTable};
 
 impl GangTable {
     /// `requester`'s seat completed the quorum: bind every confirmed seat, or none.
-    pub(super) fn bind_at_quorum(
+    pub(in crate::model) fn bind_at_quorum(
         &mut self,
         key: &GangKey,
         requester: &PodInfo,

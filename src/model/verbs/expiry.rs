@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
-use super::gang::{Phase, SeatHolder};
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::{Phase, SeatHolder};
+use crate::model::table::GangTable;
 
 impl GangTable {
     /// Releases the seats of every admitted gang that has waited past its timeout.

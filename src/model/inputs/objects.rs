@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::membership::{Membership, MembershipError};
 use super::resources::Resources;
-use super::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
+use crate::model::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
 
 pub type PodUid = Arc<str>;
 pub type NodeName = Arc<str>;

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::model::membership::{GANG_TIMEOUT, TASK_MIN_AVAILABLE, VOLCANO_GROUP_NAME};
+use crate::model::inputs::membership::{GANG_TIMEOUT, TASK_MIN_AVAILABLE, VOLCANO_GROUP_NAME};
 use crate::model::table::GangTable;
 use crate::model::ModelConfig;
 use crate::testkit::pod;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::objects::{NodeName, PodUid};
+use crate::model::inputs::objects::{NodeName, PodUid};
 
 /// kube-scheduler's `minFeasibleNodesToFind`.
 pub const COMPLETE_BELOW: usize = 100;
@@ -26,7 +26,7 @@ struct Evidence {
 }
 
 #[derive(Default)]
-pub(super) struct EvidenceStore {
+pub(in crate::model) struct EvidenceStore {
     by_pod: HashMap<PodUid, Evidence>,
 }
 

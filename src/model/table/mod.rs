@@ -15,24 +15,29 @@
 //! included, assumed as large as the largest member that exists, or of their task when a task
 //! is below its minimum).
 
+pub(crate) mod evidence;
+pub(crate) mod gang;
+pub(crate) mod ledger;
+pub(crate) mod pods;
+
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::bind::BindRejection;
-use super::config::ModelConfig;
-use super::evidence::EvidenceStore;
-use super::gang::{Gang, Seat, SeatHolder};
-use super::hold::PreemptionPlan;
-use super::ledger::NodeLedger;
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodInfo, PodUid};
-use super::podgroup::PodGroupIndex;
-use super::pods::{PodEntry, PodIndex};
-use super::rules::NamespaceLabels;
-use super::spec::GangSpec;
+use self::evidence::EvidenceStore;
+use self::gang::{Gang, Seat, SeatHolder};
+use self::ledger::NodeLedger;
+use self::pods::{PodEntry, PodIndex};
+use crate::model::inputs::config::ModelConfig;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::inputs::podgroup::PodGroupIndex;
+use crate::model::inputs::spec::GangSpec;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::rules::NamespaceLabels;
+use crate::model::verbs::bind::BindRejection;
+use crate::model::verbs::hold::PreemptionPlan;
 
 /// The gang reservation table: the whole state muster decides from.
 pub struct GangTable {

@@ -1,8 +1,8 @@
 //! The prioritize verb: scores that keep a member on its seat, pull a gang together and pack
 //! tightly.
 
-use super::objects::PodInfo;
-use super::table::GangTable;
+use crate::model::inputs::objects::PodInfo;
+use crate::model::table::GangTable;
 
 impl GangTable {
     /// Scores 0..=10 for each candidate (same order). A member's seated node scores 10; then

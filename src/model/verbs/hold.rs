@@ -35,25 +35,25 @@
 
 use std::time::{Duration, Instant};
 
-use super::gang::{Hold, Seat, SeatHolder};
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodInfo, PodUid};
-use super::resources::Resources;
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::{Hold, Seat, SeatHolder};
+use crate::model::table::GangTable;
 
 /// How long a preempt decision's plans wait for kube-scheduler's nomination. It writes the
 /// nomination right after acting on the answer, so this is generous; a plan it never acted
 /// on (it picked no candidate, or could not delete the victims) is forgotten then.
-pub(super) const NOMINATION_WAIT: Duration = Duration::from_secs(10);
+pub(in crate::model) const NOMINATION_WAIT: Duration = Duration::from_secs(10);
 
 /// Preemptors whose plans are remembered, at most (a decision for one more is not held).
 const MAX_PLANS: usize = 10_000;
 
 /// One seat of a preemption plan: who, where, and how much.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct PlannedSeat {
+pub(in crate::model) struct PlannedSeat {
     pub holder: SeatHolder,
     pub node: NodeName,
     pub requests: Resources,
@@ -61,7 +61,7 @@ pub(super) struct PlannedSeat {
 
 /// What a preempt decision kept for a gang member: per kept node, where the rest of the
 /// gang's quorum goes.
-pub(super) struct PreemptionPlan {
+pub(in crate::model) struct PreemptionPlan {
     gang: GangKey,
     /// When the decision was made: the hold's gang timeout counts from here.
     at: Instant,
@@ -72,7 +72,7 @@ pub(super) struct PreemptionPlan {
 impl GangTable {
     /// Remembers the plans of a preempt decision for `pod`, until kube-scheduler nominates one
     /// of their nodes (or [`NOMINATION_WAIT`] passes).
-    pub(super) fn remember_preemption(
+    pub(in crate::model) fn remember_preemption(
         &mut self,
         pod: &PodInfo,
         gang: GangKey,
@@ -92,13 +92,13 @@ impl GangTable {
     }
 
     /// Forgets the plans kube-scheduler did not act on in time.
-    pub(super) fn forget_stale_plans(&mut self, now: Instant) {
+    pub(in crate::model) fn forget_stale_plans(&mut self, now: Instant) {
         self.preempt_plans
             .retain(|_, p| now.saturating_duration_since(p.at) < NOMINATION_WAIT);
     }
 
     /// The watch delivered `uid`: starts, keeps or ends the hold its nomination stands for.
-    pub(super) fn follow_nomination(&mut self, uid: &PodUid) {
+    pub(in crate::model) fn follow_nomination(&mut self, uid: &PodUid) {
         let Some(entry) = self.pods.get(uid) else {
             return;
         };
@@ -135,7 +135,7 @@ impl GangTable {
     }
 
     /// The preemptor `uid` of `key` was deleted: its plans and its gang's hold go with it.
-    pub(super) fn preemptor_gone(&mut self, key: &GangKey, uid: &str) {
+    pub(in crate::model) fn preemptor_gone(&mut self, key: &GangKey, uid: &str) {
         self.preempt_plans.remove(uid);
         let holds = self
             .gangs
@@ -157,7 +157,10 @@ impl GangTable {
         if gang.hold.is_some() || gang.is_admitted() || gang.is_placed_flag() {
             return;
         }
-        if matches!(gang.phase(), super::gang::Phase::BackingOff { .. }) {
+        if matches!(
+            gang.phase(),
+            crate::model::table::gang::Phase::BackingOff { .. }
+        ) {
             return;
         }
         let Some(plan) = self.preempt_plans.get(uid).filter(|p| p.gang == *key) else {
@@ -253,7 +256,7 @@ impl GangTable {
 
     /// Ends the gang's hold: the seats no member has asked to bind to are given up (pods
     /// refused for that room are asked to retry); seats of members whose bind calls came stay.
-    pub(super) fn release_hold(&mut self, key: &GangKey) {
+    pub(in crate::model) fn release_hold(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };

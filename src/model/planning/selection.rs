@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use super::objects::PodInfo;
-use super::pods::PodEntry;
-use super::table::GangFacts;
+use crate::model::inputs::objects::PodInfo;
+use crate::model::table::pods::PodEntry;
+use crate::model::table::GangFacts;
 
 /// The members a simulation places besides the member asking (if any).
-pub(super) struct Selection<'a> {
+pub(in crate::model) struct Selection<'a> {
     /// Existing members, largest first (first-fit decreasing).
     pub existing: Vec<&'a PodEntry>,
     /// Members not created yet: per task below its minimum (`Some`), then for the quorum
@@ -26,7 +26,7 @@ impl Selection<'_> {
 }
 
 /// The task of a member, if it has one.
-pub(super) fn task_of(pod: &PodInfo) -> Option<&str> {
+pub(in crate::model) fn task_of(pod: &PodInfo) -> Option<&str> {
     pod.gang()?.task.as_deref()
 }
 
@@ -34,7 +34,7 @@ pub(super) fn task_of(pod: &PodInfo) -> Option<&str> {
 /// still needs when `asking` (placed by the caller) is placed too: for each task below its
 /// minimum its smallest members, then the smallest others until the quorum is met; what is
 /// still missing is counted per task.
-pub(super) fn choose<'a>(
+pub(in crate::model) fn choose<'a>(
     facts: &GangFacts,
     asking: Option<&PodInfo>,
     mut candidates: Vec<&'a PodEntry>,
@@ -90,7 +90,7 @@ pub(super) fn choose<'a>(
 
 /// Smallest requests first, then by name: the members easiest to fit are the ones a
 /// simulation commits to, which gives the gang its best chance.
-pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
+pub(in crate::model) fn sort_smallest_first(members: &mut [&PodEntry]) {
     members.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);
         (ra.cpu_milli, ra.memory, &ra.extended, &a.info.name).cmp(&(
@@ -103,7 +103,7 @@ pub(super) fn sort_smallest_first(members: &mut [&PodEntry]) {
 }
 
 /// The same members, largest first, for first-fit-decreasing packing.
-pub(super) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
+pub(in crate::model) fn largest_first<'a>(members: &[&'a PodEntry]) -> Vec<&'a PodEntry> {
     let mut v = members.to_vec();
     v.sort_by(|a, b| {
         let (ra, rb) = (&a.info.requests, &b.info.requests);

@@ -19,14 +19,16 @@ use std::time::Instant;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{DropReason, PreemptCandidate};
-use crate::model::gang::SeatHolder;
-use crate::model::hold::PlannedSeat;
-use crate::model::objects::PodInfo;
-use crate::model::resources::Resources;
+use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::resources::Resources;
+use crate::model::planning::selection::choose;
+use crate::model::planning::simulation::{
+    admits, first_fit_each, GangRules, Member, Overlay, Rules,
+};
 use crate::model::rules::GangPlacement;
-use crate::model::selection::choose;
-use crate::model::simulation::{admits, first_fit_each, GangRules, Member, Overlay, Rules};
+use crate::model::table::gang::SeatHolder;
 use crate::model::table::GangTable;
+use crate::model::verbs::hold::PlannedSeat;
 
 /// What rule 3 reads about the preemptor's gang, computed once per request.
 pub(in crate::model) struct GangNeed<'a> {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::objects::{NodeInfo, NodeName};
-use super::resources::{shortfall_against, Resources, Shortfall};
+use crate::model::inputs::objects::{NodeInfo, NodeName};
+use crate::model::inputs::resources::{shortfall_against, Resources, Shortfall};
 
 /// One node of the ledger.
 pub struct NodeEntry {

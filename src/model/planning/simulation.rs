@@ -9,16 +9,16 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::ledger::NodeLedger;
-use super::objects::{node_admits, NodeInfo, NodeName, PodInfo};
-use super::resources::Resources;
-use super::rules::{Diagnosis, GangPlacement, Reason};
+use crate::model::inputs::objects::{node_admits, NodeInfo, NodeName, PodInfo};
+use crate::model::inputs::resources::Resources;
+use crate::model::rules::{Diagnosis, GangPlacement, Reason};
+use crate::model::table::ledger::NodeLedger;
 
 /// Room given away by a simulation, on top of the ledger. Only nodes touched are stored, so a
 /// simulation never copies the whole node list; a checkpoint lets it undo a failed attempt.
 /// A preemption's simulation also gives room back (`credit`): what evicting pods would free.
 #[derive(Default)]
-pub(super) struct Overlay {
+pub(in crate::model) struct Overlay {
     taken: HashMap<usize, Resources>,
     log: Vec<(usize, Resources)>,
     /// Per node position, room the simulation counts as free although pods still use it (the
@@ -79,7 +79,7 @@ impl Overlay {
 
 /// Which nodes a simulated member may use, besides room. `member` indexes the members the
 /// rules were built for; rules that need no state read only `pod`.
-pub(super) trait Rules<'a> {
+pub(in crate::model) trait Rules<'a> {
     fn check(&self, member: usize, pod: &PodInfo, node: &NodeInfo) -> Result<(), Reason>;
     /// `member` now runs on `node` in the simulation.
     fn place(&mut self, member: usize, node: &'a NodeInfo);
@@ -88,7 +88,7 @@ pub(super) trait Rules<'a> {
 }
 
 /// Only the rules that need no other pod (NodeUnschedulable, TaintToleration, NodeAffinity).
-pub(super) struct StaticRules;
+pub(in crate::model) struct StaticRules;
 
 impl<'a> Rules<'a> for StaticRules {
     fn check(&self, _: usize, pod: &PodInfo, node: &NodeInfo) -> Result<(), Reason> {
@@ -107,7 +107,7 @@ impl<'a> Rules<'a> for StaticRules {
 
 /// Every required rule for the members of one gang ([`GangPlacement`]), and per member the
 /// nodes its own latest filter call excluded (`allowed`: the nodes it passed, when known).
-pub(super) struct GangRules<'a> {
+pub(in crate::model) struct GangRules<'a> {
     pub placement: GangPlacement<'a>,
     pub allowed: Vec<Option<&'a HashSet<NodeName>>>,
 }
@@ -135,7 +135,7 @@ impl<'a> Rules<'a> for GangRules<'a> {
 }
 
 /// A member to place: who it is for the caller, its index in the [`Rules`], and its pod.
-pub(super) struct Member<'p, H> {
+pub(in crate::model) struct Member<'p, H> {
     pub holder: H,
     pub index: usize,
     pub pod: &'p PodInfo,
@@ -143,7 +143,7 @@ pub(super) struct Member<'p, H> {
 
 /// Whether `pod` (member `index` of `rules`) may take `position` now: the rules admit it and
 /// the room left after the simulation so far holds it.
-pub(super) fn admits(
+pub(in crate::model) fn admits(
     ledger: &NodeLedger,
     rules: &dyn Rules<'_>,
     overlay: &Overlay,
@@ -164,7 +164,7 @@ pub(super) fn admits(
 /// in `overlay` and telling the rules. The planner and the preempt decision both run it.
 /// Stops at the first member that fits nowhere (what was taken so far stays taken, so the
 /// caller can count or roll back); all were placed when the result is as long as `members`.
-pub(super) fn first_fit_each<'a, H: Clone>(
+pub(in crate::model) fn first_fit_each<'a, H: Clone>(
     ledger: &'a NodeLedger,
     members: &[Member<'_, H>],
     overlay: &mut Overlay,
@@ -187,7 +187,7 @@ pub(super) fn first_fit_each<'a, H: Clone>(
 }
 
 /// Why member `index` fits on no node now, counted per rule over every node.
-pub(super) fn diagnose(
+pub(in crate::model) fn diagnose(
     ledger: &NodeLedger,
     rules: &dyn Rules<'_>,
     overlay: &Overlay,

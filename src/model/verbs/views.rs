@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::gang::{Gang, Phase};
-use super::membership::GangKey;
-use super::selection::task_of;
-use super::spec::SpecSource;
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::spec::SpecSource;
+use crate::model::planning::selection::task_of;
+use crate::model::table::gang::{Gang, Phase};
+use crate::model::table::GangTable;
 
 /// A gang's state as users see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

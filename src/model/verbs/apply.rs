@@ -4,14 +4,16 @@
 //! naming a pod the watch has not delivered is refused (`GangTable::seen_pod`), so a late
 //! call for a deleted pod or a forged one changes nothing.
 
-use super::gang::SeatHolder;
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeInfo, NodeName, PodInfo, PodUid};
-use super::pods::Charges;
-use super::spec::{conflicting_quorums, pod_group_disagreements, GangSpec, SpecSource};
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
+use crate::model::inputs::spec::{
+    conflicting_quorums, pod_group_disagreements, GangSpec, SpecSource,
+};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::SeatHolder;
+use crate::model::table::pods::Charges;
+use crate::model::table::GangTable;
 
 impl GangTable {
     // === nodes ===
@@ -142,7 +144,7 @@ impl GangTable {
     /// A gang bound together whose live members with nodes fell below its quorum (members
     /// deleted, being deleted, finished, or a binding failed) is gated again: its phase follows
     /// [`GangTable::is_placed`], which is derived from the members.
-    pub(super) fn refresh_placed(&mut self, key: &GangKey) {
+    pub(in crate::model) fn refresh_placed(&mut self, key: &GangKey) {
         let facts = self.facts(key);
         if let Some(g) = self.gangs.get_mut(key) {
             if g.is_placed_flag() && !facts.quorum_met() {
@@ -156,7 +158,7 @@ impl GangTable {
     /// (unless no other is left). An admitted gang whose PodGroup changed what it needs (see
     /// [`GangSpec::replan_needed`]) gives up its seats and waits: they were planned for another
     /// gang.
-    pub(super) fn refresh_spec(&mut self, key: &GangKey) {
+    pub(in crate::model) fn refresh_spec(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
@@ -216,7 +218,7 @@ impl GangTable {
 
     /// Tells every member, once per distinct set of values, that members' keys disagree with
     /// their gang's PodGroup, which wins.
-    pub(super) fn tell_pod_group_conflict(&mut self, key: &GangKey) {
+    pub(in crate::model) fn tell_pod_group_conflict(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get(key) else {
             return;
         };

@@ -1,7 +1,7 @@
 //! The table a replica decides from when it takes over as leader: built from the cluster as a
 //! restart builds it, so a takeover needs no state handed over from the old leader.
 
-use super::table::GangTable;
+use crate::model::table::GangTable;
 
 impl GangTable {
     /// A fresh table holding the same nodes, pods and PodGroups (and the PodGroup APIs the

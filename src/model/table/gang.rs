@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::objects::{NodeName, PodUid};
-use super::resources::Resources;
-use super::spec::GangSpec;
+use crate::model::inputs::objects::{NodeName, PodUid};
+use crate::model::inputs::resources::Resources;
+use crate::model::inputs::spec::GangSpec;
 
 /// Where a gang is in its life. Whatever its phase, a gang enough of whose members already
 /// have nodes (bound before muster restarted, say) is treated as placed: `GangTable::is_placed`
@@ -134,7 +134,7 @@ impl Gang {
     }
 
     /// Set when a member joins, changes or leaves (the table recomputes it then).
-    pub(super) fn set_spec(&mut self, spec: GangSpec) {
+    pub(in crate::model) fn set_spec(&mut self, spec: GangSpec) {
         self.spec = spec;
     }
 
@@ -197,19 +197,22 @@ impl Gang {
         self.seats.get(&SeatHolder::Member(uid.clone()))
     }
 
-    pub(super) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
+    pub(in crate::model) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
         self.seats.insert(holder, seat)
     }
 
-    pub(super) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
+    pub(in crate::model) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
         self.seats.remove(holder)
     }
 
-    pub(super) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
+    pub(in crate::model) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
         std::mem::take(&mut self.seats).into_iter().collect()
     }
 
-    pub(super) fn retain_seats(&mut self, keep: impl FnMut(&SeatHolder, &mut Seat) -> bool) {
+    pub(in crate::model) fn retain_seats(
+        &mut self,
+        keep: impl FnMut(&SeatHolder, &mut Seat) -> bool,
+    ) {
         self.seats.retain(keep);
     }
 
@@ -267,7 +270,7 @@ impl Gang {
 
     /// An admitted gang that lost its last seat (members deleted or bound, nodes gone) holds
     /// nothing any more, so it is waiting again.
-    pub(super) fn settle_after_seats_removed(&mut self) {
+    pub(in crate::model) fn settle_after_seats_removed(&mut self) {
         if self.is_admitted() && self.seats.is_empty() {
             self.phase = Phase::Waiting;
             self.hold = None;

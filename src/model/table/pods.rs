@@ -6,8 +6,8 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::objects::{NodeName, PodInfo, PodUid};
-use super::resources::Resources;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::inputs::resources::Resources;
 
 pub struct PodEntry {
     pub info: PodInfo,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::selection::{largest_first, sort_smallest_first};
+use crate::model::planning::selection::{largest_first, sort_smallest_first};
 
 #[test]
 fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
@@ -43,7 +43,7 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
 
 #[test]
 fn smallest_first_then_largest_first_orders_by_requests_then_name() {
-    use crate::model::pods::PodIndex;
+    use crate::model::table::pods::PodIndex;
     use crate::testkit::pod;
     let mut index = PodIndex::default();
     for (name, cpu) in [("b", 300), ("a", 300), ("c", 100)] {

@@ -15,9 +15,9 @@ use std::time::Duration;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::table::GangTable;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::GangTable;
 
 /// Which API a PodGroup object comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

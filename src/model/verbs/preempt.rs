@@ -32,16 +32,16 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::hold::PlannedSeat;
-use super::membership::{DisruptionMode, GangKey};
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::PodInfo;
-use super::resources::Resources;
-use super::table::GangTable;
+use crate::model::inputs::membership::{DisruptionMode, GangKey};
+use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::GangTable;
 
 mod follow;
 
-pub(super) use follow::{GangCheck, PreemptionOutlook};
+pub(in crate::model) use follow::{GangCheck, PreemptionOutlook};
 
 /// One candidate of kube-scheduler's dry run: a node and the pods it would evict there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -304,7 +304,7 @@ impl GangTable {
             return None;
         }
         let own = pod.gang().map(|m| &m.gang);
-        let on_node = |seat: &super::gang::Seat| *seat.node == *candidate.node;
+        let on_node = |seat: &crate::model::table::gang::Seat| *seat.node == *candidate.node;
         let mut credit = self.freed_by(candidate);
         if let Some(g) = own.and_then(|k| self.gangs.get(k)) {
             for seat in g.seats().values().filter(|s| on_node(s)) {

@@ -6,15 +6,15 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use super::gang::{Seat, SeatHolder};
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodInfo};
-use super::planner::GangPlan;
-use super::resources::{Resources, Shortfall};
-use super::selection::task_of;
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::resources::{Resources, Shortfall};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::GangPlan;
+use crate::model::planning::selection::task_of;
+use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::GangTable;
 
 /// A bind call as kube-scheduler sends it.
 #[derive(Clone, Copy, Debug)]

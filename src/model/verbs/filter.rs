@@ -6,15 +6,15 @@ use std::time::Instant;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::bind::BindRejection;
-use super::evidence::EvidenceStore;
-use super::membership::GangKey;
-use super::messages;
-use super::notice::{Notice, NoticeKind, PodRef};
-use super::objects::{NodeName, PodInfo};
-use super::planner::{GangPlan, Shortfall};
 use super::preempt::PreemptionOutlook;
-use super::resources::Resources;
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::{GangPlan, Shortfall};
+use crate::model::table::evidence::EvidenceStore;
+use crate::model::table::GangTable;
 
 /// The filter verdict for one candidate node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -289,14 +289,14 @@ impl GangTable {
 
     /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it
     /// then do not leave room for it).
-    pub(super) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
+    pub(in crate::model) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
         if let Some(g) = self.gangs.get_mut(key) {
             g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
         }
     }
 
     /// Tells the gang's members why it waits, when the reason changed.
-    pub(super) fn tell_waiting(
+    pub(in crate::model) fn tell_waiting(
         &mut self,
         key: &GangKey,
         message: &str,

@@ -21,22 +21,22 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::gang::{Gang, SeatHolder};
-use super::membership::GangKey;
-use super::objects::{NodeInfo, PodInfo};
-use super::podgroup::PodGroupApi;
-use super::pods::PodEntry;
-use super::resources::Resources;
-use super::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
     admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules,
 };
-use super::table::GangTable;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::resources::Resources;
+use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
+use crate::model::table::gang::{Gang, SeatHolder};
+use crate::model::table::pods::PodEntry;
+use crate::model::table::GangTable;
 
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
-pub(super) enum GangPlan {
+pub(in crate::model) enum GangPlan {
     /// `first_nodes`: the candidate nodes the requesting member may take; `seats`: where the
     /// other members needed for quorum go (members not created yet included, assumed to
     /// request `not_created` of their task).
@@ -51,7 +51,7 @@ pub(super) enum GangPlan {
 
 /// Why a gang cannot be placed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Shortfall {
+pub(in crate::model) enum Shortfall {
     /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
     /// are not created yet (still within the creation window). `rule`: the rule that stopped
     /// the simulation, with its numbers, when it was not room alone. `task`: the task below
@@ -80,7 +80,7 @@ pub(super) enum Shortfall {
 
 /// How many members of a task can have nodes at once, of its minimum.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct TaskFit {
+pub(in crate::model) struct TaskFit {
     pub task: Arc<str>,
     pub fit: u32,
     pub min: u32,
@@ -116,7 +116,7 @@ fn competes(gang: &Gang, now: Instant, active_window: std::time::Duration) -> bo
 impl GangTable {
     /// Plans the gang of `pod` with `pod` on one of `candidates` (ledger positions) and every
     /// other member its quorum still needs somewhere, after the competing gangs ahead of it.
-    pub(super) fn plan(
+    pub(in crate::model) fn plan(
         &self,
         key: &GangKey,
         pod: &PodInfo,
@@ -306,7 +306,7 @@ impl GangTable {
     /// `selection.not_created`: for a task, the element-wise maximum of that task's members
     /// with the rules of one of them; for any task (or a task with no member yet), the
     /// element-wise maximum of every member with the rules of the member asking.
-    pub(super) fn not_created_templates(
+    pub(in crate::model) fn not_created_templates(
         &self,
         gang: &Gang,
         pod: &PodInfo,
@@ -344,7 +344,7 @@ impl GangTable {
     }
 
     /// The element-wise maximum of the requests of the gang's members that have not finished.
-    pub(super) fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
+    pub(in crate::model) fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
         let mut max = pod.requests.clone();
         for p in self.members_of(gang).filter(|p| !p.info.terminal) {
             max.max_with(&p.info.requests);
@@ -355,7 +355,7 @@ impl GangTable {
     /// What the rules of `members` read about the cluster: every node, and the pods on nodes
     /// their rules can see (see the module notes) for which `keep` holds (a preemption leaves
     /// out the pods it counts as evictable).
-    pub(super) fn snapshot<'a>(
+    pub(in crate::model) fn snapshot<'a>(
         &'a self,
         members: &[&PodInfo],
         keep: impl Fn(&PodInfo) -> bool,

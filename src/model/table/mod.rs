@@ -19,6 +19,7 @@ pub(crate) mod evidence;
 pub(crate) mod gang;
 pub(crate) mod ledger;
 pub(crate) mod pods;
+pub(crate) mod preemption_plan;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use self::evidence::EvidenceStore;
 use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
+use self::preemption_plan::PreemptionPlan;
 use crate::model::inputs::config::ModelConfig;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
@@ -36,8 +38,6 @@ use crate::model::inputs::spec::GangSpec;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::rules::NamespaceLabels;
-use crate::model::verbs::bind::BindRejection;
-use crate::model::verbs::hold::PreemptionPlan;
 
 /// The gang reservation table: the whole state muster decides from.
 pub struct GangTable {
@@ -408,34 +408,6 @@ impl GangTable {
     /// whose binding failed for good) is gated again, and a restart decides the same.
     pub(super) fn is_placed(&self, _key: &GangKey, facts: &GangFacts) -> bool {
         facts.quorum_met()
-    }
-
-    /// The pod as the watch reported it, for a call that names it. Only the watches create
-    /// pods in the table: a pod muster has not seen (not created yet in its cache, deleted,
-    /// or forged) is refused and the table is unchanged; kube-scheduler retries it later.
-    pub fn seen_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-    ) -> Result<&PodInfo, BindRejection> {
-        let Some(entry) = self.pods.get(uid) else {
-            return Err(BindRejection::UnknownPod {
-                namespace: namespace.into(),
-                name: name.into(),
-                uid: uid.into(),
-            });
-        };
-        let info = &entry.info;
-        if *info.namespace != *namespace || *info.name != *name {
-            return Err(BindRejection::PodMismatch {
-                namespace: namespace.into(),
-                name: name.into(),
-                uid: uid.into(),
-                actual: info.display_name(),
-            });
-        }
-        Ok(info)
     }
 
     /// Members that still need a node: live, not bound or assumed.

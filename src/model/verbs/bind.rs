@@ -90,6 +90,36 @@ pub enum BindRejection {
 }
 
 impl GangTable {
+    /// The pod as the watch reported it, for a call that names it. Only the watches create
+    /// pods in the table: a pod muster has not seen (not created yet in its cache, deleted,
+    /// or forged) is refused and the table is unchanged; kube-scheduler retries it later.
+    pub fn seen_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<&PodInfo, BindRejection> {
+        let Some(entry) = self.pods.get(uid) else {
+            return Err(BindRejection::UnknownPod {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+            });
+        };
+        let info = &entry.info;
+        if *info.namespace != *namespace || *info.name != *name {
+            return Err(BindRejection::PodMismatch {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                actual: info.display_name(),
+            });
+        }
+        Ok(info)
+    }
+}
+
+impl GangTable {
     pub fn bind(&mut self, req: BindRequest<'_>, now: Instant) -> BindDecision {
         use BindDecision::Reject;
         let info = match self.seen_pod(req.namespace, req.name, req.uid) {

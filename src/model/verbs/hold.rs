@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
-use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::{Hold, Seat, SeatHolder};
+use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::GangTable;
 
 /// How long a preempt decision's plans wait for kube-scheduler's nomination. It writes the
@@ -50,24 +50,6 @@ pub(in crate::model) const NOMINATION_WAIT: Duration = Duration::from_secs(10);
 
 /// Preemptors whose plans are remembered, at most (a decision for one more is not held).
 const MAX_PLANS: usize = 10_000;
-
-/// One seat of a preemption plan: who, where, and how much.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(in crate::model) struct PlannedSeat {
-    pub holder: SeatHolder,
-    pub node: NodeName,
-    pub requests: Resources,
-}
-
-/// What a preempt decision kept for a gang member: per kept node, where the rest of the
-/// gang's quorum goes.
-pub(in crate::model) struct PreemptionPlan {
-    gang: GangKey,
-    /// When the decision was made: the hold's gang timeout counts from here.
-    at: Instant,
-    requests: Resources,
-    by_node: Vec<(String, Vec<PlannedSeat>)>,
-}
 
 impl GangTable {
     /// Remembers the plans of a preempt decision for `pod`, until kube-scheduler nominates one

@@ -31,12 +31,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::hold::PlannedSeat;
 use crate::model::inputs::membership::{DisruptionMode, GangKey};
 use crate::model::inputs::objects::PodInfo;
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
 
 mod follow;

@@ -27,8 +27,8 @@ use crate::model::planning::simulation::{
 };
 use crate::model::rules::GangPlacement;
 use crate::model::table::gang::SeatHolder;
+use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
-use crate::model::verbs::hold::PlannedSeat;
 
 /// What rule 3 reads about the preemptor's gang, computed once per request.
 pub(in crate::model) struct GangNeed<'a> {

@@ -1,4 +1,4 @@
-//! Issue 12: while a preempting gang's victims terminate, the room they free (the preemptor's
+//! The preemption hold: while a preempting gang's victims terminate, the room they free (the preemptor's
 //! nominated node and the planned seats of its other members) is held for that gang, until it
 //! binds, the preemptor is deleted or loses its nomination, or the gang times out.
 //! Priorities: low 100, middle 1000, high 100000.

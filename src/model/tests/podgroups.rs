@@ -1,4 +1,4 @@
-//! Issue 13, the model side: a gang's spec from its PodGroup (Volcano, scheduler-plugins,
+//! PodGroups, the model side: a gang's spec from its PodGroup (Volcano, scheduler-plugins,
 //! Kubernetes), a PodGroup that does not exist yet or is deleted, and members whose keys
 //! disagree with it.
 

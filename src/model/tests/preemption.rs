@@ -1,4 +1,4 @@
-//! The preempt verb: the three cases, the running-gang rules, and filter's
+//! The preempt verb (evict-for-whole): its three cases, the running-gang rules, and filter's
 //! "preemption cannot help". Priorities as in the e2e suite: low 100, high 100000.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Issue 13: per-task minimums. The quorum holds only when the total and every task's minimum
+//! Per-task minimums (never-half, for every task). The quorum holds only when the total and every task's minimum
 //! are met — in the simulation, the seats, the bind path and the gang's state.
 
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //!   that node, on top of the pods still there, whenever it filters a pod of *equal or lower*
 //!   priority; a higher-priority pod may take the room. muster's hold is gang seats, which no
 //!   other pod may take whatever its priority: a pod taking held room would leave the node
-//!   over-committed once the victims are gone (bound + seats > allocatable, invariant 3). The
+//!   over-committed once the victims are gone (bound + seats > allocatable: no-overcommit). The
 //!   hold is bounded instead: by the gang's timeout, and by the nomination itself.
 //! - kube-scheduler knows one nominated pod per preemption; muster also holds the planned
 //!   seats of the gang's other members, which kube-scheduler knows nothing of.

@@ -7,7 +7,7 @@ impl GangTable {
     /// A fresh table holding the same nodes, pods and PodGroups (and the PodGroup APIs the
     /// cluster serves), as last watched, and nothing muster
     /// decided: no seats, no assumed bindings, no timeouts or back-offs. This is exactly what a
-    /// restarted muster believes once its watches have listed (invariant 5); gangs waiting for
+    /// restarted muster believes once its watches have listed (derived); gangs waiting for
     /// quorum take their seats again as kube-scheduler retries their members.
     pub fn rebuilt(&self) -> GangTable {
         let mut fresh = GangTable::new(self.config.clone());

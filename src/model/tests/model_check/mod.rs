@@ -1,4 +1,4 @@
-//! A model-based property test of the whole table (issue 11). Random interleavings of watch
+//! A model-based property test of the whole table. Random interleavings of watch
 //! events (nodes and pods added, changed, deleted; re-lists, some after a lost delete; all
 //! through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler makes
 //! them (on the node the filter chose, or on any node), binding results (success, or refused

@@ -74,7 +74,7 @@ impl GangTable {
             return GangCheck::NotNeeded;
         };
         let key = &m.gang;
-        // Only the watch tells muster who is in a gang (invariant 5). kube-scheduler calls
+        // Only the watch tells muster who is in a gang (derived). kube-scheduler calls
         // preempt right after its own filters fail — with every node full, the extender's
         // filter is not even called first — often before muster's watch has delivered the
         // pod: judged then, the gang would be unknown (or some members missing) and every

@@ -10,7 +10,7 @@
 //! - `selection`: which members a simulation places, each task below its minimum first;
 //! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
 //!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls;
-//! - `hold`: the room a preempting gang's victims free, held as its seats while they go.
+//! - `preemption_hold`: the room a preempting gang's victims free, held as its seats while they go.
 //!
 //! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
 //! `preempt`, `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is

@@ -24,7 +24,7 @@ pub struct PodInfo {
     /// `spec.nodeName` as last seen from the API server.
     pub node_name: Option<NodeName>,
     /// `status.nominatedNodeName`: the node kube-scheduler's preemption freed for this pod,
-    /// while its victims terminate (see `model::hold`).
+    /// while its victims terminate (see `verbs::preemption_hold`).
     pub nominated_node: Option<NodeName>,
     /// Succeeded or Failed: its requests no longer count against its node.
     pub terminal: bool,

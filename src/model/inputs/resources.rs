@@ -108,7 +108,7 @@ impl Resources {
 
     /// The first resource for which `request` exceeds `self` (the free amount), if any.
     /// `None` means the request fits.
-    pub fn shortfall(&self, request: &Resources) -> Option<Shortfall> {
+    pub fn shortfall(&self, request: &Resources) -> Option<InsufficientResource> {
         shortfall_against(request, self, None, &[])
     }
 
@@ -125,15 +125,16 @@ impl Resources {
     }
 }
 
-/// One resource a request cannot get on a node: what was asked and what is free.
+/// One resource a request cannot get on a node: what was asked and what is free (named as
+/// kube-scheduler's `noderesources.InsufficientResource`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Shortfall {
+pub struct InsufficientResource {
     pub resource: Arc<str>,
     pub requested: i64,
     pub free: i64,
 }
 
-impl fmt::Display for Shortfall {
+impl fmt::Display for InsufficientResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -152,7 +153,7 @@ pub fn shortfall_against(
     allocatable: &Resources,
     credit: Option<&Resources>,
     taken: &[&Resources],
-) -> Option<Shortfall> {
+) -> Option<InsufficientResource> {
     type Field = fn(&Resources) -> i64;
     let free_of = |get: &dyn Fn(&Resources) -> i64| {
         let mut free = get(allocatable) + credit.map_or(0, get);
@@ -173,7 +174,7 @@ pub fn shortfall_against(
         if want > 0 {
             let free = free_of(&get);
             if want > free {
-                return Some(Shortfall {
+                return Some(InsufficientResource {
                     resource: Arc::from(name),
                     requested: want,
                     free,
@@ -184,7 +185,7 @@ pub fn shortfall_against(
     for (name, want) in &request.extended {
         let free = free_of(&|r: &Resources| r.extended(name));
         if *want > free {
-            return Some(Shortfall {
+            return Some(InsufficientResource {
                 resource: name.clone(),
                 requested: *want,
                 free,

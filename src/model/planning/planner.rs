@@ -46,12 +46,12 @@ pub(in crate::model) enum GangPlan {
         not_created: Vec<(Option<Arc<str>>, Resources)>,
     },
     /// The gang cannot be placed now; it holds nothing.
-    DoesNotFit(Shortfall),
+    DoesNotFit(GangShortfall),
 }
 
 /// Why a gang cannot be placed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::model) enum Shortfall {
+pub(in crate::model) enum GangShortfall {
     /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
     /// are not created yet (still within the creation window). `rule`: the rule that stopped
     /// the simulation, with its numbers, when it was not room alone. `task`: the task below
@@ -86,19 +86,21 @@ pub(in crate::model) struct TaskFit {
     pub min: u32,
 }
 
-impl Shortfall {
+impl GangShortfall {
     pub fn missing(&self) -> u32 {
         match self {
-            Shortfall::Room { missing, .. } => *missing,
-            Shortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
-            Shortfall::TaskMembersMissing { existing, min, .. } => min.saturating_sub(*existing),
-            Shortfall::QuorumUndecided { .. } | Shortfall::PodGroupMissing { .. } => 0,
+            GangShortfall::Room { missing, .. } => *missing,
+            GangShortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
+            GangShortfall::TaskMembersMissing { existing, min, .. } => {
+                min.saturating_sub(*existing)
+            }
+            GangShortfall::QuorumUndecided { .. } | GangShortfall::PodGroupMissing { .. } => 0,
         }
     }
 
     /// A rule other than room (or a member or PodGroup that is not there) stopped the gang.
     pub fn blocked_by_rule(&self) -> bool {
-        !matches!(self, Shortfall::Room { rule: None, .. })
+        !matches!(self, GangShortfall::Room { rule: None, .. })
     }
 }
 
@@ -125,14 +127,14 @@ impl GangTable {
     ) -> GangPlan {
         let facts = self.facts(key);
         let Some(gang) = self.gangs.get(key) else {
-            return GangPlan::DoesNotFit(Shortfall::QuorumUndecided { existing: 0 });
+            return GangPlan::DoesNotFit(GangShortfall::QuorumUndecided { existing: 0 });
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
-            return GangPlan::DoesNotFit(Shortfall::PodGroupMissing { api });
+            return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
         }
         let in_window = gang.within_creation_window(now, self.config.creation_window);
         if !facts.spec.declared && in_window {
-            return GangPlan::DoesNotFit(Shortfall::QuorumUndecided {
+            return GangPlan::DoesNotFit(GangShortfall::QuorumUndecided {
                 existing: facts.existing,
             });
         }
@@ -149,12 +151,12 @@ impl GangTable {
                 facts.tasks.iter().find(|f| f.task == *t)
             });
             return GangPlan::DoesNotFit(match short {
-                Some(t) => Shortfall::TaskMembersMissing {
+                Some(t) => GangShortfall::TaskMembersMissing {
                     task: t.task.clone(),
                     existing: t.existing,
                     min: t.min,
                 },
-                None => Shortfall::MembersMissing {
+                None => GangShortfall::MembersMissing {
                     existing: facts.existing,
                     quorum: facts.spec.quorum,
                 },
@@ -293,7 +295,7 @@ impl GangTable {
             - diagnosis.available()
             - diagnosis.refused_by(Reason::InsufficientResources);
         let rule = (by_rule > 0).then(|| shortfall_message(stuck_pod, need, best, &diagnosis));
-        GangPlan::DoesNotFit(Shortfall::Room {
+        GangPlan::DoesNotFit(GangShortfall::Room {
             fit: facts.with_nodes + facts.confirmed_seats + best as u32,
             quorum: facts.spec.quorum,
             missing: missing as u32,

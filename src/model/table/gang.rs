@@ -57,10 +57,10 @@ impl SeatHolder {
 }
 
 /// Room held for a gang while the victims of its member's preemption terminate (see
-/// `model::hold`): the member kube-scheduler nominated and the node it nominated. The seats
+/// `verbs::preemption_hold`): the member kube-scheduler nominated and the node it nominated. The seats
 /// themselves are ordinary seats of the gang; this says why they exist and when they end.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hold {
+pub struct PreemptionHold {
     pub preemptor: PodUid,
     pub node: NodeName,
 }
@@ -102,7 +102,7 @@ pub struct Gang {
     /// a member retried every few seconds hears it once per change.
     told_waiting: BTreeMap<PodUid, String>,
     /// Set while the gang's seats hold the room its member's preemption frees.
-    pub hold: Option<Hold>,
+    pub preemption_hold: Option<PreemptionHold>,
 }
 
 impl Default for Gang {
@@ -121,7 +121,7 @@ impl Default for Gang {
             blocked_by_rule: false,
             refused_in_window: BTreeSet::new(),
             told_waiting: BTreeMap::new(),
-            hold: None,
+            preemption_hold: None,
         }
     }
 }
@@ -251,14 +251,14 @@ impl Gang {
     pub fn place(&mut self) {
         self.phase = Phase::Placed;
         self.last_wait_message = None;
-        self.hold = None;
+        self.preemption_hold = None;
     }
 
     /// Timed out: refused until `until`.
     pub fn back_off(&mut self, until: Instant) {
         self.phase = Phase::BackingOff { until };
         self.last_wait_message = None;
-        self.hold = None;
+        self.preemption_hold = None;
     }
 
     /// A placed gang with no member on any node any more gathers again from scratch.
@@ -273,7 +273,7 @@ impl Gang {
     pub(in crate::model) fn settle_after_seats_removed(&mut self) {
         if self.is_admitted() && self.seats.is_empty() {
             self.phase = Phase::Waiting;
-            self.hold = None;
+            self.preemption_hold = None;
         }
     }
 }

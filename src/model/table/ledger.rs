@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::inputs::objects::{NodeInfo, NodeName};
-use crate::model::inputs::resources::{shortfall_against, Resources, Shortfall};
+use crate::model::inputs::resources::{shortfall_against, InsufficientResource, Resources};
 
 /// One node of the ledger.
 pub struct NodeEntry {
@@ -165,7 +165,7 @@ impl NodeLedger {
         request: &Resources,
         credit: Option<&Resources>,
         extra: Option<&Resources>,
-    ) -> Option<Shortfall> {
+    ) -> Option<InsufficientResource> {
         let e = &self.nodes[position];
         match extra {
             Some(x) => shortfall_against(

@@ -70,7 +70,7 @@ pub struct GangTable {
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
-    /// kube-scheduler nominates one of the kept nodes (see `hold`).
+    /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
     /// Gang members whose preemption was refused because the watch had not delivered them
     /// yet: asked to retry (`NoticeKind::Retry`) when it does.

@@ -8,7 +8,7 @@ use thiserror::Error;
 
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo};
-use crate::model::inputs::resources::{Resources, Shortfall};
+use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::planner::GangPlan;
@@ -83,7 +83,7 @@ pub enum BindRejection {
     NoRoom {
         pod: String,
         node: String,
-        shortfall: Shortfall,
+        shortfall: InsufficientResource,
     },
     #[error("{0}")]
     GangCannotBePlaced(String),

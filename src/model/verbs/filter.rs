@@ -12,7 +12,7 @@ use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
-use crate::model::planning::planner::{GangPlan, Shortfall};
+use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::table::evidence::EvidenceStore;
 use crate::model::table::GangTable;
 
@@ -117,7 +117,7 @@ impl GangTable {
                     .collect()
             }
             GangPlan::DoesNotFit(why) => {
-                let for_room = matches!(why, Shortfall::Room { rule: None, .. });
+                let for_room = matches!(why, GangShortfall::Room { rule: None, .. });
                 if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
                     self.refused_for_seats(&pod.uid);
                 }
@@ -135,7 +135,7 @@ impl GangTable {
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
                 // A gang waiting for its PodGroup cannot run whatever is evicted.
-                let no_pod_group = matches!(why, Shortfall::PodGroupMissing { .. });
+                let no_pod_group = matches!(why, GangShortfall::PodGroupMissing { .. });
                 let outlook = if no_pod_group {
                     None
                 } else {

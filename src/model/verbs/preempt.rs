@@ -12,12 +12,12 @@
 //!    the pod is asked to retry once muster can judge (see [`follow`]).
 //! 2. A candidate whose node, with its victims gone, still has no room for the preemptor
 //!    because seats of another gang hold it (room held while that gang's own victims
-//!    terminate included, see `hold`) is dropped: filter would refuse the pod there anyway.
+//!    terminate included, see `preemption_hold`) is dropped: filter would refuse the pod there anyway.
 //! 3. A member of a gang below quorum as preemptor: a candidate is kept only if, with its
 //!    victims gone and every lower-priority pod elsewhere counted as evictable, the rest of
 //!    the gang's quorum can also be placed (the planner's first-fit loop under every required
 //!    rule, see [`follow`]). Where the rest would go is remembered: when kube-scheduler
-//!    nominates one of the kept nodes, that room is held for the gang (`hold`).
+//!    nominates one of the kept nodes, that room is held for the gang (`preemption_hold`).
 //! 4. Whenever a kept candidate has no victim in a running gang, candidates with such victims
 //!    are dropped.
 //! 5. Only candidates with gang victims left: a gang of equal or higher priority than the
@@ -39,9 +39,9 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
 
-mod follow;
+mod gang_check;
 
-pub(in crate::model) use follow::{GangCheck, PreemptionOutlook};
+pub(in crate::model) use gang_check::{GangCheck, PreemptionOutlook};
 
 /// One candidate of kube-scheduler's dry run: a node and the pods it would evict there.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use std::time::Instant;
 use super::bind::{BindDecision, BindRejection};
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo};
-use crate::model::inputs::resources::{Resources, Shortfall};
+use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::{Seat, SeatHolder};
@@ -72,7 +72,7 @@ impl GangTable {
 
     /// The first node (by name) where the gang's confirmed seats no longer fit beside the
     /// bound pods and every other gang's seats, and what they lack there.
-    fn seated_node_without_room(&self, key: &GangKey) -> Option<(NodeName, Shortfall)> {
+    fn seated_node_without_room(&self, key: &GangKey) -> Option<(NodeName, InsufficientResource)> {
         let gang = self.gangs.get(key)?;
         // Per node: the confirmed seats (to be bound) and all of this gang's seats (released
         // at quorum, so they are credited back).
@@ -100,7 +100,7 @@ impl GangTable {
         key: &GangKey,
         requester: &PodInfo,
         node: NodeName,
-        shortfall: Shortfall,
+        shortfall: InsufficientResource,
     ) -> BindDecision {
         let off: Vec<SeatHolder> = self.gangs[key]
             .seats()

@@ -3,7 +3,7 @@ use crate::model::planning::selection::{largest_first, sort_smallest_first};
 
 #[test]
 fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
-    let room = Shortfall::Room {
+    let room = GangShortfall::Room {
         fit: 1,
         quorum: 2,
         missing: 0,
@@ -11,7 +11,7 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
         task: None,
     };
     assert!(!room.blocked_by_rule());
-    let rule = Shortfall::Room {
+    let rule = GangShortfall::Room {
         fit: 2,
         quorum: 3,
         missing: 1,
@@ -20,19 +20,19 @@ fn only_room_alone_leaves_a_gang_among_the_gangs_ahead() {
     };
     assert!(rule.blocked_by_rule());
     assert_eq!(rule.missing(), 1);
-    let missing = Shortfall::MembersMissing {
+    let missing = GangShortfall::MembersMissing {
         existing: 1,
         quorum: 4,
     };
     assert!(missing.blocked_by_rule());
     assert_eq!(missing.missing(), 3);
-    assert!(Shortfall::QuorumUndecided { existing: 2 }.blocked_by_rule());
-    let pod_group = Shortfall::PodGroupMissing {
+    assert!(GangShortfall::QuorumUndecided { existing: 2 }.blocked_by_rule());
+    let pod_group = GangShortfall::PodGroupMissing {
         api: PodGroupApi::Volcano,
     };
     assert!(pod_group.blocked_by_rule());
     assert_eq!(pod_group.missing(), 0);
-    let task = Shortfall::TaskMembersMissing {
+    let task = GangShortfall::TaskMembersMissing {
         task: Arc::from("master"),
         existing: 0,
         min: 1,

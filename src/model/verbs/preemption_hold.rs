@@ -39,7 +39,7 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
-use crate::model::table::gang::{Hold, Seat, SeatHolder};
+use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::GangTable;
 
@@ -93,13 +93,13 @@ impl GangTable {
         let Some(gang) = self.gangs.get_mut(&key) else {
             return;
         };
-        if let Some(hold) = gang.hold.clone().filter(|h| h.preemptor == *uid) {
+        if let Some(hold) = gang.preemption_hold.clone().filter(|h| h.preemptor == *uid) {
             let confirmed = gang.seat_of(uid).is_some_and(|s| s.confirmed);
             if has_node || confirmed {
                 // Bound, or asked to bind where kube-scheduler put it: the gang's seats are
                 // ordinary seats from now on (its nomination is cleared when a held bind call
                 // answers "waiting", which must not release them).
-                gang.hold = None;
+                gang.preemption_hold = None;
                 return;
             }
             if pending && nominated.as_ref() == Some(&hold.node) {
@@ -122,7 +122,7 @@ impl GangTable {
         let holds = self
             .gangs
             .get(key)
-            .and_then(|g| g.hold.as_ref())
+            .and_then(|g| g.preemption_hold.as_ref())
             .is_some_and(|h| *h.preemptor == *uid);
         if holds {
             self.release_hold(key);
@@ -136,7 +136,7 @@ impl GangTable {
             return;
         };
         // A gang that holds seats already, is placed or backs off has no room to wait for.
-        if gang.hold.is_some() || gang.is_admitted() || gang.is_placed_flag() {
+        if gang.preemption_hold.is_some() || gang.is_admitted() || gang.is_placed_flag() {
             return;
         }
         if matches!(
@@ -186,7 +186,7 @@ impl GangTable {
             return;
         };
         gang.admit(since);
-        gang.hold = Some(Hold {
+        gang.preemption_hold = Some(PreemptionHold {
             preemptor: uid.clone(),
             node: node.clone(),
         });
@@ -242,7 +242,7 @@ impl GangTable {
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
-        if gang.hold.take().is_none() {
+        if gang.preemption_hold.take().is_none() {
             return;
         }
         let planned: Vec<SeatHolder> = gang

@@ -197,22 +197,23 @@ impl Gang {
         self.seats.get(&SeatHolder::Member(uid.clone()))
     }
 
-    pub(in crate::model) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
+    // The seats change only with their reservations, through the table's seat operations
+    // (`GangTable::seat`, `unseat`, `reseat`, `unseat_all`, `unseat_node`): visible to the
+    // table alone.
+
+    pub(super) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
         self.seats.insert(holder, seat)
     }
 
-    pub(in crate::model) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
+    pub(super) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
         self.seats.remove(holder)
     }
 
-    pub(in crate::model) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
+    pub(super) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
         std::mem::take(&mut self.seats).into_iter().collect()
     }
 
-    pub(in crate::model) fn retain_seats(
-        &mut self,
-        keep: impl FnMut(&SeatHolder, &mut Seat) -> bool,
-    ) {
+    pub(super) fn retain_seats(&mut self, keep: impl FnMut(&SeatHolder, &mut Seat) -> bool) {
         self.seats.retain(keep);
     }
 

@@ -143,15 +143,16 @@ impl NodeLedger {
     }
 
     /// A seat on `node` was taken. A seat on an unknown node reserves nothing: there is no
-    /// room there to protect.
-    pub fn reserve(&mut self, node: &str, requests: &Resources) {
+    /// room there to protect. Only the table's seat operations call this (no-overcommit:
+    /// the reservations are exactly the seats), hence visible to the table alone.
+    pub(super) fn reserve(&mut self, node: &str, requests: &Resources) {
         if let Some(&i) = self.positions.get(node) {
             self.nodes[i].reserved.add(requests);
         }
     }
 
-    /// A seat on `node` was given up.
-    pub fn unreserve(&mut self, node: &str, requests: &Resources) {
+    /// A seat on `node` was given up (see `reserve`).
+    pub(super) fn unreserve(&mut self, node: &str, requests: &Resources) {
         if let Some(&i) = self.positions.get(node) {
             self.nodes[i].reserved.sub(requests);
         }

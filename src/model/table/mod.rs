@@ -270,6 +270,9 @@ impl GangTable {
     }
 
     // === seats and reservations: the only code that changes both ===
+    // The ledger's `reserve`/`unreserve` and a gang's seat changes are visible to the table
+    // alone, so every seat taken or given up changes its reservation here, in one step
+    // (no-overcommit); the verbs call these.
 
     /// Takes a seat for `holder` (replacing any seat it had).
     pub(super) fn seat(&mut self, key: &GangKey, holder: SeatHolder, seat: Seat) {

@@ -171,7 +171,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // PodGroups of the APIs the cluster serves. None is required, but readiness waits for the
     // first list of each one served at start, so no gang is decided by its pods' keys alone
     // before its PodGroup is read (set before any watch runs).
-    shared.readiness.await_pod_group_discovery();
+    shared.readiness.expect_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(cluster::podgroups::watch_pod_groups(

@@ -50,7 +50,7 @@ impl Readiness {
         self.nodes.load(Ordering::Acquire)
     }
     /// Readiness waits for the first PodGroup discovery round (called before it starts).
-    pub fn await_pod_group_discovery(&self) {
+    pub fn expect_pod_group_discovery(&self) {
         self.pod_groups.lock().discovery = true;
     }
     /// The first discovery round found `served`: readiness waits for their first lists. Later
@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn it_waits_for_the_first_discovery_round_and_the_first_list_of_each_api_it_found() {
         let r = synced();
-        r.await_pod_group_discovery();
+        r.expect_pod_group_discovery();
         assert!(!r.is_ready());
         assert_eq!(
             r.pod_groups_pending().as_deref(),
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn with_no_pod_group_api_served_it_is_ready_once_discovery_has_answered() {
         let r = synced();
-        r.await_pod_group_discovery();
+        r.expect_pod_group_discovery();
         r.pod_group_discovery_done([]);
         assert!(r.is_ready());
     }

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
-use super::objects::{NodeName, PodInfo};
-use super::planner::Shortfall;
-use super::podgroup::PodGroupApi;
-use super::resources::Shortfall as RoomShortfall;
-use super::table::GangFacts;
+use crate::model::inputs::membership::{GangKey, MembershipError};
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::resources::InsufficientResource;
+use crate::model::planning::planner::GangShortfall;
+use crate::model::table::GangFacts;
 
 /// Event on a pod whose gang keys cannot be used.
 pub fn invalid_keys(error: &MembershipError) -> String {
@@ -68,9 +68,9 @@ pub fn backing_off(key: &GangKey, left: Duration) -> String {
 }
 
 /// Why a gang cannot be placed now (it holds nothing meanwhile).
-pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String {
+pub fn does_not_fit(key: &GangKey, why: &GangShortfall, window: Duration) -> String {
     match why {
-        Shortfall::Room {
+        GangShortfall::Room {
             fit,
             quorum,
             missing: 0,
@@ -87,7 +87,7 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
                 Some(rule) => format!("gang {key}: {task}{rule}"),
             }
         }
-        Shortfall::Room {
+        GangShortfall::Room {
             fit,
             quorum,
             missing,
@@ -104,13 +104,13 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
             }
             m
         }
-        Shortfall::MembersMissing { existing, quorum } => format!(
+        GangShortfall::MembersMissing { existing, quorum } => format!(
             "gang {key}: waiting for members: {existing} of {quorum} exist; no room is held \
              for the missing {} once no member has appeared for {}",
             quorum.saturating_sub(*existing),
             humantime::format_duration(window)
         ),
-        Shortfall::TaskMembersMissing {
+        GangShortfall::TaskMembersMissing {
             task,
             existing,
             min,
@@ -120,8 +120,8 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
             min.saturating_sub(*existing),
             humantime::format_duration(window)
         ),
-        Shortfall::PodGroupMissing { api } => pod_group_missing(key, *api),
-        Shortfall::QuorumUndecided { existing } => format!(
+        GangShortfall::PodGroupMissing { api } => pod_group_missing(key, *api),
+        GangShortfall::QuorumUndecided { existing } => format!(
             "gang {key}: no member declares the gang's size; its quorum is the members that \
              exist once none has appeared for {} ({existing} so far)",
             humantime::format_duration(window)
@@ -170,7 +170,7 @@ pub const RETRY_AFTER_WINDOW: &str =
     "the gang's creation window closed; asking kube-scheduler to retry the pod";
 
 /// Filter reason for a node without room; says so when gang seats take part of it.
-pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
+pub fn no_room(shortfall: &InsufficientResource, seats_here: bool) -> String {
     if seats_here {
         format!("{shortfall} (some of it is reserved for gangs)")
     } else {
@@ -238,7 +238,7 @@ pub fn gang_bind_failed(
 }
 
 /// A seat's node lost room before its gang's quorum was bound: nothing was bound.
-pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &RoomShortfall) -> String {
+pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &InsufficientResource) -> String {
     format!(
         "gang {key}: node {node} no longer has room for the members seated there ({shortfall}); \
          nothing was bound, those members are planned again"
@@ -279,9 +279,9 @@ pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: D
 pub fn preemption(
     pod: &PodInfo,
     kept: &std::collections::BTreeMap<&str, Vec<String>>,
-    dropped: &[(String, super::preempt::DropReason)],
+    dropped: &[(String, crate::model::verbs::preempt::DropReason)],
 ) -> String {
-    use super::preempt::DropReason;
+    use crate::model::verbs::preempt::DropReason;
     let why = |r: &DropReason| {
         match r {
         DropReason::GangCannotFollow { fit, quorum } => match pod.gang() {

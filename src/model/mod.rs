@@ -10,58 +10,40 @@
 //! - `selection`: which members a simulation places, each task below its minimum first;
 //! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
 //!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls;
-//! - `hold`: the room a preempting gang's victims free, held as its seats while they go.
+//! - `preemption_hold`: the room a preempting gang's victims free, held as its seats while they go.
 //!
 //! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
 //! `preempt`, `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
 //! synchronous and takes `now` as an argument, so the tests can drive time.
 
-mod apply;
-mod bind;
-mod config;
-mod evidence;
-mod expiry;
-mod filter;
-mod gang;
-mod hold;
-mod ledger;
-pub mod membership;
+mod inputs;
 mod messages;
 mod notice;
-pub mod objects;
-mod planner;
-pub mod podgroup;
-mod pods;
-mod preempt;
-mod prioritize;
-pub mod quantity;
-mod quorum;
-mod rebuild;
-pub mod resources;
+mod planning;
 pub mod rules;
-mod selection;
-mod simulation;
-mod spec;
 mod table;
-pub mod tasks;
-mod views;
+mod verbs;
+
+pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
 
 #[cfg(test)]
 mod tests;
 
-pub use bind::{BindDecision, BindRejection, BindRequest};
-pub use config::ModelConfig;
-pub use filter::NodeVerdict;
-pub use gang::{Phase, SeatHolder};
-pub use membership::{DisruptionMode, GangKey, Membership, MembershipError};
+pub use inputs::config::ModelConfig;
+pub use inputs::membership::{DisruptionMode, GangKey, Membership, MembershipError};
+pub use inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
+pub use inputs::podgroup::{PodGroupApi, PodGroupDef};
+pub use inputs::resources::Resources;
+pub use inputs::spec::{GangSpec, SpecSource};
+pub use inputs::tasks::TaskMinimums;
 pub use notice::{Notice, NoticeKind, PodRef};
-pub use objects::{NodeInfo, NodeName, PodInfo, PodUid};
-pub use podgroup::{PodGroupApi, PodGroupDef};
-pub use preempt::{DropReason, GangDisruption, PreemptCandidate, PreemptDecision, PreemptOutcome};
-pub use resources::Resources;
-pub use spec::{GangSpec, SpecSource};
+pub use table::gang::{Phase, SeatHolder};
 pub use table::GangTable;
-pub use tasks::TaskMinimums;
-pub use views::{
+pub use verbs::bind::{BindDecision, BindRejection, BindRequest};
+pub use verbs::filter::NodeVerdict;
+pub use verbs::preempt::{
+    DropReason, GangDisruption, PreemptCandidate, PreemptDecision, PreemptOutcome,
+};
+pub use verbs::views::{
     GangGauges, GangState, GangView, MemberState, MemberView, SpecSourceView, TaskView,
 };

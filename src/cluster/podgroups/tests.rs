@@ -368,7 +368,7 @@ fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
     );
     shared.readiness.set_pods_synced();
     shared.readiness.set_nodes_synced();
-    shared.readiness.await_pod_group_discovery();
+    shared.readiness.expect_pod_group_discovery();
     shared
         .readiness
         .pod_group_discovery_done([PodGroupApi::Volcano]);

@@ -744,10 +744,9 @@ async fn watches_recover_after_the_api_server_restarts() -> Result<()> {
             .create_gang(ns, "after", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
             .await?;
         // The watches resume after their back-off (up to tens of seconds): PLACE, not REASON.
-        c.wait_event_matching(ns, &gang, "GangWaiting 1 of 2", PLACE, |e| {
-            e.reason == "GangWaiting" && e.message == "gang outage/after: 1 of 2 members fit"
-        })
-        .await?;
+        // Cluster truth first on every poll: no member bound (kube-scheduler alone binds one).
+        c.wait_gang_waiting_event(ns, &gang, "gang outage/after: 1 of 2 members fit", PLACE)
+            .await?;
         c.add_node("node-2", NodeShape::cpu("150m")).await?;
         wait_metrics(
             &c,

@@ -825,16 +825,23 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
 /// `--bind-wait 9s` (below the 10s `httpTimeout`) keeps the seated member's bind call held
 /// across the timeout: the expiry answers it, and kube-scheduler's failed bind is the cluster
 /// event that makes it retry the rival's pods (it retries extender-refused pods only on events).
+///
+/// The rival must be seen waiting whole before the timeout can have passed: what is left of
+/// the timeout once `slow` is admitted. The timeout is the longest the held bind call allows
+/// (8 s: the call is held from the seat, about a second after creation, until the expiry, so
+/// 8 s leaves 1 s of the 9 s bind wait). That leaves about 7 s after admission for the rival's
+/// filter calls and muster's Event (one scheduling cycle each, well under a second on an idle
+/// machine): 2 s more than a 6 s timeout left, for a loaded 2-core machine.
 #[tokio::test]
 async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
-    const TIMEOUT: Duration = Duration::from_secs(6);
+    const TIMEOUT: Duration = Duration::from_secs(8);
     let _t = Timer(
         "gang_timeout_releases_seats_to_a_rival_and_backs_off",
         Instant::now(),
     );
     let c = Cluster::start_with(ClusterOptions::new(MUSTER).muster_args([
         "--gang-timeout",
-        "6s",
+        "8s",
         "--gang-backoff",
         "10s",
         "--bind-wait",
@@ -899,7 +906,7 @@ async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
             .await?;
 
         let expected = format!(
-            "gang {ns}/slow did not reach quorum within 6s: 1/3 members had nodes \
+            "gang {ns}/slow did not reach quorum within 8s: 1/3 members had nodes \
              (1 of 3 members exist); seats released, retrying in 10s"
         );
         c.wait_event_matching(ns, &slow[..1], "GangTimedOut", REASON, |e| {

@@ -214,7 +214,8 @@ async fn a_plain_victim_is_chosen_over_a_member_of_a_running_gang() -> Result<()
         c.wait_bound(NS, &small, PLACE).await?;
         c.create(plain("urgent", "high", "1")).await?;
         c.wait_bound(NS, &names(&["urgent"]), PLACE).await?;
-        wait_gone(&c, &small, PLACE).await?;
+        // urgent fits only once its victims are gone: REASON, not PLACE, once it is bound.
+        wait_gone(&c, &small, REASON).await?;
         stay_bound_for(&c, &gang, WINDOW).await
     }
     .await;
@@ -302,7 +303,9 @@ async fn a_gang_disrupted_by_preemption_is_evicted_whole() -> Result<()> {
         let gang = running_gang(&c, None).await?;
         c.create(plain("urgent", "high", "1")).await?;
         c.wait_bound(NS, &names(&["urgent"]), PLACE).await?;
-        wait_gone(&c, &gang, PLACE).await
+        // muster evicts the rest of the gang when it answers the preempt call that made room
+        // for urgent: REASON, not PLACE, once urgent is bound.
+        wait_gone(&c, &gang, REASON).await
     }
     .await;
     c.report(&[NS], r).await

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use muster_harness::forward::http_post_json;
 use muster_harness::{
     control_run_requested, k8s, ControlPlane, ControlPlaneOptions, Forwarder, GangKey, Muster,
@@ -159,7 +159,7 @@ async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_bot
             Duration::from_secs(60),
             || async {
                 let bound = k8s::bound_pods(&client, NS).await?;
-                ensure!(bound.is_empty(), "a half gang was bound: {bound:?}");
+                muster_harness::ensure_truth!(bound.is_empty(), "a half gang was bound: {bound:?}");
                 let g = ha.a.gang(NS, "one").await?;
                 Ok(match g {
                     Some(g) if g.members.iter().filter(|m| m.state == "seated").count() == 2 => {
@@ -216,7 +216,7 @@ async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_bot
                     _ => {
                         let since = *partly_since[i].get_or_insert(now);
                         if now - since > BINDING_GRACE {
-                            bail!(
+                            muster_harness::bail_truth!(
                                 "gang ha/{} partly bound ({n}/3) for {:?}: {bound:?}",
                                 gangs[i],
                                 now - since

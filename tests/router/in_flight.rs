@@ -1,4 +1,4 @@
-//! Issue 17: a bind call for a pod muster is already binding answers with that binding's
+//! A bind call for a pod muster is already binding answers with that binding's
 //! outcome, never with an error of its own for a pod that is bound; and no call is answered
 //! after kube-scheduler's `httpTimeout` has passed.
 //!

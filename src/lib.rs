@@ -4,9 +4,11 @@
 //! - [`model`]: the gang reservation table and capacity ledger — pure, no I/O;
 //! - [`wire`]: the extender protocol types, named as kube-scheduler's Go structs;
 //! - [`http`]: the verbs and operational endpoints;
+//! - [`binding`]: what a bind call does: bindings that outlive the call, held calls;
 //! - [`cluster`]: watches, binder and Event publisher (Kubernetes I/O).
 #![forbid(unsafe_code)]
 
+pub mod binding;
 pub mod cluster;
 pub mod config;
 pub mod http;

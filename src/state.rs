@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::binding::{Bindings, HeldBinds};
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
 use crate::cluster::evictor::DisruptionQueue;
 use crate::cluster::leader::role::Leadership;
-use crate::http::bindings::Bindings;
-use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 

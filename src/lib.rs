@@ -257,6 +257,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     info!("shutting down");
+    // Bindings outlive the calls that started them: those in flight get their budget to end,
+    // so none is cut off between the API server's answer and the table's.
+    let bindings_end_by = Instant::now() + Duration::from_secs(5);
+    while shared.bindings.in_flight() > 0 && Instant::now() < bindings_end_by {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tasks.shutdown().await;
     // After the election task stopped, so nothing renews the Lease once it is given up.
     if let Some(e) = &election {

@@ -3,11 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use tracing::{debug, info, warn};
 
 use super::held::HoldEnd;
-use super::registry::{Outcome, Pending};
+use super::registry::{Binding, Outcome, Pending};
 use crate::cluster::binder::{self, RetryPolicy};
 use crate::model::{BindDecision, BindRejection, BindRequest, NodeName, PodRef};
 use crate::state::Shared;
@@ -30,7 +29,14 @@ pub async fn bind(
     admit: impl Fn() -> Result<(), String>,
 ) -> Outcome {
     let request = call.request;
-    let (decision, in_flight) = decide(shared, request);
+    // The bindings the decision starts are spawned before anything here awaits: they belong
+    // to tasks of their own, which end them whether or not this call is still there to hear
+    // it (kube-scheduler closes the connection at its httpTimeout, and the call is dropped).
+    let Decided {
+        decision,
+        in_flight,
+        started,
+    } = decide(shared, request);
     shared.flush_notices();
     let pod = format!("{}/{}", request.namespace, request.name);
     match decision {
@@ -91,42 +97,58 @@ pub async fn bind(
             }
         }
         BindDecision::BindNow { pod: who, node } => {
-            let result = bind_retrying(shared, &who, &node).await;
-            finish_binding(shared, &who, &node, &result);
-            result.map_err(|e| binding_failed(&who, &node, &e))
+            let mine = started
+                .into_iter()
+                .next()
+                .map(|(_, b)| spawn_binding(shared, who.clone(), b));
+            binding_answer(&who, &node, mine, request.node, call.answer_by).await
         }
         BindDecision::BindGang { gang, members } => {
             info!(%gang, members = members.len(), "quorum reached; binding the gang");
             shared.metrics.gangs_placed.inc();
             // The held calls of the other members now wait on their own bindings.
             shared.held.wake(&gang);
-            let calls = members.iter().map(|(p, n)| async move {
-                let result = bind_retrying(shared, p, n).await;
-                finish_binding(shared, p, n, &result);
-                result.map_err(|e| binding_failed(p, n, &e))
-            });
-            let results = join_all(calls).await;
-            let mine = members
-                .iter()
-                .zip(results)
-                .find(|((p, _), _)| *p.uid == *request.uid)
-                .map(|(_, r)| r);
-            mine.unwrap_or(Ok(()))
+            let mut mine = None;
+            for (pod, binding) in started {
+                let pending = spawn_binding(shared, pod.clone(), binding);
+                if *pod.uid == *request.uid {
+                    mine = Some((pod, pending));
+                }
+            }
+            match mine {
+                Some((who, pending)) => {
+                    let node = pending.node.clone();
+                    binding_answer(&who, &node, Some(pending), request.node, call.answer_by).await
+                }
+                None => Ok(()),
+            }
         }
     }
 }
 
+/// The table's decision and what it started.
+struct Decided {
+    decision: BindDecision,
+    /// For a pod muster is binding: that binding.
+    in_flight: Option<Pending>,
+    /// The bindings the decision starts, to be spawned.
+    started: Vec<(PodRef, Binding)>,
+}
+
 /// The table's decision, and for a pod muster is binding, that binding: both under the table's
 /// lock, where the bindings the decision starts are registered too.
-fn decide(shared: &Shared, request: BindRequest<'_>) -> (BindDecision, Option<Pending>) {
+fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
     let mut table = shared.table.lock();
     let decision = table.bind(request, Instant::now());
     let mut in_flight = None;
+    let mut started = Vec::new();
     match &decision {
-        BindDecision::BindNow { pod, node } => shared.bindings.begin(&pod.uid, node),
+        BindDecision::BindNow { pod, node } => {
+            started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
+        }
         BindDecision::BindGang { members, .. } => {
             for (pod, node) in members {
-                shared.bindings.begin(&pod.uid, node);
+                started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
             }
         }
         BindDecision::InFlight { pod, node } => {
@@ -134,7 +156,48 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> (BindDecision, Option<Pe
         }
         _ => {}
     }
-    (decision, in_flight)
+    Decided {
+        decision,
+        in_flight,
+        started,
+    }
+}
+
+/// Makes `binding` in a task of its own, which tells the table and the registry how it ended;
+/// returns what a bind call waits on.
+fn spawn_binding(shared: &Arc<Shared>, pod: PodRef, binding: Binding) -> Pending {
+    let pending = binding.pending();
+    let mut making = Making {
+        shared: shared.clone(),
+        pod,
+        binding: Some(binding),
+    };
+    tokio::spawn(async move {
+        let node = making.binding.as_ref().expect("not ended").node().clone();
+        let result = bind_retrying(&making.shared, &making.pod, &node).await;
+        if let Some(binding) = making.binding.take() {
+            finish_binding(&making.shared, &making.pod, binding, &result);
+        }
+    });
+    pending
+}
+
+/// A binding being made by its task. Dropped before it ended (the task was cancelled at
+/// shutdown, or panicked), it ends as failed, in the table as in the registry: no pod stays
+/// "being bound" (fail-safe).
+struct Making {
+    shared: Arc<Shared>,
+    pod: PodRef,
+    binding: Option<Binding>,
+}
+
+impl Drop for Making {
+    fn drop(&mut self) {
+        if let Some(binding) = self.binding.take() {
+            let error = "muster stopped binding it before the API server answered".to_string();
+            finish_binding(&self.shared, &self.pod, binding, &Err(error));
+        }
+    }
 }
 
 /// The answer to a bind call for `pod` to `asked` while muster binds it to `node`: the
@@ -190,8 +253,9 @@ fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
 
 /// Tells the table how a binding muster made ended (after its retries), then every bind call
 /// waiting on it: in that order, so a call told of a failure finds the pod free in the table.
-fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Result<(), String>) {
+fn finish_binding(shared: &Shared, pod: &PodRef, binding: Binding, result: &Result<(), String>) {
     let now = Instant::now();
+    let node = binding.node();
     if let Err(e) = result {
         warn!(%pod, %node, error = %e, "binding failed");
         shared.metrics.bind_failures.inc();
@@ -204,5 +268,5 @@ fn finish_binding(shared: &Shared, pod: &PodRef, node: &NodeName, result: &Resul
         debug!(%pod, %node, "bound");
     }
     let outcome = result.clone().map_err(|e| binding_failed(pod, node, &e));
-    shared.bindings.end(&pod.uid, node, outcome, now);
+    binding.end(outcome, now);
 }

@@ -49,9 +49,10 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(kube_config(args).await?).context("cannot build a Kubernetes client")
 }
 
-/// A client that reports HTTP 429 instead of retrying it: for the Eviction API a 429 means "a
-/// PodDisruptionBudget does not allow it now", which the evictor retries on its own terms
-/// (and tells the user about), where the default retry would wait silently for minutes.
+/// A client that reports HTTP 429/503/504 instead of retrying them: for the Eviction API a 429
+/// means "a PodDisruptionBudget does not allow it now", which the evictor retries on its own
+/// terms (and tells the user about), where the default retry would wait silently for minutes;
+/// the binder tries a binding again within its own budget (`cluster::binder::RetryPolicy`).
 async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
     let mut config = kube_config(args).await?;
     config.default_retry = false;
@@ -155,7 +156,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let (events, event_rx) = EventSink::channel(4096);
-    let binder = Arc::new(KubeBinder::new(client.clone()));
+    // Bindings are tried again by the binder's own policy, bounded by its budget: a client
+    // without kube-client's retry layer, so one attempt is one request.
+    let binder = Arc::new(KubeBinder::new(kube_client_without_retries(&args).await?));
     let mut shared = Shared::new(args.model_config(), binder, events)
         .with_extender_timeout(args.extender_http_timeout);
     if let Some(e) = &election {
@@ -259,7 +262,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!("shutting down");
     // Bindings outlive the calls that started them: those in flight get their budget to end,
     // so none is cut off between the API server's answer and the table's.
-    let bindings_end_by = Instant::now() + Duration::from_secs(5);
+    let bindings_end_by = Instant::now() + cluster::binder::RetryPolicy::default().budget;
     while shared.bindings.in_flight() > 0 && Instant::now() < bindings_end_by {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -185,9 +185,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    let lease_client = kube_client_without_retries(&args).await?;
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
-        tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+        // The Lease on a client of its own: renewals never wait behind the bulk traffic's
+        // connections, and are tried again by the election's own cadence (no retry layer
+        // holding one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a
+        // priority level of their own on the API server.
+        tasks.spawn(cluster::leader::run(
+            lease_client.clone(),
+            e,
+            shared.clone(),
+        ));
     }
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
@@ -269,7 +278,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tasks.shutdown().await;
     // After the election task stopped, so nothing renews the Lease once it is given up.
     if let Some(e) = &election {
-        cluster::leader::release(client, e, &shared).await;
+        cluster::leader::release(lease_client, e, &shared).await;
     }
     Ok(())
 }

@@ -4,9 +4,11 @@
 //! - [`model`]: the gang reservation table and capacity ledger — pure, no I/O;
 //! - [`wire`]: the extender protocol types, named as kube-scheduler's Go structs;
 //! - [`http`]: the verbs and operational endpoints;
+//! - [`binding`]: what a bind call does: bindings that outlive the call, held calls;
 //! - [`cluster`]: watches, binder and Event publisher (Kubernetes I/O).
 #![forbid(unsafe_code)]
 
+pub mod binding;
 pub mod cluster;
 pub mod config;
 pub mod http;
@@ -47,9 +49,10 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(kube_config(args).await?).context("cannot build a Kubernetes client")
 }
 
-/// A client that reports HTTP 429 instead of retrying it: for the Eviction API a 429 means "a
-/// PodDisruptionBudget does not allow it now", which the evictor retries on its own terms
-/// (and tells the user about), where the default retry would wait silently for minutes.
+/// A client that reports HTTP 429/503/504 instead of retrying them: for the Eviction API a 429
+/// means "a PodDisruptionBudget does not allow it now", which the evictor retries on its own
+/// terms (and tells the user about), where the default retry would wait silently for minutes;
+/// the binder tries a binding again within its own budget (`cluster::binder::RetryPolicy`).
 async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
     let mut config = kube_config(args).await?;
     config.default_retry = false;
@@ -153,7 +156,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let (events, event_rx) = EventSink::channel(4096);
-    let binder = Arc::new(KubeBinder::new(client.clone()));
+    // Bindings are tried again by the binder's own policy, bounded by its budget: a client
+    // without kube-client's retry layer, so one attempt is one request.
+    let binder = Arc::new(KubeBinder::new(kube_client_without_retries(&args).await?));
     let mut shared = Shared::new(args.model_config(), binder, events)
         .with_extender_timeout(args.extender_http_timeout);
     if let Some(e) = &election {
@@ -180,9 +185,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    let lease_client = kube_client_without_retries(&args).await?;
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
-        tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+        // The Lease on a client of its own: renewals never wait behind the bulk traffic's
+        // connections, and are tried again by the election's own cadence (no retry layer
+        // holding one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a
+        // priority level of their own on the API server.
+        tasks.spawn(cluster::leader::run(
+            lease_client.clone(),
+            e,
+            shared.clone(),
+        ));
     }
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
@@ -255,10 +269,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     info!("shutting down");
+    // Bindings outlive the calls that started them: those in flight get their budget to end,
+    // so none is cut off between the API server's answer and the table's.
+    let bindings_end_by = Instant::now() + cluster::binder::RetryPolicy::default().budget;
+    while shared.bindings.in_flight() > 0 && Instant::now() < bindings_end_by {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tasks.shutdown().await;
     // After the election task stopped, so nothing renews the Lease once it is given up.
     if let Some(e) = &election {
-        cluster::leader::release(client, e, &shared).await;
+        cluster::leader::release(lease_client, e, &shared).await;
     }
     Ok(())
 }

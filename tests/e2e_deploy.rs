@@ -769,6 +769,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "Service/muster-system/muster",
         "NetworkPolicy/muster-system/muster",
         "PodDisruptionBudget/muster-system/muster",
+        "PriorityLevelConfiguration//muster-leader-election",
+        "FlowSchema//muster-leader-election",
     ]
     .map(String::from)
     .into();

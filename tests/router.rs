@@ -814,3 +814,6 @@ mod whole;
 
 #[path = "router/in_flight.rs"]
 mod in_flight;
+
+#[path = "router/outlived.rs"]
+mod outlived;

@@ -46,6 +46,7 @@
 //! new connection goes to the Ready one) or a cuttable link to the API server; start a replica
 //! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e_ha.rs`).
 
+pub mod api_proxy;
 pub mod checks;
 pub mod cluster;
 pub mod control_plane;
@@ -61,6 +62,7 @@ pub mod tls;
 pub mod truth;
 pub mod wait;
 
+pub use api_proxy::{ApiProxy, Fault, Pattern, Rule};
 pub use checks::{names, pod_names, spread, PLACE, REASON, TOGETHER, WINDOW};
 pub use cluster::{
     control_run_requested, Cluster, ClusterOptions, MusterIdentity, TlsOptions, CONTROL_RUN_ENV,

@@ -14,6 +14,8 @@
 //! A binding begins under the table's lock, in the same critical section that assumed the pod,
 //! so a call that finds the pod assumed always finds its binding here; it ends with the API
 //! server's answer after the binder's retries, and is kept a while for calls that come late.
+//! Every binding ends: the task that makes it owns its [`Binding`], and a `Binding` dropped
+//! without an outcome (its task cancelled at shutdown, or panicked) ends as failed.
 
 use std::time::{Duration, Instant};
 
@@ -28,44 +30,48 @@ const ENDED_KEPT_FOR: Duration = Duration::from_secs(60);
 /// A binding's outcome: `Err` carries the message to answer kube-scheduler with.
 pub type Outcome = Result<(), String>;
 
+/// How a binding ended, and when.
+type Ended = Option<(Outcome, Instant)>;
+
 #[derive(Default)]
 pub struct Bindings {
-    by_pod: DashMap<PodUid, Binding>,
+    by_pod: DashMap<PodUid, Entry>,
 }
 
-struct Binding {
+struct Entry {
     node: NodeName,
-    outcome: watch::Sender<Option<Outcome>>,
-    ended_at: Option<Instant>,
+    ended: watch::Receiver<Ended>,
+}
+
+/// A binding muster began: whoever owns it ends it ([`Binding::end`]). Dropped without an
+/// end (the task that owned it was cancelled or panicked), it ends as failed, so no bind call
+/// waits on it forever and no entry stays "in flight".
+#[must_use = "a binding must be ended"]
+pub struct Binding {
+    node: NodeName,
+    ended: Option<watch::Sender<Ended>>,
 }
 
 /// A binding a bind call waits on.
 pub struct Pending {
     pub node: NodeName,
-    outcome: watch::Receiver<Option<Outcome>>,
+    outcome: watch::Receiver<Ended>,
 }
 
 impl Bindings {
     /// muster starts binding `pod` to `node` (call it while holding the table's lock, where
-    /// the pod was assumed). A binding begun again replaces the older one.
-    pub fn begin(&self, pod: &PodUid, node: &NodeName) {
-        let (outcome, _) = watch::channel(None);
-        let binding = Binding {
+    /// the pod was assumed). A binding begun again replaces the older one in the registry
+    /// (the older one's waiters still get its outcome).
+    pub fn begin(&self, pod: &PodUid, node: &NodeName) -> Binding {
+        let (sender, ended) = watch::channel(None);
+        let entry = Entry {
             node: node.clone(),
-            outcome,
-            ended_at: None,
+            ended,
         };
-        self.by_pod.insert(pod.clone(), binding);
-    }
-
-    /// The binding of `pod` to `node` ended (after the binder's retries). Call it after the
-    /// table was told of a failure, so that a call woken by the failure finds the pod free.
-    pub fn end(&self, pod: &str, node: &NodeName, outcome: Outcome, now: Instant) {
-        if let Some(mut b) = self.by_pod.get_mut(pod) {
-            if b.node == *node && b.ended_at.is_none() {
-                b.outcome.send_replace(Some(outcome));
-                b.ended_at = Some(now);
-            }
+        self.by_pod.insert(pod.clone(), entry);
+        Binding {
+            node: node.clone(),
+            ended: Some(sender),
         }
     }
 
@@ -73,15 +79,15 @@ impl Bindings {
     pub fn find(&self, pod: &str) -> Option<Pending> {
         self.by_pod.get(pod).map(|b| Pending {
             node: b.node.clone(),
-            outcome: b.outcome.subscribe(),
+            outcome: b.ended.clone(),
         })
     }
 
     /// Forgets outcomes kept longer than [`ENDED_KEPT_FOR`].
     pub fn purge(&self, now: Instant) {
-        self.by_pod.retain(|_, b| {
-            b.ended_at
-                .is_none_or(|at| now.saturating_duration_since(at) < ENDED_KEPT_FOR)
+        self.by_pod.retain(|_, b| match &*b.ended.borrow() {
+            Some((_, at)) => now.saturating_duration_since(*at) < ENDED_KEPT_FOR,
+            None => true,
         });
     }
 
@@ -93,14 +99,57 @@ impl Bindings {
     pub fn is_empty(&self) -> bool {
         self.by_pod.is_empty()
     }
+
+    /// Bindings muster is making that have not ended.
+    pub fn in_flight(&self) -> usize {
+        self.by_pod
+            .iter()
+            .filter(|b| b.ended.borrow().is_none())
+            .count()
+    }
+}
+
+impl Binding {
+    pub fn node(&self) -> &NodeName {
+        &self.node
+    }
+
+    /// What a bind call about this binding waits on.
+    pub fn pending(&self) -> Pending {
+        let sender = self.ended.as_ref().expect("not ended");
+        Pending {
+            node: self.node.clone(),
+            outcome: sender.subscribe(),
+        }
+    }
+
+    /// The binding ended (after the binder's retries). Call it after the table was told of a
+    /// failure, so that a call woken by the failure finds the pod free.
+    pub fn end(mut self, outcome: Outcome, now: Instant) {
+        if let Some(sender) = self.ended.take() {
+            sender.send_replace(Some((outcome, now)));
+        }
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        if let Some(sender) = self.ended.take() {
+            let message = format!(
+                "muster stopped binding the pod to {} before the API server answered",
+                self.node
+            );
+            sender.send_replace(Some((Err(message), Instant::now())));
+        }
+    }
 }
 
 impl Pending {
-    /// The binding's outcome, or `None` if it has not ended by `deadline` (or was replaced).
+    /// The binding's outcome, or `None` if it has not ended by `deadline`.
     pub async fn outcome(mut self, deadline: tokio::time::Instant) -> Option<Outcome> {
         let ended = self.outcome.wait_for(Option::is_some);
         match tokio::time::timeout_at(deadline, ended).await {
-            Ok(Ok(outcome)) => outcome.clone(),
+            Ok(Ok(ended)) => ended.as_ref().map(|(o, _)| o.clone()),
             Ok(Err(_)) | Err(_) => None,
         }
     }
@@ -119,42 +168,53 @@ mod tests {
     async fn a_waiter_gets_the_outcome_whether_it_came_before_or_after_the_end() {
         let b = Bindings::default();
         let (pod, node): (PodUid, NodeName) = (Arc::from("u"), Arc::from("n1"));
-        b.begin(&pod, &node);
+        let binding = b.begin(&pod, &node);
         let early = b.find("u").unwrap();
         assert_eq!(&*early.node, "n1");
         let waiting = tokio::spawn(early.outcome(soon()));
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "answered before the binding ended");
-        b.end("u", &node, Ok(()), Instant::now());
+        assert_eq!(b.in_flight(), 1);
+        binding.end(Ok(()), Instant::now());
         assert_eq!(waiting.await.unwrap(), Some(Ok(())));
         let late = b.find("u").unwrap();
         assert_eq!(late.outcome(soon()).await, Some(Ok(())));
+        assert_eq!(b.in_flight(), 0);
     }
 
     #[tokio::test]
-    async fn an_outcome_for_another_node_or_a_second_end_changes_nothing() {
-        let b = Bindings::default();
-        let pod: PodUid = Arc::from("u");
-        b.begin(&pod, &Arc::from("n1"));
-        b.end("u", &Arc::from("n2"), Ok(()), Instant::now());
-        let past = tokio::time::Instant::now();
-        assert_eq!(b.find("u").unwrap().outcome(past).await, None, "not ended");
-        b.end("u", &Arc::from("n1"), Err("gone".into()), Instant::now());
-        b.end("u", &Arc::from("n1"), Ok(()), Instant::now());
-        assert_eq!(
-            b.find("u").unwrap().outcome(soon()).await,
-            Some(Err("gone".into()))
-        );
-    }
-
-    #[tokio::test]
-    async fn a_replaced_binding_leaves_its_waiters_without_an_outcome() {
+    async fn a_binding_dropped_without_an_end_ends_as_failed() {
         let b = Bindings::default();
         let (pod, node): (PodUid, NodeName) = (Arc::from("u"), Arc::from("n1"));
-        b.begin(&pod, &node);
+        let binding = b.begin(&pod, &node);
+        let waiting = tokio::spawn(b.find("u").unwrap().outcome(soon()));
+        drop(binding);
+        assert_eq!(
+            waiting.await.unwrap(),
+            Some(Err(
+                "muster stopped binding the pod to n1 before the API server answered".into()
+            ))
+        );
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_replaced_binding_still_tells_its_own_waiters_its_outcome() {
+        let b = Bindings::default();
+        let (pod, node): (PodUid, NodeName) = (Arc::from("u"), Arc::from("n1"));
+        let first = b.begin(&pod, &node);
         let old = b.find("u").unwrap();
-        b.begin(&pod, &node);
-        assert_eq!(old.outcome(soon()).await, None);
+        let second = b.begin(&pod, &Arc::from("n2"));
+        first.end(Err("gone".into()), Instant::now());
+        assert_eq!(old.outcome(soon()).await, Some(Err("gone".into())));
+        let now = b.find("u").unwrap();
+        assert_eq!(&*now.node, "n2");
+        assert_eq!(
+            now.outcome(tokio::time::Instant::now()).await,
+            None,
+            "not ended"
+        );
+        second.end(Ok(()), Instant::now());
     }
 
     #[test]
@@ -162,10 +222,9 @@ mod tests {
         let b = Bindings::default();
         let (running, ended): (PodUid, PodUid) = (Arc::from("r"), Arc::from("e"));
         let node: NodeName = Arc::from("n1");
-        b.begin(&running, &node);
-        b.begin(&ended, &node);
+        let _running = b.begin(&running, &node);
         let t0 = Instant::now();
-        b.end("e", &node, Ok(()), t0);
+        b.begin(&ended, &node).end(Ok(()), t0);
         b.purge(t0 + ENDED_KEPT_FOR - Duration::from_secs(1));
         assert_eq!(b.len(), 2);
         b.purge(t0 + ENDED_KEPT_FOR);

@@ -127,6 +127,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
+    let own_pod = args.own_pod().map_err(|e| anyhow::anyhow!(e))?;
     let client = kube_client(&args).await?;
     let mut tasks = tokio::task::JoinSet::new();
     if args.self_managed_certs {
@@ -183,6 +184,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
         tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+    }
+    if let Some(pod) = own_pod.clone() {
+        tasks.spawn(cluster::leader::label::run(
+            client.clone(),
+            pod,
+            shared.clone(),
+        ));
     }
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
@@ -257,9 +265,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     info!("shutting down");
     tasks.shutdown().await;
     // After the election task stopped, so nothing renews the Lease once it is given up.
-    if let Some(e) = &election {
-        cluster::leader::release(client, e, &shared).await;
-    }
+    // The label goes with the Lease, concurrently (the verbs are no longer served): the
+    // standby takes the Lease at its next try and labels its own pod, and clears a label this
+    // replica could not remove.
+    let release = async {
+        if let Some(e) = &election {
+            cluster::leader::release(client.clone(), e, &shared).await;
+        }
+    };
+    let unlabel = async {
+        if let Some(pod) = &own_pod {
+            cluster::leader::label::unlabel(client.clone(), pod, Duration::from_secs(1)).await;
+        }
+    };
+    tokio::join!(release, unlabel);
     Ok(())
 }
 

@@ -16,7 +16,26 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
-/// The three durations of a leader election, with kube-scheduler's defaults.
+/// The three durations of a leader election, with muster's defaults.
+///
+/// Shorter than kube-scheduler's 15 s / 10 s / 2 s, because kube-scheduler retries a pod whose
+/// extender call failed after 1, 2, 4, 8 s (its error back-off, cumulative 1, 3, 7, 15 s): the
+/// new leader must be routed to within about 6.5 s of a SIGKILL for the retry at 7 s to reach
+/// it, else the pods wait for the one at 15 s. A standby may take the Lease `lease_duration`
+/// after it first saw the last renewal, which it sees up to 1.2 retry periods after it was
+/// written, and the leader died up to a retry period after writing it: takeover lands between
+/// `lease_duration − retry_period` and `lease_duration + 1.2 × retry_period` after the kill,
+/// 4 to 6.2 s with 5 s / 1 s.
+///
+/// Safety does not get shorter with them: the leader stops deciding `renew_deadline` (3 s)
+/// after the start of its last successful renewal; any other replica waits `lease_duration`
+/// (5 s) after it saw that write, which is after it started. Both are measured on monotonic
+/// clocks, so wall-clock skew between nodes plays no part; the 2 s margin covers a clock rate
+/// difference of up to 66 % and a decision taken just before the deadline whose bindings land
+/// up to 2 s later. What the shorter times cost is tolerance of a slow API server: each renewal
+/// (a read and a write of the Lease) must complete within a retry period (1 s), and the leader
+/// stops deciding after about 2 s of failed renewals (`renew_deadline − retry_period`) — a
+/// stop, never a second decider (fail-safe).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timings {
     /// How long others wait, after last seeing the Lease change, before taking it.
@@ -29,6 +48,17 @@ pub struct Timings {
 
 impl Default for Timings {
     fn default() -> Self {
+        Timings {
+            lease_duration: Duration::from_secs(5),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Timings {
+    /// kube-scheduler's (client-go's) defaults, 15 s / 10 s / 2 s.
+    pub fn kube_scheduler() -> Self {
         Timings {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -217,8 +247,27 @@ mod tests {
     }
 
     #[test]
-    fn kube_schedulers_defaults_and_orderings() {
+    fn muster_defaults_fail_over_before_kube_schedulers_third_retry_and_stay_safe() {
         let t = Timings::default();
+        assert_eq!(
+            (t.lease_duration, t.renew_deadline, t.retry_period),
+            (secs(5), secs(3), secs(1))
+        );
+        assert_eq!(t.validate(), Ok(()));
+        // The latest takeover after a SIGKILL, and kube-scheduler's error back-off retry it must
+        // beat (1 + 2 + 4 s after the first failed call), with half a second left for the label
+        // to be routed.
+        let latest_takeover = t.lease_duration + t.retry_period.mul_f64(JITTER);
+        assert!(latest_takeover + Duration::from_millis(500) <= secs(7));
+        // The leader stops at least 2 s before anyone may take its Lease.
+        assert!(t.lease_duration - t.renew_deadline >= secs(2));
+        // At least two renewal attempts fit in the renew deadline.
+        assert!(t.renew_deadline >= t.retry_period * 2);
+    }
+
+    #[test]
+    fn kube_schedulers_defaults_and_orderings() {
+        let t = Timings::kube_scheduler();
         assert_eq!(
             (t.lease_duration, t.renew_deadline, t.retry_period),
             (secs(15), secs(10), secs(2))
@@ -245,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_missing_lease_is_created_naming_this_replica() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(None, t0, wall(1)) else {
             panic!("must claim")
@@ -266,7 +315,7 @@ mod tests {
 
     #[test]
     fn a_live_lease_of_another_is_followed_until_it_goes_unrenewed_for_the_lease_duration() {
-        let mut c = Candidate::new("b", Timings::default());
+        let mut c = Candidate::new("b", Timings::kube_scheduler());
         let t0 = Instant::now();
         let lease = held_by("a", 0);
         let follow = Next::Follow { leader: "a".into() };
@@ -296,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_renewal_keeps_the_term_and_an_empty_holder_is_free() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(Some(&held_by("a", 5)), t0, wall(7)) else {
             panic!("own Lease is renewed")
@@ -316,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_leader_that_cannot_renew_stops_before_the_lease_can_expire_for_others() {
-        let timings = Timings::default();
+        let timings = Timings::kube_scheduler();
         let mut leader = Candidate::new("a", timings);
         let mut standby = Candidate::new("b", timings);
         let t0 = Instant::now();
@@ -345,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_released_lease_is_taken_at_the_next_try() {
-        let mut standby = Candidate::new("b", Timings::default());
+        let mut standby = Candidate::new("b", Timings::kube_scheduler());
         let t0 = Instant::now();
         let held = held_by("a", 0);
         assert!(matches!(
@@ -364,7 +413,7 @@ mod tests {
 
     #[test]
     fn a_leader_that_sees_another_holder_stops_at_once() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(None, t0, wall(0)) else {
             panic!()

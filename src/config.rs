@@ -157,16 +157,16 @@ pub struct Args {
     pub leader_elect_lease_namespace: String,
 
     /// How long a standby waits, after last seeing the Lease renewed, before taking it.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "3s", value_parser = parse_positive_duration)]
     pub leader_elect_lease_duration: Duration,
 
     /// How long the leader keeps deciding without a successful renewal; shorter than the
     /// lease duration, so it stops before a standby may take over.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "3s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "2s", value_parser = parse_positive_duration)]
     pub leader_elect_renew_deadline: Duration,
 
     /// How often the leader renews, and a standby tries for, the Lease.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "1s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "500ms", value_parser = parse_positive_duration)]
     pub leader_elect_retry_period: Duration,
 
     /// This replica's name in the Lease (default: the pod or host name and a random suffix).

@@ -16,26 +16,29 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
-/// The three durations of a leader election, with muster's defaults.
+/// The three durations of a leader election, with muster's defaults: 3 s lease, 2 s renew
+/// deadline, 500 ms retry period.
 ///
-/// Shorter than kube-scheduler's 15 s / 10 s / 2 s, because kube-scheduler retries a pod whose
-/// extender call failed after 1, 2, 4, 8 s (its error back-off, cumulative 1, 3, 7, 15 s): the
-/// new leader must be routed to within about 6.5 s of a SIGKILL for the retry at 7 s to reach
-/// it, else the pods wait for the one at 15 s. A standby may take the Lease `lease_duration`
+/// Shorter than kube-scheduler's 15 s / 10 s / 2 s because of kube-scheduler's error back-off:
+/// a pod whose extender call failed is retried after 1, 2, 4, 8 s, each aligned up to its
+/// 1 s queue window — measured on the harness, a pod whose bind call died with the leader is
+/// retried about 2, 5 and 10 s later. The new leader must be routed to before the retry at
+/// 5 s, else the gang waits for the one at 10 s. A standby may take the Lease `lease_duration`
 /// after it first saw the last renewal, which it sees up to 1.2 retry periods after it was
 /// written, and the leader died up to a retry period after writing it: takeover lands between
-/// `lease_duration − retry_period` and `lease_duration + 1.2 × retry_period` after the kill,
-/// 4 to 6.2 s with 5 s / 1 s.
+/// `lease_duration − retry_period` and `lease_duration + 1.2 × retry_period` after a SIGKILL,
+/// 2.5 to 3.6 s here, leaving about a second for the label to reach the Service's endpoints.
 ///
-/// Safety does not get shorter with them: the leader stops deciding `renew_deadline` (3 s)
+/// Safety keeps kube-scheduler's proportions: the leader stops deciding `renew_deadline` (2 s)
 /// after the start of its last successful renewal; any other replica waits `lease_duration`
-/// (5 s) after it saw that write, which is after it started. Both are measured on monotonic
-/// clocks, so wall-clock skew between nodes plays no part; the 2 s margin covers a clock rate
-/// difference of up to 66 % and a decision taken just before the deadline whose bindings land
-/// up to 2 s later. What the shorter times cost is tolerance of a slow API server: each renewal
-/// (a read and a write of the Lease) must complete within a retry period (1 s), and the leader
-/// stops deciding after about 2 s of failed renewals (`renew_deadline − retry_period`) — a
-/// stop, never a second decider (fail-safe).
+/// (3 s) after it saw that write, which is after it started. Both are measured on monotonic
+/// clocks, so wall-clock skew between nodes plays no part; the 1 s margin covers a clock rate
+/// difference of up to 50 % and a decision taken just before the deadline whose binding is in
+/// flight for up to a second (bindings are not retried once the replica stopped deciding).
+/// What the shorter times cost is tolerance of a slow API server: each renewal (a read and a
+/// write of the Lease) must complete within a retry period (500 ms), and the leader stops
+/// deciding after about 1.5 s of failed renewals (`renew_deadline − retry_period`) — a stop,
+/// never a second decider (fail-safe).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timings {
     /// How long others wait, after last seeing the Lease change, before taking it.
@@ -49,9 +52,9 @@ pub struct Timings {
 impl Default for Timings {
     fn default() -> Self {
         Timings {
-            lease_duration: Duration::from_secs(5),
-            renew_deadline: Duration::from_secs(3),
-            retry_period: Duration::from_secs(1),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(500),
         }
     }
 }
@@ -83,6 +86,12 @@ impl Timings {
             return Err(format!(
                 "--leader-elect-renew-deadline ({:?}) must be longer than 1.2 × --leader-elect-retry-period ({:?}): the leader needs more than one try to renew",
                 self.renew_deadline, self.retry_period
+            ));
+        }
+        if self.lease_duration.subsec_nanos() != 0 {
+            return Err(format!(
+                "--leader-elect-lease-duration ({:?}) must be whole seconds: the Lease records it in seconds, and others wait what it records",
+                self.lease_duration
             ));
         }
         if self.retry_period.is_zero() {
@@ -247,22 +256,29 @@ mod tests {
     }
 
     #[test]
-    fn muster_defaults_fail_over_before_kube_schedulers_third_retry_and_stay_safe() {
+    fn muster_defaults_fail_over_before_kube_schedulers_second_retry_and_stay_safe() {
         let t = Timings::default();
         assert_eq!(
             (t.lease_duration, t.renew_deadline, t.retry_period),
-            (secs(5), secs(3), secs(1))
+            (secs(3), secs(2), Duration::from_millis(500))
         );
         assert_eq!(t.validate(), Ok(()));
-        // The latest takeover after a SIGKILL, and kube-scheduler's error back-off retry it must
-        // beat (1 + 2 + 4 s after the first failed call), with half a second left for the label
-        // to be routed.
+        // The latest takeover after a SIGKILL, with a second for the label to be routed, before
+        // kube-scheduler's retry about 5 s after a call failed.
         let latest_takeover = t.lease_duration + t.retry_period.mul_f64(JITTER);
-        assert!(latest_takeover + Duration::from_millis(500) <= secs(7));
-        // The leader stops at least 2 s before anyone may take its Lease.
-        assert!(t.lease_duration - t.renew_deadline >= secs(2));
-        // At least two renewal attempts fit in the renew deadline.
-        assert!(t.renew_deadline >= t.retry_period * 2);
+        assert!(latest_takeover + secs(1) < secs(5), "{latest_takeover:?}");
+        // The leader stops at least 1 s (a third of the lease, as kube-scheduler's 5 s of 15 s)
+        // before anyone may take its Lease.
+        assert!(t.lease_duration - t.renew_deadline >= secs(1));
+        assert!((t.lease_duration - t.renew_deadline) * 3 >= t.lease_duration);
+        // At least three renewal attempts fit in the renew deadline.
+        assert!(t.renew_deadline >= t.retry_period * 3);
+        let fractional = Timings {
+            lease_duration: Duration::from_millis(2500),
+            renew_deadline: secs(1),
+            ..t
+        };
+        assert!(fractional.validate().unwrap_err().contains("whole seconds"));
     }
 
     #[test]

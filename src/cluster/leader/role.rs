@@ -98,6 +98,26 @@ impl Leadership {
         }
     }
 
+    /// Completes once this replica does not decide (never when it runs alone): at a step-down,
+    /// or at its renew deadline unless renewed meanwhile. Work a decision started (a binding
+    /// being retried) stops there, so it cannot land after a standby may have taken over.
+    pub async fn lapsed(&self) {
+        let mut changes = self.subscribe();
+        loop {
+            let now = Instant::now();
+            match self.leading_until(now) {
+                Some(until) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until.into()) => {}
+                        _ = changes.changed() => {}
+                    }
+                }
+                None if self.refusal(now).is_none() => std::future::pending::<()>().await,
+                None => return,
+            }
+        }
+    }
+
     /// Tells when the election changed the role (the value is a counter).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
@@ -173,6 +193,50 @@ mod tests {
             "{refusal}"
         );
         assert!(l.follow(None), "it was the leader");
+    }
+
+    #[tokio::test]
+    async fn lapsed_completes_at_the_deadline_unless_renewed_and_at_a_step_down() {
+        let l = std::sync::Arc::new(Leadership::candidate("a", "ns", "muster"));
+        tokio::time::timeout(Duration::from_millis(10), l.lapsed())
+            .await
+            .expect("a standby does not decide");
+        let t0 = Instant::now();
+        l.lead_until(t0 + Duration::from_millis(300), t0);
+        let watcher = {
+            let l = l.clone();
+            tokio::spawn(async move { l.lapsed().await })
+        };
+        // Renewed before the first deadline: it lapses at the second, not before.
+        l.lead_until(t0 + Duration::from_millis(600), Instant::now());
+        tokio::time::timeout(Duration::from_secs(5), watcher)
+            .await
+            .expect("it lapses")
+            .unwrap();
+        assert!(
+            t0.elapsed() >= Duration::from_millis(600),
+            "{:?}",
+            t0.elapsed()
+        );
+        // A step-down ends it at once, long before the deadline.
+        let now = Instant::now();
+        l.lead_until(now + Duration::from_secs(60), now);
+        let watcher = {
+            let l = l.clone();
+            tokio::spawn(async move { l.lapsed().await })
+        };
+        l.follow(Some("b".into()));
+        tokio::time::timeout(Duration::from_secs(5), watcher)
+            .await
+            .expect("a step-down ends it")
+            .unwrap();
+        let sole = Leadership::sole();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), sole.lapsed())
+                .await
+                .is_err(),
+            "a sole replica never lapses"
+        );
     }
 
     #[test]

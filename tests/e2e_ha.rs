@@ -569,8 +569,12 @@ async fn one_failover(
         "run {run}: {stop:?} {} (the leader)",
         ha.replicas[leader].identity
     );
-    member(&one, 2, "500m").create(&client).await?;
-    creator.await??;
+    // The last member of gang one, while the poll below runs from the stop on.
+    let last = {
+        let client = client.clone();
+        let one = one.clone();
+        tokio::spawn(async move { member(&one, 2, "500m").create(&client).await })
+    };
 
     let gangs = vec![one.clone(), two.clone()];
     let mut watch = PartialWatch::new();
@@ -597,6 +601,8 @@ async fn one_failover(
         watch.observe(&bound, &gangs)?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    creator.await??;
+    last.await??;
     let first = watch.placed.values().min().copied().unwrap() - killed;
     let decides_at = decides_at.context("placed, so the standby decided")?;
     eprintln!(
@@ -680,13 +686,8 @@ async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_bot
         // second retry (about 5 s; its error back-off is 1, 2, 4 s, each aligned up to its 1 s
         // window) of the calls that failed meanwhile.
         ensure!(
-            percentile(&placed, 0.5) <= 10.0,
-            "median failover {:.1} s (target ≤ 10 s): {placed:?}",
-            percentile(&placed, 0.5)
-        );
-        ensure!(
-            placed[placed.len() - 1] <= 15.0,
-            "slowest failover {:.1} s (≤ 10 s expected, 15 s a contended machine's bound): {placed:?}",
+            placed[placed.len() - 1] <= 10.0,
+            "a failover took {:.1} s (≤ 10 s with the shipped timings): {placed:?}",
             placed[placed.len() - 1]
         );
         Ok(())

@@ -22,10 +22,16 @@
 //!   with SIGTERM and its pod deleted), the leader first, under a steady stream of gangs: every
 //!   gang placed whole, none partial, and the scheduler's failed calls counted.
 //!
-//! Not covered here (no kube-controller-manager, no kubelets in the harness): the Deployment
-//! controller itself, the EndpointSlice controller and kube-proxy (played by the forwarder),
-//! the kubelet's probes (played by the forwarder's `/readyz` poll), and the disruption
-//! controller that computes a PodDisruptionBudget's status.
+//! - `a_drain_evicts_the_leader_...`: the shipped PodDisruptionBudget on the replicas' pods and
+//!   the API server's Eviction API: the leader's eviction is allowed and hands over while a gang
+//!   is placed, the other replica's is refused (429) until a replacement is Ready.
+//!
+//! Not covered here (no kube-controller-manager, no kubelets in the harness), and played by the
+//! tests instead: the Deployment controller (replicas started and stopped by hand, in its
+//! order), the EndpointSlice controller and kube-proxy (the forwarder), the kubelet (probes,
+//! pod status, SIGTERM on deletion) and the disruption controller (a budget's status computed
+//! from the pods as it does). A real rollout's timing (image pulls, probe periods, endpoint
+//! propagation, about a second in a real cluster against 100 ms here) is not measured.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -937,6 +943,186 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
             "ROLL: {} gangs placed whole, 0 partial, {errors} scheduling cycles failed with an error (extender calls refused or unanswered) during the rollout",
             gangs.len()
         );
+        ensure!(
+            k8s::check_no_overcommit(&client).await?.is_ok(),
+            "a node is over-committed"
+        );
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        eprintln!("{}", ha.logs());
+    }
+    r
+}
+
+/// What the kubelet reports for a replica's pod: Running, and Ready as its `/readyz` says.
+async fn report_status(cp: &ControlPlane, pod: &str, ready: bool) -> Result<()> {
+    let api: kube::Api<Pod> = kube::Api::namespaced(cp.client(), MUSTER_NS);
+    let status = serde_json::json!({"status": {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+    }});
+    api.patch_status(
+        pod,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the disruption controller computes for the PodDisruptionBudget from the pods it
+/// selects: with `maxUnavailable`, the Deployment's `replicas` expected, the Ready pods not being
+/// deleted healthy, and one disruption allowed per healthy pod above `replicas − maxUnavailable`.
+async fn compute_pdb_status(cp: &ControlPlane, replicas: i32) -> Result<i32> {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let pdbs: kube::Api<PodDisruptionBudget> = kube::Api::namespaced(cp.client(), MUSTER_NS);
+    let pdb = pdbs.get("muster").await?;
+    let spec = pdb.spec.clone().context("PDB spec")?;
+    let max_unavailable = match spec.max_unavailable {
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => n,
+        other => bail!("the shipped PDB should set maxUnavailable as a number: {other:?}"),
+    };
+    let selector = spec
+        .selector
+        .and_then(|s| s.match_labels)
+        .context("PDB selector")?
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client(), MUSTER_NS);
+    let healthy = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count() as i32;
+    let desired = replicas - max_unavailable;
+    let allowed = (healthy - desired).max(0);
+    let status = serde_json::json!({"status": {
+        "observedGeneration": pdb.metadata.generation,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": replicas,
+    }});
+    pdbs.patch_status(
+        "muster",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await?;
+    Ok(allowed)
+}
+
+/// The Eviction API on a replica's pod: `Ok(true)` evicted, `Ok(false)` refused (429) by the
+/// PodDisruptionBudget.
+async fn evict(cp: &ControlPlane, pod: &str) -> Result<bool> {
+    let api: kube::Api<Pod> = kube::Api::namespaced(cp.client(), MUSTER_NS);
+    match api.evict(pod, &kube::api::EvictParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 429 => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("evicting {MUSTER_NS}/{pod}")),
+    }
+}
+
+/// A node drain, step by step as `kubectl drain` and the kubelet take it, with the shipped
+/// PodDisruptionBudget on muster's pods and the Eviction API of the real API server; what the
+/// harness does not run is played: the kubelet (pod status from `/readyz`, SIGTERM on
+/// deletion), the disruption controller (the budget's status, from the pods) and the
+/// Deployment (a replacement pod).
+#[tokio::test]
+async fn a_drain_evicts_the_leader_through_the_pdb_one_replica_at_a_time_while_a_gang_is_placed(
+) -> Result<()> {
+    let _t = Timer("drain", Instant::now());
+    let mut ha = Ha::start(false).await?;
+    let client = ha.cp.client();
+    let r = async {
+        let replicas = {
+            let docs = muster_harness::rbac::shipped_docs("deploy/deployment.yaml")?;
+            docs[0]["spec"]["replicas"].as_i64().context("Deployment replicas")? as i32
+        };
+        let pdb = muster_harness::rbac::shipped_docs("deploy/pdb.yaml")?
+            .pop()
+            .context("deploy/pdb.yaml")?;
+        kube::Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+            client.clone(),
+            MUSTER_NS,
+        )
+        .create(&Default::default(), &serde_json::from_value(pdb)?)
+        .await?;
+        for r in &ha.replicas {
+            let (code, _) = r.muster.get("/readyz").await?;
+            report_status(&ha.cp, &r.pod, code == 200).await?;
+        }
+        ensure!(
+            compute_pdb_status(&ha.cp, replicas).await? == 1,
+            "both replicas Ready: one disruption allowed"
+        );
+        ensure!(decides(ha.port(0)).await?, "muster-a leads");
+
+        // The drain of muster-a's node: its eviction is allowed, and a gang arrives meanwhile.
+        ensure!(evict(&ha.cp, "muster-a").await?, "the leader's eviction was refused");
+        let evicted = Instant::now();
+        for i in 0..3 {
+            member("drained", i, "500m").create(&client).await?;
+        }
+        // The kubelet stops the evicted pod's container.
+        ha.terminate(0).await?;
+        // The other replica, now the leader, may not be evicted while its peer is gone.
+        report_status(&ha.cp, "muster-b", true).await?;
+        ensure!(
+            compute_pdb_status(&ha.cp, replicas).await? == 0,
+            "one replica left: no disruption allowed"
+        );
+        ensure!(
+            !evict(&ha.cp, "muster-b").await?,
+            "the last replica was evicted"
+        );
+        let placed = muster_harness::wait_for(
+            "gang ha/drained placed whole",
+            Duration::from_secs(60),
+            || async {
+                let bound = k8s::bound_pods(&client, NS).await?;
+                let n = (0..3)
+                    .filter(|i| bound.contains_key(&format!("drained-{i}")))
+                    .count();
+                Ok(match n {
+                    3 => Progress::Done(evicted.elapsed()),
+                    0 => Progress::NotYet("none bound".into()),
+                    n => Progress::NotYet(format!("{n}/3 bound")),
+                })
+            },
+        )
+        .await?;
+        ensure!(decides(ha.port(1)).await?, "muster-b took over");
+        ha.wait_routed_to(1, Duration::from_secs(10)).await?;
+        eprintln!(
+            "DRAIN: the leader evicted, gang ha/drained placed {:.2} s later by muster-b; the second eviction refused (429) while one replica is down",
+            placed.as_secs_f64()
+        );
+
+        // The Deployment's replacement becomes Ready: the drain may take the next one.
+        let c = ha.add_replica("muster-c", "muster-c").await?;
+        ha.wait_standby(c, "muster-b").await?;
+        report_status(&ha.cp, "muster-c", true).await?;
+        ensure!(
+            compute_pdb_status(&ha.cp, replicas).await? == 1,
+            "the replacement Ready: one disruption allowed again"
+        );
+        ensure!(evict(&ha.cp, "muster-b").await?, "muster-b's eviction refused");
+        ha.terminate(1).await?;
+        ensure!(ha.leader().await? == c, "muster-c took over");
+        ha.wait_routed_to(c, Duration::from_secs(10)).await?;
         ensure!(
             k8s::check_no_overcommit(&client).await?.is_ok(),
             "a node is over-committed"

@@ -409,6 +409,8 @@ fn bound_per_gang(bound: &BTreeMap<String, String>, gangs: &[String]) -> Vec<usi
 struct PartialWatch {
     since: BTreeMap<String, Instant>,
     placed: BTreeMap<String, Instant>,
+    /// The first violation seen, for a watch run in a task.
+    failed: Option<String>,
 }
 
 impl PartialWatch {
@@ -416,6 +418,7 @@ impl PartialWatch {
         PartialWatch {
             since: BTreeMap::new(),
             placed: BTreeMap::new(),
+            failed: None,
         }
     }
 
@@ -821,22 +824,33 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
     let client = ha.cp.client();
     let r = async {
         let errors_before = scheduler_errors(&ha.cp);
-        // A gang of three every 700 ms until told to stop.
+        // A gang every 700 ms until told to stop: two members at once, the third four gangs
+        // (2.8 s) later, so a gang is partly created across the hand-overs and bound only
+        // whole (never-half). `created` lists every gang begun.
         let created: Arc<Mutex<Vec<String>>> = Arc::default();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let stream = {
             let client = client.clone();
             let created = created.clone();
             tokio::spawn(async move {
-                let mut n = 0u32;
+                const LAG: usize = 4;
+                let mut n = 0usize;
                 while !*stopped.borrow() {
                     let g = format!("s-{n}");
-                    for i in 0..3 {
+                    for i in 0..2 {
                         member(&g, i, "50m").create(&client).await?;
                     }
                     created.lock().unwrap().push(g);
+                    if n >= LAG {
+                        member(&format!("s-{}", n - LAG), 2, "50m")
+                            .create(&client)
+                            .await?;
+                    }
                     n += 1;
                     tokio::time::sleep(Duration::from_millis(700)).await;
+                }
+                for k in n.saturating_sub(LAG)..n {
+                    member(&format!("s-{k}"), 2, "50m").create(&client).await?;
                 }
                 Ok::<_, anyhow::Error>(())
             })
@@ -851,7 +865,15 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
                 while !*watching.borrow() {
                     let gangs = created.lock().unwrap().clone();
                     let bound = k8s::bound_pods(&client, NS).await?;
-                    watch.lock().unwrap().observe(&bound, &gangs)?;
+                    let seen = {
+                        let mut w = watch.lock().unwrap();
+                        let seen = w.observe(&bound, &gangs);
+                        if let Err(e) = &seen {
+                            w.failed = Some(e.to_string());
+                        }
+                        seen
+                    };
+                    seen?;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Ok::<_, anyhow::Error>(())
@@ -897,6 +919,9 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
                 Duration::from_secs(60),
                 || async {
                     let w = watch.lock().unwrap();
+                    if let Some(e) = &w.failed {
+                        bail!("{e}");
+                    }
                     let after = w.placed.values().filter(|t| **t > decided_at).min().copied();
                     Ok(match after {
                         Some(t) => Progress::Done(t - stopped_at),
@@ -927,7 +952,11 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
             "every gang of the stream placed",
             Duration::from_secs(90),
             || async {
-                let placed = watch.lock().unwrap().placed.len();
+                let w = watch.lock().unwrap();
+                if let Some(e) = &w.failed {
+                    bail!("{e}");
+                }
+                let placed = w.placed.len();
                 Ok(if placed == gangs.len() {
                     Progress::Done(())
                 } else {

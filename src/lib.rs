@@ -127,7 +127,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
-    let own_pod = args.own_pod().map_err(|e| anyhow::anyhow!(e))?;
+    let own_pod = args.own_pod();
+    if own_pod.is_none() && args.leader_elect && args.pod_name.is_some() {
+        tracing::warn!(pod = ?args.pod_name, "--pod-name (POD_NAME) without --pod-namespace (POD_NAMESPACE): this replica does not label its pod muster.dev/leader when it leads, so a Service selecting that label sends it nothing");
+    }
     let client = kube_client(&args).await?;
     let mut tasks = tokio::task::JoinSet::new();
     if args.self_managed_certs {

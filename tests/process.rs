@@ -269,12 +269,7 @@ fn unusable_files_and_addresses_stop_start_up_naming_the_flag() -> Result<()> {
     let missing = s.dir.join("missing.pem").display().to_string();
     let taken = TcpListener::bind("127.0.0.1:0")?;
     let taken = taken.local_addr()?.to_string();
-    let cases: [(Vec<&str>, &str); 5] = [
-        // The pod to carry the leader label, named by half.
-        (
-            vec!["--kubeconfig", &kc, "--pod-name", "muster-7"],
-            "--pod-namespace",
-        ),
+    let cases: [(Vec<&str>, &str); 4] = [
         // Timings that parse but let a leader decide after its Lease could expire for others.
         (
             vec![

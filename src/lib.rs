@@ -130,6 +130,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
+    let own_pod = args.own_pod();
+    if own_pod.is_none() && args.leader_elect && args.pod_name.is_some() {
+        tracing::warn!(pod = ?args.pod_name, "--pod-name (POD_NAME) without --pod-namespace (POD_NAMESPACE): this replica does not label its pod muster.dev/leader when it leads, so a Service selecting that label sends it nothing");
+    }
     let client = kube_client(&args).await?;
     let mut tasks = tokio::task::JoinSet::new();
     if args.self_managed_certs {
@@ -185,16 +189,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    // The Lease on a client of its own: renewals never wait behind the bulk traffic's
+    // connections, and are tried again by the election's own cadence (no retry layer holding
+    // one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a priority level
+    // of their own on the API server.
     let lease_client = kube_client_without_retries(&args).await?;
-    if let Some(e) = election.clone() {
+    // Apart from the other tasks: on SIGTERM it is stopped first, so the Lease can be given up
+    // while the servers drain.
+    let election_task = election.clone().map(|e| {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
-        // The Lease on a client of its own: renewals never wait behind the bulk traffic's
-        // connections, and are tried again by the election's own cadence (no retry layer
-        // holding one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a
-        // priority level of their own on the API server.
-        tasks.spawn(cluster::leader::run(
-            lease_client.clone(),
-            e,
+        tokio::spawn(cluster::leader::run(lease_client.clone(), e, shared.clone()))
+    });
+    if let Some(pod) = own_pod.clone() {
+        tasks.spawn(cluster::leader::label::run(
+            client.clone(),
+            pod,
             shared.clone(),
         ));
     }
@@ -229,6 +238,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         bind_wait: args.bind_wait,
     };
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let mut stopping = stop.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         let _ = stop_tx.send(true);
@@ -240,46 +250,79 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let client_certificates = tls_config.as_ref().is_some_and(|(_, c)| *c);
     let tls_config = tls_config.map(|(c, _)| c);
-    match ops_listener {
-        None => {
-            info!(
-                addr = %args.listen_addr,
-                prefix = %args.url_prefix,
-                client_certificates,
-                "muster serving the verbs, /gangs, probes and metrics over {scheme}"
-            );
-            serve(listener, tls_config, router(state, &args.url_prefix), stop).await?;
+    let serving = async {
+        match ops_listener {
+            None => {
+                info!(
+                    addr = %args.listen_addr,
+                    prefix = %args.url_prefix,
+                    client_certificates,
+                    "muster serving the verbs, /gangs, probes and metrics over {scheme}"
+                );
+                serve(listener, tls_config, router(state, &args.url_prefix), stop).await
+            }
+            Some(ops) => {
+                info!(
+                    addr = %args.listen_addr,
+                    prefix = %args.url_prefix,
+                    client_certificates,
+                    "muster serving the verbs and /gangs over {scheme}"
+                );
+                info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
+                let verbs = serve(
+                    listener,
+                    tls_config,
+                    verbs_router(state.clone(), &args.url_prefix),
+                    stop.clone(),
+                );
+                let ops = serve(ops, None, ops_router(state), stop);
+                tokio::try_join!(verbs, ops).map(|_| ())
+            }
         }
-        Some(ops) => {
-            info!(
-                addr = %args.listen_addr,
-                prefix = %args.url_prefix,
-                client_certificates,
-                "muster serving the verbs and /gangs over {scheme}"
-            );
-            info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
-            let verbs = serve(
-                listener,
-                tls_config,
-                verbs_router(state.clone(), &args.url_prefix),
-                stop.clone(),
-            );
-            let ops = serve(ops, None, ops_router(state), stop);
-            tokio::try_join!(verbs, ops)?;
+    };
+    // On SIGTERM, while the servers drain: the election stops (so nothing renews the Lease
+    // once it is given up), then this replica stops deciding — its held bind calls fail at
+    // once, kube-scheduler retries them on the new leader — and gives up the Lease and its
+    // label together. The standby takes the Lease at its next try and labels its own pod
+    // (and clears a label this replica could not remove). Without this the drain would wait
+    // for held bind calls to run out while the standby waits for the Lease.
+    let hand_over = async {
+        if let Some(task) = election_task {
+            task.abort();
+            let _ = task.await;
         }
+        let release = async {
+            if let Some(e) = &election {
+                cluster::leader::release(lease_client.clone(), e, &shared).await;
+            }
+        };
+        let unlabel = async {
+            if let Some(pod) = &own_pod {
+                cluster::leader::label::unlabel(client.clone(), pod, Duration::from_secs(1)).await;
+            }
+        };
+        tokio::join!(release, unlabel);
+    };
+    tokio::pin!(serving);
+    tokio::select! {
+        // First: once stopping, the servers end too (they drain), and the hand-over must run.
+        biased;
+        _ = stopping.wait_for(|s| *s) => {
+            info!("shutting down");
+            let (served, ()) = tokio::join!(&mut serving, hand_over);
+            served?;
+        }
+        // The servers failed: exit, the Lease expires.
+        served = &mut serving => served?,
     }
-    info!("shutting down");
-    // Bindings outlive the calls that started them: those in flight get their budget to end,
-    // so none is cut off between the API server's answer and the table's.
+    // Bindings outlive the calls that started them: those in flight get their budget to end
+    // (they stop retrying once this replica stopped deciding), so none is cut off between the
+    // API server's answer and the table's.
     let bindings_end_by = Instant::now() + cluster::binder::RetryPolicy::default().budget;
     while shared.bindings.in_flight() > 0 && Instant::now() < bindings_end_by {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tasks.shutdown().await;
-    // After the election task stopped, so nothing renews the Lease once it is given up.
-    if let Some(e) = &election {
-        cluster::leader::release(lease_client, e, &shared).await;
-    }
     Ok(())
 }
 

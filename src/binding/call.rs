@@ -237,14 +237,26 @@ async fn bind_retrying(shared: &Shared, pod: &PodRef, node: &NodeName) -> Result
     let retried = || {
         shared.metrics.bind_retries.inc();
     };
-    binder::bind_retrying(
+    let binding = binder::bind_retrying(
         &*shared.binder,
         pod.clone(),
         node.clone(),
         RetryPolicy::default(),
         retried,
-    )
-    .await
+    );
+    // Retries stop when this replica stops deciding: the leader-election margin (lease
+    // duration − renew deadline) is shorter than the retry budget, and a binding landing after
+    // a standby took over could spend room the new leader gave away (no-overcommit).
+    tokio::select! {
+        result = binding => result,
+        () = shared.leadership.lapsed() => Err(format!(
+            "not tried further: {}",
+            shared
+                .leadership
+                .refusal(Instant::now())
+                .unwrap_or_else(|| "this replica stopped deciding".into())
+        )),
+    }
 }
 
 fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {

@@ -1,20 +1,27 @@
 //! The gang model: pure state and decisions, no HTTP and no Kubernetes I/O.
 //!
-//! [`GangTable`] is the one value every decision reads and changes, made of narrow parts that
-//! each keep their own numbers right:
-//! - `ledger`: per node, allocatable, used and reserved capacity;
-//! - `pods`: the pods muster knows, and the nodes it assumed for those it is binding;
-//! - `gang`: a gang's members, its seats (by [`SeatHolder`]) and its [`Phase`];
-//! - `spec`: a gang's quorum, per-task minimums and timeout, from its PodGroup (`podgroup`) or
-//!   its members' keys: the one place its quorum is decided; `tasks`: per-task minimums;
-//! - `selection`: which members a simulation places, each task below its minimum first;
-//! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
-//!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls;
-//! - `preemption_hold`: the room a preempting gang's victims free, held as its seats while they go.
+//! Four groups, imports running one way (`inputs` <- `table` <- `planning` <- `verbs`):
+//! - `inputs/`: what the model is told: `objects` (nodes and pods as muster reads them),
+//!   `resources` and `quantity`, `membership` (gang keys), `tasks` (per-task minimums),
+//!   `podgroup` (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout:
+//!   the one place its quorum is decided) and `config`;
+//! - `table/`: [`GangTable`], the one value every decision reads and changes, and its narrow
+//!   parts, each keeping its own numbers right: `ledger` (per node, allocatable, used and
+//!   reserved), `pods` (the pods muster knows, and the nodes it assumed), `gang` (members,
+//!   seats by [`SeatHolder`], [`Phase`]), `evidence` (filter calls' verdicts) and
+//!   `preemption_plan`. A seat and its reservation change together, only in `table/mod.rs`;
+//! - `planning/`: the simulation of a gang's placement: `selection` (which members, each
+//!   task below its minimum first), `simulation` (the one first-fit loop under
+//!   kube-scheduler's required rules) and `planner` (the plan, or why not);
+//! - `verbs/`: one per file: `apply` (watch events), `pod_groups` (PodGroup events),
+//!   `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`,
+//!   `preemption_hold` (the room a preempting gang's victims free, held as its seats while
+//!   they go), `expiry`, `rebuild` and `views`.
 //!
-//! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
-//! `preempt`, `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
-//! synchronous and takes `now` as an argument, so the tests can drive time.
+//! Beside them: `rules/` (kube-scheduler's rules, one file per plugin), `messages` (every
+//! user-facing sentence, from plain values) and `notice` (what the model asks the cluster
+//! side to tell). Everything here is synchronous and takes `now` as an argument, so the
+//! tests can drive time.
 
 mod inputs;
 mod messages;

@@ -19,7 +19,7 @@
 
 use std::cmp::Reverse;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
@@ -29,6 +29,7 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
+use crate::model::messages;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::PodEntry;
@@ -87,6 +88,51 @@ pub(in crate::model) struct TaskFit {
 }
 
 impl GangShortfall {
+    /// Why the gang `key` cannot be placed now, as its members are told (it holds nothing
+    /// meanwhile).
+    pub fn message(&self, key: &GangKey, window: Duration) -> String {
+        match self {
+            GangShortfall::Room {
+                fit,
+                quorum,
+                missing: 0,
+                rule,
+                task,
+            } => messages::room_short(
+                key,
+                *fit,
+                *quorum,
+                rule.as_deref(),
+                task.as_ref().map(|t| (&*t.task, t.fit, t.min)),
+            ),
+            GangShortfall::Room {
+                fit,
+                quorum,
+                missing,
+                rule,
+                task: _,
+            } => messages::room_short_of_members_to_come(
+                key,
+                *fit,
+                *quorum,
+                *missing,
+                rule.as_deref(),
+            ),
+            GangShortfall::MembersMissing { existing, quorum } => {
+                messages::members_missing(key, *existing, *quorum, window)
+            }
+            GangShortfall::TaskMembersMissing {
+                task,
+                existing,
+                min,
+            } => messages::task_members_missing(key, task, *existing, *min, window),
+            GangShortfall::PodGroupMissing { api } => messages::pod_group_missing(key, *api),
+            GangShortfall::QuorumUndecided { existing } => {
+                messages::quorum_undecided(key, *existing, window)
+            }
+        }
+    }
+
     pub fn missing(&self) -> u32 {
         match self {
             GangShortfall::Room { missing, .. } => *missing,

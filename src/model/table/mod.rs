@@ -105,6 +105,16 @@ pub(super) struct TaskFacts {
 }
 
 impl TaskFacts {
+    fn counts(&self) -> messages::TaskCounts<'_> {
+        messages::TaskCounts {
+            task: &self.task,
+            min: self.min,
+            existing: self.existing,
+            with_nodes: self.with_nodes,
+            confirmed_seats: self.confirmed_seats,
+        }
+    }
+
     /// Members of this task still needed beyond those with nodes and (when `seated`) those
     /// with confirmed seats.
     pub fn short(&self, seated: bool) -> u32 {
@@ -134,6 +144,22 @@ impl GangFacts {
     /// `seated`, confirmed seats.
     pub fn short_task(&self, seated: bool) -> Option<&TaskFacts> {
         self.tasks.iter().find(|t| t.short(seated) > 0)
+    }
+
+    /// The counts as the sentences tell them (`messages` takes plain values only).
+    pub fn counts(&self) -> messages::GangCounts<'_> {
+        messages::GangCounts {
+            quorum: self.spec.quorum,
+            existing: self.existing,
+            with_nodes: self.with_nodes,
+            confirmed_seats: self.confirmed_seats,
+            short_task: self.short_task(true).map(TaskFacts::counts),
+            task_missing_members: self
+                .tasks
+                .iter()
+                .find(|t| t.existing < t.min)
+                .map(TaskFacts::counts),
+        }
     }
 }
 

@@ -231,7 +231,7 @@ impl GangTable {
                     seats, not_created, ..
                 } => self.take_planned_seats(key, info, node, seats, not_created, now),
                 GangPlan::DoesNotFit(ref why) => {
-                    let message = messages::does_not_fit(key, why, self.config.creation_window);
+                    let message = why.message(key, self.config.creation_window);
                     self.tell_waiting(key, &message, &plan, info);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }
@@ -240,7 +240,7 @@ impl GangTable {
 
         let facts = self.facts(key);
         if !facts.seated_quorum_met() {
-            let message = messages::waiting_for_quorum(key, &facts);
+            let message = messages::waiting_for_quorum(key, &facts.counts());
             // No Event here: the bind handler holds the call and tells the member only if the
             // wait outlasts the hold (most gangs complete within it). Telling every member on
             // every seat was n^2 Events per gang.

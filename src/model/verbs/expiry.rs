@@ -39,8 +39,12 @@ impl GangTable {
             self.unseat_all(key);
             let gang = self.gangs.get_mut(key).expect("exists");
             gang.back_off(now + backoff);
-            let message =
-                messages::timed_out(key, facts.spec.timeout_or(default_timeout), &facts, backoff);
+            let message = messages::timed_out(
+                key,
+                facts.spec.timeout_or(default_timeout),
+                &facts.counts(),
+                backoff,
+            );
             let told: Vec<Notice> = self
                 .members_of(&self.gangs[key])
                 .filter(|p| p.node().is_none())
@@ -81,7 +85,7 @@ impl GangTable {
                 self.unseat(&key, h);
             }
             let facts = self.facts(&key);
-            let message = messages::window_over(&key, &facts, window);
+            let message = messages::window_over(&key, &facts.counts(), window);
             let told: Vec<Notice> = self
                 .members_of(&self.gangs[&key])
                 .filter(|p| p.node().is_none() && !p.info.terminal)

@@ -131,7 +131,7 @@ impl GangTable {
                         gang.refused_in_window.insert(pod.uid.clone());
                     }
                 }
-                let message = messages::does_not_fit(&key, why, self.config.creation_window);
+                let message = why.message(&key, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
                 // A gang waiting for its PodGroup cannot run whatever is evicted.

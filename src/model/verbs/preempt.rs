@@ -39,6 +39,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
 
+mod dropped;
 mod gang_check;
 
 pub(in crate::model) use gang_check::{GangCheck, PreemptionOutlook};
@@ -434,7 +435,7 @@ impl GangTable {
         notices.push(Notice {
             pod: PodRef::of(pod),
             kind: NoticeKind::Preempting,
-            message: messages::preemption(pod, &victims, dropped),
+            message: messages::preemption(pod, &victims, &DropReason::explain_all(dropped, pod)),
         });
         for d in disruptions {
             let Some(gang) = self.gangs.get(&d.gang) else {

@@ -188,7 +188,7 @@ impl GangTable {
         self.notices.push(Notice {
             pod: pod.clone(),
             kind: NoticeKind::BindFailed,
-            message: messages::gang_bind_failed(&key, pod, node, &error, &facts),
+            message: messages::gang_bind_failed(&key, pod, node, &error, &facts.counts()),
         });
     }
 }

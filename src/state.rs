@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn a_first_list_done_before_discovery_concluded_is_not_waited_for_again() {
         let r = synced();
-        r.await_pod_group_discovery();
+        r.expect_pod_group_discovery();
         r.set_pod_group_api_listed(PodGroupApi::Kubernetes);
         r.pod_group_discovery_done([PodGroupApi::Kubernetes, PodGroupApi::Volcano]);
         assert_eq!(

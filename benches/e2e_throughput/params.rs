@@ -196,9 +196,7 @@ impl Params {
             )?),
             muster_scheduler_config: std::env::var_os("E2E_MUSTER_SCHEDULER_CONFIG")
                 .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    repo_root().join("scheduler-config/muster-as-default-scheduler.yaml")
-                }),
+                .unwrap_or_else(|| repo_root().join("scheduler-config/muster-every-pod.yaml")),
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

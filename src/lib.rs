@@ -180,6 +180,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    // Gangs gathered behind muster's scheduling gate: placed from the watch, let through whole.
+    tasks.spawn(cluster::gather::run(
+        client.clone(),
+        shared.clone(),
+        args.scope == config::Scope::GangMembers,
+    ));
     if let Some(e) = election.clone() {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
         tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));

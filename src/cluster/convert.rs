@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSelector;
 
+use crate::model::gather::GANG_MARKER;
 use crate::model::membership::membership_of;
 use crate::model::objects::{
     pod_requests, ContainerRequests, PodRules, Taint, Toleration, TolerationOperator,
@@ -160,6 +161,21 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
         ),
     };
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    // As kube-scheduler decides whether to call an extender with `managedResources`: any
+    // container or init container naming the resource in its requests or limits
+    // (`HTTPExtender.hasManagedResources`, pkg/scheduler/extender.go:442, v1.37.2).
+    let gang_marker = pod.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .filter_map(|c| c.resources.as_ref())
+            .any(|r| {
+                [r.requests.as_ref(), r.limits.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m.contains_key(GANG_MARKER))
+            })
+    });
     Ok(PodInfo {
         uid: Arc::from(uid),
         namespace: Arc::from(namespace),
@@ -172,6 +188,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .and_then(|s| s.nominated_node_name.as_deref())
             .filter(|n| !n.is_empty())
             .map(Arc::from),
+        gang_marker,
         terminal: matches!(phase, Some("Succeeded") | Some("Failed")),
         priority,
         created: meta

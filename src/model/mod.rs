@@ -23,6 +23,7 @@ mod evidence;
 mod expiry;
 mod filter;
 mod gang;
+pub mod gather;
 mod hold;
 mod ledger;
 pub mod membership;

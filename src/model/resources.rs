@@ -50,6 +50,12 @@ impl Resources {
             MEMORY => self.memory = parse_units(quantity)?,
             EPHEMERAL_STORAGE => self.ephemeral_storage = parse_units(quantity)?,
             PODS => self.pods = parse_units(quantity)?,
+            // muster's own marker is no capacity: kube-scheduler ignores it
+            // (`ignoredByScheduler: true` in the scheduler configs, which makes NodeResourcesFit
+            // skip it) and so does muster (kube-scheduler-semantics).
+            super::gather::GANG_MARKER => {
+                parse_units(quantity)?;
+            }
             other => {
                 let v = parse_units(quantity)?;
                 self.set_extended(other, v);

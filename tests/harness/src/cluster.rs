@@ -44,6 +44,11 @@ pub struct ClusterOptions {
     pub muster_identity: MusterIdentity,
     /// CRD files (relative to the repository) installed before muster starts.
     pub crds: Vec<String>,
+    /// Only gang members pass through muster: deploy/gang-admission-policy.yaml is applied
+    /// before muster starts, and kube-scheduler uses scheduler-config/muster-as-default-scheduler.yaml
+    /// (see [`ClusterOptions::scoped`]). Otherwise muster runs with `--scope=every-pod` (the
+    /// harness's default, see [`MusterOptions::args`]).
+    pub scoped: bool,
 }
 
 /// See [`ClusterOptions::muster_identity`].
@@ -75,7 +80,16 @@ impl ClusterOptions {
             tls: None,
             muster_identity: MusterIdentity::default(),
             crds: Vec::new(),
+            scoped: false,
         }
+    }
+
+    /// Only gang members pass through muster, as installed by `kubectl apply -k deploy/`: the
+    /// policy file of deploy/ marks and gates gang members, the scoped scheduler config sends
+    /// only them to muster, and muster gathers them behind its gate.
+    pub fn scoped(mut self) -> Self {
+        self.scoped = true;
+        self.scheduler_config("muster-as-default-scheduler.yaml")
     }
 
     /// Installs the CRD in `file` (relative to the repository, e.g.
@@ -103,7 +117,7 @@ impl ClusterOptions {
     }
 
     /// Starts kube-scheduler from `scheduler-config/<name>` (default:
-    /// `muster-as-default-scheduler.yaml`).
+    /// `muster-every-pod.yaml`).
     pub fn scheduler_config(mut self, name: &str) -> Self {
         self.scheduler = self.scheduler.with_repo_config(name);
         self
@@ -154,6 +168,9 @@ impl Cluster {
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;
         }
+        if opts.scoped {
+            crate::policy::apply_gang_admission_policy(&cp.client()).await?;
+        }
         let cp_time = t0.elapsed();
         let t1 = Instant::now();
         let muster_kubeconfig = match opts.muster_identity {
@@ -165,6 +182,9 @@ impl Cluster {
         };
         let mut mo = MusterOptions::new(&opts.muster_binary, &muster_kubeconfig, cp.dir());
         mo.args = opts.muster_args.clone();
+        if opts.scoped {
+            mo.args.insert(0, "--scope=gang-members".to_string());
+        }
         mo.lifetime = opts.control_plane.lifetime;
         if let Some(t) = opts.tls {
             mo.tls = Some(MusterTls::generate(

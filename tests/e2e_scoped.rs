@@ -330,11 +330,15 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
     c.report(&["ml"], r).await
 }
 
-/// A plain pod of the gang's priority, waiting in kube-scheduler's queue *before* the gang's
-/// members, does not take a seat muster published as a nomination: kube-scheduler counts the
-/// nominated members against it (NominatedNodeNameForExpectation; the nominator records gated
-/// pods too). kube-scheduler is stopped while muster places the gang, so the plain pod is
-/// first in its queue when it resumes. Without the nominations the plain pod would take one of
+/// A plain pod of the gang's priority does not take a seat muster published as a nomination:
+/// kube-scheduler counts the nominated members against it (NominatedNodeNameForExpectation).
+///
+/// The order is made certain: the plain pod exists first (so it is ahead of the gang in
+/// kube-scheduler's queue) but cannot run yet (it requires a pod labelled `anchor=yes` on its
+/// node, and there is none); kube-scheduler is stopped while muster nominates and ungates the
+/// gang; then an anchor pod is bound on each node. kube-scheduler, resumed, reads the pod events
+/// in order (the nominations before the anchors), so when the anchors make the plain pod
+/// schedulable it already knows the nominations. Without them the plain pod would take one of
 /// the two nodes and the gang could not run.
 #[tokio::test]
 async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<()> {
@@ -345,15 +349,52 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
         for n in ["node-1", "node-2"] {
             c.add_node(n, NodeShape::cpu("1")).await?;
         }
+        let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+        let mut plain = PodBuilder::new("ml", "plain").cpu("600m").build();
+        plain
+            .spec
+            .as_mut()
+            .expect("spec")
+            .affinity
+            .get_or_insert_with(Default::default)
+            .pod_affinity = Some(serde_json::from_value(serde_json::json!({
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"anchor": "yes"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }]
+        }))?);
+        pods.create(&PostParams::default(), &plain).await?;
+        wait_for(
+            "kube-scheduler to find the plain pod unschedulable",
+            PLACE,
+            || async {
+                let p = pods.get("plain").await?;
+                let unschedulable = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "PodScheduled"
+                                && c.reason.as_deref() == Some("Unschedulable")
+                        })
+                    });
+                Ok(if unschedulable {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{:?}", p.status))
+                })
+            },
+        )
+        .await?;
         let frozen = Stopped::stop(scheduler_pid(&c)?)?;
-        c.create(PodBuilder::new("ml", "plain").cpu("600m")).await?;
         let members = names("job", 2);
         create_gang(&c, "job", &members, "600m").await?;
         let nominated = wait_for("muster to nominate and ungate the gang", PLACE, || async {
-            let pods = c.pods("ml").await?;
+            let all = c.pods("ml").await?;
             let mut out = BTreeMap::new();
             for m in &members {
-                let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(m));
+                let p = all.iter().find(|p| p.metadata.name.as_deref() == Some(m));
                 let nnn = p.and_then(|p| p.status.as_ref()?.nominated_node_name.clone());
                 match (p, nnn) {
                     (Some(p), Some(n)) if !is_gated(p) => {
@@ -365,6 +406,14 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
             Ok(Progress::Done(out))
         })
         .await?;
+        for n in ["node-1", "node-2"] {
+            let mut anchor = PodBuilder::new("ml", &format!("anchor-{n}"))
+                .cpu("10m")
+                .label("anchor", "yes")
+                .build();
+            anchor.spec.as_mut().expect("spec").node_name = Some(n.to_string());
+            pods.create(&PostParams::default(), &anchor).await?;
+        }
         frozen.resume()?;
         let bound = placed_whole(&c, &members).await?;
         for m in &members {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -51,7 +51,11 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
             .ok_or_else(|| anyhow!("{POLICY_FILE}: an object without kind"))?;
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let plural = format!("{}s", kind.to_lowercase());
+        let lower = kind.to_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{lower}s"),
+        };
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let dynamic: DynamicObject = serde_json::from_value(obj.clone())
@@ -59,7 +63,7 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
         match api.create(&PostParams::default(), &dynamic).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e).with_context(|| format!("creating {kind} from {POLICY_FILE}")),
+            Err(e) => bail!("creating {kind} from {POLICY_FILE}: {e:?}"),
         }
     }
     // The API server applies a policy once its informer has it: probe with a dry run.

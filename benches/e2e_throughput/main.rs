@@ -37,7 +37,9 @@
 //! unpaced), E2E_QUIET_WAIT_SECS (300) [0] (wait for other processes to leave the CPUs before
 //! each configuration), E2E_OUT_DIR (target/muster-bench), E2E_MUSTER_BIN (the muster binary
 //! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG
-//! (scheduler-config/muster-every-pod.yaml).
+//! (scheduler-config/muster-every-pod.yaml; with E2E_MUSTER_SCOPED=true,
+//! scheduler-config/muster-as-default-scheduler.yaml), E2E_MUSTER_SCOPED (false: every pod
+//! through muster; true: only gang members, marked by deploy/gang-admission-policy.yaml).
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),

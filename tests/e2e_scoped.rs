@@ -517,3 +517,40 @@ async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> 
     .await;
     c.report(&["ml"], r).await
 }
+
+/// muster killed after it removed a gang's gates and before the quorum bound: nothing of the
+/// gang is bound while muster is away (kube-scheduler cannot bind a member without muster's
+/// extender), and after muster starts again the gang is placed whole (never-half, derived).
+/// kube-scheduler is stopped while muster releases the gang, so the kill falls in between.
+#[tokio::test]
+async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart() -> Result<()> {
+    let _t = Timer("muster_killed_after_the_gates_went", Instant::now());
+    let mut c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "600m").await?;
+        wait_for("muster to ungate the gang", PLACE, || async {
+            let pods = c.pods("ml").await?;
+            let gated: Vec<_> = pods.iter().filter(|p| is_gated(p)).collect();
+            Ok(if pods.len() == members.len() && gated.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{} of {} still gated", gated.len(), pods.len()))
+            })
+        })
+        .await?;
+        c.muster.kill_hard();
+        frozen.resume()?;
+        c.assert_none_bound_for("ml", &members, WINDOW).await?;
+        c.muster.restart().await?;
+        placed_whole(&c, &members).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

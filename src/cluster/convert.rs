@@ -567,6 +567,37 @@ mod tests {
         assert_eq!(c.node_taints_policy, InclusionPolicy::Honor);
     }
 
+    /// The marker is read as kube-scheduler's `HTTPExtender.IsInterested` reads managed
+    /// resources: a request or a limit of any container or init container; it is never
+    /// counted as capacity.
+    #[test]
+    fn the_gang_marker_is_seen_in_requests_or_limits_of_any_container() {
+        let marked = |resources: serde_json::Value, init: bool| {
+            let container = serde_json::json!({"name": "c", "resources": resources});
+            let spec = if init {
+                serde_json::json!({"containers": [{"name": "main"}], "initContainers": [container]})
+            } else {
+                serde_json::json!({"containers": [container]})
+            };
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+                "spec": spec,
+            }))
+            .unwrap();
+            let info = pod_info(&pod).unwrap();
+            assert!(info.requests.extended.is_empty(), "{:?}", info.requests);
+            info.gang_marker
+        };
+        let gang = |r: &str| serde_json::json!({ r: {GANG_MARKER: "1"} });
+        assert!(marked(gang("limits"), false));
+        assert!(marked(gang("requests"), false));
+        assert!(marked(gang("limits"), true));
+        assert!(!marked(
+            serde_json::json!({"limits": {"nvidia.com/gpu": "1"}}),
+            false
+        ));
+    }
+
     #[test]
     fn pods_without_rules_carry_none_and_bad_selectors_are_named() {
         let plain = pod_json(serde_json::json!({

@@ -330,6 +330,10 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
     c.report(&["ml"], r).await
 }
 
+/// How long muster stalls in the nominated-seat test: an outage of a fixed length (well
+/// below kube-scheduler's 10 s `httpTimeout`), not a wait for a condition.
+const MUSTER_STALL: Duration = Duration::from_secs(3);
+
 /// A plain pod of the gang's priority does not take a seat muster published as a nomination:
 /// kube-scheduler counts the nominated members against it (NominatedNodeNameForExpectation).
 ///
@@ -339,7 +343,9 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
 /// gang; then an anchor pod is bound on each node. kube-scheduler, resumed, reads the pod events
 /// in order (the nominations before the anchors), so when the anchors make the plain pod
 /// schedulable it already knows the nominations. Without them the plain pod would take one of
-/// the two nodes and the gang could not run.
+/// the two nodes and the gang could not run. To put the plain pod's turn between the gang's
+/// members, muster stalls for [`MUSTER_STALL`] as kube-scheduler resumes: the first member's
+/// filter call waits, and the plain pod (queued longest) comes next.
 #[tokio::test]
 async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<()> {
     let _t = Timer("a_plain_pod_never_takes_a_nominated_seat", Instant::now());
@@ -414,7 +420,14 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
             anchor.spec.as_mut().expect("spec").node_name = Some(n.to_string());
             pods.create(&PostParams::default(), &anchor).await?;
         }
+        // muster stalls (below kube-scheduler's 10 s httpTimeout) while kube-scheduler resumes:
+        // the first gang member's filter call waits for it, holding kube-scheduler's serial
+        // cycle, while kube-scheduler reads every event and queues the plain pod (ahead of
+        // the second member: it has waited longer) next.
+        let stalled = Stopped::stop(c.muster.pid().context("muster's pid")?)?;
         frozen.resume()?;
+        tokio::time::sleep(MUSTER_STALL).await;
+        stalled.resume()?;
         let bound = placed_whole(&c, &members).await?;
         for m in &members {
             ensure!(

@@ -23,6 +23,10 @@ use crate::wait::{holds_for, wait_for, Progress};
 /// testing muster.
 pub const CONTROL_RUN_ENV: &str = "MUSTER_E2E_CONTROL";
 
+/// Set to `1` to start every [`Cluster`] [`scoped`](ClusterOptions::scoped) (only gang members
+/// through muster, the admission policy applied), whatever the test asked for.
+pub const SCOPED_ENV: &str = "MUSTER_E2E_SCOPED";
+
 /// Whether [`CONTROL_RUN_ENV`] asks for a control run.
 pub fn control_run_requested() -> bool {
     std::env::var(CONTROL_RUN_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
@@ -81,6 +85,17 @@ impl ClusterOptions {
             muster_identity: MusterIdentity::default(),
             crds: Vec::new(),
             scoped: false,
+        }
+        .scoped_if_asked()
+    }
+
+    /// With `MUSTER_E2E_SCOPED=1`, every cluster is [`scoped`](Self::scoped) (to try the suites
+    /// written for every pod through muster in the new mode).
+    fn scoped_if_asked(self) -> Self {
+        if std::env::var(SCOPED_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
+            self.scoped()
+        } else {
+            self
         }
     }
 

@@ -163,11 +163,21 @@ impl Gatherer {
             }
             let facts = table.facts(key);
             if table.is_placed(key, &facts) {
-                // Members beyond the quorum and replacements: one at a time, as each fits.
-                for pod in &gated {
-                    if let Some(node) = table.gathered_fits(key, pod, now) {
-                        plan.releases.push(release(key, vec![(pod, node)]));
-                    }
+                // Members beyond the quorum and replacements: one at a time, as each fits. A
+                // member let through holds no seat, so while one is on its way to a node (no
+                // gate, no node yet) the next waits: two let through for the same room would
+                // leave one in kube-scheduler's queue.
+                let in_flight = table.pending_members(key).iter().any(|p| {
+                    gather_gate_index(&p.info).is_none() || self.released.contains_key(&p.info.uid)
+                });
+                if in_flight {
+                    continue;
+                }
+                if let Some((pod, node)) = gated
+                    .iter()
+                    .find_map(|p| Some((p, table.gathered_fits(key, p, now)?)))
+                {
+                    plan.releases.push(release(key, vec![(pod, node)]));
                 }
                 continue;
             }

@@ -216,6 +216,40 @@ fn members_beyond_the_quorum_go_once_the_gang_is_placed() {
     assert_eq!(released_names(&plan), [format!("{left}@n1")]);
 }
 
+/// Beyond the quorum, one member at a time: while one let through has no node yet, the next
+/// stays gated (both let through for the same room would leave one in kube-scheduler's queue).
+#[test]
+fn members_beyond_the_quorum_go_one_at_a_time() {
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000)]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 2).build()))
+        .collect();
+    // The quorum is bound already (n1).
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    w.add(&[&members[2], &members[3]]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 1, "{plan:?}");
+    w.written(&plan);
+    let through = &plan.releases[0].ungate[0].pod.name;
+    let p = members.iter().find(|m| &m.name == through).unwrap();
+    w.table.apply_pod(let_through(p.clone(), None));
+    assert!(
+        w.round().releases.is_empty(),
+        "the first is still on its way"
+    );
+    w.table.apply_pod(PodInfo {
+        node_name: Some(NodeName::from("n2")),
+        ..let_through(p.clone(), None)
+    });
+    // No room left for the last one: it stays gated.
+    assert!(w.round().releases.is_empty());
+}
+
 /// kube-scheduler cleared a seated member's nomination: muster writes it again; when the seat
 /// goes (the gang timed out), muster clears its nomination.
 #[test]

@@ -12,6 +12,17 @@ use crate::cluster::leader::Election;
 use crate::http::{ANSWER_MARGIN, DEFAULT_MAX_BODY_BYTES};
 use crate::model::ModelConfig;
 
+/// Which pods kube-scheduler sends to muster, as its scheduler config says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// scheduler-config/muster-as-default-scheduler.yaml with deploy/gang-admission-policy.yaml:
+    /// only pods carrying `muster.dev/gang` (`managedResources`); a gang member without it is
+    /// warned about (Event GangMarkerMissing, metric muster_gang_markers_missing).
+    GangMembers,
+    /// scheduler-config/muster-every-pod.yaml: every pod, no marker expected.
+    EveryPod,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -76,6 +87,13 @@ pub struct Args {
     #[arg(long, env = "MUSTER_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES,
           value_parser = parse_body_limit)]
     pub max_body_bytes: usize,
+
+    /// Which pods kube-scheduler sends to muster: `gang-members` (its config names
+    /// muster.dev/gang in managedResources, and deploy/gang-admission-policy.yaml marks gang
+    /// members) or `every-pod` (scheduler-config/muster-every-pod.yaml). Either way muster
+    /// removes its own scheduling gate, muster.dev/gather, from gangs it can place.
+    #[arg(long, env = "MUSTER_SCOPE", value_enum, default_value = "gang-members")]
+    pub scope: Scope,
 
     /// Log filter, e.g. "info" or "muster=debug,kube=warn".
     #[arg(long, env = "MUSTER_LOG_LEVEL", default_value = "info", value_parser = parse_log_filter)]

@@ -189,6 +189,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
+    // Gangs gathered behind muster's scheduling gate: placed from the watch, let through whole.
+    tasks.spawn(cluster::gather::run(
+        client.clone(),
+        shared.clone(),
+        args.scope == config::Scope::GangMembers,
+    ));
     // The Lease on a client of its own: renewals never wait behind the bulk traffic's
     // connections, and are tried again by the election's own cadence (no retry layer holding
     // one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a priority level

@@ -82,6 +82,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Times this replica took the leader Lease.
     pub leader_takeovers: Counter,
+    /// Gathered gang members muster let through to kube-scheduler (gate removed).
+    pub gates_removed: Counter,
+    /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
+    pub gang_markers_missing: Counter,
     started: Instant,
     /// Milliseconds after `started` of the last watch event (0 = none yet).
     last_cache_event_ms: AtomicU64,
@@ -128,6 +132,8 @@ impl Metrics {
             cache_age: Gauge::default(),
             leader: Gauge::default(),
             leader_takeovers: Counter::default(),
+            gates_removed: Counter::default(),
+            gang_markers_missing: Counter::default(),
             started: Instant::now(),
             last_cache_event_ms: AtomicU64::new(0),
             registry: Registry::default(),
@@ -219,6 +225,16 @@ impl Metrics {
             "leader_takeovers",
             "Times this replica took the leader Lease",
             m.leader_takeovers.clone(),
+        );
+        registry.register(
+            "gates_removed",
+            "Gang members whose muster.dev/gather scheduling gate muster removed once their gang could be placed",
+            m.gates_removed.clone(),
+        );
+        registry.register(
+            "gang_markers_missing",
+            "Gang members seen without the muster.dev/gang resource: kube-scheduler schedules them without muster; apply deploy/gang-admission-policy.yaml",
+            m.gang_markers_missing.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -34,6 +34,7 @@ pub fn pod(name: &str) -> PodBuilder {
             },
             node_name: None,
             nominated_node: None,
+            gang_marker: false,
             terminal: false,
             priority: 0,
             created: 0,

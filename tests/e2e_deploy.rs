@@ -639,6 +639,8 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("watch", CORE, "nodes"),
         access("create", CORE, "pods").sub("binding").ns(team),
         access("create", CORE, "pods").sub("eviction").ns(team),
+        // A gathered gang's seats, published as its members' nominatedNodeName.
+        access("patch", CORE, "pods").sub("status").ns(team),
         access("create", EVENTS, "events").ns(team),
         // Gang specs from PodGroups, read only.
         access("list", VOLCANO, "podgroups"),
@@ -792,6 +794,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "PodDisruptionBudget/muster-system/muster",
         "PriorityLevelConfiguration//muster-leader-election",
         "FlowSchema//muster-leader-election",
+        "MutatingAdmissionPolicy//muster-gang-members",
+        "MutatingAdmissionPolicyBinding//muster-gang-members",
     ]
     .map(String::from)
     .into();
@@ -836,6 +840,7 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "core nodes watch",
         "core pods/binding create",
         "core pods/eviction create",
+        "core pods/status patch",
         "events.k8s.io events create",
         "scheduling.volcano.sh podgroups get",
         "scheduling.volcano.sh podgroups list",

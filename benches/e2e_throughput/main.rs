@@ -2,7 +2,7 @@
 //! (fake nodes; gangs of 4–16 members plus plain pods) scheduled by
 //!
 //! - (a) the stock kube-scheduler alone, gang keys ignored — the ceiling;
-//! - (b) kube-scheduler + muster (`scheduler-config/muster-as-default-scheduler.yaml`);
+//! - (b) kube-scheduler + muster (`scheduler-config/muster-every-pod.yaml`: every pod through muster);
 //! - (c) kube-scheduler's own gang scheduling (feature gate `GenericWorkload`, API
 //!   `scheduling.k8s.io/v1beta1` PodGroup, pods naming it in `spec.schedulingGroup`).
 //!
@@ -37,7 +37,9 @@
 //! unpaced), E2E_QUIET_WAIT_SECS (300) [0] (wait for other processes to leave the CPUs before
 //! each configuration), E2E_OUT_DIR (target/muster-bench), E2E_MUSTER_BIN (the muster binary
 //! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG
-//! (scheduler-config/muster-as-default-scheduler.yaml).
+//! (scheduler-config/muster-every-pod.yaml; with E2E_MUSTER_SCOPED=true,
+//! scheduler-config/muster-as-default-scheduler.yaml), E2E_MUSTER_SCOPED (false: every pod
+//! through muster; true: only gang members, marked by deploy/gang-admission-policy.yaml).
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),

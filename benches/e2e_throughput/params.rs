@@ -90,6 +90,11 @@ pub struct Params {
     pub rounds: usize,
     pub out_dir: PathBuf,
     pub muster_scheduler_config: PathBuf,
+    /// `E2E_MUSTER_SCOPED=true`: configuration (b) only sends gang members to muster, installed as
+    /// users install it: deploy/gang-admission-policy.yaml marks and gates them, kube-scheduler
+    /// runs scheduler-config/muster-as-default-scheduler.yaml, muster `--scope=gang-members`.
+    /// Default: every pod through muster (scheduler-config/muster-every-pod.yaml).
+    pub muster_scoped: bool,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -197,8 +202,13 @@ impl Params {
             muster_scheduler_config: std::env::var_os("E2E_MUSTER_SCHEDULER_CONFIG")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
-                    repo_root().join("scheduler-config/muster-as-default-scheduler.yaml")
+                    repo_root().join(if env_or("E2E_MUSTER_SCOPED", false).unwrap_or(false) {
+                        "scheduler-config/muster-as-default-scheduler.yaml"
+                    } else {
+                        "scheduler-config/muster-every-pod.yaml"
+                    })
                 }),
+            muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

@@ -68,7 +68,13 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
         let bin = std::env::var_os("E2E_MUSTER_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
-        let mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
+        let mut mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
+        if p.muster_scoped {
+            muster_harness::policy::apply_gang_admission_policy(&client)
+                .await
+                .context("applying deploy/gang-admission-policy.yaml")?;
+            mo.args.push("--scope=gang-members".into());
+        }
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {
         None

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSelector;
 
+use crate::model::gather::GANG_MARKER;
 use crate::model::membership::membership_of;
 use crate::model::objects::{
     pod_requests, ContainerRequests, PodRules, Taint, Toleration, TolerationOperator,
@@ -160,6 +161,21 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
         ),
     };
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    // As kube-scheduler decides whether to call an extender with `managedResources`: any
+    // container or init container naming the resource in its requests or limits
+    // (`HTTPExtender.hasManagedResources`, pkg/scheduler/extender.go:442, v1.37.2).
+    let gang_marker = pod.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .filter_map(|c| c.resources.as_ref())
+            .any(|r| {
+                [r.requests.as_ref(), r.limits.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m.contains_key(GANG_MARKER))
+            })
+    });
     Ok(PodInfo {
         uid: Arc::from(uid),
         namespace: Arc::from(namespace),
@@ -172,6 +188,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .and_then(|s| s.nominated_node_name.as_deref())
             .filter(|n| !n.is_empty())
             .map(Arc::from),
+        gang_marker,
         terminal: matches!(phase, Some("Succeeded") | Some("Failed")),
         priority,
         created: meta
@@ -548,6 +565,37 @@ mod tests {
         assert_eq!((c.min_domains, c.match_label_keys.len()), (3, 1));
         assert_eq!(c.node_affinity_policy, InclusionPolicy::Honor);
         assert_eq!(c.node_taints_policy, InclusionPolicy::Honor);
+    }
+
+    /// The marker is read as kube-scheduler's `HTTPExtender.IsInterested` reads managed
+    /// resources: a request or a limit of any container or init container; it is never
+    /// counted as capacity.
+    #[test]
+    fn the_gang_marker_is_seen_in_requests_or_limits_of_any_container() {
+        let marked = |resources: serde_json::Value, init: bool| {
+            let container = serde_json::json!({"name": "c", "resources": resources});
+            let spec = if init {
+                serde_json::json!({"containers": [{"name": "main"}], "initContainers": [container]})
+            } else {
+                serde_json::json!({"containers": [container]})
+            };
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+                "spec": spec,
+            }))
+            .unwrap();
+            let info = pod_info(&pod).unwrap();
+            assert!(info.requests.extended.is_empty(), "{:?}", info.requests);
+            info.gang_marker
+        };
+        let gang = |r: &str| serde_json::json!({ r: {GANG_MARKER: "1"} });
+        assert!(marked(gang("limits"), false));
+        assert!(marked(gang("requests"), false));
+        assert!(marked(gang("limits"), true));
+        assert!(!marked(
+            serde_json::json!({"limits": {"nvidia.com/gpu": "1"}}),
+            false
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod certs;
 pub mod convert;
 pub mod events;
 pub mod evictor;
+pub mod gather;
 pub mod leader;
 pub mod podgroups;
 pub mod watch;

@@ -32,6 +32,7 @@ mod table;
 mod verbs;
 
 pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
+pub use verbs::gather;
 
 #[cfg(test)]
 mod tests;

@@ -63,6 +63,9 @@ pub enum NoticeKind {
     Preempting,
     /// Warning `GangDisrupted`: this member's gang is evicted whole by preemption.
     Disrupted,
+    /// Warning `GangMarkerMissing`: a gang member without the marker resource, which
+    /// kube-scheduler schedules without muster (see `model::gather`).
+    MarkerMissing,
 }
 
 impl NoticeKind {
@@ -78,6 +81,7 @@ impl NoticeKind {
             NoticeKind::Retry => "RetryAfterRelease",
             NoticeKind::Preempting => "GangPreempting",
             NoticeKind::Disrupted => "GangDisrupted",
+            NoticeKind::MarkerMissing => "GangMarkerMissing",
         }
     }
 

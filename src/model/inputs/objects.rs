@@ -24,8 +24,13 @@ pub struct PodInfo {
     /// `spec.nodeName` as last seen from the API server.
     pub node_name: Option<NodeName>,
     /// `status.nominatedNodeName`: the node kube-scheduler's preemption freed for this pod,
-    /// while its victims terminate (see `verbs::preemption_hold`).
+    /// while its victims terminate (see `verbs::preemption_hold`), or the seat muster published
+    /// for a gathered member (see `verbs::gather`).
     pub nominated_node: Option<NodeName>,
+    /// A container requests or limits `muster.dev/gang` (the marker
+    /// deploy/gang-admission-policy.yaml adds): kube-scheduler sends the pod to muster's gang
+    /// extender, whose `managedResources` name it.
+    pub gang_marker: bool,
     /// Succeeded or Failed: its requests no longer count against its node.
     pub terminal: bool,
     pub priority: i32,

@@ -9,6 +9,10 @@ use std::sync::Arc;
 
 use super::quantity::{parse_milli, parse_units, QuantityError};
 
+/// The extended resource that marks a gang member (see deploy/gang-admission-policy.yaml and
+/// the scheduler configs' `managedResources`). No node has it and nothing counts it.
+pub const GANG_MARKER: &str = "muster.dev/gang";
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
     pub cpu_milli: i64,
@@ -50,6 +54,12 @@ impl Resources {
             MEMORY => self.memory = parse_units(quantity)?,
             EPHEMERAL_STORAGE => self.ephemeral_storage = parse_units(quantity)?,
             PODS => self.pods = parse_units(quantity)?,
+            // muster's own marker is no capacity: kube-scheduler ignores it
+            // (`ignoredByScheduler: true` in the scheduler configs, which makes NodeResourcesFit
+            // skip it) and so does muster (kube-scheduler-semantics).
+            GANG_MARKER => {
+                parse_units(quantity)?;
+            }
             other => {
                 let v = parse_units(quantity)?;
                 self.set_extended(other, v);

@@ -5,13 +5,28 @@
 use super::Reason;
 use crate::model::inputs::objects::PodInfo;
 
+/// The scheduling gate deploy/gang-admission-policy.yaml puts on every gang member; muster
+/// removes it when the member's gang can be placed (see `verbs::gather`). The simulation counts
+/// it as removable; every other gate keeps the pod out of scheduling.
+pub const GATHER_GATE: &str = "muster.dev/gather";
+
 /// The pod's remaining gates; empty when it may be scheduled.
 pub fn gates(pod: &PodInfo) -> &[String] {
     pod.rules.as_ref().map_or(&[], |r| &r.scheduling_gates)
 }
 
+/// The gates that keep the pod out of muster's simulation: every gate but muster's own
+/// (`muster.dev/gather`), which muster removes itself when it places the gang (see
+/// `model::gather`). Another component's gate still blocks.
+fn blocking_gates(pod: &PodInfo) -> impl Iterator<Item = &str> {
+    gates(pod)
+        .iter()
+        .map(String::as_str)
+        .filter(|g| *g != GATHER_GATE)
+}
+
 pub fn check(pod: &PodInfo) -> Result<(), Reason> {
-    if gates(pod).is_empty() {
+    if blocking_gates(pod).next().is_none() {
         Ok(())
     } else {
         Err(Reason::SchedulingGated)
@@ -20,7 +35,7 @@ pub fn check(pod: &PodInfo) -> Result<(), Reason> {
 
 /// kube-scheduler's words for a gated pod, e.g. `waiting for scheduling gates: [example.com/quota]`.
 pub fn message(pod: &PodInfo) -> Option<String> {
-    let gates = gates(pod);
+    let gates: Vec<&str> = blocking_gates(pod).collect();
     (!gates.is_empty()).then(|| format!("waiting for scheduling gates: [{}]", gates.join(" ")))
 }
 
@@ -42,6 +57,26 @@ mod tests {
         assert_eq!(
             message(&gated).unwrap(),
             "waiting for scheduling gates: [example.com/quota example.com/data]"
+        );
+    }
+
+    /// muster's own gate is the one muster removes when it places the gang: the simulation
+    /// counts it as gone; any other gate beside it still blocks.
+    #[test]
+    fn musters_own_gate_is_removable_and_others_still_block() {
+        let gathered = PodRulesBuilder::default()
+            .gate(GATHER_GATE)
+            .on(pod("gathered"));
+        assert_eq!(check(&gathered), Ok(()));
+        assert_eq!(message(&gathered), None);
+        let both = PodRulesBuilder::default()
+            .gate(GATHER_GATE)
+            .gate("example.com/quota")
+            .on(pod("both"));
+        assert_eq!(check(&both), Err(Reason::SchedulingGated));
+        assert_eq!(
+            message(&both).unwrap(),
+            "waiting for scheduling gates: [example.com/quota]"
         );
     }
 }

@@ -103,6 +103,9 @@ pub struct Gang {
     told_waiting: BTreeMap<PodUid, String>,
     /// Set while the gang's seats hold the room its member's preemption frees.
     pub preemption_hold: Option<PreemptionHold>,
+    /// Members arrived without the marker resource, which kube-scheduler schedules without
+    /// muster (set by `gather`; shown in `/gangs`).
+    pub marker_warning: Option<String>,
 }
 
 impl Default for Gang {
@@ -122,6 +125,7 @@ impl Default for Gang {
             refused_in_window: BTreeSet::new(),
             told_waiting: BTreeMap::new(),
             preemption_hold: None,
+            marker_warning: None,
         }
     }
 }

@@ -81,6 +81,10 @@ pub struct GangView {
     pub members: Vec<MemberView>,
     /// Why the gang waits, in the words of its last refusal.
     pub waiting_reason: Option<String>,
+    /// Members without the marker resource bypass muster (deploy/gang-admission-policy.yaml
+    /// missing when they were created); absent when every member is marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker_warning: Option<String>,
     pub seconds_until_timeout: Option<u64>,
     pub seconds_of_backoff_left: Option<u64>,
 }
@@ -262,6 +266,7 @@ impl GangTable {
             waiting_reason: (state != GangState::Placed)
                 .then(|| gang.last_wait_message.clone())
                 .flatten(),
+            marker_warning: gang.marker_warning.clone(),
             seconds_until_timeout: match gang.phase() {
                 Phase::Admitted { since } => Some(
                     timeout

@@ -24,6 +24,10 @@ use crate::wait::{holds_for, wait_for, Progress};
 /// testing muster.
 pub const CONTROL_RUN_ENV: &str = "MUSTER_E2E_CONTROL";
 
+/// Set to `1` to start every [`Cluster`] [`scoped`](ClusterOptions::scoped) (only gang members
+/// through muster, the admission policy applied), whatever the test asked for.
+pub const SCOPED_ENV: &str = "MUSTER_E2E_SCOPED";
+
 /// Whether [`CONTROL_RUN_ENV`] asks for a control run.
 pub fn control_run_requested() -> bool {
     std::env::var(CONTROL_RUN_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
@@ -45,6 +49,11 @@ pub struct ClusterOptions {
     pub muster_identity: MusterIdentity,
     /// CRD files (relative to the repository) installed before muster starts.
     pub crds: Vec<String>,
+    /// Only gang members pass through muster: deploy/gang-admission-policy.yaml is applied
+    /// before muster starts, and kube-scheduler uses scheduler-config/muster-as-default-scheduler.yaml
+    /// (see [`ClusterOptions::scoped`]). Otherwise muster runs with `--scope=every-pod` (the
+    /// harness's default, see [`MusterOptions::args`]).
+    pub scoped: bool,
 }
 
 /// See [`ClusterOptions::muster_identity`].
@@ -76,7 +85,27 @@ impl ClusterOptions {
             tls: None,
             muster_identity: MusterIdentity::default(),
             crds: Vec::new(),
+            scoped: false,
         }
+        .scoped_if_asked()
+    }
+
+    /// With `MUSTER_E2E_SCOPED=1`, every cluster is [`scoped`](Self::scoped) (to try the suites
+    /// written for every pod through muster in the new mode).
+    fn scoped_if_asked(self) -> Self {
+        if std::env::var(SCOPED_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
+            self.scoped()
+        } else {
+            self
+        }
+    }
+
+    /// Only gang members pass through muster, as installed by `kubectl apply -k deploy/`: the
+    /// policy file of deploy/ marks and gates gang members, the scoped scheduler config sends
+    /// only them to muster, and muster gathers them behind its gate.
+    pub fn scoped(mut self) -> Self {
+        self.scoped = true;
+        self.scheduler_config("muster-as-default-scheduler.yaml")
     }
 
     /// Installs the CRD in `file` (relative to the repository, e.g.
@@ -104,7 +133,7 @@ impl ClusterOptions {
     }
 
     /// Starts kube-scheduler from `scheduler-config/<name>` (default:
-    /// `muster-as-default-scheduler.yaml`).
+    /// `muster-every-pod.yaml`).
     pub fn scheduler_config(mut self, name: &str) -> Self {
         self.scheduler = self.scheduler.with_repo_config(name);
         self
@@ -155,6 +184,9 @@ impl Cluster {
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;
         }
+        if opts.scoped {
+            crate::policy::apply_gang_admission_policy(&cp.client()).await?;
+        }
         let cp_time = t0.elapsed();
         let t1 = Instant::now();
         let muster_kubeconfig = match opts.muster_identity {
@@ -166,6 +198,9 @@ impl Cluster {
         };
         let mut mo = MusterOptions::new(&opts.muster_binary, &muster_kubeconfig, cp.dir());
         mo.args = opts.muster_args.clone();
+        if opts.scoped {
+            mo.args.insert(0, "--scope=gang-members".to_string());
+        }
         mo.lifetime = opts.control_plane.lifetime;
         if let Some(t) = opts.tls {
             mo.tls = Some(MusterTls::generate(

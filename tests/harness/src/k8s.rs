@@ -750,6 +750,10 @@ pub async fn check_no_overcommit(client: &Client) -> Result<std::result::Result<
             }
             on_node.push(pod_name(p).to_string());
             for (k, v) in pod_requests(p) {
+                // muster's marker is no capacity (`ignoredByScheduler` in the scheduler config).
+                if k == crate::policy::GANG_MARKER {
+                    continue;
+                }
                 *used.entry(k).or_default() += v;
             }
             *used.entry("pods".into()).or_default() += 1.0;

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Options ([`ClusterOptions`]): the scheduler config file (`scheduler-config/<name>`, default
-//! `muster-as-default-scheduler.yaml`), and HTTPS between kube-scheduler and muster (a CA, a
+//! `muster-every-pod.yaml`; `muster-as-default-scheduler.yaml` with [`ClusterOptions::scoped`]), and HTTPS between kube-scheduler and muster (a CA, a
 //! serving certificate for 127.0.0.1 and a client certificate made with `openssl`; see [`tls`]):
 //!
 //! ```no_run
@@ -56,6 +56,7 @@ pub mod k8s;
 pub mod muster;
 pub mod paths;
 pub mod podgroups;
+pub mod policy;
 pub mod process;
 pub mod rbac;
 pub mod tls;

@@ -19,7 +19,9 @@ pub struct MusterOptions {
     pub log_dir: PathBuf,
     /// `None`: a free port.
     pub port: Option<u16>,
-    /// Extra flags after `--listen-addr` and `--kubeconfig`.
+    /// Extra flags after `--listen-addr` and `--kubeconfig`. Without a `--scope` flag among them,
+    /// muster runs with `--scope=every-pod`: the harness's clusters send every pod to muster
+    /// unless started [`scoped`](crate::ClusterOptions::scoped).
     pub args: Vec<String>,
     /// How long to wait for `/readyz`.
     pub ready_timeout: Duration,
@@ -86,6 +88,10 @@ impl Muster {
             .arg("--kubeconfig")
             .arg(&self.opts.kubeconfig)
             .args(self.opts.tls.iter().flat_map(MusterTls::muster_args))
+            .args(
+                (!self.opts.args.iter().any(|a| a.starts_with("--scope")))
+                    .then_some("--scope=every-pod"),
+            )
             .args(&self.opts.args)
             .env("KUBECONFIG", &self.opts.kubeconfig);
         if std::env::var_os("RUST_LOG").is_none() {

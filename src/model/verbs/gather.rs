@@ -1,0 +1,441 @@
+//! Gathering behind the gate: muster places a marked gang itself, from the watch, and lets
+//! kube-scheduler see its members only once the whole quorum can run.
+//!
+//! deploy/gang-admission-policy.yaml gives every gang member, at creation, the scheduling gate
+//! [`GATHER_GATE`] and the marker resource [`GANG_MARKER`]. kube-scheduler does not try a gated
+//! pod at all (PreEnqueue plugin SchedulingGates), so a gang that cannot run costs it nothing:
+//! no held binds, no retries, no preemption attempts. On every watch change and every tick,
+//! [`Gatherer::gather`] simulates each gathered gang with the planner (every required rule
+//! kube-scheduler applies; muster's own gate counts as removable, any other gate still blocks,
+//! see `rules::scheduling_gates`). When the quorum is placed *now*, the gang is admitted with a
+//! seat per member, and the plan says, per gang: publish each seat as the member's
+//! `status.nominatedNodeName`, *then* remove the quorum members' gates together (the cluster
+//! side does the I/O in that order). kube-scheduler tries a nominated node first and counts a
+//! nominated pod against every pod of equal or lower priority on that node
+//! (`NominatedNodeNameForExpectation`, beta and on since 1.35); the nomination of a gated pod
+//! counts already (pkg/scheduler/backend/queue/scheduling_queue.go:885, v1.37.2). The members
+//! then pass through muster's filter (their seats) and bind (held until the quorum's binds
+//! are in, then bound together), so never-half rests on the bind path as before.
+//!
+//! kube-scheduler clears nominations on many paths (a scheduling failure, preemption with no
+//! candidate, the API server on binding: pkg/scheduler/schedule_one.go:166, :537,
+//! pkg/registry/core/pod/storage/storage.go:246), so a seated member's nomination is written
+//! again while its seat exists, and cleared when its seat goes. Members beyond the quorum and
+//! replacements for a placed gang are ungated as they fit.
+
+use std::time::Instant;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::rules::scheduling_gates;
+use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::GangTable;
+
+pub use crate::model::inputs::resources::GANG_MARKER;
+pub use crate::model::rules::scheduling_gates::GATHER_GATE;
+/// The policy to apply when gang members arrive without the marker.
+pub const POLICY_FILE: &str = "deploy/gang-admission-policy.yaml";
+
+/// Index of muster's gate in the pod's `spec.schedulingGates`, if it carries it.
+pub fn gather_gate_index(pod: &PodInfo) -> Option<usize> {
+    scheduling_gates::gates(pod)
+        .iter()
+        .position(|g| g == GATHER_GATE)
+}
+
+/// A member whose gate muster removes: which pod, and where its gate is (the patch tests the
+/// name at that index, so a pod changed meanwhile is left for the next round).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ungate {
+    pub pod: PodRef,
+    pub gate_index: usize,
+}
+
+/// One gang's members let through to kube-scheduler together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    pub gang: GangKey,
+    /// Written first, each before any gate of the gang is removed.
+    pub nominate: Vec<(PodRef, NodeName)>,
+    /// Removed together, once every nomination above is written.
+    pub ungate: Vec<Ungate>,
+}
+
+/// What the cluster side must write after one round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatherPlan {
+    pub releases: Vec<Release>,
+    /// Seated members already let through whose nomination is not their seat's node (cleared
+    /// or changed by kube-scheduler): written again.
+    pub renominate: Vec<(PodRef, NodeName)>,
+    /// Nominations muster wrote whose seat is gone.
+    pub clear: Vec<PodRef>,
+    /// Members newly warned about a missing marker this round (for the metric).
+    pub markers_missing: u64,
+}
+
+impl GatherPlan {
+    pub fn is_empty(&self) -> bool {
+        self.releases.is_empty() && self.renominate.is_empty() && self.clear.is_empty()
+    }
+}
+
+/// The gatherer's memory between rounds (kept beside the table, not in it: it is what muster
+/// wrote to the API server, not what it believes exists). Lost on restart, and rebuilt: a
+/// gated member's nomination can only be muster's (kube-scheduler never tries a gated pod),
+/// and an admitted gang's seats are re-published as the members' nominations.
+#[derive(Debug, Default)]
+pub struct Gatherer {
+    /// Nominations muster wrote and saw succeed, by pod.
+    nominated: HashMap<PodUid, NodeName>,
+    /// Members whose gate removal was written, and when: not released again until the watch
+    /// shows the gate gone, or [`RELEASE_AGAIN_AFTER`] passed.
+    released: HashMap<PodUid, Instant>,
+    /// Members already warned about a missing marker.
+    warned: HashSet<PodUid>,
+    /// Gang members must carry the marker (the scheduler config names it in
+    /// `managedResources`): warn about those that do not.
+    expect_marker: bool,
+}
+
+impl Gatherer {
+    pub fn new(expect_marker: bool) -> Self {
+        Gatherer {
+            expect_marker,
+            ..Default::default()
+        }
+    }
+
+    /// A nomination was written (`Some`) or cleared (`None`).
+    pub fn nominated(&mut self, uid: &PodUid, node: Option<NodeName>) {
+        match node {
+            Some(n) => {
+                self.nominated.insert(uid.clone(), n);
+            }
+            None => {
+                self.nominated.remove(uid);
+            }
+        }
+    }
+
+    /// The gate of `uid` was removed (the API server answered).
+    pub fn ungated(&mut self, uid: &PodUid, now: Instant) {
+        self.released.insert(uid.clone(), now);
+    }
+
+    /// Members warned about a missing marker so far (for the metric).
+    pub fn warned_count(&self) -> usize {
+        self.warned.len()
+    }
+
+    /// One round over every gang: see the module notes.
+    pub fn gather(&mut self, table: &mut GangTable, now: Instant) -> GatherPlan {
+        let mut plan = GatherPlan::default();
+        self.released.retain(|uid, at| {
+            now.saturating_duration_since(*at) < RELEASE_AGAIN_AFTER
+                && table
+                    .pods
+                    .get(uid)
+                    .is_some_and(|p| gather_gate_index(&p.info).is_some())
+        });
+        let keys: Vec<GangKey> = table.gangs.keys().cloned().collect();
+        for key in &keys {
+            plan.markers_missing += self.warn_unmarked(table, key);
+            let gated: Vec<PodInfo> = table
+                .pending_members(key)
+                .into_iter()
+                .filter(|p| !p.info.terminating && gather_gate_index(&p.info).is_some())
+                .filter(|p| !self.released.contains_key(&p.info.uid))
+                .map(|p| p.info.clone())
+                .collect();
+            // Every step below lets gated members through; a gang without any is left alone.
+            if gated.is_empty() {
+                continue;
+            }
+            let facts = table.facts(key);
+            if table.is_placed(key, &facts) {
+                // Members beyond the quorum and replacements: one at a time, as each fits. A
+                // member let through holds no seat, so while one is on its way to a node (no
+                // gate, no node yet) the next waits: two let through for the same room would
+                // leave one in kube-scheduler's queue.
+                let in_flight = table.pending_members(key).iter().any(|p| {
+                    gather_gate_index(&p.info).is_none() || self.released.contains_key(&p.info.uid)
+                });
+                if in_flight {
+                    continue;
+                }
+                if let Some((pod, node)) = gated
+                    .iter()
+                    .find_map(|p| Some((p, table.gathered_fits(key, p, now)?)))
+                {
+                    plan.releases.push(release(key, vec![(pod, node)]));
+                }
+                continue;
+            }
+            let Some(gang) = table.gangs.get_mut(key) else {
+                continue;
+            };
+            if gang.is_admitted() {
+                // Seats are held (by an earlier round whose gates did not all go, or through
+                // kube-scheduler's own calls): seated gated members go through.
+                let seated: Vec<(&PodInfo, NodeName)> = gated
+                    .iter()
+                    .filter_map(|p| Some((p, gang.seat_of(&p.uid)?.node.clone())))
+                    .collect();
+                if !seated.is_empty() {
+                    plan.releases.push(release(key, seated));
+                }
+                continue;
+            }
+            let first = &gated[0];
+            if gang.backoff_left(now).is_some() {
+                continue;
+            }
+            gang.note_arrivals(now);
+            gang.last_attempt = Some(now);
+            if let Some(seats) = table.admit_gathered(key, first, now) {
+                let through: Vec<(&PodInfo, NodeName)> = gated
+                    .iter()
+                    .filter_map(|p| {
+                        let (_, node) = seats.iter().find(|(h, _)| h.member() == Some(&p.uid))?;
+                        Some((p, node.clone()))
+                    })
+                    .collect();
+                plan.releases.push(release(key, through));
+            }
+        }
+        self.keep_nominations(table, &mut plan);
+        plan
+    }
+
+    /// Seated members' nominations equal to their seats; muster's nominations without a seat
+    /// cleared.
+    fn keep_nominations(&mut self, table: &GangTable, plan: &mut GatherPlan) {
+        let releasing: HashSet<&PodUid> = plan
+            .releases
+            .iter()
+            .flat_map(|r| r.nominate.iter().map(|(p, _)| &p.uid))
+            .collect();
+        let mut renominate = Vec::new();
+        let mut clear = Vec::new();
+        for gang in table.gangs.values() {
+            if !gang.is_admitted() {
+                continue;
+            }
+            for (holder, seat) in gang.seats() {
+                let Some(p) = holder.member().and_then(|u| table.pods.get(u)) else {
+                    continue;
+                };
+                if !p.is_pending() || releasing.contains(&p.info.uid) {
+                    continue;
+                }
+                // Only members muster let through: a gang admitted through kube-scheduler's own
+                // calls (every pod through muster) keeps its nominations as kube-scheduler set
+                // them (see `hold`).
+                if self.nominated.contains_key(&p.info.uid)
+                    && p.info.nominated_node.as_ref() != Some(&seat.node)
+                {
+                    renominate.push((PodRef::of(&p.info), seat.node.clone()));
+                }
+            }
+        }
+        self.nominated.retain(|uid, node| {
+            let Some(p) = table.pods.get(uid) else {
+                return false;
+            };
+            if !p.is_pending() {
+                return false;
+            }
+            let seated = p
+                .info
+                .gang()
+                .and_then(|m| table.gangs.get(&m.gang))
+                .and_then(|g| g.seat_of(uid))
+                .is_some();
+            if !seated && p.info.nominated_node.as_ref() == Some(node) {
+                clear.push(PodRef::of(&p.info));
+            }
+            true
+        });
+        // A gated member nominated by an earlier muster (before a restart) without a seat now.
+        for gang in table.gangs.values() {
+            for p in table.members_of(gang) {
+                if p.is_pending()
+                    && p.info.nominated_node.is_some()
+                    && gather_gate_index(&p.info).is_some()
+                    && gang.seat_of(&p.info.uid).is_none()
+                    && !self.nominated.contains_key(&p.info.uid)
+                {
+                    clear.push(PodRef::of(&p.info));
+                }
+            }
+        }
+        plan.renominate = renominate;
+        plan.clear = clear;
+    }
+
+    /// A gang member without the marker bypasses muster entirely (kube-scheduler binds it
+    /// alone): said once per member with a Warning Event naming the policy to apply.
+    fn warn_unmarked(&mut self, table: &mut GangTable, key: &GangKey) -> u64 {
+        if !self.expect_marker {
+            return 0;
+        }
+        let Some(gang) = table.gangs.get(key) else {
+            return 0;
+        };
+        let unmarked: Vec<PodRef> = table
+            .members_of(gang)
+            .filter(|p| !p.info.gang_marker && p.info.node_name.is_none() && p.is_live())
+            .filter(|p| !self.warned.contains(&p.info.uid))
+            .map(|p| PodRef::of(&p.info))
+            .collect();
+        let warned = unmarked.len() as u64;
+        if let (Some(first), Some(gang)) = (unmarked.first(), table.gangs.get_mut(key)) {
+            gang.marker_warning = Some(format!(
+                "member {} has no {GANG_MARKER} resource: kube-scheduler schedules it without \
+                 muster; apply {POLICY_FILE}",
+                first.name
+            ));
+        }
+        for pod in unmarked {
+            self.warned.insert(pod.uid.clone());
+            table.notices.push(Notice {
+                message: marker_missing_message(key),
+                kind: NoticeKind::MarkerMissing,
+                pod,
+            });
+        }
+        if self.warned.len() > MAX_WARNED {
+            self.warned.retain(|u| table.pods.get(u).is_some());
+        }
+        warned
+    }
+}
+
+/// How long a member whose gate removal succeeded is not released again while the watch has
+/// not shown its gate gone yet.
+pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Members remembered as warned at most (those gone are forgotten past it).
+const MAX_WARNED: usize = 10_000;
+
+/// The Warning Event's text: what happened and what to apply.
+pub fn marker_missing_message(key: &GangKey) -> String {
+    format!(
+        "gang {key}: this member has no {GANG_MARKER} resource, so kube-scheduler schedules it \
+         without muster and its gang may run partly; apply {POLICY_FILE} (kubectl apply -k \
+         deploy/) and create the pod again"
+    )
+}
+
+fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
+    let mut nominate = Vec::new();
+    let mut ungate = Vec::new();
+    for (p, node) in members {
+        let pod = PodRef::of(p);
+        if let Some(gate_index) = gather_gate_index(p) {
+            ungate.push(Ungate {
+                pod: pod.clone(),
+                gate_index,
+            });
+        }
+        nominate.push((pod, node));
+    }
+    Release {
+        gang: key.clone(),
+        nominate,
+        ungate,
+    }
+}
+
+impl GangTable {
+    /// Plans the gathered gang `key` with `first` among its members; when its quorum is placed
+    /// now (every member it needs exists), admits it with a seat per member and returns the
+    /// seats. Otherwise it holds nothing and its members hear why (once per reason).
+    fn admit_gathered(
+        &mut self,
+        key: &GangKey,
+        first: &PodInfo,
+        now: Instant,
+    ) -> Option<Vec<(SeatHolder, NodeName)>> {
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        let plan = self.plan(key, first, &every_node, now);
+        self.note_verdict(key, &plan);
+        match plan {
+            GangPlan::Fits {
+                first_nodes, seats, ..
+            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => {
+                let chosen = self
+                    .ledger
+                    .tightest(&first.requests, first_nodes.iter().copied())?;
+                let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
+                placed.extend(seats);
+                let mut out = Vec::with_capacity(placed.len());
+                for (holder, position) in placed {
+                    let requests = holder
+                        .member()
+                        .and_then(|u| self.pods.get(u))
+                        .map(|p| p.info.requests.clone())?;
+                    let node = self.ledger.at(position).name().clone();
+                    // Planned, not confirmed: kube-scheduler has not chosen it yet; its bind
+                    // call confirms it (`take_seat`).
+                    let seat = Seat {
+                        node: node.clone(),
+                        requests,
+                        confirmed: false,
+                    };
+                    self.seat(key, holder.clone(), seat);
+                    out.push((holder, node));
+                }
+                if let Some(g) = self.gangs.get_mut(key) {
+                    g.admit(now);
+                    g.last_wait_message = None;
+                }
+                Some(out)
+            }
+            GangPlan::Fits { seats, .. } => {
+                // Room for the whole quorum, but members are not created yet: nothing is held
+                // and no gate goes until they exist (kube-scheduler would only wait for them).
+                let missing = seats.iter().filter(|(h, _)| h.is_not_created_yet()).count() as u32;
+                let quorum = self.facts(key).spec.quorum;
+                let why = GangShortfall::Room {
+                    fit: quorum,
+                    quorum,
+                    missing,
+                    rule: None,
+                    task: None,
+                };
+                let message = why.message(key, self.config.creation_window);
+                self.tell_waiting(key, &message, &GangPlan::DoesNotFit(why), first);
+                None
+            }
+            GangPlan::DoesNotFit(ref why) => {
+                let message = why.message(key, self.config.creation_window);
+                self.tell_waiting(key, &message, &plan, first);
+                None
+            }
+        }
+    }
+
+    /// Where a gathered member of a placed gang fits now, if anywhere (its rules and room).
+    fn gathered_fits(&self, key: &GangKey, pod: &PodInfo, now: Instant) -> Option<NodeName> {
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        match self.plan(key, pod, &every_node, now) {
+            GangPlan::Fits { first_nodes, .. } => {
+                let i = self
+                    .ledger
+                    .tightest(&pod.requests, first_nodes.iter().copied())?;
+                Some(self.ledger.at(i).name().clone())
+            }
+            GangPlan::DoesNotFit(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "gather/tests.rs"]
+mod tests;

@@ -1,0 +1,342 @@
+//! Gathering behind the gate, round by round, with time passed in by hand.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::model::objects::PodRules;
+use crate::model::{ModelConfig, NodeInfo};
+use crate::testkit::{self, pod};
+
+fn node(name: &str, cpu_milli: i64) -> NodeInfo {
+    testkit::node(name).cpu(cpu_milli).build()
+}
+
+/// The pod as deploy/gang-admission-policy.yaml creates it: marked, and gated by muster.
+fn gathered(mut p: PodInfo) -> PodInfo {
+    p.gang_marker = true;
+    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
+    rules.scheduling_gates.push(GATHER_GATE.to_string());
+    p.rules = Some(Box::new(rules));
+    p
+}
+
+fn with_gate(mut p: PodInfo, gate: &str) -> PodInfo {
+    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
+    rules.scheduling_gates.push(gate.to_string());
+    p.rules = Some(Box::new(rules));
+    p
+}
+
+/// The watch shows the pod after muster's writes: gates removed, nominated to `node`.
+fn let_through(mut p: PodInfo, node: Option<&str>) -> PodInfo {
+    if let Some(r) = p.rules.as_mut() {
+        r.scheduling_gates.retain(|g| g != GATHER_GATE);
+    }
+    p.nominated_node = node.map(NodeName::from);
+    p
+}
+
+struct World {
+    table: GangTable,
+    gatherer: Gatherer,
+    now: Instant,
+}
+
+impl World {
+    fn new(nodes: &[NodeInfo]) -> Self {
+        let mut table = GangTable::new(ModelConfig::default());
+        for n in nodes {
+            table.apply_node(n.clone());
+        }
+        World {
+            table,
+            gatherer: Gatherer::new(true),
+            now: Instant::now(),
+        }
+    }
+
+    fn add(&mut self, pods: &[&PodInfo]) {
+        for p in pods {
+            self.table.apply_pod((*p).clone());
+        }
+    }
+
+    fn round(&mut self) -> GatherPlan {
+        self.gatherer.gather(&mut self.table, self.now)
+    }
+
+    /// The cluster side wrote everything the plan asked for.
+    fn written(&mut self, plan: &GatherPlan) {
+        for r in &plan.releases {
+            for (p, n) in &r.nominate {
+                self.gatherer.nominated(&p.uid, Some(n.clone()));
+            }
+            for u in &r.ungate {
+                self.gatherer.ungated(&u.pod.uid, self.now);
+            }
+        }
+        for (p, n) in &plan.renominate {
+            self.gatherer.nominated(&p.uid, Some(n.clone()));
+        }
+        for p in &plan.clear {
+            self.gatherer.nominated(&p.uid, None);
+        }
+    }
+
+    fn state(&self, gang: &str) -> &'static str {
+        self.table
+            .views(self.now)
+            .into_iter()
+            .find(|v| v.name == gang)
+            .map(|v| v.state.as_str())
+            .unwrap_or("absent")
+    }
+
+    fn reserved(&self, node: &str) -> i64 {
+        self.table.ledger.get(node).unwrap().reserved().cpu_milli
+    }
+}
+
+fn released_names(plan: &GatherPlan) -> Vec<String> {
+    plan.releases
+        .iter()
+        .flat_map(|r| r.nominate.iter().map(|(p, n)| format!("{}@{n}", p.name)))
+        .collect()
+}
+
+/// A gang that fits is admitted with a seat per member, and each member is nominated to its
+/// seat and ungated, all in one release (never-half: the quorum goes through together).
+#[test]
+fn a_gang_that_fits_is_seated_nominated_and_ungated_together() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    let r = &plan.releases[0];
+    assert_eq!(r.gang, GangKey::new("ml", "g"));
+    let mut names: Vec<String> = r.nominate.iter().map(|(p, _)| p.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    let nodes: std::collections::BTreeSet<&str> = r.nominate.iter().map(|(_, n)| &**n).collect();
+    assert_eq!(nodes.len(), 2, "one member per node: {r:?}");
+    assert_eq!(r.ungate.len(), 2);
+    assert!(r.ungate.iter().all(|u| u.gate_index == 0));
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 2000);
+
+    // Written: the next round (the watch not caught up yet) releases nothing again.
+    w.written(&plan);
+    let again = w.round();
+    assert!(again.releases.is_empty(), "{again:?}");
+}
+
+/// A gang that cannot run stays gated and holds nothing (holds-nothing); its members hear why.
+#[test]
+fn a_gang_that_cannot_fit_stays_gated_and_holds_nothing() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    assert!(plan.is_empty(), "{plan:?}");
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1"), 0);
+    let notices = w.table.take_notices();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.kind == NoticeKind::Waiting && n.message.contains("1 of 2 members fit")),
+        "{notices:?}"
+    );
+}
+
+/// SchedulingGates: another component's gate still blocks the gang; muster's own does not.
+#[test]
+fn a_foreign_gate_keeps_the_gang_gathered() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").gang("g", 2).build());
+    let b = with_gate(gathered(pod("b").gang("g", 2).build()), "example.com/quota");
+    w.add(&[&a, &b]);
+    assert!(w.round().releases.is_empty());
+    assert_eq!(w.reserved("n1"), 0);
+}
+
+/// Members not created yet: room for them is not enough, no gate goes until they exist.
+#[test]
+fn no_gate_goes_while_quorum_members_are_missing() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").gang("g", 3).build());
+    let b = gathered(pod("b").gang("g", 3).build());
+    w.add(&[&a, &b]);
+    assert!(w.round().releases.is_empty());
+    assert_eq!(w.reserved("n1"), 0);
+    let c = gathered(pod("c").gang("g", 3).build());
+    w.add(&[&c]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1);
+    assert_eq!(plan.releases[0].ungate.len(), 3);
+}
+
+/// Only the quorum goes through first; a member beyond it is ungated once the gang is placed
+/// and it fits.
+#[test]
+fn members_beyond_the_quorum_go_once_the_gang_is_placed() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    let c = gathered(pod("c").cpu(1000).gang("g", 2).build());
+    w.add(&[&a, &b, &c]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1);
+    let through: Vec<String> = plan.releases[0]
+        .ungate
+        .iter()
+        .map(|u| u.pod.name.to_string())
+        .collect();
+    assert_eq!(through.len(), 2, "{through:?}");
+    let left = ["a", "b", "c"]
+        .into_iter()
+        .find(|n| !through.iter().any(|t| t == n))
+        .unwrap();
+    w.written(&plan);
+    // The quorum binds (the watch shows them bound).
+    for p in [&a, &b, &c] {
+        if *p.name != *left {
+            let bound = PodInfo {
+                node_name: Some(NodeName::from("n1")),
+                ..let_through(p.clone(), None)
+            };
+            w.table.apply_pod(bound);
+        }
+    }
+    assert_eq!(w.state("g"), "placed");
+    let plan = w.round();
+    assert_eq!(released_names(&plan), [format!("{left}@n1")]);
+}
+
+/// Beyond the quorum, one member at a time: while one let through has no node yet, the next
+/// stays gated (both let through for the same room would leave one in kube-scheduler's queue).
+#[test]
+fn members_beyond_the_quorum_go_one_at_a_time() {
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000)]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 2).build()))
+        .collect();
+    // The quorum is bound already (n1).
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    w.add(&[&members[2], &members[3]]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 1, "{plan:?}");
+    w.written(&plan);
+    let through = &plan.releases[0].ungate[0].pod.name;
+    let p = members.iter().find(|m| &m.name == through).unwrap();
+    w.table.apply_pod(let_through(p.clone(), None));
+    assert!(
+        w.round().releases.is_empty(),
+        "the first is still on its way"
+    );
+    w.table.apply_pod(PodInfo {
+        node_name: Some(NodeName::from("n2")),
+        ..let_through(p.clone(), None)
+    });
+    // No room left for the last one: it stays gated.
+    assert!(w.round().releases.is_empty());
+}
+
+/// kube-scheduler cleared a seated member's nomination: muster writes it again; when the seat
+/// goes (the gang timed out), muster clears its nomination.
+#[test]
+fn nominations_follow_the_seats() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").gang("g", 2).build());
+    let b = gathered(pod("b").gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    w.written(&plan);
+    // The watch: gates gone, a's nomination cleared by kube-scheduler, b's still there.
+    w.table.apply_pod(let_through(a.clone(), None));
+    w.table.apply_pod(let_through(b.clone(), Some("n1")));
+    let plan = w.round();
+    assert!(plan.releases.is_empty());
+    assert_eq!(
+        plan.renominate,
+        vec![(PodRef::of(&a), NodeName::from("n1"))],
+        "{plan:?}"
+    );
+    assert!(plan.clear.is_empty());
+    w.written(&plan);
+    w.table.apply_pod(let_through(a.clone(), Some("n1")));
+    // The quorum timeout passes without the members binding: seats go, nominations too.
+    w.now += Duration::from_secs(61);
+    w.table.expire(w.now);
+    let plan = w.round();
+    let mut cleared: Vec<&str> = plan.clear.iter().map(|p| &*p.name).collect();
+    cleared.sort();
+    assert_eq!(cleared, ["a", "b"], "{plan:?}");
+}
+
+/// A gated member whose nomination has no seat (written before a restart of muster) is
+/// cleared; a pod nominated by kube-scheduler's preemption (not gated) is left alone.
+#[test]
+fn a_stale_nomination_of_a_gated_member_is_cleared() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    let mut a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    a.nominated_node = Some(NodeName::from("n1"));
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    let plain = pod("plain").gang("h", 1).nominated("n1").build();
+    w.add(&[&a, &b, &plain]);
+    let plan = w.round();
+    assert_eq!(plan.clear, vec![PodRef::of(&a)], "{plan:?}");
+}
+
+/// A gang member without the marker bypasses muster: one Warning naming the policy, once.
+#[test]
+fn a_member_without_the_marker_is_warned_once() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    let unmarked = pod("u").gang("g", 2).build();
+    let marked = gathered(pod("m").gang("g", 2).build());
+    w.add(&[&unmarked, &marked]);
+    w.round();
+    let notices: Vec<Notice> = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::MarkerMissing)
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(&*notices[0].pod.name, "u");
+    assert!(notices[0].message.contains(POLICY_FILE));
+    assert_eq!(NoticeKind::MarkerMissing.reason(), "GangMarkerMissing");
+    assert!(NoticeKind::MarkerMissing.is_warning());
+    w.round();
+    assert!(!w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::MarkerMissing));
+    assert_eq!(w.gatherer.warned_count(), 1);
+
+    // Every pod through muster (no marker expected): no warning.
+    let mut w = World::new(&[node("n1", 1000)]);
+    w.gatherer = Gatherer::new(false);
+    w.add(&[&unmarked]);
+    w.round();
+    assert!(w.table.take_notices().is_empty());
+}
+
+/// NodeResourcesFit with the marker in `ignoredResources` (the scheduler configs'
+/// `ignoredByScheduler: true`): no node has `muster.dev/gang`, and nothing counts it.
+#[test]
+fn the_marker_is_no_capacity() {
+    let r = crate::model::Resources::from_quantities([(GANG_MARKER, "1"), ("cpu", "1")]).unwrap();
+    assert!(r.extended.is_empty(), "{r:?}");
+    assert_eq!(r.cpu_milli, 1000);
+    assert!(crate::model::Resources::from_quantities([(GANG_MARKER, "lots")]).is_err());
+}

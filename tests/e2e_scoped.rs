@@ -1,0 +1,569 @@
+//! End-to-end, on the real control plane, installed as users install it: only gang members pass
+//! through muster. deploy/gang-admission-policy.yaml (applied from the file itself) marks each
+//! gang member at creation with the resource `muster.dev/gang` and the scheduling gate
+//! `muster.dev/gather`; kube-scheduler runs scheduler-config/muster-as-default-scheduler.yaml,
+//! which sends muster only pods with that resource (`managedResources`); muster gathers each
+//! gang behind its gate, publishes its seats as the members' `nominatedNodeName`, and removes
+//! the quorum's gates together once the whole quorum can be placed.
+//!
+//! Each gang test ends with the gang *placed whole*: with kube-scheduler alone (the control
+//! run, `tests/control-run`) no gate is ever removed, so every one of them fails there. The
+//! missing-marker test is about muster's warning, which muster gives in the control run too: it
+//! is not listed there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use muster_harness::k8s::{pod_node, GangKey};
+use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, POLICY_FILE};
+use muster_harness::process::signal;
+use muster_harness::{
+    holds_for, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer,
+};
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
+/// Deadline for something that should happen.
+const PLACE: Duration = Duration::from_secs(60);
+/// Deadline for a plain pod with room to be bound ("at once", with room for a busy machine).
+const PLAIN: Duration = Duration::from_secs(20);
+/// Deadline for a wait reason to show up in `/gangs` and Events.
+const REASON: Duration = Duration::from_secs(30);
+/// Observation window for "stays as it is".
+const WINDOW: Duration = Duration::from_secs(3);
+/// Members of one gang must be bound within this of each other.
+const TOGETHER: Duration = Duration::from_secs(3);
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+
+async fn scoped_cluster() -> Result<Cluster> {
+    Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+async fn create_gang(c: &Cluster, group: &str, members: &[String], cpu: &str) -> Result<()> {
+    let quorum = members.len() as u32;
+    for n in members {
+        c.create(
+            PodBuilder::new("ml", n)
+                .cpu(cpu)
+                .gang(GangKey::Muster, group, quorum),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
+    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
+    match (times.iter().min(), times.iter().max()) {
+        (Some(a), Some(b)) => b.duration_since(*a),
+        _ => Duration::ZERO,
+    }
+}
+
+async fn no_overcommit(c: &Cluster) -> Result<()> {
+    if let Err(e) = c.check_no_overcommit().await? {
+        bail!("{e}");
+    }
+    Ok(())
+}
+
+/// The gang is bound whole, its members within [`TOGETHER`] of each other.
+async fn placed_whole(c: &Cluster, members: &[String]) -> Result<BTreeMap<String, String>> {
+    let bound = c.wait_bound("ml", members, PLACE).await?;
+    let s = spread(&bound);
+    ensure!(
+        s <= TOGETHER,
+        "members bound {s:?} apart (> {TOGETHER:?}): {bound:?}"
+    );
+    no_overcommit(c).await?;
+    Ok(bound.into_iter().map(|(k, (n, _))| (k, n)).collect())
+}
+
+/// Every listed pod still has muster's gate and no node.
+async fn all_gated(c: &Cluster, members: &[String]) -> Result<std::result::Result<(), String>> {
+    let pods = c.pods("ml").await?;
+    for m in members {
+        let Some(p) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(m)) else {
+            return Ok(Err(format!("{m} does not exist")));
+        };
+        if let Some(node) = pod_node(p) {
+            return Ok(Err(format!("{m} is bound to {node}")));
+        }
+        if !is_gated(p) {
+            return Ok(Err(format!("{m} lost its gate muster.dev/gather")));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Per pod of a namespace, what the watch showed at the first version without muster's gate:
+/// its `status.nominatedNodeName` then (`None`: not nominated when the gate went). Pods never
+/// seen gated are left out.
+struct UngateRecorder {
+    seen: Arc<Mutex<BTreeMap<String, Option<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl UngateRecorder {
+    fn start(client: kube::Client, ns: &str) -> Self {
+        let seen: Arc<Mutex<BTreeMap<String, Option<String>>>> = Arc::default();
+        let api: Api<Pod> = Api::namespaced(client, ns);
+        let out = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut gated: BTreeSet<String> = BTreeSet::new();
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(ev) = stream.next().await {
+                let pod = match ev {
+                    Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => p,
+                    _ => continue,
+                };
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if is_gated(&pod) {
+                    gated.insert(name);
+                } else if gated.contains(&name) {
+                    let nominated = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.nominated_node_name.clone());
+                    out.lock().unwrap().entry(name).or_insert(nominated);
+                }
+            }
+        });
+        UngateRecorder { seen, task }
+    }
+
+    fn at_ungate(&self) -> BTreeMap<String, Option<String>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for UngateRecorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A process stopped with SIGSTOP until [`resume`](Stopped::resume) or drop.
+struct Stopped(Option<u32>);
+
+impl Stopped {
+    fn stop(pid: u32) -> Result<Self> {
+        ensure!(signal(pid, SIGSTOP), "SIGSTOP to {pid} failed");
+        Ok(Stopped(Some(pid)))
+    }
+
+    fn resume(mut self) -> Result<()> {
+        if let Some(pid) = self.0.take() {
+            ensure!(signal(pid, SIGCONT), "SIGCONT to {pid} failed");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            signal(pid, SIGCONT);
+        }
+    }
+}
+
+fn scheduler_pid(c: &Cluster) -> Result<u32> {
+    c.cp.processes()
+        .find(|p| p.name() == "kube-scheduler")
+        .map(|p| p.pid())
+        .ok_or_else(|| anyhow!("kube-scheduler is not running"))
+}
+
+// -------------------------------------------------------------------------------------------
+
+/// A gang created marked and gated is placed whole by muster: each member's seat is its
+/// `nominatedNodeName` before its gate goes (the watch never shows a member ungated without
+/// it), and each member binds on the node it was nominated to (never-half, explained).
+#[tokio::test]
+async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_before_its_gate_goes(
+) -> Result<()> {
+    let _t = Timer("a_gathered_gang_is_placed_whole", Instant::now());
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2", "node-3"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let recorder = UngateRecorder::start(c.client(), "ml");
+        let members = names("job", 3);
+        create_gang(&c, "job", &members, "600m").await?;
+        // The policy marked each member at creation (the marker stays after the gate goes).
+        for p in c.pods("ml").await? {
+            let limits = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers[0].resources.as_ref());
+            ensure!(
+                limits.is_some_and(|r| r
+                    .limits
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(GANG_MARKER))),
+                "{:?} was not marked by {POLICY_FILE}: {:?}",
+                p.metadata.name,
+                p.spec
+            );
+        }
+        let bound = placed_whole(&c, &members).await?;
+        let nodes: BTreeSet<&String> = bound.values().collect();
+        ensure!(nodes.len() == 3, "one member per node: {bound:?}");
+        let at_ungate = wait_for("the watch to show every gate gone", WINDOW, || async {
+            let seen = recorder.at_ungate();
+            Ok(if members.iter().all(|m| seen.contains_key(m)) {
+                Progress::Done(seen)
+            } else {
+                Progress::NotYet(format!("{seen:?}"))
+            })
+        })
+        .await?;
+        for m in &members {
+            ensure!(
+                at_ungate[m].as_ref() == Some(&bound[m]),
+                "{m}: nominated {:?} when its gate went, bound to {}",
+                at_ungate[m],
+                bound[m]
+            );
+        }
+        match c.muster.gang("ml", "job").await? {
+            Some(g) if g.state == "placed" => Ok(()),
+            other => bail!("expected placed in /gangs: {other:?}"),
+        }
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// A gang that cannot fit stays behind its gate, holding nothing: a plain pod takes the room at
+/// once (kube-scheduler never asks muster about it); when room for the whole gang comes, the
+/// gang is placed whole (holds-nothing, fail-safe).
+#[tokio::test]
+async fn a_gang_that_cannot_fit_stays_gated_while_a_plain_pod_takes_the_room_then_is_placed_whole(
+) -> Result<()> {
+    let _t = Timer("a_gang_that_cannot_fit_stays_gated", Instant::now());
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "600m").await?;
+        let reason = "gang ml/job: 1 of 2 members fit";
+        wait_for("muster to say why the gang waits", REASON, || async {
+            Ok(match c.muster.gang("ml", "job").await? {
+                Some(g) if g.waiting_reason.as_deref() == Some(reason) => Progress::Done(()),
+                other => Progress::NotYet(format!("{other:?}")),
+            })
+        })
+        .await?;
+        c.create(PodBuilder::new("ml", "plain").cpu("600m")).await?;
+        let plain = c.wait_bound("ml", &["plain".to_string()], PLAIN).await?;
+        ensure!(plain["plain"].0 == "node-1", "{plain:?}");
+        holds_for("the gang to stay gated and unbound", WINDOW, || {
+            all_gated(&c, &members)
+        })
+        .await?;
+        c.add_node("node-2", NodeShape::cpu("1")).await?;
+        c.add_node("node-3", NodeShape::cpu("1")).await?;
+        let bound = placed_whole(&c, &members).await?;
+        ensure!(
+            bound.values().all(|n| n != "node-1"),
+            "the plain pod's node has no room for a member: {bound:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// muster stopped (SIGSTOP): plain pods keep being scheduled, a gang created meanwhile stays
+/// gated with nothing bound; muster back → the gang is placed whole (fail-safe, never-half).
+#[tokio::test]
+async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until_it_returns(
+) -> Result<()> {
+    let _t = Timer("with_muster_stopped", Instant::now());
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("2")).await?;
+        }
+        let pid = c.muster.pid().context("muster's pid")?;
+        let stopped = Stopped::stop(pid)?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "1500m").await?;
+        let t0 = Instant::now();
+        let plain = names("plain", 3);
+        for p in &plain {
+            c.create(PodBuilder::new("ml", p).cpu("100m")).await?;
+        }
+        let bound = c.wait_bound("ml", &plain, PLAIN).await?;
+        eprintln!(
+            "plain pods bound with muster stopped in {:.1}s: {bound:?}",
+            t0.elapsed().as_secs_f64()
+        );
+        holds_for(
+            "the gang to stay gated and unbound while muster is stopped",
+            WINDOW,
+            || all_gated(&c, &members),
+        )
+        .await?;
+        stopped.resume()?;
+        placed_whole(&c, &members).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// How long muster stalls in the nominated-seat test: an outage of a fixed length (well
+/// below kube-scheduler's 10 s `httpTimeout`), not a wait for a condition.
+const MUSTER_STALL: Duration = Duration::from_secs(3);
+
+/// A plain pod of the gang's priority does not take a seat muster published as a nomination:
+/// kube-scheduler counts the nominated members against it (NominatedNodeNameForExpectation).
+///
+/// The order is made certain: the plain pod exists first (so it is ahead of the gang in
+/// kube-scheduler's queue) but cannot run yet (it requires a pod labelled `anchor=yes` on its
+/// node, and there is none); kube-scheduler is stopped while muster nominates and ungates the
+/// gang; then an anchor pod is bound on each node. kube-scheduler, resumed, reads the pod events
+/// in order (the nominations before the anchors), so when the anchors make the plain pod
+/// schedulable it already knows the nominations. Without them the plain pod would take one of
+/// the two nodes and the gang could not run. To put the plain pod's turn between the gang's
+/// members, muster stalls for [`MUSTER_STALL`] as kube-scheduler resumes: the first member's
+/// filter call waits, and the plain pod (queued longest) comes next.
+#[tokio::test]
+async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<()> {
+    let _t = Timer("a_plain_pod_never_takes_a_nominated_seat", Instant::now());
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+        let mut plain = PodBuilder::new("ml", "plain").cpu("600m").build();
+        plain
+            .spec
+            .as_mut()
+            .expect("spec")
+            .affinity
+            .get_or_insert_with(Default::default)
+            .pod_affinity = Some(serde_json::from_value(serde_json::json!({
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"anchor": "yes"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }]
+        }))?);
+        pods.create(&PostParams::default(), &plain).await?;
+        wait_for(
+            "kube-scheduler to find the plain pod unschedulable",
+            PLACE,
+            || async {
+                let p = pods.get("plain").await?;
+                let unschedulable = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "PodScheduled"
+                                && c.reason.as_deref() == Some("Unschedulable")
+                        })
+                    });
+                Ok(if unschedulable {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{:?}", p.status))
+                })
+            },
+        )
+        .await?;
+        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "600m").await?;
+        let nominated = wait_for("muster to nominate and ungate the gang", PLACE, || async {
+            let all = c.pods("ml").await?;
+            let mut out = BTreeMap::new();
+            for m in &members {
+                let p = all.iter().find(|p| p.metadata.name.as_deref() == Some(m));
+                let nnn = p.and_then(|p| p.status.as_ref()?.nominated_node_name.clone());
+                match (p, nnn) {
+                    (Some(p), Some(n)) if !is_gated(p) => {
+                        out.insert(m.clone(), n);
+                    }
+                    _ => return Ok(Progress::NotYet(format!("{m}: {p:?}"))),
+                }
+            }
+            Ok(Progress::Done(out))
+        })
+        .await?;
+        for n in ["node-1", "node-2"] {
+            let mut anchor = PodBuilder::new("ml", &format!("anchor-{n}"))
+                .cpu("10m")
+                .label("anchor", "yes")
+                .build();
+            anchor.spec.as_mut().expect("spec").node_name = Some(n.to_string());
+            pods.create(&PostParams::default(), &anchor).await?;
+        }
+        // muster stalls (below kube-scheduler's 10 s httpTimeout) while kube-scheduler resumes:
+        // the first gang member's filter call waits for it, holding kube-scheduler's serial
+        // cycle, while kube-scheduler reads every event and queues the plain pod (ahead of
+        // the second member: it has waited longer) next.
+        let stalled = Stopped::stop(c.muster.pid().context("muster's pid")?)?;
+        frozen.resume()?;
+        tokio::time::sleep(MUSTER_STALL).await;
+        stalled.resume()?;
+        let bound = placed_whole(&c, &members).await?;
+        for m in &members {
+            ensure!(
+                bound[m] == nominated[m],
+                "{m} bound to {} but nominated to {}",
+                bound[m],
+                nominated[m]
+            );
+        }
+        c.assert_none_bound_for("ml", &["plain".to_string()], WINDOW)
+            .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// A gang member created while the policy is missing carries no marker, so kube-scheduler
+/// never asks muster about it: muster says so on the pod (Warning `GangMarkerMissing` naming
+/// the policy file) and counts it (explained). Not in the control run: muster warns there too.
+#[tokio::test]
+async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> Result<()> {
+    let _t = Timer("a_gang_member_without_the_marker", Instant::now());
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        // The policy's binding removed: the policy no longer applies.
+        let gvk = GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingAdmissionPolicyBinding",
+        );
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "mutatingadmissionpolicybindings");
+        let bindings: Api<DynamicObject> = Api::all_with(c.client(), &ar);
+        bindings
+            .delete("muster-gang-members", &DeleteParams::default())
+            .await?;
+        let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+        let probe = PodBuilder::new("ml", "probe")
+            .gang(GangKey::Muster, "probe", 2)
+            .build();
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        wait_for("the policy to stop applying", REASON, || async {
+            let p = pods.create(&dry_run, &probe).await?;
+            Ok(if is_marked(&p) {
+                Progress::NotYet("still marked".into())
+            } else {
+                Progress::Done(())
+            })
+        })
+        .await?;
+        // Too large for any node: it stays pending, whoever schedules it.
+        c.create(
+            PodBuilder::new("ml", "lone-0")
+                .cpu("64")
+                .gang(GangKey::Muster, "lone", 2),
+        )
+        .await?;
+        let (_, event) = c
+            .wait_event_matching(
+                "ml",
+                &["lone-0".to_string()],
+                "a GangMarkerMissing Warning naming the policy",
+                REASON,
+                |e| {
+                    e.type_ == "Warning"
+                        && e.reason == "GangMarkerMissing"
+                        && e.message.contains(POLICY_FILE)
+                },
+            )
+            .await?;
+        eprintln!("muster's warning: {event}");
+        let (status, gangs) = c.muster.get("/gangs").await?;
+        ensure!(status == 200, "/gangs answered {status}");
+        let gangs: serde_json::Value = serde_json::from_str(&gangs)?;
+        let line = gangs["gangs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|g| g["name"] == "lone"))
+            .ok_or_else(|| anyhow!("/gangs does not list gang lone: {gangs}"))?;
+        ensure!(
+            line["marker_warning"]
+                .as_str()
+                .is_some_and(|w| w.contains("lone-0") && w.contains(POLICY_FILE)),
+            "/gangs line of lone says nothing of the missing marker: {line}"
+        );
+        let (status, metrics) = c.muster.get("/metrics").await?;
+        ensure!(status == 200, "/metrics answered {status}");
+        let count = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("muster_gang_markers_missing_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .ok_or_else(|| anyhow!("no muster_gang_markers_missing_total in /metrics"))?;
+        ensure!(count >= 1.0, "muster_gang_markers_missing_total is {count}");
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// muster killed after it removed a gang's gates and before the quorum bound: nothing of the
+/// gang is bound while muster is away (kube-scheduler cannot bind a member without muster's
+/// extender), and after muster starts again the gang is placed whole (never-half, derived).
+/// kube-scheduler is stopped while muster releases the gang, so the kill falls in between.
+#[tokio::test]
+async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart() -> Result<()> {
+    let _t = Timer("muster_killed_after_the_gates_went", Instant::now());
+    let mut c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "600m").await?;
+        wait_for("muster to ungate the gang", PLACE, || async {
+            let pods = c.pods("ml").await?;
+            let gated: Vec<_> = pods.iter().filter(|p| is_gated(p)).collect();
+            Ok(if pods.len() == members.len() && gated.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{} of {} still gated", gated.len(), pods.len()))
+            })
+        })
+        .await?;
+        c.muster.kill_hard();
+        frozen.resume()?;
+        c.assert_none_bound_for("ml", &members, WINDOW).await?;
+        c.muster.restart().await?;
+        placed_whole(&c, &members).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -1,0 +1,153 @@
+//! The admission policy that marks gang members (`deploy/gang-admission-policy.yaml`), applied
+//! to a local cluster from the very file users apply.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::Client;
+use serde_json::{json, Value};
+
+use crate::paths::repo_root;
+use crate::wait::{wait_for, Progress};
+
+/// The policy file, relative to the repository.
+pub const POLICY_FILE: &str = "deploy/gang-admission-policy.yaml";
+/// The gate the policy adds and muster removes.
+pub const GATHER_GATE: &str = "muster.dev/gather";
+/// The marker resource the policy adds.
+pub const GANG_MARKER: &str = "muster.dev/gang";
+
+/// The objects of a multi-document YAML file, as JSON.
+pub fn read_objects(yaml: &str) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for doc in yaml.split("\n---") {
+        let has_content = doc
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        if !has_content {
+            continue;
+        }
+        let v: Value = serde_saphyr::from_str(doc).context("parsing a YAML document")?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Creates every object of `deploy/gang-admission-policy.yaml` and waits until the API server
+/// applies the policy (a dry-run gang pod comes back gated and marked).
+pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
+    let path = repo_root().join(POLICY_FILE);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    for obj in read_objects(&text)? {
+        let api_version = obj["apiVersion"]
+            .as_str()
+            .ok_or_else(|| anyhow!("{POLICY_FILE}: an object without apiVersion"))?;
+        let kind = obj["kind"]
+            .as_str()
+            .ok_or_else(|| anyhow!("{POLICY_FILE}: an object without kind"))?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let lower = kind.to_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{lower}s"),
+        };
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
+            .with_context(|| format!("{kind} of {POLICY_FILE}"))?;
+        match api.create(&PostParams::default(), &dynamic).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => bail!("creating {kind} from {POLICY_FILE}: {e:?}"),
+        }
+    }
+    // The API server applies a policy once its informer has it: probe with a dry run.
+    let ns = "muster-policy-probe";
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e).context("creating the policy probe namespace"),
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let probe: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "probe", "annotations": {"muster.dev/group": "probe"}},
+        "spec": {"containers": [{"name": "c", "image": "example.invalid/none"}]},
+    }))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the gang admission policy to mark a dry-run gang pod",
+        Duration::from_secs(30),
+        || async {
+            let pod = match pods.create(&dry_run, &probe).await {
+                Ok(p) => p,
+                // Namespace not visible to admission yet, and the like.
+                Err(e) => return Ok(Progress::NotYet(format!("dry run: {e}"))),
+            };
+            if is_marked(&pod) {
+                Ok(Progress::Done(()))
+            } else {
+                Ok(Progress::NotYet(
+                    "the dry-run pod came back unmarked".into(),
+                ))
+            }
+        },
+    )
+    .await
+}
+
+/// The pod carries muster's gate and the marker resource (request and limit).
+pub fn is_marked(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else { return false };
+    let gated = spec
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .any(|g| g.name == GATHER_GATE);
+    let marked = spec
+        .containers
+        .first()
+        .and_then(|c| c.resources.as_ref())
+        .is_some_and(|r| {
+            r.limits
+                .as_ref()
+                .is_some_and(|l| l.contains_key(GANG_MARKER))
+                && r.requests
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(GANG_MARKER))
+        });
+    gated && marked
+}
+
+/// Whether the pod still has muster's gate.
+pub fn is_gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == GATHER_GATE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_file_holds_the_policy_and_its_binding() {
+        let text = std::fs::read_to_string(repo_root().join(POLICY_FILE)).unwrap();
+        let objects = read_objects(&text).unwrap();
+        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
+        );
+    }
+}

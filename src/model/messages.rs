@@ -245,6 +245,21 @@ pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &RoomShortfall)
     )
 }
 
+/// At quorum, a seat's node refuses its member under a kube-scheduler rule (cordoned, tainted,
+/// a label gone, a pod that its affinity or spread now counts): nothing is bound.
+pub fn seat_node_refuses(
+    key: &GangKey,
+    node: &NodeName,
+    pod: &str,
+    plugin: &str,
+    reason: &str,
+) -> String {
+    format!(
+        "gang {key}: node {node} no longer admits member {pod} seated there ({plugin}: {reason}); \
+         nothing was bound, the members seated there are planned again"
+    )
+}
+
 /// The `GangTimedOut` Event (naming the task below its minimum, if one is).
 pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: Duration) -> String {
     let (had_nodes, quorum, existing) = (

@@ -8,6 +8,7 @@ use super::notice::PodRef;
 use super::objects::{NodeName, PodInfo};
 use super::planner::Shortfall;
 use super::podgroup::PodGroupApi;
+use super::quorum_bound::BeyondCluster;
 use super::resources::Shortfall as RoomShortfall;
 use super::table::GangFacts;
 
@@ -36,6 +37,16 @@ pub fn pod_group_conflict(key: &GangKey, api: PodGroupApi, found: &[String]) -> 
     format!(
         "members of gang {key} disagree with their {api} {key}: {}; the PodGroup wins",
         found.join(", ")
+    )
+}
+
+/// Why a gang whose quorum no placement could meet is refused at once (it holds nothing).
+pub fn beyond_cluster(key: &GangKey, b: &BeyondCluster) -> String {
+    format!(
+        "gang {key}: quorum {} is more than the cluster could ever hold: its {} nodes have room \
+         for at most {} members as small as its smallest, with nothing else running; nothing is \
+         held (lower the gang's min-available or add nodes)",
+        b.quorum, b.nodes, b.at_most
     )
 }
 
@@ -121,6 +132,7 @@ pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String 
             humantime::format_duration(window)
         ),
         Shortfall::PodGroupMissing { api } => pod_group_missing(key, *api),
+        Shortfall::BeyondCluster(b) => beyond_cluster(key, b),
         Shortfall::QuorumUndecided { existing } => format!(
             "gang {key}: no member declares the gang's size; its quorum is the members that \
              exist once none has appeared for {} ({existing} so far)",
@@ -333,6 +345,13 @@ pub fn preemption(
         DropReason::HeldForGang { gang } => {
             format!("the room its victims free is held for gang {gang}")
         }
+        DropReason::BeyondCluster(b) => format!(
+            "{}: quorum {} is more than the cluster could ever hold (at most {} on its {} nodes)",
+            gang_of(pod),
+            b.quorum,
+            b.at_most,
+            b.nodes
+        ),
     }
     };
     let dropped_text = dropped

@@ -26,6 +26,7 @@ use super::membership::GangKey;
 use super::objects::{NodeInfo, PodInfo};
 use super::podgroup::PodGroupApi;
 use super::pods::PodEntry;
+use super::quorum_bound::BeyondCluster;
 use super::resources::Resources;
 use super::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use super::selection::{choose, task_of, Selection};
@@ -76,6 +77,8 @@ pub(super) enum Shortfall {
     QuorumUndecided { existing: u32 },
     /// Members name a PodGroup (of a served API) that does not exist (yet).
     PodGroupMissing { api: PodGroupApi },
+    /// The quorum is more than the cluster could ever hold: refused before any simulation.
+    BeyondCluster(BeyondCluster),
 }
 
 /// How many members of a task can have nodes at once, of its minimum.
@@ -92,7 +95,9 @@ impl Shortfall {
             Shortfall::Room { missing, .. } => *missing,
             Shortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
             Shortfall::TaskMembersMissing { existing, min, .. } => min.saturating_sub(*existing),
-            Shortfall::QuorumUndecided { .. } | Shortfall::PodGroupMissing { .. } => 0,
+            Shortfall::QuorumUndecided { .. }
+            | Shortfall::PodGroupMissing { .. }
+            | Shortfall::BeyondCluster(_) => 0,
         }
     }
 
@@ -129,6 +134,11 @@ impl GangTable {
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
             return GangPlan::DoesNotFit(Shortfall::PodGroupMissing { api });
+        }
+        // Before anything is simulated: a quorum no placement could meet (fail-safe: the
+        // simulation of 100,000 members held the table's lock for seconds).
+        if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
+            return GangPlan::DoesNotFit(Shortfall::BeyondCluster(beyond));
         }
         let in_window = gang.within_creation_window(now, self.config.creation_window);
         if !facts.spec.declared && in_window {

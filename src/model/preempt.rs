@@ -36,6 +36,7 @@ use super::membership::{DisruptionMode, GangKey};
 use super::messages;
 use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::PodInfo;
+use super::quorum_bound::BeyondCluster;
 use super::resources::Resources;
 use super::table::GangTable;
 
@@ -83,6 +84,8 @@ pub enum DropReason {
     MembersMissing { existing: u32, quorum: u32 },
     /// The preemptor's gang is backing off after a timeout.
     GangBackingOff { left: Duration },
+    /// The preemptor's gang's quorum is more than the cluster could ever hold.
+    BeyondCluster(BeyondCluster),
     /// With its victims gone, the node's room is still held by seats of another gang.
     HeldForGang { gang: GangKey },
     /// The preemptor's gang could not reach quorum even with these victims gone.

@@ -85,6 +85,11 @@ pub(super) trait Rules<'a> {
     fn place(&mut self, member: usize, node: &'a NodeInfo);
     fn checkpoint(&self) -> usize;
     fn rollback(&mut self, checkpoint: usize);
+    /// No placement changes any verdict: a node refused to a member stays refused to an
+    /// identical one, so first-fit may resume where the previous identical member went.
+    fn placement_independent(&self) -> bool {
+        false
+    }
 }
 
 /// Only the rules that need no other pod (NodeUnschedulable, TaintToleration, NodeAffinity).
@@ -103,6 +108,9 @@ impl<'a> Rules<'a> for StaticRules {
         0
     }
     fn rollback(&mut self, _: usize) {}
+    fn placement_independent(&self) -> bool {
+        true
+    }
 }
 
 /// Every required rule for the members of one gang ([`GangPlacement`]), and per member the
@@ -131,6 +139,9 @@ impl<'a> Rules<'a> for GangRules<'a> {
     }
     fn rollback(&mut self, checkpoint: usize) {
         self.placement.rollback(checkpoint);
+    }
+    fn placement_independent(&self) -> bool {
+        self.placement.placement_independent()
     }
 }
 
@@ -164,6 +175,12 @@ pub(super) fn admits(
 /// in `overlay` and telling the rules. The planner and the preempt decision both run it.
 /// Stops at the first member that fits nowhere (what was taken so far stays taken, so the
 /// caller can count or roll back); all were placed when the result is as long as `members`.
+///
+/// The work is bounded by the nodes, not by members times nodes, for the copies the planner
+/// places for members not created yet (one `PodInfo` for all of them): when no placement
+/// changes a verdict ([`Rules::placement_independent`]), a copy starts where the previous one
+/// went, as every node before it refused that very pod and has only less room since. The
+/// result is the same first fit.
 pub(super) fn first_fit_each<'a, H: Clone>(
     ledger: &'a NodeLedger,
     members: &[Member<'_, H>],
@@ -171,14 +188,19 @@ pub(super) fn first_fit_each<'a, H: Clone>(
     rules: &mut dyn Rules<'a>,
 ) -> Vec<(H, usize)> {
     let mut placed = Vec::with_capacity(members.len());
+    let resume = rules.placement_independent();
+    let mut previous: Option<(&PodInfo, usize)> = None;
     for m in members {
-        let found = ledger
-            .iter()
-            .map(|(i, _)| i)
+        let start = match previous {
+            Some((pod, i)) if resume && std::ptr::eq(pod, m.pod) => i,
+            _ => 0,
+        };
+        let found = (start..ledger.len())
             .find(|&i| admits(ledger, rules, overlay, m.index, m.pod, i).is_ok());
         let Some(i) = found else {
             break;
         };
+        previous = Some((m.pod, i));
         overlay.take(i, &m.pod.requests);
         rules.place(m.index, ledger.at(i).info());
         placed.push((m.holder.clone(), i));

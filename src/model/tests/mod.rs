@@ -11,6 +11,7 @@ mod competing;
 mod feasibility;
 mod holding;
 mod holds_nothing;
+mod huge_quorum;
 mod last_look;
 mod lifetimes;
 mod members;

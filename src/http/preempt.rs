@@ -9,6 +9,7 @@ use tracing::{debug, warn};
 
 use super::call::{Call, Preempt};
 use crate::cluster::convert::pod_info;
+use crate::cluster::evictor::submit_committed;
 use crate::metrics::OutcomeLabel;
 use crate::model::PreemptCandidate;
 use crate::wire::{ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaPod, MetaVictims};
@@ -29,10 +30,10 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     if let Err(r) = call.admit() {
         return refuse(r.message());
     }
-    // The pod as sent: kube-scheduler calls preempt right after its own filters failed, often
-    // before the watch has reported a new pod. A plain pod is judged as sent (its victims are
-    // what matters); a gang member muster has not seen is refused and asked to retry once the
-    // watch delivers it (the model decides; this call adds no pod to the table).
+    // The pod as sent names the preemptor only: the model judges the pod as its watch has it
+    // (priority, gang, requests) and the victims where its cache has them (derived). A pod
+    // muster has not seen yet is refused and asked to retry once the watch delivers it (this
+    // call adds no pod to the table).
     let pod = match pod_info(&args.pod) {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
@@ -59,9 +60,10 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
             outcome: decision.outcome.as_str(),
         })
         .inc();
-    for d in decision.disruptions {
-        call.shared.disruptions.submit(d);
-    }
+    // The gangs this decision disrupts whole are evicted only once kube-scheduler commits to
+    // it (the watch sees a victim deleted or the preemptor nominated), never on this answer:
+    // only disruptions committed before it are handed over.
+    submit_committed(&call.shared);
     debug!(
         pod = %pod.display_name(),
         kept = decision.kept.len(),

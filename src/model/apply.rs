@@ -86,6 +86,7 @@ impl GangTable {
             self.refresh_placed(&g);
             self.follow_nomination(&uid);
         }
+        self.note_commit(&uid);
         self.seen_now(&uid);
     }
 
@@ -106,6 +107,7 @@ impl GangTable {
             self.preemptor_gone(&m.gang, &info.uid);
             self.leave_gang(&m.gang, &info.uid);
         }
+        self.note_commit(uid);
     }
 
     /// Keeps only the pods for which `keep` is true (after a watch re-list).

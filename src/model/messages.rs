@@ -345,6 +345,20 @@ pub fn preemption(
         DropReason::HeldForGang { gang } => {
             format!("the room its victims free is held for gang {gang}")
         }
+        DropReason::NotThePod { actual } => {
+            format!("uid {} is {actual} in muster's cache, not this pod", pod.uid)
+        }
+        DropReason::VictimNotOnNode { victim, on: None } => {
+            format!("victim {victim} is on no node in muster's cache")
+        }
+        DropReason::VictimNotOnNode {
+            victim,
+            on: Some(on),
+        } => format!("victim {victim} is on node {on}, not this one"),
+        DropReason::VictimNotLowerPriority { victim, priority } => format!(
+            "victim {victim} has priority {priority}, not lower than the preemptor's {}",
+            pod.priority
+        ),
         DropReason::BeyondCluster(b) => format!(
             "{}: quorum {} is more than the cluster could ever hold (at most {} on its {} nodes)",
             gang_of(pod),

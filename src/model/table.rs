@@ -31,6 +31,7 @@ use super::notice::{Notice, NoticeKind, PodRef};
 use super::objects::{NodeName, PodInfo, PodUid};
 use super::podgroup::PodGroupIndex;
 use super::pods::{PodEntry, PodIndex};
+use super::preempt::Disruptions;
 use super::rules::NamespaceLabels;
 use super::spec::GangSpec;
 
@@ -70,6 +71,9 @@ pub struct GangTable {
     /// Gang members whose preemption was refused because the watch had not delivered them
     /// yet: asked to retry (`NoticeKind::Retry`) when it does.
     retry_when_seen: HashSet<PodUid>,
+    /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
+    /// `preempt::commit`), and then until the evictor takes them.
+    pub(super) disruptions: Disruptions,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -150,6 +154,7 @@ impl GangTable {
             released: Vec::new(),
             preempt_plans: HashMap::default(),
             retry_when_seen: HashSet::default(),
+            disruptions: Disruptions::default(),
         }
     }
 

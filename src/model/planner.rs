@@ -31,7 +31,7 @@ use super::resources::Resources;
 use super::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
-    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules,
+    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules, CHECK_BUDGET,
 };
 use super::table::GangTable;
 
@@ -241,6 +241,9 @@ impl GangTable {
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
         let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
+        }
         if seats.len() == chosen.len() {
             let first_nodes: Vec<usize> = candidates
                 .iter()
@@ -265,6 +268,9 @@ impl GangTable {
             .take(self.config.max_first_node_attempts)
             .collect();
         for first in tries {
+            if overlay.exhausted() {
+                return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
+            }
             overlay.take(first, &pod.requests);
             rules.place(0, self.ledger.at(first).info());
             let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
@@ -274,6 +280,9 @@ impl GangTable {
             best = best.max(seats.len() + 1);
             overlay.rollback(base);
             rules.rollback(rules_base);
+        }
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
         }
         // Nothing fits: only now say why. The diagnosis walks every node, so it is not made
         // on the way to a plan that fits (kube-scheduler too checks every node only when none
@@ -310,6 +319,30 @@ impl GangTable {
             rule,
             task,
         })
+    }
+
+    /// The simulation ran out of [`CHECK_BUDGET`] with `placed` of `need` members placed: the
+    /// gang does not fit in what muster simulates per call (a rule's shortfall, so it holds
+    /// nothing and gangs behind it are not kept waiting for it).
+    fn out_of_budget(
+        &self,
+        facts: &super::table::GangFacts,
+        placed: usize,
+        need: usize,
+        missing: usize,
+    ) -> Shortfall {
+        Shortfall::Room {
+            fit: facts.with_nodes + facts.confirmed_seats + placed as u32,
+            quorum: facts.spec.quorum,
+            missing: missing as u32,
+            rule: Some(format!(
+                "the simulation stopped after {CHECK_BUDGET} node checks with {placed} of {need} \
+                 members placed: muster simulates no more per call (members with pod \
+                 (anti-)affinity or spread terms, or many distinct members, cost a walk over the \
+                 nodes each)"
+            )),
+            task: None,
+        }
     }
 
     /// The copies the simulation places for members not created yet, per entry of

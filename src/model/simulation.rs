@@ -21,12 +21,30 @@ use super::rules::{Diagnosis, GangPlacement, Reason};
 pub(super) struct Overlay {
     taken: HashMap<usize, Resources>,
     log: Vec<(usize, Resources)>,
+    /// Node checks the first-fit loop made with this overlay (never rolled back): one
+    /// simulation's work, bounded by [`CHECK_BUDGET`].
+    checks: u64,
     /// Per node position, room the simulation counts as free although pods still use it (the
     /// pods a preemption may evict). Empty in every other simulation.
     credit: HashMap<usize, Resources>,
 }
 
+/// The node checks one simulation may make (a few hundred milliseconds at most): the planner's
+/// work per call is bounded even for a gang whose members first fit cannot resume for (pod
+/// (anti-)affinity or spread terms, or many distinct members) — the table's lock is held
+/// throughout (fail-safe). A simulation that runs out places no more members: the gang does not
+/// fit, and says why.
+#[cfg(not(test))]
+pub(super) const CHECK_BUDGET: u64 = 4_000_000;
+#[cfg(test)]
+pub(super) const CHECK_BUDGET: u64 = 20_000;
+
 impl Overlay {
+    /// The simulation ran out of [`CHECK_BUDGET`].
+    pub fn exhausted(&self) -> bool {
+        self.checks >= CHECK_BUDGET
+    }
+
     /// An overlay that counts `credit` as free room on top of the ledger.
     pub fn with_credit(credit: HashMap<usize, Resources>) -> Self {
         Overlay {
@@ -191,12 +209,16 @@ pub(super) fn first_fit_each<'a, H: Clone>(
     let resume = rules.placement_independent();
     let mut previous: Option<(&PodInfo, usize)> = None;
     for m in members {
+        if overlay.exhausted() {
+            break;
+        }
         let start = match previous {
             Some((pod, i)) if resume && std::ptr::eq(pod, m.pod) => i,
             _ => 0,
         };
         let found = (start..ledger.len())
             .find(|&i| admits(ledger, rules, overlay, m.index, m.pod, i).is_ok());
+        overlay.checks += (found.map_or(ledger.len(), |i| i + 1) - start) as u64;
         let Some(i) = found else {
             break;
         };

@@ -91,3 +91,58 @@ fn preemption_for_a_quorum_beyond_the_cluster_evicts_nothing() {
     assert_eq!(d.dropped.len(), 1);
     assert!(matches!(d.dropped[0].1, DropReason::BeyondCluster(_)));
 }
+
+/// 40 nodes of 64 CPUs and 110 pod slots: 4,400 members of 100m.
+fn forty_nodes() -> World {
+    let nodes: Vec<NodeInfo> = (0..40)
+        .map(|i| {
+            testkit::node(&format!("n{i}"))
+                .cpu(64_000)
+                .label(crate::model::rules::HOSTNAME_KEY, &format!("n{i}"))
+                .build()
+        })
+        .collect();
+    World::new(&nodes)
+}
+
+/// The planner's work per call is bounded: members with spread terms cost a walk over the nodes
+/// each, and a gang of 4,000 of them stops at the check budget, holds nothing, and says so.
+#[test]
+fn a_simulation_that_runs_out_of_its_check_budget_holds_nothing_and_says_so() {
+    use crate::model::rules::fixtures::selector;
+    use crate::model::rules::{InclusionPolicy, SpreadConstraint};
+    let mut w = forty_nodes();
+    let spread = SpreadConstraint {
+        max_skew: 10_000,
+        topology_key: crate::model::rules::HOSTNAME_KEY.to_string(),
+        selector: selector(&[("job", "big")]),
+        match_label_keys: vec![],
+        min_domains: 1,
+        node_affinity_policy: InclusionPolicy::Honor,
+        node_taints_policy: InclusionPolicy::Ignore,
+    };
+    let m = crate::model::rules::fixtures::PodRulesBuilder::default()
+        .spread(spread)
+        .on(pod("m0")
+            .cpu(100)
+            .label("job", "big")
+            .gang("big", 4000)
+            .build());
+    let (ok, reasons) = w.filter(&m);
+    assert!(ok.is_empty());
+    assert!(
+        reasons[0].contains("the simulation stopped after 20000 node checks with"),
+        "{reasons:?}"
+    );
+    assert!(!w.table.holds_seat(&m.uid));
+}
+
+/// Without such terms the copies resume where the previous one went: the same gang fits within
+/// the budget.
+#[test]
+fn copies_without_terms_fit_within_the_check_budget() {
+    let mut w = forty_nodes();
+    let m = pod("m0").cpu(100).gang("big", 4000).build();
+    let (ok, reasons) = w.filter(&m);
+    assert_eq!(ok.len(), 1, "{reasons:?}");
+}

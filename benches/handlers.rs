@@ -176,7 +176,7 @@ fn preempt(c: &mut Criterion) {
     group.finish();
 }
 
-/// Issue 17: the costs that could grow with the cluster, at 5,000 and 20,000 nodes with
+/// The costs that could grow with the cluster, at 5,000 and 20,000 nodes with
 /// 20,000 bound pods. kube-scheduler's own per-pod cost is bounded by the nodes it samples
 /// (percentageOfNodesToScore: a few hundred names reach the extender), so muster's must not
 /// grow with the node count either:

@@ -139,7 +139,8 @@ pub struct Args {
     pub log_format: LogFormat,
 
     /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease answers
-    /// the verbs; the others keep warm caches, are not Ready, and take over when it goes.
+    /// the verbs; the others keep warm caches, are Ready too (the Service routes by the leader
+    /// label, see --pod-name), refuse any verb call, and take over when it goes.
     #[arg(long, env = "MUSTER_LEADER_ELECT")]
     pub leader_elect: bool,
 
@@ -156,21 +157,31 @@ pub struct Args {
     pub leader_elect_lease_namespace: String,
 
     /// How long a standby waits, after last seeing the Lease renewed, before taking it.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_LEASE_DURATION", default_value = "3s", value_parser = parse_positive_duration)]
     pub leader_elect_lease_duration: Duration,
 
     /// How long the leader keeps deciding without a successful renewal; shorter than the
     /// lease duration, so it stops before a standby may take over.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RENEW_DEADLINE", default_value = "2s", value_parser = parse_positive_duration)]
     pub leader_elect_renew_deadline: Duration,
 
     /// How often the leader renews, and a standby tries for, the Lease.
-    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_positive_duration)]
+    #[arg(long, env = "MUSTER_LEADER_ELECT_RETRY_PERIOD", default_value = "500ms", value_parser = parse_positive_duration)]
     pub leader_elect_retry_period: Duration,
 
     /// This replica's name in the Lease (default: the pod or host name and a random suffix).
     #[arg(long, env = "MUSTER_LEADER_ELECT_IDENTITY")]
     pub leader_elect_identity: Option<String>,
+
+    /// The pod this replica runs in (the shipped manifests set it from the downward API): the
+    /// replica that decides labels it muster.dev/leader=true, and the Service selects on that
+    /// label. Only with --pod-namespace; alone it names this instance in Events and the Lease.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// The namespace of --pod-name.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
 }
 
 impl Args {
@@ -205,6 +216,20 @@ impl Args {
                 .unwrap_or_else(crate::cluster::leader::default_identity),
             timings,
         }))
+    }
+
+    /// The pod to carry the leader label, if this replica runs in one and knows its namespace
+    /// (POD_NAME alone, as manifests before the leader label set it, labels nothing).
+    pub fn own_pod(&self) -> Option<crate::cluster::leader::label::OwnPod> {
+        match (&self.pod_name, &self.pod_namespace) {
+            (Some(name), Some(namespace)) if !name.is_empty() && !namespace.is_empty() => {
+                Some(crate::cluster::leader::label::OwnPod {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })
+            }
+            _ => None,
+        }
     }
 
     /// Names the self-managed serving certificate is valid for.
@@ -393,6 +418,18 @@ mod tests {
     }
 
     #[test]
+    fn the_own_pod_is_named_by_both_flags() {
+        assert_eq!(parse(&[]).unwrap().own_pod(), None);
+        let a = parse(&["--pod-name", "muster-7", "--pod-namespace", "muster-system"]).unwrap();
+        let pod = a.own_pod().unwrap();
+        assert_eq!(
+            (pod.namespace.as_str(), pod.name.as_str()),
+            ("muster-system", "muster-7")
+        );
+        assert_eq!(parse(&["--pod-name", "muster-7"]).unwrap().own_pod(), None);
+    }
+
+    #[test]
     fn defaults_are_sane() {
         let a = parse(&[]).unwrap();
         assert_eq!(a.listen_addr.port(), 8888);
@@ -447,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn leader_election_is_off_by_default_with_kube_schedulers_timings() {
+    fn leader_election_is_off_by_default_with_musters_timings() {
         let a = parse(&[]).unwrap();
         assert_eq!(a.election(), Ok(None));
         let a = parse(&["--leader-elect", "--leader-elect-identity", "a"]).unwrap();

@@ -4,9 +4,11 @@
 //! - [`model`]: the gang reservation table and capacity ledger — pure, no I/O;
 //! - [`wire`]: the extender protocol types, named as kube-scheduler's Go structs;
 //! - [`http`]: the verbs and operational endpoints;
+//! - [`binding`]: what a bind call does: bindings that outlive the call, held calls;
 //! - [`cluster`]: watches, binder and Event publisher (Kubernetes I/O).
 #![forbid(unsafe_code)]
 
+pub mod binding;
 pub mod cluster;
 pub mod config;
 pub mod http;
@@ -47,9 +49,10 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(kube_config(args).await?).context("cannot build a Kubernetes client")
 }
 
-/// A client that reports HTTP 429 instead of retrying it: for the Eviction API a 429 means "a
-/// PodDisruptionBudget does not allow it now", which the evictor retries on its own terms
-/// (and tells the user about), where the default retry would wait silently for minutes.
+/// A client that reports HTTP 429/503/504 instead of retrying them: for the Eviction API a 429
+/// means "a PodDisruptionBudget does not allow it now", which the evictor retries on its own
+/// terms (and tells the user about), where the default retry would wait silently for minutes;
+/// the binder tries a binding again within its own budget (`cluster::binder::RetryPolicy`).
 async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
     let mut config = kube_config(args).await?;
     config.default_retry = false;
@@ -127,6 +130,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let election = args.election().map_err(|e| anyhow::anyhow!(e))?;
+    let own_pod = args.own_pod();
+    if own_pod.is_none() && args.leader_elect && args.pod_name.is_some() {
+        tracing::warn!(pod = ?args.pod_name, "--pod-name (POD_NAME) without --pod-namespace (POD_NAMESPACE): this replica does not label its pod muster.dev/leader when it leads, so a Service selecting that label sends it nothing");
+    }
     let client = kube_client(&args).await?;
     let mut tasks = tokio::task::JoinSet::new();
     if args.self_managed_certs {
@@ -153,7 +160,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let (events, event_rx) = EventSink::channel(4096);
-    let binder = Arc::new(KubeBinder::new(client.clone()));
+    // Bindings are tried again by the binder's own policy, bounded by its budget: a client
+    // without kube-client's retry layer, so one attempt is one request.
+    let binder = Arc::new(KubeBinder::new(kube_client_without_retries(&args).await?));
     let mut shared = Shared::new(args.model_config(), binder, events)
         .with_extender_timeout(args.extender_http_timeout);
     if let Some(e) = &election {
@@ -171,7 +180,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // PodGroups of the APIs the cluster serves. None is required, but readiness waits for the
     // first list of each one served at start, so no gang is decided by its pods' keys alone
     // before its PodGroup is read (set before any watch runs).
-    shared.readiness.await_pod_group_discovery();
+    shared.readiness.expect_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     tasks.spawn(cluster::podgroups::watch_pod_groups(
@@ -180,9 +189,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.pod_group_discovery_interval,
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
-    if let Some(e) = election.clone() {
+    // The Lease on a client of its own: renewals never wait behind the bulk traffic's
+    // connections, and are tried again by the election's own cadence (no retry layer holding
+    // one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a priority level
+    // of their own on the API server.
+    let lease_client = kube_client_without_retries(&args).await?;
+    // Apart from the other tasks: on SIGTERM it is stopped first, so the Lease can be given up
+    // while the servers drain.
+    let election_task = election.clone().map(|e| {
         info!(identity = %e.identity, lease = %format!("{}/{}", e.namespace, e.name), "leader election on; standing by");
-        tasks.spawn(cluster::leader::run(client.clone(), e, shared.clone()));
+        tokio::spawn(cluster::leader::run(lease_client.clone(), e, shared.clone()))
+    });
+    if let Some(pod) = own_pod.clone() {
+        tasks.spawn(cluster::leader::label::run(
+            client.clone(),
+            pod,
+            shared.clone(),
+        ));
     }
     if let Some(rx) = shared.disruptions.take_receiver() {
         tasks.spawn(cluster::evictor::run_evictions(
@@ -215,6 +238,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         bind_wait: args.bind_wait,
     };
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let mut stopping = stop.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         let _ = stop_tx.send(true);
@@ -226,40 +250,79 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let client_certificates = tls_config.as_ref().is_some_and(|(_, c)| *c);
     let tls_config = tls_config.map(|(c, _)| c);
-    match ops_listener {
-        None => {
-            info!(
-                addr = %args.listen_addr,
-                prefix = %args.url_prefix,
-                client_certificates,
-                "muster serving the verbs, /gangs, probes and metrics over {scheme}"
-            );
-            serve(listener, tls_config, router(state, &args.url_prefix), stop).await?;
+    let serving = async {
+        match ops_listener {
+            None => {
+                info!(
+                    addr = %args.listen_addr,
+                    prefix = %args.url_prefix,
+                    client_certificates,
+                    "muster serving the verbs, /gangs, probes and metrics over {scheme}"
+                );
+                serve(listener, tls_config, router(state, &args.url_prefix), stop).await
+            }
+            Some(ops) => {
+                info!(
+                    addr = %args.listen_addr,
+                    prefix = %args.url_prefix,
+                    client_certificates,
+                    "muster serving the verbs and /gangs over {scheme}"
+                );
+                info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
+                let verbs = serve(
+                    listener,
+                    tls_config,
+                    verbs_router(state.clone(), &args.url_prefix),
+                    stop.clone(),
+                );
+                let ops = serve(ops, None, ops_router(state), stop);
+                tokio::try_join!(verbs, ops).map(|_| ())
+            }
         }
-        Some(ops) => {
-            info!(
-                addr = %args.listen_addr,
-                prefix = %args.url_prefix,
-                client_certificates,
-                "muster serving the verbs and /gangs over {scheme}"
-            );
-            info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
-            let verbs = serve(
-                listener,
-                tls_config,
-                verbs_router(state.clone(), &args.url_prefix),
-                stop.clone(),
-            );
-            let ops = serve(ops, None, ops_router(state), stop);
-            tokio::try_join!(verbs, ops)?;
+    };
+    // On SIGTERM, while the servers drain: the election stops (so nothing renews the Lease
+    // once it is given up), then this replica stops deciding — its held bind calls fail at
+    // once, kube-scheduler retries them on the new leader — and gives up the Lease and its
+    // label together. The standby takes the Lease at its next try and labels its own pod
+    // (and clears a label this replica could not remove). Without this the drain would wait
+    // for held bind calls to run out while the standby waits for the Lease.
+    let hand_over = async {
+        if let Some(task) = election_task {
+            task.abort();
+            let _ = task.await;
         }
+        let release = async {
+            if let Some(e) = &election {
+                cluster::leader::release(lease_client.clone(), e, &shared).await;
+            }
+        };
+        let unlabel = async {
+            if let Some(pod) = &own_pod {
+                cluster::leader::label::unlabel(client.clone(), pod, Duration::from_secs(1)).await;
+            }
+        };
+        tokio::join!(release, unlabel);
+    };
+    tokio::pin!(serving);
+    tokio::select! {
+        // First: once stopping, the servers end too (they drain), and the hand-over must run.
+        biased;
+        _ = stopping.wait_for(|s| *s) => {
+            info!("shutting down");
+            let (served, ()) = tokio::join!(&mut serving, hand_over);
+            served?;
+        }
+        // The servers failed: exit, the Lease expires.
+        served = &mut serving => served?,
     }
-    info!("shutting down");
+    // Bindings outlive the calls that started them: those in flight get their budget to end
+    // (they stop retrying once this replica stopped deciding), so none is cut off between the
+    // API server's answer and the table's.
+    let bindings_end_by = Instant::now() + cluster::binder::RetryPolicy::default().budget;
+    while shared.bindings.in_flight() > 0 && Instant::now() < bindings_end_by {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tasks.shutdown().await;
-    // After the election task stopped, so nothing renews the Lease once it is given up.
-    if let Some(e) = &election {
-        cluster::leader::release(client, e, &shared).await;
-    }
     Ok(())
 }
 

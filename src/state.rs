@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::binding::{Bindings, HeldBinds};
 use crate::cluster::binder::Binder;
 use crate::cluster::events::EventSink;
 use crate::cluster::evictor::DisruptionQueue;
 use crate::cluster::leader::role::Leadership;
-use crate::http::bindings::Bindings;
-use crate::http::held::HeldBinds;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 
@@ -34,6 +33,9 @@ struct PodGroupsPending {
     discovery: bool,
     /// APIs that round found served whose first list has not completed.
     lists: BTreeSet<PodGroupApi>,
+    /// APIs whose first list completed (or that need no waiting for): a watch that listed
+    /// before the round that tells readiness ended is not waited for again.
+    listed: BTreeSet<PodGroupApi>,
 }
 
 impl Readiness {
@@ -50,7 +52,7 @@ impl Readiness {
         self.nodes.load(Ordering::Acquire)
     }
     /// Readiness waits for the first PodGroup discovery round (called before it starts).
-    pub fn await_pod_group_discovery(&self) {
+    pub fn expect_pod_group_discovery(&self) {
         self.pod_groups.lock().discovery = true;
     }
     /// The first discovery round found `served`: readiness waits for their first lists. Later
@@ -58,7 +60,11 @@ impl Readiness {
     pub fn pod_group_discovery_done(&self, served: impl IntoIterator<Item = PodGroupApi>) {
         let mut p = self.pod_groups.lock();
         if std::mem::take(&mut p.discovery) {
-            p.lists.extend(served);
+            let waiting: Vec<PodGroupApi> = served
+                .into_iter()
+                .filter(|a| !p.listed.contains(a))
+                .collect();
+            p.lists.extend(waiting);
         }
     }
     /// Readiness still waits for the first list of `api`.
@@ -68,7 +74,9 @@ impl Readiness {
     /// `api`'s first list completed, its watch was stopped, or muster may not list it: nothing
     /// more to wait for.
     pub fn set_pod_group_api_listed(&self, api: PodGroupApi) {
-        self.pod_groups.lock().lists.remove(&api);
+        let mut p = self.pod_groups.lock();
+        p.lists.remove(&api);
+        p.listed.insert(api);
     }
     /// What readiness still waits for of the PodGroup APIs, if anything.
     pub fn pod_groups_pending(&self) -> Option<String> {
@@ -239,7 +247,7 @@ mod tests {
     #[test]
     fn it_waits_for_the_first_discovery_round_and_the_first_list_of_each_api_it_found() {
         let r = synced();
-        r.await_pod_group_discovery();
+        r.expect_pod_group_discovery();
         assert!(!r.is_ready());
         assert_eq!(
             r.pod_groups_pending().as_deref(),
@@ -259,10 +267,26 @@ mod tests {
         assert!(r.is_ready());
     }
 
+    /// The round that tells readiness may come after a watch started by an earlier,
+    /// inconclusive round has listed: that list is not waited for again (it would never come).
+    #[test]
+    fn a_first_list_done_before_discovery_concluded_is_not_waited_for_again() {
+        let r = synced();
+        r.expect_pod_group_discovery();
+        r.set_pod_group_api_listed(PodGroupApi::Kubernetes);
+        r.pod_group_discovery_done([PodGroupApi::Kubernetes, PodGroupApi::Volcano]);
+        assert_eq!(
+            r.pod_groups_pending().as_deref(),
+            Some("PodGroups not listed yet: scheduling.volcano.sh/v1beta1")
+        );
+        r.set_pod_group_api_listed(PodGroupApi::Volcano);
+        assert!(r.is_ready());
+    }
+
     #[test]
     fn with_no_pod_group_api_served_it_is_ready_once_discovery_has_answered() {
         let r = synced();
-        r.await_pod_group_discovery();
+        r.expect_pod_group_discovery();
         r.pod_group_discovery_done([]);
         assert!(r.is_ready());
     }

@@ -3,15 +3,16 @@
 //!
 //! muster runs with the shipped RBAC here (the harness default: a token of ServiceAccount
 //! `muster-system/muster` bound to `deploy/rbac.yaml`'s ClusterRole), so every test also shows
-//! that those permissions are enough. Every test that claims gang behaviour would fail with
-//! kube-scheduler alone: each has a moment where vanilla scheduling binds part of a gang, or
-//! muster's own Events, `/gangs` or `/metrics` are what is checked.
+//! that those permissions are enough. Every test that claims gang behaviour fails with
+//! kube-scheduler alone on cluster truth: each has a moment where vanilla scheduling binds part
+//! of a gang (or a pod muster refuses), checked before muster's own Events, `/gangs` or
+//! `/metrics` are read (and those are not read in the control run).
 //!
 //! Waiting is polling with deadlines; "is not placed" is an observation window in which every
 //! poll must see nothing bound.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -21,42 +22,18 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Toleration};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use muster_harness::checks::metric;
 use muster_harness::control_plane::client_from_kubeconfig;
-use muster_harness::k8s::{self, EventSummary, GangKey, MUSTER_GROUP, MUSTER_MIN_AVAILABLE};
-use muster_harness::{rbac, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer};
+use muster_harness::k8s::{self, GangKey, MUSTER_GROUP, MUSTER_MIN_AVAILABLE};
+use muster_harness::{
+    ensure_truth, muster_view_is_checked, names, pod_names, rbac, spread, wait_for, Cluster,
+    NodeShape, PodBuilder, Progress, Timer, PLACE, REASON, TOGETHER, WINDOW,
+};
 use serde_json::{json, Value};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// Deadline for something that should happen.
-const PLACE: Duration = Duration::from_secs(60);
-/// Deadline for a reason or Event to show up.
-const REASON: Duration = Duration::from_secs(30);
-/// Observation window for "nothing gets bound" / "stays as it is".
-const WINDOW: Duration = Duration::from_secs(3);
-/// Members of one gang must be bound within this of each other.
-const TOGETHER: Duration = Duration::from_secs(3);
 
 // ------------------------------------------------------------------------------- helpers
-
-fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
-    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
-    match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) => b.duration_since(*a),
-        _ => Duration::ZERO,
-    }
-}
-
-fn names(prefix: &str, n: u32) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-/// Fails when a node is overcommitted.
-async fn no_overcommit(c: &Cluster) -> Result<()> {
-    if let Err(e) = c.check_no_overcommit().await? {
-        bail!("{e}");
-    }
-    Ok(())
-}
 
 /// The gang's entry in muster's `/gangs`, if it has one.
 async fn gang_view(c: &Cluster, ns: &str, name: &str) -> Result<Option<Value>> {
@@ -87,17 +64,10 @@ fn member_states(g: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Waits until muster's `GangWaiting` Event on one of `pods` is exactly `message`.
-async fn wait_gang_waiting(
-    c: &Cluster,
-    ns: &str,
-    pods: &[String],
-    message: &str,
-) -> Result<(String, EventSummary)> {
-    c.wait_event_matching(ns, pods, &format!("GangWaiting {message:?}"), REASON, |e| {
-        e.reason == "GangWaiting" && e.message == message
-    })
-    .await
+/// Waits until muster's `GangWaiting` Event on one of `pods` is exactly `message`, none of
+/// `pods` bound meanwhile (cluster truth first; only that in a control run).
+async fn wait_gang_waiting(c: &Cluster, ns: &str, pods: &[String], message: &str) -> Result<()> {
+    c.wait_gang_waiting_event(ns, pods, message, REASON).await
 }
 
 /// Asserts that `/gangs` shows the gang `waiting` with `reason`, the given quorum, and no
@@ -126,43 +96,12 @@ async fn assert_waiting_without_seats(
 
 /// `/metrics` as `name{labels}` → value.
 async fn scrape(c: &Cluster) -> Result<BTreeMap<String, f64>> {
-    let (code, body) = c.muster.get("/metrics").await?;
-    ensure!(code == 200, "/metrics answered HTTP {code}: {body}");
-    Ok(parse_metrics(&body))
-}
-
-fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            Some((key.to_string(), value.parse().ok()?))
-        })
-        .collect()
+    c.muster.metrics().await
 }
 
 /// Polls `/metrics` until every `(series, value)` in `want` holds; the error shows what was seen.
 async fn wait_metrics(c: &Cluster, what: &str, want: &[(&str, f64)]) -> Result<()> {
-    wait_for(what, REASON, || async {
-        let m = scrape(c).await?;
-        let off: Vec<String> = want
-            .iter()
-            .filter(|(k, v)| m.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k} = {:?} (want {v})", m.get(*k)))
-            .collect();
-        Ok(if off.is_empty() {
-            Progress::Done(())
-        } else {
-            Progress::NotYet(off.join(", "))
-        })
-    })
-    .await
-}
-
-fn metric(m: &BTreeMap<String, f64>, key: &str) -> Result<f64> {
-    m.get(key)
-        .copied()
-        .with_context(|| format!("{key} is not in /metrics"))
+    c.muster.wait_metrics(what, REASON, want).await
 }
 
 async fn create_pod(c: &Cluster, pod: Pod) -> Result<Pod> {
@@ -196,13 +135,18 @@ async fn quorum_is_the_number_of_members_that_exist_when_no_key_says_it() -> Res
             )
             .await?;
         }
-        wait_for("muster to see the gang of 3", REASON, || async {
-            Ok(match gang_view(&c, ns, "trio").await? {
-                Some(g) if g["quorum"] == 3 && member_states(&g).len() == 3 => Progress::Done(()),
-                other => Progress::NotYet(format!("{other:?}")),
+        // muster's view (not read in a control run: nothing can be bound without a node).
+        if muster_view_is_checked() {
+            wait_for("muster to see the gang of 3", REASON, || async {
+                Ok(match gang_view(&c, ns, "trio").await? {
+                    Some(g) if g["quorum"] == 3 && member_states(&g).len() == 3 => {
+                        Progress::Done(())
+                    }
+                    other => Progress::NotYet(format!("{other:?}")),
+                })
             })
-        })
-        .await?;
+            .await?;
+        }
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         let reason = "gang count/trio: 2 of 3 members fit";
         wait_gang_waiting(&c, ns, &trio, reason).await?;
@@ -210,8 +154,8 @@ async fn quorum_is_the_number_of_members_that_exist_when_no_key_says_it() -> Res
         assert_waiting_without_seats(&c, ns, "trio", 3, reason).await?;
         c.add_node("node-2", NodeShape::cpu("150m")).await?; // room for the third
         let bound = c.wait_bound(ns, &trio, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
-        no_overcommit(&c).await
+        ensure_truth!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
+        c.assert_no_overcommit().await
     }
     .await;
     c.report(&[ns], r).await
@@ -291,13 +235,13 @@ async fn restricted_gang_waits_whole(restriction: Restriction, ns: &str) -> Resu
 
         c.add_node("fits-1", usable(NodeShape::cpu("150m"))).await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
         let on_roomy: Vec<&String> = bound
             .iter()
             .filter(|(_, (node, _))| node == "roomy")
             .map(|(p, _)| p)
             .collect();
-        ensure!(
+        ensure_truth!(
             on_roomy.is_empty(),
             "{on_roomy:?} bound to roomy: {bound:?}"
         );
@@ -322,12 +266,12 @@ async fn restricted_gang_waits_whole(restriction: Restriction, ns: &str) -> Resu
                 create_pod(&c, pod).await?;
             }
             let bound = c.wait_bound(ns, &tolerant, PLACE).await?;
-            ensure!(
+            ensure_truth!(
                 bound.values().all(|(node, _)| node == "roomy"),
                 "tolerating gang not on roomy: {bound:?}"
             );
         }
-        no_overcommit(&c).await
+        c.assert_no_overcommit().await
     }
     .await;
     c.report(&[ns], r).await
@@ -384,6 +328,8 @@ async fn quorum_conflict_and_invalid_keys_are_published_as_events() -> Result<()
             c.create(PodBuilder::new(ns, n).gang(GangKey::Muster, "mixed", min))
                 .await?;
         }
+        // Cluster truth first: kube-scheduler alone binds both at once.
+        c.assert_none_bound_for(ns, &mixed, WINDOW).await?;
         let (_, ev) = c
             .wait_event_matching(ns, &mixed, "GangQuorumConflict", REASON, |e| {
                 e.reason == "GangQuorumConflict"
@@ -409,6 +355,8 @@ async fn quorum_conflict_and_invalid_keys_are_published_as_events() -> Result<()
             .annotation(MUSTER_MIN_AVAILABLE, "two");
         c.create(two_groups).await?;
         c.create(bad_quorum).await?;
+        let invalid = pod_names(&["two-groups", "bad-quorum"]);
+        c.assert_none_bound_for(ns, &invalid, WINDOW).await?;
         let expected = [
             (
                 "two-groups",
@@ -470,7 +418,7 @@ async fn quorum_conflict_and_invalid_keys_are_published_as_events() -> Result<()
 /// `muster_bind_failures_total` counts it. A ValidatingAdmissionPolicy makes the real API
 /// server refuse every binding of a pod whose name starts with `doomed`: one member of a gang
 /// of 2 can then never be bound, whoever binds it. The other member is bound (the API server
-/// refused the binding for good, which invariant 1 allows when an Event says so).
+/// refused the binding for good, which never-half allows when an Event says so).
 #[tokio::test]
 async fn a_binding_the_api_server_refuses_is_published_as_gang_bind_failed() -> Result<()> {
     let _t = Timer(
@@ -796,10 +744,9 @@ async fn watches_recover_after_the_api_server_restarts() -> Result<()> {
             .create_gang(ns, "after", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
             .await?;
         // The watches resume after their back-off (up to tens of seconds): PLACE, not REASON.
-        c.wait_event_matching(ns, &gang, "GangWaiting 1 of 2", PLACE, |e| {
-            e.reason == "GangWaiting" && e.message == "gang outage/after: 1 of 2 members fit"
-        })
-        .await?;
+        // Cluster truth first on every poll: no member bound (kube-scheduler alone binds one).
+        c.wait_gang_waiting_event(ns, &gang, "gang outage/after: 1 of 2 members fit", PLACE)
+            .await?;
         c.add_node("node-2", NodeShape::cpu("150m")).await?;
         wait_metrics(
             &c,
@@ -808,7 +755,7 @@ async fn watches_recover_after_the_api_server_restarts() -> Result<()> {
         )
         .await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "bound apart: {bound:?}");
         Ok(())
     }
     .await;
@@ -855,13 +802,13 @@ async fn a_higher_priority_gang_created_later_is_placed_first() -> Result<()> {
         // Room for 4: one gang of 3, not both.
         c.add_node("node-2", NodeShape::cpu("250m")).await?;
         let bound = c.wait_bound(ns, &high, PLACE).await?;
-        ensure!(
+        ensure_truth!(
             spread(&bound) <= TOGETHER,
             "high gang bound apart: {bound:?}"
         );
         wait_gang_waiting(&c, ns, &low, "gang prio/early-low: 1 of 3 members fit").await?;
         c.assert_none_bound_for(ns, &low, WINDOW).await?;
-        no_overcommit(&c).await
+        c.assert_no_overcommit().await
     }
     .await;
     c.report(&[ns], r).await

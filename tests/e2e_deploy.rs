@@ -252,8 +252,10 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
         "two muster replicas: a leader and a warm standby"
     );
     ensure!(
-        d["spec"]["strategy"]["type"] == "Recreate",
-        "Recreate: a rolling update would wait forever for a standby to become Ready"
+        d["spec"]["strategy"]
+            == serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        "a rolling update that never lowers the Ready count (both replicas are Ready): {}",
+        d["spec"]["strategy"]
     );
     let spec = pod_spec(d);
     let spread = &spec["topologySpreadConstraints"][0];
@@ -303,6 +305,11 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
         env.iter().any(|e| e["name"] == "POD_NAME"
             && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
         "POD_NAME from the downward API"
+    );
+    ensure!(
+        env.iter().any(|e| e["name"] == "POD_NAMESPACE"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
+        "POD_NAMESPACE from the downward API: with POD_NAME, the pod the leader labels"
     );
     ensure!(
         env.iter()
@@ -385,15 +392,24 @@ fn check_muster_objects(base: &[Value]) -> Result<()> {
         "NetworkPolicy ingress: {}",
         np["spec"]["ingress"]
     );
+    let mut leader_pods = d["spec"]["selector"]["matchLabels"].clone();
+    leader_pods["muster.dev/leader"] = "true".into();
     ensure!(
-        svc["spec"]["selector"] == d["spec"]["selector"]["matchLabels"],
-        "Service selects the muster pods"
+        svc["spec"]["selector"] == leader_pods,
+        "the Service selects the muster pod labelled leader: {}",
+        svc["spec"]["selector"]
+    );
+    ensure!(
+        d["spec"]["template"]["metadata"]["labels"]["muster.dev/leader"].is_null(),
+        "the template carries no leader label: only the leader sets it on its own pod"
     );
 
     let pdb = find(base, "PodDisruptionBudget", "muster")?;
     ensure!(
-        pdb["spec"]["minAvailable"] == 1 && pdb["spec"]["maxUnavailable"].is_null(),
-        "PDB minAvailable 1: a drain never takes both replicas: {}",
+        pdb["spec"]["maxUnavailable"] == 1
+            && pdb["spec"]["minAvailable"].is_null()
+            && pdb["spec"]["selector"] == d["spec"]["selector"],
+        "PDB maxUnavailable 1 over the muster pods: a drain takes one replica at a time: {}",
         pdb["spec"]
     );
 
@@ -632,6 +648,11 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("list", SCHEDULING, "podgroups"),
         access("watch", SCHEDULING, "podgroups"),
         access("get", SCHEDULING, "podgroups").named("pg").ns(team),
+        // The leader label on its own pod, and a stale one on another replica's pod.
+        access("list", CORE, "pods").ns(NS),
+        access("patch", CORE, "pods")
+            .named("muster-7d9f-abcde")
+            .ns(NS),
         // Leader election: the one Lease in its own namespace.
         access("create", COORD, "leases").ns(NS),
         access("get", COORD, "leases").named("muster").ns(NS),
@@ -769,6 +790,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "Service/muster-system/muster",
         "NetworkPolicy/muster-system/muster",
         "PodDisruptionBudget/muster-system/muster",
+        "PriorityLevelConfiguration//muster-leader-election",
+        "FlowSchema//muster-leader-election",
     ]
     .map(String::from)
     .into();

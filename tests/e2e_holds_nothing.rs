@@ -1,4 +1,4 @@
-//! End-to-end, issue 10: a gang that cannot run holds nothing. On the real control plane with
+//! End-to-end: a gang that cannot run holds nothing (holds-nothing). On the real control plane with
 //! the stock kube-scheduler and muster as its extender (fake nodes, no kubelets), with
 //! Kueue-style keys (`kueue.x-k8s.io/pod-group-name` label + `pod-group-total-count`):
 //!
@@ -14,18 +14,17 @@
 //! Without muster (`tests/control-run`) kube-scheduler binds the members that fit, so every test
 //! here fails there.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Result};
+use anyhow::{Context, Result};
 use muster_harness::k8s::GangKey;
-use muster_harness::{wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer};
+use muster_harness::{
+    ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
+    TOGETHER,
+};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// Deadline for something that should happen.
-const PLACE: Duration = Duration::from_secs(60);
-/// Deadline for a wait reason to show up in `/gangs` and Events.
-const REASON: Duration = Duration::from_secs(30);
 /// A plain pod next to a gang that holds nothing is scheduled within this.
 const PROMPTLY: Duration = Duration::from_secs(5);
 /// muster's default `--creation-window`.
@@ -35,16 +34,6 @@ const CREATION_WINDOW: Duration = Duration::from_secs(5);
 /// the annotation kube-scheduler would wait for an unrelated event (it took 11-12 s here, when
 /// the seated member's held bind call timed out) or its 5-minute flush.
 const ONE_CYCLE: Duration = Duration::from_secs(3);
-/// Members of one gang must be bound within this of each other.
-const TOGETHER: Duration = Duration::from_secs(3);
-
-fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
-    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
-    match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) => b.duration_since(*a),
-        _ => Duration::ZERO,
-    }
-}
 
 /// Creates `pod` and returns how long it took to be bound (deadline `within`).
 async fn bound_within(
@@ -64,7 +53,7 @@ async fn bound_within(
     Ok(took)
 }
 
-/// Issue 10, case 1 (NodeAffinity): 4 one-CPU nodes, two in pool a; a gang of 3 × 1 CPU that
+/// Case 1 (NodeAffinity): 4 one-CPU nodes, two in pool a; a gang of 3 × 1 CPU that
 /// requires pool a holds nothing, so a plain pool-a pod is bound at once; with a third pool-a
 /// node (and the plain pod gone) the gang is placed whole.
 #[tokio::test]
@@ -95,15 +84,15 @@ async fn required_node_affinity_gang_holds_nothing_then_places_whole_with_a_thir
             .cpu("1")
             .node_selector("pool", "a");
         bound_within(&c, ns, plain, PROMPTLY).await?;
-        ensure!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+        ensure_truth!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
 
         c.delete_pod(ns, "plain").await?;
         c.add_node("a3", NodeShape::cpu("1").label("pool", "a"))
             .await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
         let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
-        ensure!(
+        ensure_truth!(
             nodes == BTreeSet::from(["a1", "a2", "a3"]),
             "placed outside pool a: {bound:?}"
         );
@@ -113,7 +102,7 @@ async fn required_node_affinity_gang_holds_nothing_then_places_whole_with_a_thir
     c.report(&[ns], r).await
 }
 
-/// Issue 10, case 2 (InterPodAffinity among the members): two 4-CPU nodes; 3 workers of 1 CPU
+/// Case 2 (InterPodAffinity among the members): two 4-CPU nodes; 3 workers of 1 CPU
 /// that need distinct nodes hold nothing, so a plain pod that needs a whole node is bound at
 /// once; with a third node (and the plain pod gone) the gang is placed whole, one per node.
 #[tokio::test]
@@ -143,21 +132,21 @@ async fn members_that_need_distinct_nodes_hold_nothing_then_place_whole_on_a_thi
         c.wait_gang_waiting_whole(ns, "workers", &gang, &reason, REASON)
             .await?;
         bound_within(&c, ns, PodBuilder::new(ns, "whole").cpu("4"), PROMPTLY).await?;
-        ensure!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+        ensure_truth!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
 
         c.delete_pod(ns, "whole").await?;
         c.add_node("n3", NodeShape::cpu("4")).await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
         let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
-        ensure!(nodes.len() == 3, "two workers share a node: {bound:?}");
+        ensure_truth!(nodes.len() == 3, "two workers share a node: {bound:?}");
         Ok(())
     }
     .await;
     c.report(&[ns], r).await
 }
 
-/// Issue 10, case 3 (a member that never comes): two 1-CPU nodes, a gang of 2 of which one
+/// Case 3 (a member that never comes): two 1-CPU nodes, a gang of 2 of which one
 /// member exists. Within the creation window muster holds both nodes (the member's seat and room
 /// for the missing one); after it only the member's own seat, so a plain 1-CPU pod, refused
 /// meanwhile, is asked to retry and bound within the window plus one cycle. The missing member created (the plain
@@ -178,17 +167,15 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
                 .gang(GangKey::Kueue, "pair", 2)
         };
         c.create(member(0)).await?;
-        // muster seats pair-0 and holds room for pair-1, which does not exist.
-        wait_for(
+        // muster seats pair-0 and holds room for pair-1, which does not exist; pair-0 stays
+        // unbound (cluster truth, checked first: kube-scheduler alone binds it at once).
+        c.wait_gang(
+            ns,
+            "pair",
+            &["pair-0".into()],
             "pair-0 seated with room held for pair-1",
             REASON,
-            || async {
-                let view = c.muster.gang(ns, "pair").await?;
-                Ok(match view {
-                    Some(g) if g.count("seated") == 1 && g.count("held") == 1 => Progress::Done(()),
-                    other => Progress::NotYet(format!("{:?}", other.map(|g| g.describe()))),
-                })
-            },
+            |g| g.count("seated") == 1 && g.count("held") == 1,
         )
         .await?;
         let took = bound_within(
@@ -207,7 +194,7 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
             e.reason == "GangWaiting" && e.message == released
         })
         .await?;
-        ensure!(
+        ensure_truth!(
             c.count_bound(ns, &["pair-0".into()]).await? == 0,
             "pair-0 was bound without its pair"
         );
@@ -216,7 +203,7 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
         c.create(member(1)).await?;
         let gang = vec!["pair-0".to_string(), "pair-1".to_string()];
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
         Ok(())
     }
     .await;
@@ -261,15 +248,15 @@ async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_th
         c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, REASON)
             .await?;
         bound_within(&c, ns, PodBuilder::new(ns, "wide").cpu("2"), PROMPTLY).await?;
-        ensure!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+        ensure_truth!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
 
         c.delete_pod(ns, "wide").await?;
         c.add_node("c2", NodeShape::cpu("1").label(ZONE, "c"))
             .await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
         let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
-        ensure!(
+        ensure_truth!(
             nodes == BTreeSet::from(["a1", "b1", "c2"]),
             "not one member per zone: {bound:?}"
         );
@@ -301,22 +288,23 @@ async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() 
                 .gang(GangKey::Kueue, "pair", 2),
         )
         .await?;
-        let held = wait_for(
-            "pair-0 seated with room held for pair-1",
-            REASON,
-            || async {
-                let view = c.muster.gang(ns, "pair").await?;
-                let node = view.as_ref().and_then(|g| {
-                    let held = g.members.iter().find(|m| m.state == "held")?;
-                    (g.count("seated") == 1).then(|| held.node.clone())?
-                });
-                Ok(match node {
-                    Some(n) => Progress::Done(n),
-                    None => Progress::NotYet(format!("{:?}", view.map(|g| g.describe()))),
-                })
-            },
-        )
-        .await?;
+        // pair-0 stays unbound (cluster truth, checked first: kube-scheduler alone binds it at
+        // once) while muster seats it and holds room for pair-1.
+        let held_room = |g: &muster_harness::GangView| {
+            let held = g.members.iter().find(|m| m.state == "held")?;
+            (g.count("seated") == 1).then(|| held.node.clone())?
+        };
+        let view = c
+            .wait_gang(
+                ns,
+                "pair",
+                &["pair-0".into()],
+                "pair-0 seated with room held for pair-1",
+                REASON,
+                |g| held_room(g).is_some(),
+            )
+            .await?;
+        let held = held_room(&view).context("the wait returned without room held")?;
         let plain = PodBuilder::new(ns, "plain")
             .cpu("1")
             .node_selector("kubernetes.io/hostname", &held);
@@ -339,11 +327,127 @@ async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() 
             })
         })
         .await?;
-        ensure!(
+        ensure_truth!(
             c.count_bound(ns, &["pair-0".into()]).await? == 0,
             "pair-0 was bound without its pair"
         );
         Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// SchedulingGates (kube-scheduler's PreEnqueue plugin): a gang of 2 × 500m on one 1-CPU node,
+/// one member gated (`example.com/quota`, as a quota controller holds it). kube-scheduler does
+/// not try the gated member at all, so the gang cannot run and holds nothing: a plain pod that
+/// needs the whole node is bound at once. Once the plain pod is gone and the gate removed, the
+/// gang is placed whole. kube-scheduler alone binds the open member at once.
+#[tokio::test]
+async fn a_gang_with_a_gated_member_holds_nothing_then_places_whole_once_the_gate_is_removed(
+) -> Result<()> {
+    let _t = Timer("a_gang_with_a_gated_member_holds_nothing", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "gated";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("n1", NodeShape::cpu("1")).await?;
+        let member = |name: &str| {
+            PodBuilder::new(ns, name)
+                .cpu("500m")
+                .gang(GangKey::Kueue, "g", 2)
+        };
+        c.create(member("g-open")).await?;
+        c.create(member("g-gated").scheduling_gate("example.com/quota"))
+            .await?;
+        let gang = muster_harness::pod_names(&["g-open", "g-gated"]);
+        let reason = format!(
+            "gang {ns}/g: 1 of 2 members placed; no node for the next: 0/1 nodes are \
+             available: 1 pod(s) waiting for scheduling gates."
+        );
+        c.wait_gang_waiting_whole(ns, "g", &gang, &reason, REASON)
+            .await?;
+        bound_within(&c, ns, PodBuilder::new(ns, "plain").cpu("1"), PROMPTLY).await?;
+        ensure_truth!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+
+        c.delete_pod(ns, "plain").await?;
+        muster_harness::k8s::remove_scheduling_gates(&c.client(), ns, "g-gated").await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        c.assert_no_overcommit().await
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Required *positive* pod affinity (kube-scheduler's InterPodAffinity plugin): members must
+/// run on a node that runs a pod labelled `app=db` (`topologyKey: kubernetes.io/hostname`).
+/// Only n1 runs one, with room for one 500m member; n2 has room but no db pod. The gang of 2
+/// cannot run and holds nothing: a plain pod pinned to n1 that needs all of n1's room left is
+/// bound at once. With the plain pod gone and a db pod on a third node, the gang is placed
+/// whole on n1 and n3. kube-scheduler alone binds one member to n1 at once.
+#[tokio::test]
+async fn members_that_need_a_pod_affinity_peer_hold_nothing_then_place_whole_next_to_a_second(
+) -> Result<()> {
+    let _t = Timer(
+        "members_that_need_a_pod_affinity_peer_hold_nothing",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "peers";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("n1", NodeShape::cpu("1")).await?;
+        c.add_node("n2", NodeShape::cpu("2")).await?;
+        let db = |name: &str, node: &str| {
+            PodBuilder::new(ns, name)
+                .cpu("200m")
+                .label("app", "db")
+                .node_selector("kubernetes.io/hostname", node)
+        };
+        c.create(db("db-1", "n1")).await?;
+        c.wait_bound(ns, &muster_harness::pod_names(&["db-1"]), PLACE)
+            .await?;
+        let gang = c
+            .create_gang(ns, "g", 2, 2, GangKey::Kueue, |p| {
+                p.cpu("500m")
+                    .require_pod_affinity_with("kubernetes.io/hostname", "app", "db")
+            })
+            .await?;
+        // muster's words name the rule as kube-scheduler's plugin does.
+        c.wait_gang(
+            ns,
+            "g",
+            &gang,
+            "waiting whole, no seats, a reason naming pod affinity",
+            REASON,
+            |g| {
+                g.state == "waiting"
+                    && g.seats().is_empty()
+                    && g.waiting_reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains("didn't match pod affinity rules"))
+            },
+        )
+        .await?;
+        c.assert_none_bound_for(ns, &gang, muster_harness::WINDOW)
+            .await?;
+        let plain = PodBuilder::new(ns, "plain")
+            .cpu("800m")
+            .node_selector("kubernetes.io/hostname", "n1");
+        bound_within(&c, ns, plain, PROMPTLY).await?;
+        ensure_truth!(c.count_bound(ns, &gang).await? == 0, "a member was bound");
+
+        c.delete_pod(ns, "plain").await?;
+        c.add_node("n3", NodeShape::cpu("1")).await?;
+        c.create(db("db-3", "n3")).await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
+        ensure_truth!(
+            nodes == BTreeSet::from(["n1", "n3"]),
+            "not one member next to each db pod: {bound:?}"
+        );
+        c.assert_no_overcommit().await
     }
     .await;
     c.report(&[ns], r).await
@@ -364,7 +468,7 @@ async fn cached_nodes(c: &Cluster) -> Result<Option<f64>> {
 /// muster checks every seat's node under every rule the planner applies, not only room: it
 /// binds nothing on the cordoned node, says why, and the pair is placed whole on the two other
 /// nodes, bound together. Without muster kube-scheduler binds pair-0 at once, before the
-/// cordon, and no seat is ever seen, so the test fails there.
+/// cordon: the test fails there on cluster truth (pair-0 bound while it should wait seated).
 #[tokio::test]
 async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_pair_is_placed_elsewhere(
 ) -> Result<()> {
@@ -388,22 +492,29 @@ async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_p
                 .gang(GangKey::Kueue, "pair", 2)
         };
         c.create(member(0)).await?;
-        let seated = wait_for(
-            "pair-0 seated with room held for pair-1",
-            REASON,
-            || async {
-                let view = c.muster.gang(ns, "pair").await?;
-                let node = view.as_ref().and_then(|g| {
-                    let seated = g.members.iter().find(|m| m.state == "seated")?;
-                    (g.count("held") == 1).then(|| seated.node.clone())?
-                });
-                Ok(match node {
-                    Some(n) => Progress::Done(n),
-                    None => Progress::NotYet(format!("{:?}", view.map(|g| g.describe()))),
-                })
-            },
-        )
-        .await?;
+        // Cluster truth while muster seats it: pair-0 is not bound (kube-scheduler alone binds
+        // it at once, and the test fails there).
+        let view = c
+            .wait_gang(
+                ns,
+                "pair",
+                &muster_harness::pod_names(&["pair-0"]),
+                "pair-0 seated with room held for pair-1",
+                REASON,
+                |g| {
+                    g.count("held") == 1
+                        && g.members
+                            .iter()
+                            .any(|m| m.state == "seated" && m.node.is_some())
+                },
+            )
+            .await?;
+        let seated = view
+            .members
+            .iter()
+            .find(|m| m.state == "seated")
+            .and_then(|m| m.node.clone())
+            .context("pair-0 seated on a node")?;
         eprintln!("pair-0 seated on {seated}; cordoning it");
         let nodes: Api<Node> = Api::all(c.client());
         let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
@@ -422,15 +533,15 @@ async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_p
         .await?;
 
         c.create(member(1)).await?;
-        let gang = vec!["pair-0".to_string(), "pair-1".to_string()];
+        let gang = muster_harness::pod_names(&["pair-0", "pair-1"]);
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure!(
+        ensure_truth!(
             bound.values().all(|(n, _)| *n != seated),
             "a member was bound on the cordoned node {seated}: {bound:?}"
         );
-        ensure!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
         let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
-        ensure!(nodes.len() == 2, "the pair shares a node: {bound:?}");
+        ensure_truth!(nodes.len() == 2, "the pair shares a node: {bound:?}");
         let why = format!(
             "node {seated} no longer admits member {ns}/pair-0 seated there (NodeUnschedulable"
         );

@@ -52,7 +52,25 @@ fn read_facts(out: &Path) -> Result<BTreeMap<String, String>> {
         .collect())
 }
 
+/// Set by `tests/run` after its image stage ran `tests/image/build` into this directory: the
+/// test reads that image instead of building it a second time.
+const PREBUILT_IMAGE_ENV: &str = "MUSTER_E2E_PREBUILT_IMAGE";
+
 fn build_image(out: &Path) -> Result<BTreeMap<String, String>> {
+    if let Some(dir) = std::env::var_os(PREBUILT_IMAGE_ENV).filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        ensure!(
+            dir == out,
+            "{PREBUILT_IMAGE_ENV}={} but this test runs the image in {}",
+            dir.display(),
+            out.display()
+        );
+        eprintln!(
+            "image: built by tests/run's image stage into {}",
+            dir.display()
+        );
+        return read_facts(out);
+    }
     let script = repo_root().join("tests/image/build");
     let status = Command::new(&script)
         .arg(out)

@@ -894,3 +894,6 @@ mod whole;
 
 #[path = "router/in_flight.rs"]
 mod in_flight;
+
+#[path = "router/outlived.rs"]
+mod outlived;

@@ -142,9 +142,15 @@ async fn a_standby_answers_every_verb_with_an_error_naming_the_leader_and_decide
     assert_eq!(r.seats(), 0, "a standby takes no seat");
     assert!(r.binder.calls.lock().is_empty(), "and binds nothing");
 
+    // Ready (caches synced), so a drain or a rolling update can count on it; the Service
+    // routes by the leader label, not by readiness.
     let a = r.call("GET", "/readyz", "").await;
-    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(a.body, STANDBY);
+    assert_eq!(
+        a.status,
+        StatusCode::OK,
+        "a standby with synced caches is Ready"
+    );
+    assert_eq!(a.body, format!("ok, not deciding: {STANDBY}"));
     let a = r.call("GET", "/healthz", "").await;
     assert_eq!(a.status, StatusCode::OK, "alive: it must not be restarted");
     let a = r.call("GET", "/metrics", "").await;
@@ -157,7 +163,14 @@ async fn a_standby_with_no_leader_known_says_so() {
     let a = r.call("GET", "/readyz", "").await;
     assert_eq!(
         a.body,
-        "muster replica muster-b is the standby, not the leader: no replica holds Lease muster-system/muster yet"
+        "ok, not deciding: muster replica muster-b is the standby, not the leader: no replica holds Lease muster-system/muster yet"
+    );
+    let a = r.call("POST", "/filter", &filter_args("w0", "u-w0")).await;
+    assert!(
+        a.body
+            .contains(r#""Error":"muster replica muster-b is the standby"#),
+        "{}",
+        a.body
     );
 }
 

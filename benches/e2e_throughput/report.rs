@@ -255,7 +255,7 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         let verdict = |ok: bool| if ok { "met" } else { "**MISSED**" };
         let bad = worst(all, Mode::Muster);
         let every = if p.rounds > 1 { ", every round" } else { "" };
-        // Issue 17's targets: 0.9× at the 500-node size, 0.8× at 5,000 nodes.
+        // The throughput targets: 0.9× at the 500-node size, 0.8× at 5,000 nodes.
         let floor = if p.nodes >= 5000 { 0.8 } else { 0.9 };
         match (
             mv.and_then(RunResult::avg_pps),

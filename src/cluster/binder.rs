@@ -6,14 +6,21 @@
 //! node in the table, so nothing takes its room meanwhile; one refused for good (the pod is
 //! gone or bound elsewhere, the request is invalid) is reported at once. A forbidden binding is
 //! tried again too: a restarted API server refuses for a moment what its RBAC allows.
+//!
+//! Every retry is this module's, and says so: the binder's client has kube-client's own retry
+//! layer off (it would repeat 429/503/504 up to 15 times, honouring `Retry-After`, silently and
+//! past any budget), so one attempt here is one request, and a binding takes at most
+//! [`RetryPolicy::attempts`] requests within [`RetryPolicy::budget`], a 429's `Retry-After`
+//! honoured when it fits in what is left of the budget.
 
 use std::fmt;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use kube::Client;
 
 use crate::model::{NodeName, PodRef};
@@ -21,10 +28,16 @@ use crate::model::{NodeName, PodRef};
 /// Why a binding was not created.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BindError {
-    /// Worth another try: throttled (429), a server error (5xx), a timeout or a lost
-    /// connection, a conflict other than "already bound", forbidden (403: an API server just
-    /// restarted may refuse for a moment what RBAC allows).
+    /// Worth another try: a server error (5xx), a timeout or a lost connection, a conflict
+    /// other than "already bound", forbidden (403: an API server just restarted may refuse
+    /// for a moment what RBAC allows).
     Transient(String),
+    /// Throttled (429): worth another try, not before `retry_after` (the API server's
+    /// `Retry-After`) when it said.
+    Throttled {
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// Another try cannot help: the pod is gone or bound elsewhere, or the request is refused.
     Permanent(String),
 }
@@ -33,6 +46,7 @@ impl fmt::Display for BindError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BindError::Transient(m) | BindError::Permanent(m) => f.write_str(m),
+            BindError::Throttled { message, .. } => f.write_str(message),
         }
     }
 }
@@ -43,29 +57,37 @@ pub trait Binder: Send + Sync + 'static {
     fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>>;
 }
 
-/// How often, and how far apart, one binding is tried while its errors are transient.
+/// How often, how far apart and for how long one binding is tried while its errors are
+/// transient.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
+    /// Requests at most (the first included).
     pub attempts: u32,
     pub first_delay: Duration,
     pub max_delay: Duration,
+    /// From the first request to the last answer: no request runs, and no wait ends, past it.
+    pub budget: Duration,
 }
 
 impl Default for RetryPolicy {
-    /// Six attempts over about three seconds: long enough to ride out a throttled or
-    /// restarting API server's blip, short enough that a held bind call still gets its answer.
+    /// Six attempts, 0.1 s apart doubling (3.1 s of waiting between them), within 6 s in all:
+    /// long enough to ride out a throttled or restarting API server's blip, short enough that
+    /// a bind call still gets its binding's outcome before kube-scheduler's `httpTimeout`
+    /// (10 s in the shipped configurations).
     fn default() -> Self {
         RetryPolicy {
             attempts: 6,
             first_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(2),
+            budget: Duration::from_secs(6),
         }
     }
 }
 
-/// Binds `pod` to `node`, trying again after transient errors with doubling delays.
-/// `on_retry` is called before each further attempt (for a metric). The final error names
-/// the API server's last answer and how many attempts were made.
+/// Binds `pod` to `node`, trying again after transient errors with doubling delays (a 429's
+/// `Retry-After` when longer), within the policy's attempts and budget. `on_retry` is called
+/// before each further attempt (for a metric). The final error names the API server's last
+/// answer and why muster stopped trying.
 pub async fn bind_retrying(
     binder: &dyn Binder,
     pod: PodRef,
@@ -73,22 +95,43 @@ pub async fn bind_retrying(
     policy: RetryPolicy,
     on_retry: impl Fn(),
 ) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + policy.budget;
     let mut delay = policy.first_delay;
     let mut attempt = 1;
     loop {
-        match binder.bind(pod.clone(), node.clone()).await {
-            Ok(()) => return Ok(()),
-            Err(BindError::Permanent(m)) => return Err(m),
-            Err(BindError::Transient(m)) if attempt >= policy.attempts => {
-                return Err(format!("{m} (still failing after {attempt} attempts)"))
+        let answer = tokio::time::timeout_at(deadline, binder.bind(pod.clone(), node.clone()));
+        let (message, wait) = match answer.await {
+            Err(_) => {
+                return Err(format!(
+                    "no answer from the API server within the binding's budget of {:?} \
+                     ({attempt} attempts)",
+                    policy.budget
+                ))
             }
-            Err(BindError::Transient(_)) => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(policy.max_delay);
-                attempt += 1;
-                on_retry();
-            }
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(BindError::Permanent(m))) => return Err(m),
+            Ok(Err(BindError::Transient(m))) => (m, delay),
+            Ok(Err(BindError::Throttled {
+                message,
+                retry_after,
+            })) => (message, retry_after.map_or(delay, |r| r.max(delay))),
+        };
+        if attempt >= policy.attempts {
+            return Err(format!(
+                "{message} (still failing after {attempt} attempts)"
+            ));
         }
+        if tokio::time::Instant::now() + wait >= deadline {
+            return Err(format!(
+                "{message} (gave up after {attempt} attempts: the next, {wait:?} later, would \
+                 end past the binding's budget of {:?})",
+                policy.budget
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        delay = (delay * 2).min(policy.max_delay);
+        attempt += 1;
+        on_retry();
     }
 }
 
@@ -107,7 +150,11 @@ pub fn classify(code: u16, message: &str, node: &str) -> Result<(), BindError> {
         // requests its roles allow (seen in the API-server-restart fault test: a gang member's
         // binding refused 403 right after the restart, its gang left partly bound). A real
         // missing permission still fails, after the retries (about three seconds).
-        403 | 409 | 429 | 500..=599 => Err(BindError::Transient(message.to_string())),
+        403 | 409 | 500..=599 => Err(BindError::Transient(message.to_string())),
+        429 => Err(BindError::Throttled {
+            message: message.to_string(),
+            retry_after: None,
+        }),
         _ => Err(BindError::Permanent(message.to_string())),
     }
 }
@@ -124,7 +171,7 @@ impl KubeBinder {
 
 impl Binder for KubeBinder {
     fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let client = self.client.clone();
         Box::pin(async move {
             let binding = Binding {
                 metadata: ObjectMeta {
@@ -142,16 +189,61 @@ impl Binder for KubeBinder {
                     ..Default::default()
                 },
             };
-            let result: Result<serde_json::Value, kube::Error> = api
-                .create_subresource("binding", &pod.name, &PostParams::default(), &binding)
-                .await;
-            match result {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) => classify(s.code, &s.message, &node),
+            let body = serde_json::to_vec(&binding)
+                .map_err(|e| BindError::Permanent(format!("cannot encode the binding: {e}")))?;
+            let request =
+                kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", pod.namespace))
+                    .create_subresource("binding", &pod.name, &PostParams::default(), body)
+                    .map_err(|e| {
+                        BindError::Permanent(format!("cannot build the binding request: {e}"))
+                    })?;
+            // One request: the client has no retry layer (see the module's comment).
+            let response = client
+                .send(request.map(kube::client::Body::from))
+                .await
                 // No answer at all (connection refused or lost, a timeout): try again.
-                Err(e) => Err(BindError::Transient(e.to_string())),
+                .map_err(|e| BindError::Transient(e.to_string()))?;
+            let code = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            if response.status().is_success() {
+                return Ok(());
             }
+            let body = match response.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return Err(BindError::Transient(format!("HTTP {code}: {e}"))),
+            };
+            let message = status_message(code, &body);
+            if code == 429 {
+                return Err(BindError::Throttled {
+                    message,
+                    retry_after,
+                });
+            }
+            classify(code, &message, &node)
         })
+    }
+}
+
+/// The message of the API server's error answer: the `Status` object's, else the body's text
+/// (a throttled request's answer is plain text).
+fn status_message(code: u16, body: &[u8]) -> String {
+    let status: Option<kube::core::Status> = serde_json::from_slice(body).ok();
+    match status {
+        Some(s) if !s.message.is_empty() => s.message,
+        _ => {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            if text.is_empty() {
+                format!("HTTP {code}")
+            } else {
+                format!("HTTP {code}: {text}")
+            }
+        }
     }
 }
 
@@ -173,7 +265,14 @@ mod tests {
             classify(409, elsewhere, n),
             Err(BindError::Permanent(elsewhere.into()))
         );
-        for code in [403, 409, 429, 500, 503, 504] {
+        assert_eq!(
+            classify(429, "x", n),
+            Err(BindError::Throttled {
+                message: "x".into(),
+                retry_after: None
+            })
+        );
+        for code in [403, 409, 500, 503, 504] {
             assert!(
                 matches!(classify(code, "x", n), Err(BindError::Transient(_))),
                 "{code}"
@@ -221,6 +320,7 @@ mod tests {
         attempts: 3,
         first_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
+        budget: Duration::from_secs(5),
     };
 
     #[tokio::test]
@@ -251,5 +351,104 @@ mod tests {
             Err("pods \"p\" not found".into())
         );
         assert_eq!(b.calls.load(Ordering::SeqCst), 1);
+    }
+
+    fn throttled(after: Option<Duration>) -> BindError {
+        BindError::Throttled {
+            message: "Too many requests".into(),
+            retry_after: after,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_429_is_tried_again_after_its_retry_after_when_that_fits_in_the_budget() {
+        let b = scripted(vec![throttled(Some(Duration::from_millis(300)))]);
+        let started = std::time::Instant::now();
+        assert_eq!(
+            bind_retrying(&b, pod(), "n".into(), FAST, || ()).await,
+            Ok(())
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "tried again after {:?}, before Retry-After",
+            started.elapsed()
+        );
+        assert_eq!(b.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_past_the_budget_ends_the_binding_at_once_and_says_why() {
+        let policy = RetryPolicy {
+            budget: Duration::from_secs(2),
+            ..FAST
+        };
+        let b = scripted(vec![throttled(Some(Duration::from_secs(30)))]);
+        let started = std::time::Instant::now();
+        let result = bind_retrying(&b, pod(), "n".into(), policy, || ()).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "waited for it");
+        assert_eq!(
+            result,
+            Err(
+                "Too many requests (gave up after 1 attempts: the next, 30s later, would end \
+                 past the binding's budget of 2s)"
+                    .into()
+            )
+        );
+        assert_eq!(b.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// Never answers, as an API server that took the request and hung.
+    struct Hung;
+
+    impl Binder for Hung {
+        fn bind(&self, _: PodRef, _: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_attempt_without_an_answer_ends_with_the_budget() {
+        let policy = RetryPolicy {
+            budget: Duration::from_millis(300),
+            ..FAST
+        };
+        let started = std::time::Instant::now();
+        let result = bind_retrying(&Hung, pod(), "n".into(), policy, || ()).await;
+        let took = started.elapsed();
+        assert!(
+            (Duration::from_millis(300)..Duration::from_secs(2)).contains(&took),
+            "{took:?}"
+        );
+        assert_eq!(
+            result,
+            Err(
+                "no answer from the API server within the binding's budget of 300ms \
+                 (1 attempts)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn the_default_policy_is_six_attempts_within_six_seconds() {
+        let p = RetryPolicy::default();
+        let waits: Duration = (0..p.attempts - 1)
+            .map(|i| (p.first_delay * 2u32.pow(i)).min(p.max_delay))
+            .sum();
+        assert_eq!(
+            (p.attempts, waits, p.budget),
+            (6, Duration::from_millis(3100), Duration::from_secs(6))
+        );
+    }
+
+    #[test]
+    fn an_error_answer_is_told_by_its_status_message_or_its_text() {
+        let status = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"p\" not found","reason":"NotFound","code":404}"#;
+        assert_eq!(status_message(404, status), "pods \"p\" not found");
+        assert_eq!(
+            status_message(429, b"Too many requests, please try again later.\n"),
+            "HTTP 429: Too many requests, please try again later."
+        );
+        assert_eq!(status_message(503, b""), "HTTP 503");
     }
 }

@@ -7,16 +7,13 @@
 //! with the same `{"Error": ...}` body; kube-scheduler never sends those.
 //!
 //! One file per verb; what every verb does first (timing, reading and decoding the body,
-//! readiness, the pod and the node names) is the [`call::Call`] extractor; the bind calls held
-//! open while a gang gathers are [`held::HeldBinds`], the bindings muster is making
-//! [`bindings::Bindings`].
+//! readiness, the pod and the node names) is the [`call::Call`] extractor. What a bind call does
+//! beyond its wire form is [`crate::binding`]'s.
 
 mod bind;
-pub mod bindings;
 mod call;
 mod error;
 mod filter;
-pub mod held;
 mod ops;
 mod preempt;
 mod prioritize;

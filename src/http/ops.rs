@@ -25,13 +25,16 @@ pub(super) async fn not_found(method: Method, uri: Uri) -> Response {
 
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let r = &state.shared.readiness;
-    // A standby keeps its caches warm but must receive no calls: not Ready, so a Service
-    // sends kube-scheduler's calls to the leader only.
-    if let Some(refusal) = state.shared.leadership.refusal(Instant::now()) {
-        return (StatusCode::SERVICE_UNAVAILABLE, refusal).into_response();
-    }
+    // Ready once the caches are synced, leader or standby: a drain and a rolling update wait for
+    // Ready replicas, and a standby is one that can take over at once. Which replica receives
+    // kube-scheduler's calls is the leader label's business (cluster::leader::label), and a
+    // standby refuses any call that reaches it.
     if r.is_ready() {
-        (StatusCode::OK, "ok").into_response()
+        let body = match state.shared.leadership.refusal(Instant::now()) {
+            None => "ok".to_string(),
+            Some(refusal) => format!("ok, not deciding: {refusal}"),
+        };
+        (StatusCode::OK, body).into_response()
     } else {
         let mut message = format!(
             "not ready: pods synced={}, nodes synced={}",
@@ -46,8 +49,9 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// A verb call answered by a replica that does not decide closes its connection:
-/// kube-scheduler keeps connections alive, and a Service only picks an endpoint for a new one,
-/// so this is what moves the scheduler's calls over to the new leader.
+/// kube-scheduler keeps connections alive, and a Service only picks an endpoint for a new one
+/// (by then the new leader's pod carries the leader label), so this is what moves the
+/// scheduler's calls over to the new leader.
 pub(super) async fn close_unless_leading(
     State(state): State<AppState>,
     mut response: Response,

@@ -1,16 +1,13 @@
 //! Every sentence the model says to users, written once: Events, filter reasons, bind errors
 //! and `/gangs` read from here, so the same situation is always described the same way.
 
+use std::fmt;
 use std::time::Duration;
 
-use super::membership::{GangKey, MembershipError};
 use super::notice::PodRef;
-use super::objects::{NodeName, PodInfo};
-use super::planner::Shortfall;
-use super::podgroup::PodGroupApi;
-use super::quorum_bound::BeyondCluster;
-use super::resources::Shortfall as RoomShortfall;
-use super::table::GangFacts;
+use crate::model::inputs::membership::{GangKey, MembershipError};
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::podgroup::PodGroupApi;
 
 /// Event on a pod whose gang keys cannot be used.
 pub fn invalid_keys(error: &MembershipError) -> String {
@@ -40,13 +37,23 @@ pub fn pod_group_conflict(key: &GangKey, api: PodGroupApi, found: &[String]) -> 
     )
 }
 
-/// Why a gang whose quorum no placement could meet is refused at once (it holds nothing).
-pub fn beyond_cluster(key: &GangKey, b: &BeyondCluster) -> String {
+/// The rule a simulation names when it ran out of its `budget` of node checks with `placed` of
+/// `need` members placed (the gang does not fit in what muster simulates per call).
+pub fn out_of_checks(budget: u64, placed: usize, need: usize) -> String {
     format!(
-        "gang {key}: quorum {} is more than the cluster could ever hold: its {} nodes have room \
-         for at most {} members as small as its smallest, with nothing else running; nothing is \
-         held (lower the gang's min-available or add nodes)",
-        b.quorum, b.nodes, b.at_most
+        "the simulation stopped after {budget} node checks with {placed} of {need} members \
+         placed: muster simulates no more per call (members with pod (anti-)affinity or spread \
+         terms, or many distinct members, cost a walk over the nodes each)"
+    )
+}
+
+/// Why a gang whose quorum no placement could meet is refused at once (it holds nothing):
+/// its `nodes` nodes have room for at most `at_most` members as small as its smallest.
+pub fn beyond_cluster(key: &GangKey, quorum: u32, nodes: usize, at_most: u64) -> String {
+    format!(
+        "gang {key}: quorum {quorum} is more than the cluster could ever hold: its {nodes} nodes \
+         have room for at most {at_most} members as small as its smallest, with nothing else \
+         running; nothing is held (lower the gang's min-available or add nodes)"
     )
 }
 
@@ -78,75 +85,111 @@ pub fn backing_off(key: &GangKey, left: Duration) -> String {
     )
 }
 
-/// Why a gang cannot be placed now (it holds nothing meanwhile).
-pub fn does_not_fit(key: &GangKey, why: &Shortfall, window: Duration) -> String {
-    match why {
-        Shortfall::Room {
-            fit,
-            quorum,
-            missing: 0,
-            rule,
-            task,
-        } => {
-            let task = task
-                .as_ref()
-                .map(|t| format!("task {}: {} of {} members fit; ", t.task, t.fit, t.min))
-                .unwrap_or_default();
-            match rule {
-                None => format!("gang {key}: {task}{fit} of {quorum} members fit"),
-                // The rule's message carries its own counts.
-                Some(rule) => format!("gang {key}: {task}{rule}"),
-            }
-        }
-        Shortfall::Room {
-            fit,
-            quorum,
-            missing,
-            rule,
-            task: _,
-        } => {
-            let mut m = format!(
-                "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
-                 if the rest ask as much as the largest",
-                quorum - missing
-            );
-            if let Some(rule) = rule {
-                m.push_str(&format!(": {rule}"));
-            }
-            m
-        }
-        Shortfall::MembersMissing { existing, quorum } => format!(
-            "gang {key}: waiting for members: {existing} of {quorum} exist; no room is held \
-             for the missing {} once no member has appeared for {}",
-            quorum.saturating_sub(*existing),
-            humantime::format_duration(window)
-        ),
-        Shortfall::TaskMembersMissing {
-            task,
-            existing,
-            min,
-        } => format!(
-            "gang {key}: waiting for members of task {task}: {existing} of {min} exist; no \
-             room is held for the missing {} once no member has appeared for {}",
-            min.saturating_sub(*existing),
-            humantime::format_duration(window)
-        ),
-        Shortfall::PodGroupMissing { api } => pod_group_missing(key, *api),
-        Shortfall::BeyondCluster(b) => beyond_cluster(key, b),
-        Shortfall::QuorumUndecided { existing } => format!(
-            "gang {key}: no member declares the gang's size; its quorum is the members that \
-             exist once none has appeared for {} ({existing} so far)",
-            humantime::format_duration(window)
-        ),
+/// A gang's counts, as its sentences tell them: plain numbers, read by the caller at the
+/// moment of the decision (the table's `GangFacts::counts`).
+pub struct GangCounts<'a> {
+    pub quorum: u32,
+    /// Live members that exist.
+    pub existing: u32,
+    /// Live members bound or assumed.
+    pub with_nodes: u32,
+    pub confirmed_seats: u32,
+    /// The first task below its minimum, counting members with nodes and confirmed seats.
+    pub short_task: Option<TaskCounts<'a>>,
+    /// The first task with fewer members existing than its minimum.
+    pub task_missing_members: Option<TaskCounts<'a>>,
+}
+
+/// One task's counts, and its minimum.
+pub struct TaskCounts<'a> {
+    pub task: &'a str,
+    pub min: u32,
+    pub existing: u32,
+    pub with_nodes: u32,
+    pub confirmed_seats: u32,
+}
+
+/// Why a gang cannot be placed now (it holds nothing meanwhile): at most `fit` of `quorum`
+/// members fit, every member existing; `rule` stopped the simulation when it was not room
+/// alone, `task` (name, fit, minimum) is the task below its minimum it stopped at.
+pub fn room_short(
+    key: &GangKey,
+    fit: u32,
+    quorum: u32,
+    rule: Option<&str>,
+    task: Option<(&str, u32, u32)>,
+) -> String {
+    let task = task
+        .map(|(task, fit, min)| format!("task {task}: {fit} of {min} members fit; "))
+        .unwrap_or_default();
+    match rule {
+        None => format!("gang {key}: {task}{fit} of {quorum} members fit"),
+        // The rule's message carries its own counts.
+        Some(rule) => format!("gang {key}: {task}{rule}"),
     }
+}
+
+/// Why a gang cannot be placed now while `missing` of its `quorum` members are not created
+/// yet (within the creation window).
+pub fn room_short_of_members_to_come(
+    key: &GangKey,
+    fit: u32,
+    quorum: u32,
+    missing: u32,
+    rule: Option<&str>,
+) -> String {
+    let mut m = format!(
+        "gang {key}: waiting for members: {} of {quorum} exist, and room for {fit} \
+         if the rest ask as much as the largest",
+        quorum - missing
+    );
+    if let Some(rule) = rule {
+        m.push_str(&format!(": {rule}"));
+    }
+    m
+}
+
+/// Members are missing and the creation window is over: nothing is held for them.
+pub fn members_missing(key: &GangKey, existing: u32, quorum: u32, window: Duration) -> String {
+    format!(
+        "gang {key}: waiting for members: {existing} of {quorum} exist; no room is held \
+         for the missing {} once no member has appeared for {}",
+        quorum.saturating_sub(existing),
+        humantime::format_duration(window)
+    )
+}
+
+/// Members of a task below its minimum are missing and the creation window is over.
+pub fn task_members_missing(
+    key: &GangKey,
+    task: &str,
+    existing: u32,
+    min: u32,
+    window: Duration,
+) -> String {
+    format!(
+        "gang {key}: waiting for members of task {task}: {existing} of {min} exist; no \
+         room is held for the missing {} once no member has appeared for {}",
+        min.saturating_sub(existing),
+        humantime::format_duration(window)
+    )
+}
+
+/// No member declares the gang's size and members may still be arriving.
+pub fn quorum_undecided(key: &GangKey, existing: u32, window: Duration) -> String {
+    format!(
+        "gang {key}: no member declares the gang's size; its quorum is the members that \
+         exist once none has appeared for {} ({existing} so far)",
+        humantime::format_duration(window)
+    )
 }
 
 /// Event when the creation window ends while room is held for members not created yet (of a
 /// task below its minimum, when that is what is missing).
-pub fn window_over(key: &GangKey, facts: &GangFacts, window: Duration) -> String {
-    let (what, existing, needed) = match facts.tasks.iter().find(|t| t.existing < t.min) {
+pub fn window_over(key: &GangKey, facts: &GangCounts, window: Duration) -> String {
+    let (what, existing, needed) = match &facts.task_missing_members {
         Some(t) => (format!("members of task {}", t.task), t.existing, t.min),
-        None => ("members".to_string(), facts.existing, facts.spec.quorum),
+        None => ("members".to_string(), facts.existing, facts.quorum),
     };
     format!(
         "gang {key}: waiting for {what}: {existing} of {needed} exist; room held for the \
@@ -182,7 +225,7 @@ pub const RETRY_AFTER_WINDOW: &str =
     "the gang's creation window closed; asking kube-scheduler to retry the pod";
 
 /// Filter reason for a node without room; says so when gang seats take part of it.
-pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
+pub fn no_room(shortfall: &impl fmt::Display, seats_here: bool) -> String {
     if seats_here {
         format!("{shortfall} (some of it is reserved for gangs)")
     } else {
@@ -192,14 +235,14 @@ pub fn no_room(shortfall: &RoomShortfall, seats_here: bool) -> String {
 
 /// Answer of a bind call whose member is seated but whose gang is below quorum (or one of its
 /// tasks below its minimum).
-pub fn waiting_for_quorum(key: &GangKey, facts: &GangFacts) -> String {
+pub fn waiting_for_quorum(key: &GangKey, facts: &GangCounts) -> String {
     let (have, quorum, existing) = (
         facts.with_nodes + facts.confirmed_seats,
-        facts.spec.quorum,
+        facts.quorum,
         facts.existing,
     );
     let mut message = format!("gang {key} waiting for quorum: {have}/{quorum} members have nodes");
-    if let Some(t) = facts.short_task(true) {
+    if let Some(t) = &facts.short_task {
         message.push_str(&format!(
             "; task {}: {}/{} members have nodes",
             t.task,
@@ -239,18 +282,18 @@ pub fn gang_bind_failed(
     pod: &PodRef,
     node: &NodeName,
     error: &str,
-    facts: &GangFacts,
+    facts: &GangCounts,
 ) -> String {
     format!(
         "gang {key}: binding member {pod} to node {node} failed for good: {error}; \
          {}/{} members have nodes; its room on {node} is held until the gang's timeout \
          while kube-scheduler retries it",
-        facts.with_nodes, facts.spec.quorum
+        facts.with_nodes, facts.quorum
     )
 }
 
 /// A seat's node lost room before its gang's quorum was bound: nothing was bound.
-pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &RoomShortfall) -> String {
+pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &impl fmt::Display) -> String {
     format!(
         "gang {key}: node {node} no longer has room for the members seated there ({shortfall}); \
          nothing was bound, those members are planned again"
@@ -273,10 +316,15 @@ pub fn seat_node_refuses(
 }
 
 /// The `GangTimedOut` Event (naming the task below its minimum, if one is).
-pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: Duration) -> String {
+pub fn timed_out(
+    key: &GangKey,
+    timeout: Duration,
+    facts: &GangCounts,
+    backoff: Duration,
+) -> String {
     let (had_nodes, quorum, existing) = (
         facts.with_nodes + facts.confirmed_seats,
-        facts.spec.quorum,
+        facts.quorum,
         facts.existing,
     );
     let mut missing = if existing < quorum {
@@ -284,7 +332,7 @@ pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: D
     } else {
         String::new()
     };
-    if let Some(t) = facts.short_task(true) {
+    if let Some(t) = &facts.short_task {
         missing.push_str(&format!(
             " (task {}: {}/{} members had nodes, {} exist)",
             t.task,
@@ -306,71 +354,11 @@ pub fn timed_out(key: &GangKey, timeout: Duration, facts: &GangFacts, backoff: D
 pub fn preemption(
     pod: &PodInfo,
     kept: &std::collections::BTreeMap<&str, Vec<String>>,
-    dropped: &[(String, super::preempt::DropReason)],
+    dropped: &[(String, String)],
 ) -> String {
-    use super::preempt::DropReason;
-    let why = |r: &DropReason| {
-        match r {
-        DropReason::GangCannotFollow { fit, quorum } => match pod.gang() {
-            Some(m) => format!(
-                "gang {} could place only {fit} of {quorum} members even with every lower-priority pod evicted",
-                m.gang
-            ),
-            None => format!("only {fit} of {quorum} members could be placed"),
-        },
-        DropReason::RunningGangVictim { gang } => {
-            format!("it would evict part of running gang {gang} where other victims will do")
-        }
-        DropReason::GangNotLowerPriority { gang, priority } => format!(
-            "running gang {gang} has priority {priority}, not lower than the preemptor's {}",
-            pod.priority
-        ),
-        DropReason::DisruptsMore => "another node disrupts fewer pods".to_string(),
-        DropReason::NotSeenYet => {
-            "muster has not seen this pod yet, so it cannot judge its gang (it asks for a retry once it has)".to_string()
-        }
-        DropReason::QuorumUndecided { existing } => format!(
-            "{}: no member declares the member count, and members may still be arriving ({existing} so far)",
-            gang_of(pod)
-        ),
-        DropReason::MembersMissing { existing, quorum } => format!(
-            "{} has {existing} of {quorum} members and its creation window is over",
-            gang_of(pod)
-        ),
-        DropReason::GangBackingOff { left } => format!(
-            "{} is backing off for {}s after its quorum timeout",
-            gang_of(pod),
-            left.as_secs().max(1)
-        ),
-        DropReason::HeldForGang { gang } => {
-            format!("the room its victims free is held for gang {gang}")
-        }
-        DropReason::NotThePod { actual } => {
-            format!("uid {} is {actual} in muster's cache, not this pod", pod.uid)
-        }
-        DropReason::VictimNotOnNode { victim, on: None } => {
-            format!("victim {victim} is on no node in muster's cache")
-        }
-        DropReason::VictimNotOnNode {
-            victim,
-            on: Some(on),
-        } => format!("victim {victim} is on node {on}, not this one"),
-        DropReason::VictimNotLowerPriority { victim, priority } => format!(
-            "victim {victim} has priority {priority}, not lower than the preemptor's {}",
-            pod.priority
-        ),
-        DropReason::BeyondCluster(b) => format!(
-            "{}: quorum {} is more than the cluster could ever hold (at most {} on its {} nodes)",
-            gang_of(pod),
-            b.quorum,
-            b.at_most,
-            b.nodes
-        ),
-    }
-    };
     let dropped_text = dropped
         .iter()
-        .map(|(node, r)| format!("{node}: {}", why(r)))
+        .map(|(node, why)| format!("{node}: {why}"))
         .collect::<Vec<_>>()
         .join("; ");
     let subject = match pod.gang() {
@@ -390,6 +378,102 @@ pub fn preemption(
         message.push_str(&format!("; dropped {dropped_text}"));
     }
     message
+}
+
+/// Why a preemption candidate was dropped: the preemptor's gang could place only `fit` of
+/// `quorum` members even with every lower-priority pod evicted.
+pub fn dropped_gang_cannot_follow(pod: &PodInfo, fit: u32, quorum: u32) -> String {
+    match pod.gang() {
+        Some(m) => format!(
+            "gang {} could place only {fit} of {quorum} members even with every lower-priority pod evicted",
+            m.gang
+        ),
+        None => format!("only {fit} of {quorum} members could be placed"),
+    }
+}
+
+/// Dropped: it would evict part of a running gang where other victims will do.
+pub fn dropped_running_gang_victim(gang: &GangKey) -> String {
+    format!("it would evict part of running gang {gang} where other victims will do")
+}
+
+/// Dropped: a victim's running gang has a priority not lower than the preemptor's.
+pub fn dropped_gang_not_lower_priority(pod: &PodInfo, gang: &GangKey, priority: i32) -> String {
+    format!(
+        "running gang {gang} has priority {priority}, not lower than the preemptor's {}",
+        pod.priority
+    )
+}
+
+/// Dropped: another candidate disrupts fewer pods.
+pub const DROPPED_DISRUPTS_MORE: &str = "another node disrupts fewer pods";
+
+/// Dropped: the watch has not delivered the preemptor yet.
+pub const DROPPED_NOT_SEEN_YET: &str = "muster has not seen this pod yet, so it cannot judge its gang (it asks for a retry once it has)";
+
+/// Dropped: the preemptor's gang declares no member count and members may still arrive.
+pub fn dropped_quorum_undecided(pod: &PodInfo, existing: u32) -> String {
+    format!(
+        "{}: no member declares the member count, and members may still be arriving ({existing} so far)",
+        gang_of(pod)
+    )
+}
+
+/// Dropped: the preemptor's gang lacks members and its creation window is over.
+pub fn dropped_members_missing(pod: &PodInfo, existing: u32, quorum: u32) -> String {
+    format!(
+        "{} has {existing} of {quorum} members and its creation window is over",
+        gang_of(pod)
+    )
+}
+
+/// Dropped: the preemptor's gang is backing off after a timeout.
+pub fn dropped_backing_off(pod: &PodInfo, left: Duration) -> String {
+    format!(
+        "{} is backing off for {}s after its quorum timeout",
+        gang_of(pod),
+        left.as_secs().max(1)
+    )
+}
+
+/// Dropped: the request's pod UID is another pod's (`actual`) in muster's cache.
+pub fn dropped_not_the_pod(pod: &PodInfo, actual: &str) -> String {
+    format!(
+        "uid {} is {actual} in muster's cache, not this pod",
+        pod.uid
+    )
+}
+
+/// Dropped: a victim is not on the candidate node as muster's cache has it (`on`: where it
+/// is; `None`: muster does not know the pod).
+pub fn dropped_victim_not_on_node(victim: &str, on: Option<&str>) -> String {
+    match on {
+        None => format!("victim {victim} is on no node in muster's cache"),
+        Some(on) => format!("victim {victim} is on node {on}, not this one"),
+    }
+}
+
+/// Dropped: a victim's priority, as cached, is not lower than the preemptor's.
+pub fn dropped_victim_not_lower_priority(pod: &PodInfo, victim: &str, priority: i32) -> String {
+    format!(
+        "victim {victim} has priority {priority}, not lower than the preemptor's {}",
+        pod.priority
+    )
+}
+
+/// Dropped: the preemptor's gang's quorum is more than its `nodes` nodes could ever hold
+/// (`at_most` members).
+pub fn dropped_beyond_cluster(pod: &PodInfo, quorum: u32, nodes: usize, at_most: u64) -> String {
+    format!(
+        "{}: quorum {quorum} is more than the cluster could ever hold (at most {at_most} on its \
+         {nodes} nodes)",
+        gang_of(pod)
+    )
+}
+
+/// Dropped: with its victims gone, the node's room is still held by another gang's seats.
+pub fn dropped_held_for_gang(gang: &GangKey) -> String {
+    format!("the room its victims free is held for gang {gang}")
 }
 
 fn gang_of(pod: &PodInfo) -> String {

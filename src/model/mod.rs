@@ -1,69 +1,60 @@
 //! The gang model: pure state and decisions, no HTTP and no Kubernetes I/O.
 //!
-//! [`GangTable`] is the one value every decision reads and changes, made of narrow parts that
-//! each keep their own numbers right:
-//! - `ledger`: per node, allocatable, used and reserved capacity;
-//! - `pods`: the pods muster knows, and the nodes it assumed for those it is binding;
-//! - `gang`: a gang's members, its seats (by [`SeatHolder`]) and its [`Phase`];
-//! - `spec`: a gang's quorum, per-task minimums and timeout, from its PodGroup (`podgroup`) or
-//!   its members' keys: the one place its quorum is decided; `tasks`: per-task minimums;
-//! - `selection`: which members a simulation places, each task below its minimum first;
-//! - `planner`: the simulation of a gang's placement, run by `simulation`'s one first-fit
-//!   loop under kube-scheduler's required rules (`rules`), with `evidence` from filter calls;
-//! - `hold`: the room a preempting gang's victims free, held as its seats while they go.
+//! Four groups, imports running one way (`inputs` <- `table` <- `planning` <- `verbs`):
+//! - `inputs/`: what the model is told: `objects` (nodes and pods as muster reads them),
+//!   `resources` and `quantity`, `membership` (gang keys), `tasks` (per-task minimums),
+//!   `podgroup` (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout:
+//!   the one place its quorum is decided) and `config`;
+//! - `table/`: [`GangTable`], the one value every decision reads and changes, and its narrow
+//!   parts, each keeping its own numbers right: `ledger` (per node, allocatable, used and
+//!   reserved), `pods` (the pods muster knows, and the nodes it assumed), `gang` (members,
+//!   seats by [`SeatHolder`], [`Phase`]), `evidence` (filter calls' verdicts),
+//!   `preemption_plan` and `disruptions` (gangs to evict whole once kube-scheduler
+//!   commits). A seat and its reservation change together, only in `table/mod.rs`;
+//! - `planning/`: the simulation of a gang's placement: `selection` (which members, each
+//!   task below its minimum first), `simulation` (the one first-fit loop under
+//!   kube-scheduler's required rules), `planner` (the plan, or why not) and `quorum_bound`
+//!   (a quorum the cluster could never hold, refused before any simulation);
+//! - `verbs/`: one per file: `apply` (watch events), `pod_groups` (PodGroup events),
+//!   `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
+//!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts),
+//!   `preemption_hold` (the room a preempting gang's victims free, held as its seats while
+//!   they go), `expiry`, `rebuild` and `views`.
 //!
-//! The verbs live one per file: `apply` (watch events), `filter`, `prioritize`, `bind`,
-//! `preempt`, `expiry` and `views`; every user-facing sentence is in `messages`. Everything here is
-//! synchronous and takes `now` as an argument, so the tests can drive time.
+//! Beside them: `rules/` (kube-scheduler's rules, one file per plugin), `messages` (every
+//! user-facing sentence, from plain values) and `notice` (what the model asks the cluster
+//! side to tell). Everything here is synchronous and takes `now` as an argument, so the
+//! tests can drive time.
 
-mod apply;
-mod bind;
-mod config;
-mod evidence;
-mod expiry;
-mod filter;
-mod gang;
-mod hold;
-mod ledger;
-pub mod membership;
+mod inputs;
 mod messages;
 mod notice;
-pub mod objects;
-mod planner;
-pub mod podgroup;
-mod pods;
-mod preempt;
-mod prioritize;
-pub mod quantity;
-mod quorum;
-mod quorum_bound;
-mod rebuild;
-pub mod resources;
+mod planning;
 pub mod rules;
-mod selection;
-mod simulation;
-mod spec;
 mod table;
-pub mod tasks;
-mod views;
+mod verbs;
+
+pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
 
 #[cfg(test)]
 mod tests;
 
-pub use bind::{BindDecision, BindRejection, BindRequest};
-pub use config::ModelConfig;
-pub use filter::NodeVerdict;
-pub use gang::{Phase, SeatHolder};
-pub use membership::{DisruptionMode, GangKey, Membership, MembershipError};
+pub use inputs::config::ModelConfig;
+pub use inputs::membership::{DisruptionMode, GangKey, Membership, MembershipError};
+pub use inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
+pub use inputs::podgroup::{PodGroupApi, PodGroupDef};
+pub use inputs::resources::Resources;
+pub use inputs::spec::{GangSpec, SpecSource};
+pub use inputs::tasks::TaskMinimums;
 pub use notice::{Notice, NoticeKind, PodRef};
-pub use objects::{NodeInfo, NodeName, PodInfo, PodUid};
-pub use podgroup::{PodGroupApi, PodGroupDef};
-pub use preempt::{DropReason, GangDisruption, PreemptCandidate, PreemptDecision, PreemptOutcome};
-pub use quorum_bound::BeyondCluster;
-pub use resources::Resources;
-pub use spec::{GangSpec, SpecSource};
+pub use planning::quorum_bound::BeyondCluster;
+pub use table::gang::{Phase, SeatHolder};
 pub use table::GangTable;
-pub use tasks::TaskMinimums;
-pub use views::{
+pub use verbs::bind::{BindDecision, BindRejection, BindRequest};
+pub use verbs::filter::NodeVerdict;
+pub use verbs::preempt::{
+    DropReason, GangDisruption, PreemptCandidate, PreemptDecision, PreemptOutcome,
+};
+pub use verbs::views::{
     GangGauges, GangState, GangView, MemberState, MemberView, SpecSourceView, TaskView,
 };

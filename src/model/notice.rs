@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::objects::{PodInfo, PodUid};
+use crate::model::inputs::objects::{PodInfo, PodUid};
 
 /// Identity of a pod, for Events and binding calls.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

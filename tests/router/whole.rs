@@ -1,5 +1,6 @@
-//! Issue 11 at the HTTP surface: only the watch adds pods (a filter or bind for a pod muster
-//! has not seen, or a forged one, answers `Error` and changes nothing), and bindings at quorum
+//! A bound gang is whole (never-half) at the HTTP surface: only the watch adds pods (a filter
+//! or bind for a pod muster has not seen, or a forged one, answers `Error` and changes
+//! nothing), and bindings at quorum
 //! are tried again while the API server's errors are transient.
 
 use super::*;

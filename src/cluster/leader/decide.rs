@@ -16,7 +16,29 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
-/// The three durations of a leader election, with kube-scheduler's defaults.
+/// The three durations of a leader election, with muster's defaults: 3 s lease, 2 s renew
+/// deadline, 500 ms retry period.
+///
+/// Shorter than kube-scheduler's 15 s / 10 s / 2 s because of kube-scheduler's error back-off:
+/// a pod whose extender call failed is retried after 1, 2, 4, 8 s, each aligned up to its
+/// 1 s queue window — measured on the harness, a pod whose bind call died with the leader is
+/// retried about 2, 5 and 10 s later. The new leader must be routed to before the retry at
+/// 5 s, else the gang waits for the one at 10 s. A standby may take the Lease `lease_duration`
+/// after it first saw the last renewal, which it sees up to 1.2 retry periods after it was
+/// written, and the leader died up to a retry period after writing it: takeover lands between
+/// `lease_duration − retry_period` and `lease_duration + 1.2 × retry_period` after a SIGKILL,
+/// 2.5 to 3.6 s here, leaving about a second for the label to reach the Service's endpoints.
+///
+/// Safety keeps kube-scheduler's proportions: the leader stops deciding `renew_deadline` (2 s)
+/// after the start of its last successful renewal; any other replica waits `lease_duration`
+/// (3 s) after it saw that write, which is after it started. Both are measured on monotonic
+/// clocks, so wall-clock skew between nodes plays no part; the 1 s margin covers a clock rate
+/// difference of up to 50 % and a decision taken just before the deadline whose binding is in
+/// flight for up to a second (bindings are not retried once the replica stopped deciding).
+/// What the shorter times cost is tolerance of a slow API server: each renewal (a read and a
+/// write of the Lease) must complete within a retry period (500 ms), and the leader stops
+/// deciding after about 1.5 s of failed renewals (`renew_deadline − retry_period`) — a stop,
+/// never a second decider (fail-safe).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timings {
     /// How long others wait, after last seeing the Lease change, before taking it.
@@ -29,6 +51,17 @@ pub struct Timings {
 
 impl Default for Timings {
     fn default() -> Self {
+        Timings {
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Timings {
+    /// kube-scheduler's (client-go's) defaults, 15 s / 10 s / 2 s.
+    pub fn kube_scheduler() -> Self {
         Timings {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
@@ -53,6 +86,12 @@ impl Timings {
             return Err(format!(
                 "--leader-elect-renew-deadline ({:?}) must be longer than 1.2 × --leader-elect-retry-period ({:?}): the leader needs more than one try to renew",
                 self.renew_deadline, self.retry_period
+            ));
+        }
+        if self.lease_duration.subsec_nanos() != 0 {
+            return Err(format!(
+                "--leader-elect-lease-duration ({:?}) must be whole seconds: the Lease records it in seconds, and others wait what it records",
+                self.lease_duration
             ));
         }
         if self.retry_period.is_zero() {
@@ -217,8 +256,34 @@ mod tests {
     }
 
     #[test]
-    fn kube_schedulers_defaults_and_orderings() {
+    fn muster_defaults_fail_over_before_kube_schedulers_second_retry_and_stay_safe() {
         let t = Timings::default();
+        assert_eq!(
+            (t.lease_duration, t.renew_deadline, t.retry_period),
+            (secs(3), secs(2), Duration::from_millis(500))
+        );
+        assert_eq!(t.validate(), Ok(()));
+        // The latest takeover after a SIGKILL, with a second for the label to be routed, before
+        // kube-scheduler's retry about 5 s after a call failed.
+        let latest_takeover = t.lease_duration + t.retry_period.mul_f64(JITTER);
+        assert!(latest_takeover + secs(1) < secs(5), "{latest_takeover:?}");
+        // The leader stops at least 1 s (a third of the lease, as kube-scheduler's 5 s of 15 s)
+        // before anyone may take its Lease.
+        assert!(t.lease_duration - t.renew_deadline >= secs(1));
+        assert!((t.lease_duration - t.renew_deadline) * 3 >= t.lease_duration);
+        // At least three renewal attempts fit in the renew deadline.
+        assert!(t.renew_deadline >= t.retry_period * 3);
+        let fractional = Timings {
+            lease_duration: Duration::from_millis(2500),
+            renew_deadline: secs(1),
+            ..t
+        };
+        assert!(fractional.validate().unwrap_err().contains("whole seconds"));
+    }
+
+    #[test]
+    fn kube_schedulers_defaults_and_orderings() {
+        let t = Timings::kube_scheduler();
         assert_eq!(
             (t.lease_duration, t.renew_deadline, t.retry_period),
             (secs(15), secs(10), secs(2))
@@ -245,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_missing_lease_is_created_naming_this_replica() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(None, t0, wall(1)) else {
             panic!("must claim")
@@ -266,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_live_lease_of_another_is_followed_until_it_goes_unrenewed_for_the_lease_duration() {
-        let mut c = Candidate::new("b", Timings::default());
+        let mut c = Candidate::new("b", Timings::kube_scheduler());
         let t0 = Instant::now();
         let lease = held_by("a", 0);
         let follow = Next::Follow { leader: "a".into() };
@@ -296,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_renewal_keeps_the_term_and_an_empty_holder_is_free() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(Some(&held_by("a", 5)), t0, wall(7)) else {
             panic!("own Lease is renewed")
@@ -316,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_leader_that_cannot_renew_stops_before_the_lease_can_expire_for_others() {
-        let timings = Timings::default();
+        let timings = Timings::kube_scheduler();
         let mut leader = Candidate::new("a", timings);
         let mut standby = Candidate::new("b", timings);
         let t0 = Instant::now();
@@ -345,7 +410,7 @@ mod tests {
 
     #[test]
     fn a_released_lease_is_taken_at_the_next_try() {
-        let mut standby = Candidate::new("b", Timings::default());
+        let mut standby = Candidate::new("b", Timings::kube_scheduler());
         let t0 = Instant::now();
         let held = held_by("a", 0);
         assert!(matches!(
@@ -364,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_leader_that_sees_another_holder_stops_at_once() {
-        let mut c = Candidate::new("a", Timings::default());
+        let mut c = Candidate::new("a", Timings::kube_scheduler());
         let t0 = Instant::now();
         let Next::Claim(spec) = c.next(None, t0, wall(0)) else {
             panic!()

@@ -12,6 +12,7 @@
 //! and this file the Lease I/O around them.
 
 pub mod decide;
+pub mod label;
 pub mod role;
 
 use std::sync::Arc;

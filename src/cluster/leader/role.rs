@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
 /// This replica's part.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,10 @@ pub struct Leadership {
     identity: String,
     /// `namespace/name` of the Lease.
     lease: String,
+    /// Bumped whenever the election changes the role, for tasks that follow it (the leader
+    /// label). A leader passing its deadline unrenewed is no change here: followers also look
+    /// at [`Leadership::is_leading`] on their own.
+    changes: watch::Sender<u64>,
 }
 
 impl Default for Leadership {
@@ -42,6 +47,7 @@ impl Leadership {
             role: Mutex::new(Role::Sole),
             identity: String::new(),
             lease: String::new(),
+            changes: watch::Sender::new(0),
         }
     }
 
@@ -51,6 +57,7 @@ impl Leadership {
             role: Mutex::new(Role::Standby { leader: None }),
             identity: identity.to_string(),
             lease: format!("{lease_namespace}/{lease_name}"),
+            changes: watch::Sender::new(0),
         }
     }
 
@@ -82,11 +89,49 @@ impl Leadership {
         self.refusal(now).is_none()
     }
 
+    /// Until when this replica decides, if it leads by the Lease at `now` (`None` when it runs
+    /// alone or does not lead).
+    pub fn leading_until(&self, now: Instant) -> Option<Instant> {
+        match &*self.role.lock() {
+            Role::Leading { until } if now < *until => Some(*until),
+            _ => None,
+        }
+    }
+
+    /// Completes once this replica does not decide (never when it runs alone): at a step-down,
+    /// or at its renew deadline unless renewed meanwhile. Work a decision started (a binding
+    /// being retried) stops there, so it cannot land after a standby may have taken over.
+    pub async fn lapsed(&self) {
+        let mut changes = self.subscribe();
+        loop {
+            let now = Instant::now();
+            match self.leading_until(now) {
+                Some(until) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until.into()) => {}
+                        _ = changes.changed() => {}
+                    }
+                }
+                None if self.refusal(now).is_none() => std::future::pending::<()>().await,
+                None => return,
+            }
+        }
+    }
+
+    /// Tells when the election changed the role (the value is a counter).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
     /// Leads (again) until `until`. Returns whether it was not leading just before.
     pub fn lead_until(&self, until: Instant, now: Instant) -> bool {
         let mut role = self.role.lock();
         let took_over = !matches!(*role, Role::Leading { until: u } if now < u);
         *role = Role::Leading { until };
+        drop(role);
+        if took_over {
+            self.changes.send_modify(|n| *n += 1);
+        }
         took_over
     }
 
@@ -101,6 +146,10 @@ impl Leadership {
             None if was_leading || *role == Role::Lapsed => Role::Lapsed,
             None => Role::Standby { leader: None },
         };
+        drop(role);
+        if was_leading {
+            self.changes.send_modify(|n| *n += 1);
+        }
         was_leading
     }
 }
@@ -144,5 +193,69 @@ mod tests {
             "{refusal}"
         );
         assert!(l.follow(None), "it was the leader");
+    }
+
+    #[tokio::test]
+    async fn lapsed_completes_at_the_deadline_unless_renewed_and_at_a_step_down() {
+        let l = std::sync::Arc::new(Leadership::candidate("a", "ns", "muster"));
+        tokio::time::timeout(Duration::from_millis(10), l.lapsed())
+            .await
+            .expect("a standby does not decide");
+        let t0 = Instant::now();
+        l.lead_until(t0 + Duration::from_millis(300), t0);
+        let watcher = {
+            let l = l.clone();
+            tokio::spawn(async move { l.lapsed().await })
+        };
+        // Renewed before the first deadline: it lapses at the second, not before.
+        l.lead_until(t0 + Duration::from_millis(600), Instant::now());
+        tokio::time::timeout(Duration::from_secs(5), watcher)
+            .await
+            .expect("it lapses")
+            .unwrap();
+        assert!(
+            t0.elapsed() >= Duration::from_millis(600),
+            "{:?}",
+            t0.elapsed()
+        );
+        // A step-down ends it at once, long before the deadline.
+        let now = Instant::now();
+        l.lead_until(now + Duration::from_secs(60), now);
+        let watcher = {
+            let l = l.clone();
+            tokio::spawn(async move { l.lapsed().await })
+        };
+        l.follow(Some("b".into()));
+        tokio::time::timeout(Duration::from_secs(5), watcher)
+            .await
+            .expect("a step-down ends it")
+            .unwrap();
+        let sole = Leadership::sole();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), sole.lapsed())
+                .await
+                .is_err(),
+            "a sole replica never lapses"
+        );
+    }
+
+    #[test]
+    fn taking_over_and_stepping_down_are_announced_renewals_are_not() {
+        let l = Leadership::candidate("a", "ns", "muster");
+        let changes = l.subscribe();
+        let t0 = Instant::now();
+        assert!(!changes.has_changed().unwrap());
+        l.lead_until(t0 + Duration::from_secs(4), t0);
+        assert!(changes.has_changed().unwrap(), "a takeover is announced");
+        assert_eq!(l.leading_until(t0), Some(t0 + Duration::from_secs(4)));
+        let seen = *changes.borrow();
+        l.lead_until(t0 + Duration::from_secs(5), t0 + Duration::from_secs(1));
+        assert_eq!(*changes.borrow(), seen, "a renewal is no change");
+        l.follow(Some("b".into()));
+        assert_eq!(*changes.borrow(), seen + 1, "stepping down is announced");
+        assert_eq!(l.leading_until(t0), None);
+        l.follow(Some("b".into()));
+        assert_eq!(*changes.borrow(), seen + 1, "following on is no change");
+        assert_eq!(Leadership::sole().leading_until(t0), None);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Polling discovery rather than watching CustomResourceDefinitions keeps muster's RBAC to the
 //! PodGroups themselves: discovery is open to every authenticated client (`system:discovery`).
-//! [`changes`] decides what to start and stop and is pure; the loop around it does the I/O.
+//! [`Rounds`] decides what to start and stop, and when readiness knows what to wait for; it is
+//! pure, and the loop around it does the I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,18 +40,92 @@ pub enum Change {
     Stop(PodGroupApi),
 }
 
-/// What to start and stop, given the APIs watched now and what discovery found. A failed
-/// discovery changes nothing: a watch is neither started on a guess nor stopped (forgetting its
-/// PodGroups) because the API server did not answer once.
-pub fn changes(running: &BTreeSet<PodGroupApi>, found: &[(PodGroupApi, Found)]) -> Vec<Change> {
-    found
-        .iter()
-        .filter_map(|(api, found)| match (found, running.contains(api)) {
-            (Found::Served, false) => Some(Change::Start(*api)),
-            (Found::NotServed, true) => Some(Change::Stop(*api)),
-            _ => None,
-        })
-        .collect()
+/// Rounds in a row an API must be found not served before its watch stops and its PodGroups
+/// are forgotten: one 404 (an API server that just restarted and has not loaded its CRDs yet)
+/// is not a CRD deleted.
+pub const GONE_AFTER_ROUNDS: u32 = 2;
+
+/// Inconclusive rounds in a row after which readiness stops waiting for a conclusive one and
+/// waits for the first lists of the APIs found served so far: an API whose discovery keeps
+/// failing (a broken aggregated API server) must not keep muster unready for ever.
+pub const READY_AFTER_INCONCLUSIVE_ROUNDS: u32 = 10;
+
+/// What discovery remembers from round to round.
+#[derive(Debug, Default)]
+pub struct Rounds {
+    /// Per API: rounds in a row it was found not served.
+    missing: BTreeMap<PodGroupApi, u32>,
+    /// Inconclusive rounds in a row while readiness waits for the first conclusive one.
+    inconclusive: u32,
+    /// Readiness was told which APIs to wait for.
+    readiness_told: bool,
+}
+
+/// What one round decided.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Round {
+    pub changes: Vec<Change>,
+    /// The first round to tell readiness which first lists to wait for: these.
+    pub ready_with: Option<Vec<PodGroupApi>>,
+}
+
+impl Rounds {
+    /// What to start and stop, given the APIs watched now and what this round found. A failed
+    /// discovery changes nothing: a watch is neither started on a guess nor stopped (forgetting
+    /// its PodGroups) because the API server did not answer once; nor is one stopped before its
+    /// API was missing [`GONE_AFTER_ROUNDS`] rounds in a row.
+    pub fn round(
+        &mut self,
+        running: &BTreeSet<PodGroupApi>,
+        found: &[(PodGroupApi, Found)],
+    ) -> Round {
+        let mut changes = Vec::new();
+        for (api, f) in found {
+            match f {
+                Found::Served => {
+                    self.missing.remove(api);
+                    if !running.contains(api) {
+                        changes.push(Change::Start(*api));
+                    }
+                }
+                Found::NotServed => {
+                    let rounds = self.missing.entry(*api).or_default();
+                    *rounds += 1;
+                    if running.contains(api) && *rounds >= GONE_AFTER_ROUNDS {
+                        changes.push(Change::Stop(*api));
+                    }
+                }
+                Found::Unknown(_) => {}
+            }
+        }
+        let mut ready_with = None;
+        if !self.readiness_told {
+            if conclusive(found) {
+                self.inconclusive = 0;
+            } else {
+                self.inconclusive += 1;
+            }
+            if conclusive(found) || self.inconclusive >= READY_AFTER_INCONCLUSIVE_ROUNDS {
+                self.readiness_told = true;
+                ready_with = Some(
+                    found
+                        .iter()
+                        .filter(|(_, f)| *f == Found::Served)
+                        .map(|(api, _)| *api)
+                        .collect(),
+                );
+            }
+        }
+        Round {
+            changes,
+            ready_with,
+        }
+    }
+
+    /// Readiness still waits for a conclusive round.
+    pub fn awaiting_readiness(&self) -> bool {
+        !self.readiness_told
+    }
 }
 
 /// Whether a round found out about every API: one that failed says nothing of its API, so the
@@ -125,7 +200,7 @@ async fn stop_watch(api: PodGroupApi, task: JoinHandle<()>, shared: &Shared) {
 /// watch running per PodGroup API the cluster serves.
 pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Duration) {
     let mut watches = Watches::default();
-    let mut awaiting_conclusive_round = true;
+    let mut rounds = Rounds::default();
     loop {
         let mut found = Vec::with_capacity(PodGroupApi::ALL.len());
         for api in PodGroupApi::ALL {
@@ -142,20 +217,23 @@ pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Durati
             }
             found.push((api, f));
         }
-        // The first conclusive round decides which first lists readiness waits for.
-        let conclusive = conclusive(&found);
-        if conclusive && std::mem::take(&mut awaiting_conclusive_round) {
-            shared.readiness.pod_group_discovery_done(
-                found
-                    .iter()
-                    .filter(|(_, f)| *f == Found::Served)
-                    .map(|(api, _)| *api),
-            );
-        }
         // A watch task ends only if it panicked: start it again if the API is still served.
         watches.0.retain(|_, task| !task.is_finished());
         let running: BTreeSet<PodGroupApi> = watches.0.keys().copied().collect();
-        for change in changes(&running, &found) {
+        let round = rounds.round(&running, &found);
+        // The first conclusive round (or the last of too many inconclusive ones) decides which
+        // first lists readiness waits for.
+        if let Some(served) = round.ready_with {
+            if !conclusive(&found) {
+                warn!(
+                    rounds = READY_AFTER_INCONCLUSIVE_ROUNDS,
+                    "PodGroup API discovery keeps failing for some APIs; readiness waits only \
+                     for the APIs found served"
+                );
+            }
+            shared.readiness.pod_group_discovery_done(served);
+        }
+        for change in round.changes {
             match change {
                 Change::Start(api) => {
                     info!(%api, "the cluster serves this API: watching its PodGroups");
@@ -171,7 +249,7 @@ pub async fn watch_pod_groups(client: Client, shared: Arc<Shared>, every: Durati
                 }
             }
         }
-        let wait = if awaiting_conclusive_round {
+        let wait = if rounds.awaiting_readiness() {
             RETRY_INCONCLUSIVE.min(every)
         } else {
             every

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use kube::runtime::watcher::Event;
 use serde_json::{json, Value};
 
-use super::discovery::{changes, conclusive, Change, Found};
+use super::discovery::{conclusive, Change, Found, Round, Rounds, READY_AFTER_INCONCLUSIVE_ROUNDS};
 use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 use crate::model::ModelConfig;
@@ -302,28 +302,57 @@ fn discovery_starts_watches_for_served_apis_and_stops_them_when_they_go() {
         PodGroupApi::SchedulerPlugins,
         PodGroupApi::Kubernetes,
     );
+    let mut rounds = Rounds::default();
     let found = [
         (v, Found::Served),
         (s, Found::NotServed),
         (k, Found::Served),
     ];
     assert_eq!(
-        changes(&BTreeSet::new(), &found),
-        [Change::Start(v), Change::Start(k)]
+        rounds.round(&BTreeSet::new(), &found),
+        Round {
+            changes: vec![Change::Start(v), Change::Start(k)],
+            ready_with: Some(vec![v, k]),
+        }
     );
-    // Running as found: nothing to do.
+    // Running as found: nothing to do, and readiness was told once.
     let running = BTreeSet::from([v, k]);
-    assert!(changes(&running, &found).is_empty());
-    // Volcano's CRD was deleted; scheduler-plugins' installed.
+    assert_eq!(
+        rounds.round(&running, &found),
+        Round {
+            changes: vec![],
+            ready_with: None
+        }
+    );
+    // Volcano's CRD was deleted; scheduler-plugins' installed. Volcano's watch stops only once
+    // its API was missing two rounds in a row.
     let found = [
         (v, Found::NotServed),
         (s, Found::Served),
         (k, Found::Served),
     ];
-    assert_eq!(
-        changes(&running, &found),
-        [Change::Stop(v), Change::Start(s)]
-    );
+    assert_eq!(rounds.round(&running, &found).changes, [Change::Start(s)]);
+    let running = BTreeSet::from([v, s, k]);
+    assert_eq!(rounds.round(&running, &found).changes, [Change::Stop(v)]);
+}
+
+/// An API server that just restarted may answer 404 for a served API once: that forgets no
+/// PodGroup. Missing rounds count only in a row.
+#[test]
+fn an_api_missing_for_one_round_keeps_its_watch() {
+    let v = PodGroupApi::Volcano;
+    let mut rounds = Rounds::default();
+    let running = BTreeSet::from([v]);
+    let served = [(v, Found::Served)];
+    let missing = [(v, Found::NotServed)];
+    let failed = [(v, Found::Unknown("connection refused".into()))];
+    rounds.round(&running, &served);
+    assert!(rounds.round(&running, &missing).changes.is_empty());
+    assert!(rounds.round(&running, &served).changes.is_empty());
+    assert!(rounds.round(&running, &missing).changes.is_empty());
+    // A failed round says nothing either way: it neither counts nor resets.
+    assert!(rounds.round(&running, &failed).changes.is_empty());
+    assert_eq!(rounds.round(&running, &missing).changes, [Change::Stop(v)]);
 }
 
 #[test]
@@ -335,15 +364,49 @@ fn a_failed_discovery_neither_starts_nor_stops_a_watch() {
     );
     let refused = || Found::Unknown("connection refused".into());
     let found = [(v, refused()), (s, refused()), (k, Found::NotServed)];
-    assert!(changes(&BTreeSet::from([v]), &found).is_empty());
+    let mut rounds = Rounds::default();
+    assert_eq!(
+        rounds.round(&BTreeSet::from([v]), &found),
+        Round {
+            changes: vec![],
+            ready_with: None
+        }
+    );
     // Nor does it tell readiness which APIs to wait for: that takes a round that found out
     // about all three.
     assert!(!conclusive(&found));
+    assert!(rounds.awaiting_readiness());
     assert!(conclusive(&[
         (v, Found::Served),
         (s, Found::NotServed),
         (k, Found::NotServed)
     ]));
+}
+
+/// An API whose discovery keeps failing does not keep muster unready for ever: after enough
+/// inconclusive rounds readiness waits for the APIs found served, and no more.
+#[test]
+fn readiness_stops_waiting_for_a_conclusive_round_after_enough_inconclusive_ones() {
+    let (v, s, k) = (
+        PodGroupApi::Volcano,
+        PodGroupApi::SchedulerPlugins,
+        PodGroupApi::Kubernetes,
+    );
+    let found = [
+        (
+            v,
+            Found::Unknown("the server is currently unable to handle the request".into()),
+        ),
+        (s, Found::NotServed),
+        (k, Found::Served),
+    ];
+    let mut rounds = Rounds::default();
+    let running = BTreeSet::new();
+    for _ in 1..READY_AFTER_INCONCLUSIVE_ROUNDS {
+        assert_eq!(rounds.round(&running, &found).ready_with, None);
+    }
+    assert_eq!(rounds.round(&running, &found).ready_with, Some(vec![k]));
+    assert!(!rounds.awaiting_readiness());
 }
 
 /// A muster whose RBAC predates PodGroups (the API server answers 403) must not stay unready:
@@ -368,7 +431,7 @@ fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
     );
     shared.readiness.set_pods_synced();
     shared.readiness.set_nodes_synced();
-    shared.readiness.await_pod_group_discovery();
+    shared.readiness.expect_pod_group_discovery();
     shared
         .readiness
         .pod_group_discovery_done([PodGroupApi::Volcano]);

@@ -254,7 +254,7 @@ fn an_object_muster_cannot_read_is_reported_and_changes_nothing() {
     assert_eq!(table.pod_count(), 0);
 }
 
-/// Issue 11, item 7: a node muster cannot read in full is kept with what it can read (not
+/// fail-safe: a node muster cannot read in full is kept with what it can read (not
 /// dropped, which failed every pod on it), and a bound pod it cannot read still fills its
 /// node (not skipped, which freed room its kubelet uses).
 #[test]

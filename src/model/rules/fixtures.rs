@@ -6,7 +6,7 @@ use super::inter_pod_affinity::PodAffinityTerm;
 use super::labels::LabelSelector;
 use super::node_affinity::{NodeSelector, NodeSelectorTerm};
 use super::pod_topology_spread::SpreadConstraint;
-use crate::model::objects::{NodeInfo, PodInfo, PodRules};
+use crate::model::inputs::objects::{NodeInfo, PodInfo, PodRules};
 use crate::testkit;
 
 pub const HOSTNAME: &str = "kubernetes.io/hostname";

@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap;
 
 use super::labels::{LabelSelector, NamespaceLabels};
 use super::Reason;
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// One required `podAffinityTerm`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! kube-scheduler's required (filter-time) predicates as pure functions and states: what the
 //! stock scheduler will check for each gang member, so that muster's simulation of a whole gang
-//! agrees with it (invariant 6). One file per kube-scheduler plugin, each with its own table
+//! agrees with it (kube-scheduler-semantics). One file per kube-scheduler plugin, each with its own table
 //! tests naming the plugin; differences from the Go code are written down where they are.
 //!
 //! - stateless, per node: [`node_fits`] = NodeUnschedulable, TaintToleration, NodeAffinity
@@ -34,7 +34,7 @@ pub use placement::{
 };
 pub use pod_topology_spread::{InclusionPolicy, PodTopologySpread, SpreadConstraint};
 
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// The rules that need no other pod, in kube-scheduler's order (NodeUnschedulable,
 /// TaintToleration, NodeAffinity); the first that fails is the reason.

@@ -9,7 +9,7 @@
 
 use super::labels::Requirement;
 use super::Reason;
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// The field `matchFields` can name: the node's name.
 pub const NODE_NAME_FIELD: &str = "metadata.name";

@@ -3,7 +3,7 @@
 
 use super::taint_toleration::tolerated;
 use super::Reason;
-use crate::model::objects::{NodeInfo, PodInfo, Taint};
+use crate::model::inputs::objects::{NodeInfo, PodInfo, Taint};
 
 /// The taint a pod must tolerate to be placed on a cordoned node.
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
@@ -27,7 +27,7 @@ pub fn check(node: &NodeInfo, pod: &PodInfo) -> Result<(), Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::objects::{Toleration, TolerationOperator};
+    use crate::model::inputs::objects::{Toleration, TolerationOperator};
     use crate::model::rules::fixtures::{node, pod};
 
     fn tol(key: &str, operator: TolerationOperator, effect: &str) -> Toleration {

@@ -13,7 +13,7 @@ use super::inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
 use super::labels::NamespaceLabels;
 use super::pod_topology_spread::PodTopologySpread;
 use super::{node_fits, scheduling_gates, Diagnosis, Reason};
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// The topology key of one node per domain.
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";

@@ -33,7 +33,7 @@ use rustc_hash::FxHashMap;
 
 use super::labels::{LabelSelector, Operator, Requirement};
 use super::{node_affinity, taint_toleration, Reason};
-use crate::model::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
 /// Whether a node inclusion policy applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

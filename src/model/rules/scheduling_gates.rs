@@ -3,7 +3,7 @@
 //! can be placed nowhere and must hold nothing.
 
 use super::Reason;
-use crate::model::objects::PodInfo;
+use crate::model::inputs::objects::PodInfo;
 
 /// The pod's remaining gates; empty when it may be scheduled.
 pub fn gates(pod: &PodInfo) -> &[String] {

@@ -3,7 +3,7 @@
 //! cluster adapter drops those taints on reading).
 
 use super::Reason;
-use crate::model::objects::{NodeInfo, PodInfo, Taint, Toleration, TolerationOperator};
+use crate::model::inputs::objects::{NodeInfo, PodInfo, Taint, Toleration, TolerationOperator};
 
 impl Toleration {
     /// `v1.Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key every

@@ -1,4 +1,4 @@
-//! Issue 11, the bindings' side: room re-checked at quorum, and a binding refused for good.
+//! The bindings' side of never-half: room re-checked at quorum, and a binding refused for good.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Issue 10: a gang that cannot run holds nothing. The simulation of the other members applies
+//! holds-nothing: a gang that cannot run holds nothing. The simulation of the other members applies
 //! kube-scheduler's required rules (each test names the plugin it mirrors), room for members
 //! not created yet lasts only the creation window, and a member's own filter call is evidence.
 
@@ -202,7 +202,7 @@ fn room_for_a_member_that_never_comes_is_released_after_the_creation_window() {
     assert_eq!(ok.len(), 1);
 }
 
-/// Issue 11 item 6: without a declared count, the quorum is the members that exist once the
+/// Without a declared count, the quorum is the members that exist once the
 /// creation window is over, never the first member alone.
 #[test]
 fn without_a_declared_count_the_quorum_waits_for_the_creation_window() {
@@ -233,7 +233,7 @@ fn without_a_declared_count_the_quorum_waits_for_the_creation_window() {
     assert_eq!(names(&w.bind(&second, "n1")), ["first@n1", "second@n1"]);
 }
 
-/// Issue 11 item 5: a member not created yet is simulated as the element-wise maximum of the
+/// A member not created yet is simulated as the element-wise maximum of the
 /// members that exist, not as the "largest" member by some order.
 #[test]
 fn a_member_not_created_yet_asks_the_element_wise_maximum_of_the_members() {

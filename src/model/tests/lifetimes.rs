@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::model::membership::GANG_TIMEOUT;
+use crate::model::inputs::membership::GANG_TIMEOUT;
 
 // ---------------------------------------------------------------- lifetimes
 

@@ -1,4 +1,4 @@
-//! Issue 11, the members' side: members being deleted count for nothing, "placed" follows the
+//! The members' side of never-half and derived: members being deleted count for nothing, "placed" follows the
 //! live members, and only the watch creates pods (a call for a pod muster has not seen, or a
 //! forged one, changes nothing).
 
@@ -159,7 +159,7 @@ fn a_gang_whose_last_member_leaves_releases_room_held_for_members_not_created_ye
     assert_eq!(w.state("g"), "absent");
 }
 
-/// Item 7: a seated member retried by kube-scheduler hears why it waits once per reason.
+/// explained: a seated member retried by kube-scheduler hears why it waits once per reason.
 #[test]
 fn a_seated_member_is_told_it_waits_once_per_reason() {
     let mut w = World::new(&[node("a", 1000)]);

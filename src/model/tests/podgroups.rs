@@ -1,4 +1,4 @@
-//! Issue 13, the model side: a gang's spec from its PodGroup (Volcano, scheduler-plugins,
+//! PodGroups, the model side: a gang's spec from its PodGroup (Volcano, scheduler-plugins,
 //! Kubernetes), a PodGroup that does not exist yet or is deleted, and members whose keys
 //! disagree with it.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::model::membership::{
+use crate::model::inputs::membership::{
     COSCHEDULING_POD_GROUP, MIN_AVAILABLE, VOLCANO_GROUP_NAME, VOLCANO_TASK_SPEC,
 };
 

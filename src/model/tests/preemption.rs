@@ -1,8 +1,8 @@
-//! The preempt verb: the three cases, the running-gang rules, and filter's
+//! The preempt verb (evict-for-whole): its three cases, the running-gang rules, and filter's
 //! "preemption cannot help". Priorities as in the e2e suite: low 100, high 100000.
 
 use super::*;
-use crate::model::membership::DISRUPTION;
+use crate::model::inputs::membership::DISRUPTION;
 
 const LOW: i32 = 100;
 const HIGH: i32 = 100_000;
@@ -281,7 +281,7 @@ fn no_eviction_before_kube_scheduler_commits_and_none_if_it_never_does() {
     w.table.remove_pod(&other.uid);
     assert!(w.table.take_disruptions().is_empty());
     assert!(disrupted_notices(&mut w).is_empty());
-    w.advance(crate::model::preempt::commit::COMMIT_WAIT);
+    w.advance(crate::model::verbs::preempt::commit::COMMIT_WAIT);
     w.table.expire(w.now);
     assert_eq!(w.table.pending_disruptions(), 0, "forgotten");
     w.add(&[&terminating(&members[0])]);
@@ -452,7 +452,7 @@ fn a_member_the_watch_has_not_delivered_evicts_nothing_and_is_retried_once_seen(
 /// asked to retry and the gang is judged.
 #[test]
 fn a_gang_whose_quorum_is_not_decided_yet_evicts_nothing_until_it_is() {
-    use crate::model::membership::GROUP;
+    use crate::model::inputs::membership::GROUP;
     let (mut w, a, b) = two_full_nodes();
     let gang: Vec<PodInfo> = (0..2)
         .map(|i| {
@@ -525,7 +525,7 @@ fn a_gang_whose_members_repel_each_other_per_node_evicts_nothing() {
 /// choosing members as if they were interchangeable would evict both pods for nothing.
 #[test]
 fn a_gang_whose_short_task_cannot_follow_evicts_nothing_though_another_member_could() {
-    use crate::model::membership::{TASK, TASK_MIN_AVAILABLE};
+    use crate::model::inputs::membership::{TASK, TASK_MIN_AVAILABLE};
     let (mut w, a, b) = two_full_nodes();
     let member = |name: &str, task: &str, cpu: i64| {
         pod(name)

@@ -141,7 +141,7 @@ fn a_node_offered_before_muster_knew_it_counts_as_passed_once_it_arrives() {
     );
 }
 
-/// Item 4: a pod refused by kube-scheduler's own filters on some nodes (here NodeAffinity on
+/// A pod refused by kube-scheduler's own filters on some nodes (here NodeAffinity on
 /// every node but one) and by muster on the rest, for room seats hold, is asked to retry when
 /// that room is released, like a pod only muster refused. kube-scheduler then re-queues it:
 /// `findNodesThatFitPod` adds the pseudo-plugin `Extender` to the pod's rejectors whenever an

@@ -1,11 +1,11 @@
-//! Issue 13: per-task minimums. The quorum holds only when the total and every task's minimum
+//! Per-task minimums (never-half, for every task). The quorum holds only when the total and every task's minimum
 //! are met — in the simulation, the seats, the bind path and the gang's state.
 
 use std::time::Duration;
 
 use super::podgroups::{pod_group, volcano};
 use super::*;
-use crate::model::membership::{GROUP, MIN_AVAILABLE, TASK_MIN_AVAILABLE};
+use crate::model::inputs::membership::{GROUP, MIN_AVAILABLE, TASK_MIN_AVAILABLE};
 
 /// Three 300m workers fit on `w` (1000m); the master asks for a GPU.
 fn volcano_job(w: &mut World) -> (PodInfo, Vec<PodInfo>) {

@@ -15,6 +15,7 @@ use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
 use crate::rbac;
 use crate::tls::MusterTls;
+use crate::truth::{truth, CLUSTER_TRUTH};
 use crate::wait::{holds_for, wait_for, Progress};
 
 /// Set to `1` to make every [`Cluster`] a *control run*: kube-scheduler starts without the
@@ -289,8 +290,17 @@ impl Cluster {
         k8s::check_no_overcommit(&self.client).await
     }
 
+    /// Cluster truth (no-overcommit): fails if any node's bound pods request more than it has.
+    pub async fn assert_no_overcommit(&self) -> Result<()> {
+        match self.check_no_overcommit().await? {
+            Ok(()) => Ok(()),
+            // Already starts with CLUSTER_TRUTH.
+            Err(e) => Err(anyhow::anyhow!(e)),
+        }
+    }
+
     /// Waits until every pod in `names` is bound; returns name → (node, when first seen bound).
-    /// Polls every 50 ms so the times are good to ~50 ms.
+    /// Polls every 50 ms so the times are good to ~50 ms. A timeout is a cluster-truth failure.
     pub async fn wait_bound(
         &self,
         ns: &str,
@@ -317,18 +327,19 @@ impl Cluster {
                     .filter(|p| names.iter().any(|n| n == k8s::pod_name(p)))
                     .collect();
                 let wanted: Vec<Pod> = wanted.into_iter().cloned().collect();
-                anyhow::bail!(
+                return Err(truth(format!(
                     "timed out after {timeout:?} waiting for {}/{} pods in {ns} to be bound: {}",
                     names.len() - names.iter().filter(|n| seen.contains_key(*n)).count(),
                     names.len(),
                     k8s::describe_pods(&wanted)
-                );
+                )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
-    /// Asserts that none of `names` gets bound during `window` (polling, not sleeping).
+    /// Asserts that none of `names` gets bound during `window` (polling, not sleeping); a pod
+    /// bound is a cluster-truth failure.
     pub async fn assert_none_bound_for(
         &self,
         ns: &str,
@@ -347,7 +358,7 @@ impl Cluster {
                 Ok(if b.is_empty() {
                     Ok(())
                 } else {
-                    Err(format!("bound: {}", b.join(", ")))
+                    Err(format!("{CLUSTER_TRUTH} bound: {}", b.join(", ")))
                 })
             },
         )

@@ -4,6 +4,11 @@
 //!   connection goes to a replica whose `/readyz` answered 200 at the last poll (every 100 ms),
 //!   none when no replica is Ready (the connection is closed at once, as a Service without
 //!   endpoints refuses). Established connections stay where they are, as with kube-proxy.
+//! - [`Forwarder::to_leader`] plays the shipped Service (`deploy/service.yaml`, selector
+//!   `muster.dev/leader: "true"`) in front of muster replicas run as processes, each standing
+//!   for a pod object it was told to label (`--pod-name`): each new connection goes to a
+//!   replica whose pod carries the leader label and whose `/readyz` answered 200 at the last
+//!   poll (every 100 ms), in turn when there are several.
 //! - [`Forwarder::to`] sends everything to one address until [`Forwarder::cut`]: then every
 //!   open connection is dropped and new ones are closed at once — an API server that became
 //!   unreachable, for the process whose kubeconfig points here.
@@ -63,6 +68,65 @@ impl Forwarder {
         let mut f = Self::start(choose).await?;
         f.tasks.push(poll);
         Ok(f)
+    }
+
+    /// Forwards to the replicas whose pod (in `namespace`, named with each replica's port in
+    /// `pods`, which the caller updates as replicas come and go) is labelled
+    /// `muster.dev/leader=true` and whose `/readyz` answers 200 — what the EndpointSlice
+    /// controller and kube-proxy make of the shipped Service. The second value lists the ports
+    /// that were endpoints at the last poll.
+    pub async fn to_leader(
+        client: kube::Client,
+        namespace: &str,
+        pods: Arc<Mutex<Vec<(String, u16)>>>,
+    ) -> Result<(Self, Arc<Mutex<Vec<u16>>>)> {
+        let endpoints: Arc<Mutex<Vec<u16>>> = Arc::default();
+        let poll = {
+            let endpoints = endpoints.clone();
+            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                kube::Api::namespaced(client, namespace);
+            tokio::spawn(async move {
+                let selector = kube::api::ListParams::default().labels("muster.dev/leader=true");
+                loop {
+                    // An API error keeps the last endpoints, as kube-proxy keeps its rules.
+                    if let Ok(labelled) = api.list_metadata(&selector).await {
+                        let mut found = Vec::new();
+                        let pods = pods.lock().unwrap().clone();
+                        for (pod, port) in &pods {
+                            if !labelled
+                                .items
+                                .iter()
+                                .any(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
+                            {
+                                continue;
+                            }
+                            if let Ok((200, _)) =
+                                http_get(*port, "/readyz", Duration::from_millis(500)).await
+                            {
+                                found.push(*port);
+                            }
+                        }
+                        *endpoints.lock().unwrap() = found;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let choose: Choose = {
+            let endpoints = endpoints.clone();
+            Arc::new(move || {
+                let e = endpoints.lock().unwrap();
+                if e.is_empty() {
+                    return None;
+                }
+                let i = turn.fetch_add(1, Ordering::Relaxed) % e.len();
+                Some(SocketAddr::from((Ipv4Addr::LOCALHOST, e[i])))
+            })
+        };
+        let mut f = Self::start(choose).await?;
+        f.tasks.push(poll);
+        Ok((f, endpoints))
     }
 
     /// Forwards everything to `target` until [`cut`](Self::cut).

@@ -4,6 +4,11 @@
 //! reason, in `/gangs` and in a `GangWaiting` Event) *and* what the cluster shows (none of its
 //! members bound), on every poll. Stock kube-scheduler alone gets each of these wrong: it binds
 //! the members that fit, and muster, never consulted, has no reason to give.
+//!
+//! The "none bound" part is cluster truth (its errors start with
+//! [`CLUSTER_TRUTH`](crate::truth::CLUSTER_TRUTH)) and is checked first on every poll. In a
+//! control run muster's view is never read: these waits observe only the cluster-truth part, for
+//! at most [`CONTROL_TRUTH_WINDOW`], so a test fails there on what the cluster shows, fast.
 
 use std::time::Duration;
 
@@ -13,6 +18,7 @@ use serde_json::Value;
 use crate::cluster::Cluster;
 use crate::k8s;
 use crate::muster::Muster;
+use crate::truth::{muster_view_is_checked, truth, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};
 use crate::wait::{holds_for, wait_for, Progress};
 
 /// One gang as `/gangs` shows it.
@@ -185,7 +191,8 @@ impl Muster {
 }
 
 impl Cluster {
-    /// `Err(description)` if one of `names` in `ns` is bound.
+    /// `Err(description)` if one of `names` in `ns` is bound; the description starts with
+    /// [`CLUSTER_TRUTH`].
     async fn none_bound(
         &self,
         ns: &str,
@@ -199,13 +206,31 @@ impl Cluster {
         Ok(if b.is_empty() {
             Ok(())
         } else {
-            Err(format!("bound: {}", b.join(", ")))
+            Err(format!("{CLUSTER_TRUTH} bound: {}", b.join(", ")))
         })
+    }
+
+    /// A control run's stand-in for a wait on muster's view: none of `members` gets bound for
+    /// [`CONTROL_TRUTH_WINDOW`] (or `timeout`, if shorter).
+    async fn control_run_truth_window(
+        &self,
+        ns: &str,
+        members: &[String],
+        what: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        holds_for(
+            &format!("{what} (control run: only the cluster truth, none of {members:?} bound)"),
+            timeout.min(CONTROL_TRUTH_WINDOW),
+            || async { self.none_bound(ns, members).await },
+        )
+        .await
     }
 
     /// Polls `/gangs` until `pred` holds for gang `ns/group` (described by `what`); returns that
     /// view. Fails at once if one of `unbound` gets bound: what this waits for must happen before
-    /// any of them is bound.
+    /// any of them is bound. In a control run: fails once none of `unbound` was seen bound for
+    /// [`CONTROL_TRUTH_WINDOW`] (the view it returns is muster's), or at once on a bound one.
     pub async fn wait_gang(
         &self,
         ns: &str,
@@ -216,12 +241,23 @@ impl Cluster {
         pred: impl Fn(&GangView) -> bool,
     ) -> Result<GangView> {
         let pred = &pred;
+        if !muster_view_is_checked() {
+            let what = format!("gang {ns}/{group}: {what}");
+            self.control_run_truth_window(ns, unbound, &what, timeout)
+                .await?;
+            bail!(
+                "control run: {what} is muster's view, not read here; the cluster truth before it \
+                 (none of {unbound:?} bound) held"
+            );
+        }
         wait_for(
             &format!("gang {ns}/{group}: {what}"),
             timeout,
             || async move {
                 if let Err(b) = self.none_bound(ns, unbound).await? {
-                    bail!("while waiting for gang {ns}/{group} ({what}): {b}");
+                    return Err(truth(format!(
+                        "while waiting for gang {ns}/{group} ({what}): {b}"
+                    )));
                 }
                 Ok(match self.muster.gang(ns, group).await? {
                     Some(g) if pred(&g) => Progress::Done(g),
@@ -235,7 +271,8 @@ impl Cluster {
 
     /// Waits until gang `ns/group` waits whole for exactly `reason`: muster's `/gangs` says
     /// `waiting` with no seats and that reason, and a `GangWaiting` Event on one of `members` has
-    /// that message. Fails at once if a member is bound.
+    /// that message. Fails at once if a member is bound. In a control run: none of `members` is
+    /// bound for [`CONTROL_TRUTH_WINDOW`].
     pub async fn wait_gang_waiting_whole(
         &self,
         ns: &str,
@@ -244,44 +281,89 @@ impl Cluster {
         reason: &str,
         timeout: Duration,
     ) -> Result<()> {
-        wait_for(
-            &format!("gang {ns}/{group} to wait whole with reason {reason:?}"),
-            timeout,
-            || async {
-                if let Err(b) = self.none_bound(ns, members).await? {
-                    bail!("gang {ns}/{group} should wait whole ({reason:?}), but {b}");
+        let what = format!("gang {ns}/{group} to wait whole with reason {reason:?}");
+        if !muster_view_is_checked() {
+            return self
+                .control_run_truth_window(ns, members, &what, timeout)
+                .await;
+        }
+        wait_for(&what, timeout, || async {
+            if let Err(b) = self.none_bound(ns, members).await? {
+                return Err(truth(format!(
+                    "gang {ns}/{group} should wait whole ({reason:?}), but {b}"
+                )));
+            }
+            let view = self.muster.gang(ns, group).await?;
+            let gangs = match &view {
+                Some(g) => g.check_waiting_whole(reason),
+                None => Err("muster's /gangs does not list it".into()),
+            };
+            let events = k8s::events_in(&self.client(), ns).await?;
+            let event = events.iter().any(|(pod, e)| {
+                members.contains(pod) && e.reason == "GangWaiting" && e.message == reason
+            });
+            Ok(match (gangs, event) {
+                (Ok(()), true) => Progress::Done(()),
+                (Ok(()), false) => {
+                    let seen: Vec<String> = events
+                        .iter()
+                        .filter(|(pod, _)| members.contains(pod))
+                        .map(|(pod, e)| format!("{pod}: {e}"))
+                        .collect();
+                    Progress::NotYet(format!(
+                        "no GangWaiting Event with that message; events: {}",
+                        seen.join(" | ")
+                    ))
                 }
-                let view = self.muster.gang(ns, group).await?;
-                let gangs = match &view {
-                    Some(g) => g.check_waiting_whole(reason),
-                    None => Err("muster's /gangs does not list it".into()),
-                };
-                let events = k8s::events_in(&self.client(), ns).await?;
-                let event = events.iter().any(|(pod, e)| {
-                    members.contains(pod) && e.reason == "GangWaiting" && e.message == reason
-                });
-                Ok(match (gangs, event) {
-                    (Ok(()), true) => Progress::Done(()),
-                    (Ok(()), false) => {
-                        let seen: Vec<String> = events
-                            .iter()
-                            .filter(|(pod, _)| members.contains(pod))
-                            .map(|(pod, e)| format!("{pod}: {e}"))
-                            .collect();
-                        Progress::NotYet(format!(
-                            "no GangWaiting Event with that message; events: {}",
-                            seen.join(" | ")
-                        ))
-                    }
-                    (Err(e), _) => Progress::NotYet(e),
-                })
-            },
-        )
+                (Err(e), _) => Progress::NotYet(e),
+            })
+        })
+        .await
+    }
+
+    /// Waits until muster's `GangWaiting` Event on one of `members` is exactly `message`; no
+    /// member may be bound meanwhile (cluster truth, checked first on every poll). In a control
+    /// run: none of `members` is bound for [`CONTROL_TRUTH_WINDOW`].
+    pub async fn wait_gang_waiting_event(
+        &self,
+        ns: &str,
+        members: &[String],
+        message: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let what = format!("muster's GangWaiting Event {message:?} on one of {members:?}");
+        if !muster_view_is_checked() {
+            return self
+                .control_run_truth_window(ns, members, &what, timeout)
+                .await;
+        }
+        wait_for(&what, timeout, || async {
+            if let Err(b) = self.none_bound(ns, members).await? {
+                return Err(truth(format!("while waiting for {what}: {b}")));
+            }
+            let events = k8s::events_in(&self.client(), ns).await?;
+            let mut seen = Vec::new();
+            for (pod, e) in &events {
+                if !members.contains(pod) {
+                    continue;
+                }
+                if e.reason == "GangWaiting" && e.message == message {
+                    return Ok(Progress::Done(()));
+                }
+                seen.push(format!("{pod}: {e}"));
+            }
+            Ok(Progress::NotYet(if seen.is_empty() {
+                "no events".into()
+            } else {
+                seen.join(" | ")
+            }))
+        })
         .await
     }
 
     /// On every poll for `window`: no member of `members` is bound and muster's `/gangs` still
-    /// says gang `ns/group` is `waiting` with no seats for exactly `reason`.
+    /// says gang `ns/group` is `waiting` with no seats for exactly `reason` (in a control run: only
+    /// that none is bound).
     pub async fn assert_gang_waits_whole_for(
         &self,
         ns: &str,
@@ -290,12 +372,16 @@ impl Cluster {
         reason: &str,
         window: Duration,
     ) -> Result<()> {
+        let check_view = muster_view_is_checked();
         holds_for(
             &format!("gang {ns}/{group} to wait whole ({reason:?})"),
             window,
             || async {
                 if let Err(b) = self.none_bound(ns, members).await? {
                     return Ok(Err(b));
+                }
+                if !check_view {
+                    return Ok(Ok(()));
                 }
                 Ok(match self.muster.gang(ns, group).await? {
                     Some(g) => g.check_waiting_whole(reason),

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Event, Namespace, Node, NodeAffinity, NodeCondition, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSchedulingGroup, PodSpec, ResourceRequirements, TopologySpreadConstraint,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinity, PodAffinityTerm,
+    PodAntiAffinity, PodSchedulingGate, PodSchedulingGroup, PodSpec, ResourceRequirements,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 pub const GPU: &str = "nvidia.com/gpu";
@@ -232,6 +233,7 @@ pub struct PodBuilder {
     scheduling_group: Option<String>,
     affinity: Affinity,
     spread: Vec<TopologySpreadConstraint>,
+    scheduling_gates: Vec<String>,
 }
 
 impl PodBuilder {
@@ -251,7 +253,35 @@ impl PodBuilder {
             scheduling_group: None,
             affinity: Affinity::default(),
             spread: Vec::new(),
+            scheduling_gates: Vec::new(),
         }
+    }
+
+    /// A scheduling gate (`spec.schedulingGates`): kube-scheduler does not try the pod until
+    /// every gate is removed ([`remove_scheduling_gates`]).
+    pub fn scheduling_gate(mut self, name: &str) -> Self {
+        self.scheduling_gates.push(name.into());
+        self
+    }
+
+    /// Required pod affinity: on a node whose `topology_key` value is shared by a pod labelled
+    /// `k=v` (kube-scheduler's InterPodAffinity plugin).
+    pub fn require_pod_affinity_with(mut self, topology_key: &str, k: &str, v: &str) -> Self {
+        let term = PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])),
+                ..Default::default()
+            }),
+            topology_key: topology_key.into(),
+            ..Default::default()
+        };
+        self.affinity
+            .pod_affinity
+            .get_or_insert_with(PodAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
     }
 
     /// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`: pods labelled
@@ -420,6 +450,12 @@ impl PodBuilder {
                     }),
                 affinity: (self.affinity != Affinity::default()).then(|| self.affinity.clone()),
                 topology_spread_constraints: (!self.spread.is_empty()).then(|| self.spread.clone()),
+                scheduling_gates: (!self.scheduling_gates.is_empty()).then(|| {
+                    self.scheduling_gates
+                        .iter()
+                        .map(|name| PodSchedulingGate { name: name.clone() })
+                        .collect()
+                }),
                 ..Default::default()
             }),
             status: None,
@@ -432,6 +468,17 @@ impl PodBuilder {
         let pod = self.build();
         create_pod(client, &ns, &pod).await
     }
+}
+
+/// Removes every scheduling gate of pod `ns/name` (as a quota controller does when it admits
+/// the pod); kube-scheduler then tries it.
+pub async fn remove_scheduling_gates(client: &Client, ns: &str, name: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"spec": {"schedulingGates": null}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("removing the scheduling gates of {ns}/{name}"))?;
+    Ok(())
 }
 
 pub async fn create_pod(client: &Client, ns: &str, pod: &Pod) -> Result<Pod> {
@@ -673,7 +720,8 @@ pub fn pod_requests(p: &Pod) -> BTreeMap<String, f64> {
 
 /// `Err(description)` if on any node the requests of the non-terminal pods bound there exceed its
 /// allocatable (cpu, memory, GPUs, pod count). Binding skips every capacity check, so this is
-/// what a scheduler that hands out reserved seats twice would break.
+/// what a scheduler that hands out reserved seats twice would break. The description starts
+/// with [`CLUSTER_TRUTH`](crate::truth::CLUSTER_TRUTH) (no-overcommit).
 pub async fn check_no_overcommit(client: &Client) -> Result<std::result::Result<(), String>> {
     let nodes: Api<Node> = Api::all(client.clone());
     let nodes = nodes.list(&ListParams::default()).await?.items;
@@ -718,7 +766,11 @@ pub async fn check_no_overcommit(client: &Client) -> Result<std::result::Result<
     Ok(if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(format!(
+            "{} {}",
+            crate::truth::CLUSTER_TRUTH,
+            problems.join("; ")
+        ))
     })
 }
 

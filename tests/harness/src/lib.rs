@@ -34,7 +34,9 @@
 //!
 //! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
 //! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
-//! gang e2e test to fail without muster. [`gangs`] reads muster's own `/gangs` view for tests.
+//! gang e2e test to fail without muster, and counts a failure only when a cluster-truth check
+//! raised it ([`truth`]: pods' nodes, node use, evictions, kube-scheduler's Events; not muster's
+//! own Events, `/gangs` or metrics). [`gangs`] reads muster's own `/gangs` view for tests.
 //!
 //! muster runs as it is deployed: as ServiceAccount `muster-system/muster` with the ClusterRole
 //! of `deploy/rbac.yaml` (a TokenRequest token; see [`rbac`]), so every test proves the shipped
@@ -44,6 +46,8 @@
 //! new connection goes to the Ready one) or a cuttable link to the API server; start a replica
 //! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e_ha.rs`).
 
+pub mod api_proxy;
+pub mod checks;
 pub mod cluster;
 pub mod control_plane;
 pub mod forward;
@@ -55,8 +59,11 @@ pub mod podgroups;
 pub mod process;
 pub mod rbac;
 pub mod tls;
+pub mod truth;
 pub mod wait;
 
+pub use api_proxy::{ApiProxy, Fault, Pattern, Rule};
+pub use checks::{names, pod_names, spread, PLACE, REASON, TOGETHER, WINDOW};
 pub use cluster::{
     control_run_requested, Cluster, ClusterOptions, MusterIdentity, TlsOptions, CONTROL_RUN_ENV,
 };
@@ -66,4 +73,5 @@ pub use gangs::{GangView, MemberView};
 pub use k8s::{GangKey, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
 pub use tls::{HttpsClient, MusterTls};
+pub use truth::{muster_view_is_checked, truth, TruthContext, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};
 pub use wait::{holds_for, wait_for, Progress, Timer};

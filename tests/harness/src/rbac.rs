@@ -47,6 +47,14 @@ pub async fn apply_shipped_rbac(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// The objects of a shipped manifest (`deploy/...`, relative to the repository root), as JSON.
+pub fn shipped_docs(file: &str) -> Result<Vec<Value>> {
+    let path = repo_root().join(file);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_saphyr::from_multiple(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
 async fn create(client: &Client, doc: Value) -> Result<()> {
     let kind = doc["kind"].as_str().unwrap_or_default().to_string();
     let pp = PostParams::default();

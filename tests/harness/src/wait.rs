@@ -61,12 +61,35 @@ where
     }
 }
 
-/// Prints how long a test took when dropped (visible with `--nocapture`, and on failure).
+/// When set, [`Timer`] appends `<test>\t<seconds>` to the file it names (`tests/run` and
+/// `tests/control-run` print the slowest tests from it).
+pub const TIMES_FILE_ENV: &str = "MUSTER_E2E_TIMES";
+
+/// Prints how long a test took when dropped (visible with `--nocapture`, and on failure), and
+/// appends it to the file of [`TIMES_FILE_ENV`] when that is set.
 pub struct Timer(pub &'static str, pub Instant);
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        eprintln!("e2e {}: {:.1}s", self.0, self.1.elapsed().as_secs_f64());
+        let secs = self.1.elapsed().as_secs_f64();
+        // libtest runs each test on a thread named after it: the full name, whatever shorter
+        // label the test gave its timer.
+        let thread = std::thread::current();
+        let name = thread.name().filter(|n| *n != "main").unwrap_or(self.0);
+        eprintln!("e2e {name}: {secs:.1}s");
+        if let Some(path) = std::env::var_os(TIMES_FILE_ENV).filter(|p| !p.is_empty()) {
+            use std::io::Write;
+            // One short write with O_APPEND: lines from tests running in parallel do not mix.
+            let line = format!("{name}\t{secs:.1}\n");
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+            if let Err(e) = written {
+                eprintln!("e2e {name}: cannot append to {path:?}: {e}");
+            }
+        }
     }
 }
 

@@ -67,7 +67,7 @@ fn job_spread_over_zones() -> SpreadConstraint {
     }
 }
 
-/// Issue 10, case 2: one worker per node by anti-affinity; three workers, two nodes.
+/// holds-nothing, under inter-pod anti-affinity: one worker per node by anti-affinity; three workers, two nodes.
 #[test]
 fn one_worker_per_node_on_two_nodes_places_two_of_three() {
     let nodes = vec![node("n0"), node("n1")];
@@ -157,7 +157,7 @@ fn rollback_undoes_placements() {
     assert_eq!(gang.check(2, &nodes[0]), Ok(()));
 }
 
-/// Issue 10, case 1: required node affinity `pool In [a]` with two pool-a nodes.
+/// holds-nothing, under node affinity: required node affinity `pool In [a]` with two pool-a nodes.
 #[test]
 fn required_node_affinity_limits_the_gang_to_its_pool() {
     let mut nodes: Vec<NodeInfo> = (0..4).map(|i| node(&format!("n{i}"))).collect();
@@ -243,7 +243,7 @@ fn first_refusal_follows_kube_schedulers_filter_order() {
     assert_eq!(p.check(&nodes[0]), Err(Reason::SpreadMissingLabel));
 }
 
-/// Size of the decision the issue names: a gang of 64 (one per node by anti-affinity, spread
+/// A decision at scale: a gang of 64 (one per node by anti-affinity, spread
 /// over zones with maxSkew 1) over 5,000 nodes and 20,000 bound pods, a tenth of them with
 /// anti-affinity of their own. Run with `--ignored --nocapture` (release for real numbers).
 #[test]

@@ -1,7 +1,7 @@
 //! Table tests mirroring kube-scheduler's PodTopologySpread filter (`filtering_test.go`).
 
 use super::*;
-use crate::model::objects::{Taint, Toleration, TolerationOperator};
+use crate::model::inputs::objects::{Taint, Toleration, TolerationOperator};
 use crate::model::rules::fixtures::{
     in_namespace, labelled, node, pod, selector, two_zones_and_a_zoneless_node, zoned,
     PodRulesBuilder, HOSTNAME, ZONE,

@@ -1,4 +1,4 @@
-//! A model-based property test of the whole table (issue 11). Random interleavings of watch
+//! A model-based property test of the whole table. Random interleavings of watch
 //! events (nodes and pods added, changed, deleted; re-lists, some after a lost delete; all
 //! through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler makes
 //! them (on the node the filter chose, or on any node), binding results (success, or refused
@@ -130,6 +130,9 @@ struct Check {
     /// allocatable there until the seats are re-planned or released).
     disturbed: BTreeSet<String>,
     checks: u64,
+    /// The decisions of this step (filter verdicts, bind decisions), kept only when
+    /// `MODEL_CHECK_TRACE` names a file: see [`Trace`].
+    decisions: Option<String>,
     /// What the case exercised: gangs bound together (of them, `g1` with its per-task
     /// minimums from its PodGroup), bindings refused, restarts, preempt calls judged.
     seen: [u64; 5],
@@ -148,8 +151,28 @@ impl Check {
             excused: BTreeSet::new(),
             disturbed: BTreeSet::new(),
             checks: 0,
+            decisions: Trace::wanted().then(String::new),
             seen: [0; 5],
         }
+    }
+
+    /// What this step decided and left: its decisions, the notices raised, every gang's view
+    /// and each node's use and reservations. Only when a trace is written.
+    fn outcome(&mut self) -> Option<String> {
+        let decisions = std::mem::take(self.decisions.as_mut()?);
+        let mut nodes: Vec<String> = self
+            .table
+            .ledger
+            .iter()
+            .map(|(_, e)| format!("{} {:?} {:?}", e.name(), e.used(), e.reserved()))
+            .collect();
+        nodes.sort();
+        Some(format!(
+            "{decisions}{:?}\n{:?}\n{:?}\n{nodes:?}",
+            self.table.notices,
+            self.table.views(self.now),
+            self.table.gauges(self.now),
+        ))
     }
 
     fn pod_event(&mut self, e: Event<Pod>) {
@@ -234,6 +257,9 @@ impl Check {
                 let ghost = testkit::pod("ghost").gang("g0", 100_000).build();
                 let names: Vec<&str> = NODES.to_vec();
                 let verdicts = self.table.filter(&ghost, &names, self.now);
+                decided(&mut self.decisions, || {
+                    format!("filter ghost: {verdicts:?}")
+                });
                 prop_assert!(verdicts
                     .iter()
                     .all(|v| matches!(v, NodeVerdict::Unresolvable(_))));
@@ -334,6 +360,9 @@ impl Check {
         let seen = seen.expect("checked").clone();
         let names: Vec<&str> = self.cluster.nodes.keys().map(String::as_str).collect();
         let verdicts = self.table.filter(&seen, &names, self.now);
+        decided(&mut self.decisions, || {
+            format!("filter {}: {verdicts:?}", p.name)
+        });
         let fits = names
             .iter()
             .zip(&verdicts)
@@ -371,6 +400,9 @@ impl Check {
             node: &node,
         };
         let decision = self.table.bind(request, self.now);
+        decided(&mut self.decisions, || {
+            format!("bind {} on {node}: {decision:?}", p.name)
+        });
         let together = matches!(decision, BindDecision::BindGang { .. });
         let members = match decision {
             BindDecision::BindNow { pod, node } => vec![(pod, node)],
@@ -643,6 +675,56 @@ impl Check {
     }
 }
 
+/// Keeps a decision for the trace, when one is written.
+fn decided(decisions: &mut Option<String>, what: impl FnOnce() -> String) {
+    if let Some(d) = decisions {
+        d.push_str(&what());
+        d.push('\n');
+    }
+}
+
+/// A differential trace of the model check: with `MODEL_CHECK_TRACE=<file>` (and a fixed
+/// `MODEL_CHECK_SEED`), one line per case is appended to the file: a hash of every step and
+/// of what it decided and left (see [`Check::outcome`]), then the case's hash. Two versions of
+/// the model that decide alike write the same file, so a refactoring shows it changed no
+/// decision by `cmp` of the two files.
+#[derive(Default)]
+struct Trace {
+    steps: Vec<u64>,
+}
+
+impl Trace {
+    fn wanted() -> bool {
+        std::env::var_os("MODEL_CHECK_TRACE").is_some()
+    }
+
+    fn step(&mut self, step: &Step, outcome: &str) {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        format!("{step:?}").hash(&mut h);
+        outcome.hash(&mut h);
+        self.steps.push(h.finish());
+    }
+
+    fn finish(self) {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        use std::io::Write;
+        let Some(path) = std::env::var_os("MODEL_CHECK_TRACE") else {
+            return;
+        };
+        let mut h = DefaultHasher::new();
+        self.steps.hash(&mut h);
+        let steps: Vec<String> = self.steps.iter().map(|s| format!("{s:016x}")).collect();
+        let line = format!("{:016x} {}\n", h.finish(), steps.join(" "));
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("the trace file opens");
+        f.write_all(line.as_bytes()).expect("the trace is written");
+    }
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -692,10 +774,15 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
         for i in 0..NODES.len() {
             c.apply(&Step::PutNode(i))?;
         }
+        let mut trace = Trace::default();
         for s in &script {
             c.apply(s)?;
+            if let Some(outcome) = c.outcome() {
+                trace.step(s, &outcome);
+            }
             c.check()?;
         }
+        trace.finish();
         c.delete_everything()?;
         let counts = [
             1,

@@ -20,7 +20,9 @@ use muster_harness::control_plane::client_from_kubeconfig;
 use muster_harness::k8s::{self, GangKey, NodeShape, PodBuilder};
 use muster_harness::paths::{cache_dir, find_muster_binary, k8s_version};
 use muster_harness::process::{pid_alive, signal, Lifetime};
-use muster_harness::{ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions};
+use muster_harness::{
+    ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions, CLUSTER_TRUTH,
+};
 
 #[derive(Parser)]
 #[command(
@@ -406,7 +408,7 @@ async fn demo_steps(
         let pods = k8s::list_pods(&client, NS).await?;
         if let Some(p) = pods.iter().find(|p| k8s::pod_node(p).is_some()) {
             return Ok(Err(format!(
-                "{} was bound to {} while the gang could not fit whole: partial gang",
+                "{CLUSTER_TRUTH} {} was bound to {} while the gang could not fit whole: partial gang",
                 k8s::pod_name(p),
                 k8s::pod_node(p).unwrap_or("?")
             )));
@@ -467,7 +469,7 @@ async fn demo_steps(
         if Instant::now() > deadline {
             let pods = k8s::list_pods(&client, NS).await?;
             return Ok(Err(format!(
-                "gang {NS}/{GROUP} not placed {:.0}s after capacity was added: {}",
+                "{CLUSTER_TRUTH} gang {NS}/{GROUP} not placed {:.0}s after capacity was added: {}",
                 added.elapsed().as_secs_f64(),
                 k8s::describe_pods(&pods)
             )));
@@ -506,7 +508,7 @@ async fn demo_steps(
     ));
     if apart > 5.0 {
         return Ok(Err(format!(
-            "gang {NS}/{GROUP} bound {apart:.1}s apart ({placement}): not together"
+            "{CLUSTER_TRUTH} gang {NS}/{GROUP} bound {apart:.1}s apart ({placement}): not together"
         )));
     }
     Ok(Ok(format!(

@@ -1,0 +1,284 @@
+//! One bind call, from the table's decision to its answer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+
+use super::held::HoldEnd;
+use super::registry::{Binding, Outcome, Pending};
+use crate::cluster::binder::{self, RetryPolicy};
+use crate::model::{BindDecision, BindRejection, BindRequest, NodeName, PodRef};
+use crate::state::Shared;
+
+/// One bind call as the HTTP layer hands it over.
+pub struct BindCall<'a> {
+    pub request: BindRequest<'a>,
+    /// The latest moment to answer so that kube-scheduler still hears it.
+    pub answer_by: tokio::time::Instant,
+    /// How long the call of a member below quorum is held (`--bind-wait`).
+    pub bind_wait: Duration,
+}
+
+/// Decides the bind call and carries the decision out: `Ok` is the success kube-scheduler is
+/// answered with, `Err` the message of a refusal or a failed binding. `admit` says whether
+/// this replica may still decide (asked again after a held call's wait).
+pub async fn bind(
+    shared: &Arc<Shared>,
+    call: BindCall<'_>,
+    admit: impl Fn() -> Result<(), String>,
+) -> Outcome {
+    let request = call.request;
+    // The bindings the decision starts are spawned before anything here awaits: they belong
+    // to tasks of their own, which end them whether or not this call is still there to hear
+    // it (kube-scheduler closes the connection at its httpTimeout, and the call is dropped).
+    let Decided {
+        decision,
+        in_flight,
+        started,
+    } = decide(shared, request);
+    shared.flush_notices();
+    let pod = format!("{}/{}", request.namespace, request.name);
+    match decision {
+        BindDecision::AlreadyBound => Ok(()),
+        BindDecision::Reject(r) => {
+            info!(%pod, node = %request.node, reason = %r, "bind refused");
+            Err(r.to_string())
+        }
+        BindDecision::InFlight { pod: who, node } => {
+            debug!(%pod, %node, "bind asked while muster binds the pod; answering its outcome");
+            binding_answer(&who, &node, in_flight, request.node, call.answer_by).await
+        }
+        BindDecision::Wait { gang, message } => {
+            info!(%pod, node = %request.node, %message, "seated; waiting for quorum");
+            shared.metrics.quorum_waits.inc();
+            // Held for --bind-wait, and never past the moment kube-scheduler stops listening.
+            let until = (tokio::time::Instant::now() + call.bind_wait).min(call.answer_by);
+            let end = shared
+                .held
+                .hold(&shared.table, &shared.bindings, &gang, request.uid, until)
+                .await;
+            let who = PodRef {
+                namespace: request.namespace.into(),
+                name: request.name.into(),
+                uid: request.uid.into(),
+            };
+            match end {
+                HoldEnd::HasNode { node, binding } => match binding {
+                    Some(b) => {
+                        binding_answer(&who, &node, Some(b), request.node, call.answer_by).await
+                    }
+                    // On a node without a binding of muster's: bound by the API server's
+                    // word (placed by someone else, or muster's binding long done).
+                    None if *node == *request.node => Ok(()),
+                    None => Err(BindRejection::BoundElsewhere {
+                        pod: who.to_string(),
+                        node: node.to_string(),
+                    }
+                    .to_string()),
+                },
+                HoldEnd::Released(reason) => {
+                    // Stepped down while holding: the seat is gone with the table, and the new
+                    // leader decides when kube-scheduler retries there.
+                    admit()?;
+                    Err(reason)
+                }
+                HoldEnd::StillWaiting => {
+                    admit()?;
+                    // The wait outlasted the hold: now it is worth telling the user (once
+                    // per reason: kube-scheduler retries the member every few seconds).
+                    shared
+                        .table
+                        .lock()
+                        .wait_outlasted_hold(request.uid, &message);
+                    shared.flush_notices();
+                    Err(message)
+                }
+            }
+        }
+        BindDecision::BindNow { pod: who, node } => {
+            let mine = started
+                .into_iter()
+                .next()
+                .map(|(_, b)| spawn_binding(shared, who.clone(), b));
+            binding_answer(&who, &node, mine, request.node, call.answer_by).await
+        }
+        BindDecision::BindGang { gang, members } => {
+            info!(%gang, members = members.len(), "quorum reached; binding the gang");
+            shared.metrics.gangs_placed.inc();
+            // The held calls of the other members now wait on their own bindings.
+            shared.held.wake(&gang);
+            let mut mine = None;
+            for (pod, binding) in started {
+                let pending = spawn_binding(shared, pod.clone(), binding);
+                if *pod.uid == *request.uid {
+                    mine = Some((pod, pending));
+                }
+            }
+            match mine {
+                Some((who, pending)) => {
+                    let node = pending.node.clone();
+                    binding_answer(&who, &node, Some(pending), request.node, call.answer_by).await
+                }
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// The table's decision and what it started.
+struct Decided {
+    decision: BindDecision,
+    /// For a pod muster is binding: that binding.
+    in_flight: Option<Pending>,
+    /// The bindings the decision starts, to be spawned.
+    started: Vec<(PodRef, Binding)>,
+}
+
+/// The table's decision, and for a pod muster is binding, that binding: both under the table's
+/// lock, where the bindings the decision starts are registered too.
+fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
+    let mut table = shared.table.lock();
+    let decision = table.bind(request, Instant::now());
+    let mut in_flight = None;
+    let mut started = Vec::new();
+    match &decision {
+        BindDecision::BindNow { pod, node } => {
+            started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
+        }
+        BindDecision::BindGang { members, .. } => {
+            for (pod, node) in members {
+                started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
+            }
+        }
+        BindDecision::InFlight { pod, node } => {
+            in_flight = shared.bindings.find(&pod.uid).filter(|b| b.node == *node);
+        }
+        _ => {}
+    }
+    Decided {
+        decision,
+        in_flight,
+        started,
+    }
+}
+
+/// Makes `binding` in a task of its own, which tells the table and the registry how it ended;
+/// returns what a bind call waits on.
+fn spawn_binding(shared: &Arc<Shared>, pod: PodRef, binding: Binding) -> Pending {
+    let pending = binding.pending();
+    let mut making = Making {
+        shared: shared.clone(),
+        pod,
+        binding: Some(binding),
+    };
+    tokio::spawn(async move {
+        let node = making.binding.as_ref().expect("not ended").node().clone();
+        let result = bind_retrying(&making.shared, &making.pod, &node).await;
+        if let Some(binding) = making.binding.take() {
+            finish_binding(&making.shared, &making.pod, binding, &result);
+        }
+    });
+    pending
+}
+
+/// A binding being made by its task. Dropped before it ended (the task was cancelled at
+/// shutdown, or panicked), it ends as failed, in the table as in the registry: no pod stays
+/// "being bound" (fail-safe).
+struct Making {
+    shared: Arc<Shared>,
+    pod: PodRef,
+    binding: Option<Binding>,
+}
+
+impl Drop for Making {
+    fn drop(&mut self) {
+        if let Some(binding) = self.binding.take() {
+            let error = "muster stopped binding it before the API server answered".to_string();
+            finish_binding(&self.shared, &self.pod, binding, &Err(error));
+        }
+    }
+}
+
+/// The answer to a bind call for `pod` to `asked` while muster binds it to `node`: the
+/// binding's outcome once it ends (success only for the node kube-scheduler asked for; for
+/// another node, kube-scheduler must not believe its own choice), or if it has not ended
+/// before kube-scheduler stops listening, that it is still being bound.
+async fn binding_answer(
+    pod: &PodRef,
+    node: &NodeName,
+    binding: Option<Pending>,
+    asked: &str,
+    answer_by: tokio::time::Instant,
+) -> Outcome {
+    let outcome = match binding {
+        Some(b) => b.outcome(answer_by).await,
+        None => None,
+    };
+    match outcome {
+        Some(Ok(())) if **node == *asked => Ok(()),
+        Some(Ok(())) => Err(BindRejection::BoundElsewhere {
+            pod: pod.to_string(),
+            node: node.to_string(),
+        }
+        .to_string()),
+        Some(Err(e)) => Err(e),
+        None => Err(BindRejection::BindInFlight {
+            pod: pod.to_string(),
+            node: node.to_string(),
+        }
+        .to_string()),
+    }
+}
+
+/// One binding, tried again while the API server's errors are transient; the pod keeps its
+/// node in the table meanwhile.
+async fn bind_retrying(shared: &Shared, pod: &PodRef, node: &NodeName) -> Result<(), String> {
+    let retried = || {
+        shared.metrics.bind_retries.inc();
+    };
+    let binding = binder::bind_retrying(
+        &*shared.binder,
+        pod.clone(),
+        node.clone(),
+        RetryPolicy::default(),
+        retried,
+    );
+    // Retries stop when this replica stops deciding: the leader-election margin (lease
+    // duration − renew deadline) is shorter than the retry budget, and a binding landing after
+    // a standby took over could spend room the new leader gave away (no-overcommit).
+    tokio::select! {
+        result = binding => result,
+        () = shared.leadership.lapsed() => Err(format!(
+            "not tried further: {}",
+            shared
+                .leadership
+                .refusal(Instant::now())
+                .unwrap_or_else(|| "this replica stopped deciding".into())
+        )),
+    }
+}
+
+fn binding_failed(pod: &PodRef, node: &NodeName, error: &str) -> String {
+    format!("binding {pod} to {node} failed: {error}")
+}
+
+/// Tells the table how a binding muster made ended (after its retries), then every bind call
+/// waiting on it: in that order, so a call told of a failure finds the pod free in the table.
+fn finish_binding(shared: &Shared, pod: &PodRef, binding: Binding, result: &Result<(), String>) {
+    let now = Instant::now();
+    let node = binding.node();
+    if let Err(e) = result {
+        warn!(%pod, %node, error = %e, "binding failed");
+        shared.metrics.bind_failures.inc();
+        shared
+            .table
+            .lock()
+            .bind_finished(pod, node, Err(e.clone()), now);
+        shared.flush_notices();
+    } else {
+        debug!(%pod, %node, "bound");
+    }
+    let outcome = result.clone().map_err(|e| binding_failed(pod, node, &e));
+    binding.end(outcome, now);
+}

@@ -1,0 +1,105 @@
+//! Bind calls held open while their gang gathers: both sides of the protocol.
+//!
+//! A seated member's bind call is held (up to `--bind-wait`) instead of failed at once: that
+//! spares kube-scheduler an error, a FailedScheduling Event, a status write, a back-off and a
+//! retry of every pod the extender had refused, per member; and the gang is bound the moment its
+//! last member arrives. The call that completes the quorum binds every member and wakes the held
+//! calls ([`HeldBinds::wake`]); each then answers with its own pod's binding
+//! ([`super::registry`]). A gang that loses its seats (timeout, deletion) wakes its held calls
+//! so they answer at once.
+//!
+//! Every held call answers before kube-scheduler's client gives up (`--extender-http-timeout`):
+//! an answer after that is lost, and kube-scheduler counts the call as a failed binding.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::registry::{Bindings, Pending};
+use crate::model::{GangKey, GangTable, NodeName};
+
+#[derive(Default)]
+pub struct HeldBinds {
+    /// Woken when the gang is bound or loses its seats. Sharded maps are right here: each
+    /// entry is independent and touched by few tasks.
+    wakers: DashMap<GangKey, Arc<Notify>>,
+}
+
+/// How a held bind call ends.
+pub enum HoldEnd {
+    /// The pod has a node: muster is binding it (with its binding to wait on), or the API
+    /// server already has it on `node` (bound by someone else, or long ago).
+    HasNode {
+        node: NodeName,
+        binding: Option<Pending>,
+    },
+    /// The pod holds no seat any more (its gang timed out, lost room, or this replica stepped
+    /// down): why, as the table tells it.
+    Released(String),
+    /// The hold ran out with the gang still below quorum; the seat is kept.
+    StillWaiting,
+}
+
+impl HeldBinds {
+    /// Holds the bind call of seated member `uid` until muster binds it, the gang loses its
+    /// seats, or `until` passes.
+    pub async fn hold(
+        &self,
+        table: &Mutex<GangTable>,
+        bindings: &Bindings,
+        gang: &GangKey,
+        uid: &str,
+        until: tokio::time::Instant,
+    ) -> HoldEnd {
+        if until <= tokio::time::Instant::now() {
+            return HoldEnd::StillWaiting;
+        }
+        let mut last_look = false;
+        loop {
+            let waker = self.wakers.entry(gang.clone()).or_default().clone();
+            let woken = waker.notified();
+            tokio::pin!(woken);
+            // Registered before looking, so a wake-up between the look and the wait is kept.
+            woken.as_mut().enable();
+            {
+                let t = table.lock();
+                // Looked up under the table's lock, where muster assumed the pod and began
+                // its binding: a pod with a node muster is binding always has it here.
+                if let Some(node) = t.node_of(uid) {
+                    let binding = bindings.find(uid).filter(|b| b.node == node);
+                    return HoldEnd::HasNode { node, binding };
+                }
+                if !t.holds_seat(uid) {
+                    let reason = t.wait_reason(uid).unwrap_or_else(|| {
+                        format!("gang {gang} released its seats before reaching quorum")
+                    });
+                    return HoldEnd::Released(reason);
+                }
+            }
+            if last_look {
+                return HoldEnd::StillWaiting;
+            }
+            if tokio::time::timeout_at(until, woken).await.is_err() {
+                // One more look: the gang may have been bound as the hold ran out.
+                last_look = true;
+            }
+        }
+    }
+
+    /// Wakes every bind call held for this gang (it is being bound, or lost its seats).
+    pub fn wake(&self, gang: &GangKey) {
+        if let Some((_, n)) = self.wakers.remove(gang) {
+            n.notify_waiters();
+        }
+    }
+
+    /// Wakes every held bind call (this replica stopped deciding).
+    pub fn wake_all(&self) {
+        let gangs: Vec<GangKey> = self.wakers.iter().map(|e| e.key().clone()).collect();
+        for gang in gangs {
+            self.wake(&gang);
+        }
+    }
+}

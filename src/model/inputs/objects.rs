@@ -1,0 +1,348 @@
+//! The model's compact view of pods and nodes: only what gang decisions read.
+//!
+//! The cluster adapter (`crate::cluster::convert`) builds these from Kubernetes objects; tests
+//! build them directly. Keeping them small is what lets 50,000 cached pods cost megabytes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::membership::{Membership, MembershipError};
+use super::resources::Resources;
+use crate::model::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
+
+pub type PodUid = Arc<str>;
+pub type NodeName = Arc<str>;
+
+/// A pod as the model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodInfo {
+    pub uid: PodUid,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    /// Effective requests by kube-scheduler's formula (see [`pod_requests`]), plus one pod.
+    pub requests: Resources,
+    /// `spec.nodeName` as last seen from the API server.
+    pub node_name: Option<NodeName>,
+    /// `status.nominatedNodeName`: the node kube-scheduler's preemption freed for this pod,
+    /// while its victims terminate (see `verbs::preemption_hold`).
+    pub nominated_node: Option<NodeName>,
+    /// Succeeded or Failed: its requests no longer count against its node.
+    pub terminal: bool,
+    pub priority: i32,
+    /// Seconds since the epoch of `metadata.creationTimestamp` (orders competing gangs).
+    pub created: i64,
+    pub membership: Result<Option<Membership>, MembershipError>,
+    /// Enough of the pod's placement rules to simulate where *other* members of its gang can
+    /// go: kube-scheduler only tells us the feasible nodes of the pod being scheduled.
+    pub node_selector: Vec<(String, String)>,
+    pub tolerations: Vec<Toleration>,
+    /// Read by other pods' affinity terms and spread constraints.
+    pub labels: Labels,
+    /// `metadata.deletionTimestamp` is set: topology spread no longer counts the pod.
+    pub terminating: bool,
+    /// The placement rules few pods carry, behind one pointer so that the many pods without
+    /// them cost eight bytes.
+    pub rules: Option<Box<PodRules>>,
+}
+
+/// A pod's required placement rules beyond `nodeSelector`, tolerations and resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodRules {
+    /// Required node affinity; `None` when the pod has none (every node passes).
+    pub node_affinity: Option<NodeSelector>,
+    /// Required pod affinity terms.
+    pub affinity: Vec<PodAffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Topology spread constraints with `whenUnsatisfiable: DoNotSchedule` (the others only
+    /// score).
+    pub spread: Vec<SpreadConstraint>,
+    /// `spec.schedulingGates` names: while any remains, the pod is not ready to be placed.
+    pub scheduling_gates: Vec<String>,
+}
+
+impl PodRules {
+    pub fn is_empty(&self) -> bool {
+        *self == PodRules::default()
+    }
+}
+
+impl PodInfo {
+    pub fn gang(&self) -> Option<&Membership> {
+        self.membership.as_ref().ok().and_then(|m| m.as_ref())
+    }
+
+    pub fn display_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A node as the model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub name: NodeName,
+    pub allocatable: Resources,
+    pub labels: BTreeMap<String, String>,
+    pub unschedulable: bool,
+    /// Only NoSchedule and NoExecute taints: PreferNoSchedule never makes a node infeasible.
+    pub taints: Vec<Taint>,
+}
+
+impl NodeInfo {
+    /// The node's topology domain for pulling a gang together (zone, then region).
+    pub fn zone(&self) -> Option<&str> {
+        self.labels
+            .get("topology.kubernetes.io/zone")
+            .or_else(|| self.labels.get("topology.kubernetes.io/region"))
+            .map(String::as_str)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+/// Matching rules: [`Toleration::tolerates`] in `rules::taint_toleration`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Toleration {
+    /// Empty = every key.
+    pub key: String,
+    pub operator: TolerationOperator,
+    pub value: String,
+    /// Empty = every effect.
+    pub effect: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TolerationOperator {
+    /// `Equal`, or no operator: the values must be equal.
+    Equal,
+    Exists,
+    /// `Lt`, `Gt` (behind a feature gate that is off by default) or anything else: kube-scheduler
+    /// lets such a toleration tolerate nothing.
+    Unsupported,
+}
+
+impl TolerationOperator {
+    pub fn parse(operator: Option<&str>) -> Self {
+        match operator {
+            None | Some("") | Some("Equal") => TolerationOperator::Equal,
+            Some("Exists") => TolerationOperator::Exists,
+            Some(_) => TolerationOperator::Unsupported,
+        }
+    }
+}
+
+/// Whether `pod` could be placed on `node` by the rules that need no other pod: cordon,
+/// taints, `nodeSelector` and required node affinity (kube-scheduler's NodeUnschedulable,
+/// TaintToleration and NodeAffinity; see [`rules::node_fits`]). Used only to simulate other
+/// gang members, never to veto the pod that kube-scheduler already filtered.
+pub fn node_admits(node: &NodeInfo, pod: &PodInfo) -> bool {
+    rules::node_fits(node, pod).is_ok()
+}
+
+/// One container's requests and whether it is a sidecar (an init container with
+/// `restartPolicy: Always`, which keeps running beside the main containers).
+pub struct ContainerRequests {
+    pub requests: Resources,
+    pub sidecar: bool,
+}
+
+/// kube-scheduler's request formula (`resourcehelper.PodRequests`, as used by NodeResourcesFit):
+/// the larger of (main containers + sidecars) and the peak of the init phase, where each
+/// regular init container runs beside the sidecars started before it; plus the pod overhead.
+/// Pod-level requests (`spec.resources`), when given, replace the container sum for the
+/// resources they name. One pod slot is added.
+pub fn pod_requests(
+    containers: &[Resources],
+    init_containers: &[ContainerRequests],
+    overhead: Option<&Resources>,
+    pod_level: Option<&Resources>,
+) -> Resources {
+    let mut steady = Resources::default();
+    for c in containers {
+        steady.add(c);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for init in init_containers {
+        let mut during = init.requests.clone();
+        if init.sidecar {
+            steady.add(&init.requests);
+            sidecars.add(&init.requests);
+            during = sidecars.clone();
+        } else {
+            during.add(&sidecars);
+        }
+        init_peak.max_with(&during);
+    }
+    steady.max_with(&init_peak);
+    if let Some(pod_level) = pod_level {
+        if pod_level.cpu_milli > 0 {
+            steady.cpu_milli = pod_level.cpu_milli;
+        }
+        if pod_level.memory > 0 {
+            steady.memory = pod_level.memory;
+        }
+    }
+    if let Some(o) = overhead {
+        steady.add(o);
+    }
+    steady.pods = 1;
+    steady
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(m: i64) -> Resources {
+        Resources::cpu(m)
+    }
+
+    #[test]
+    fn request_formula_matches_node_resources_fit() {
+        struct Case {
+            name: &'static str,
+            containers: Vec<i64>,
+            init: Vec<(i64, bool)>,
+            overhead: Option<i64>,
+            pod_level: Option<i64>,
+            want: i64,
+        }
+        let cases = [
+            Case {
+                name: "containers sum",
+                containers: vec![100, 200],
+                init: vec![],
+                overhead: None,
+                pod_level: None,
+                want: 300,
+            },
+            Case {
+                name: "big init dominates",
+                containers: vec![100],
+                init: vec![(500, false)],
+                overhead: None,
+                pod_level: None,
+                want: 500,
+            },
+            Case {
+                name: "sidecar adds to steady state",
+                containers: vec![100],
+                init: vec![(50, true)],
+                overhead: None,
+                pod_level: None,
+                want: 150,
+            },
+            Case {
+                name: "init runs beside earlier sidecar",
+                containers: vec![100],
+                init: vec![(50, true), (400, false)],
+                overhead: None,
+                pod_level: None,
+                want: 450,
+            },
+            Case {
+                name: "init before sidecar does not see it",
+                containers: vec![100],
+                init: vec![(400, false), (50, true)],
+                overhead: None,
+                pod_level: None,
+                want: 400,
+            },
+            Case {
+                name: "overhead added",
+                containers: vec![100],
+                init: vec![],
+                overhead: Some(25),
+                pod_level: None,
+                want: 125,
+            },
+            Case {
+                name: "pod-level requests replace containers",
+                containers: vec![100, 100],
+                init: vec![],
+                overhead: Some(10),
+                pod_level: Some(500),
+                want: 510,
+            },
+        ];
+        for c in cases {
+            let containers: Vec<_> = c.containers.iter().map(|m| cpu(*m)).collect();
+            let init: Vec<_> = c
+                .init
+                .iter()
+                .map(|(m, sidecar)| ContainerRequests {
+                    requests: cpu(*m),
+                    sidecar: *sidecar,
+                })
+                .collect();
+            let overhead = c.overhead.map(cpu);
+            let pod_level = c.pod_level.map(cpu);
+            let got = pod_requests(&containers, &init, overhead.as_ref(), pod_level.as_ref());
+            assert_eq!(got.cpu_milli, c.want, "{}", c.name);
+            assert_eq!(got.pods, 1, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn node_admits_applies_cordon_taints_and_selector() {
+        use crate::model::rules::fixtures::{node, pod};
+        let mut n = node("n1");
+        n.labels.insert("pool".into(), "a".into());
+        let mut p = pod("p");
+        assert!(node_admits(&n, &p));
+        p.node_selector = vec![("pool".into(), "b".into())];
+        assert!(!node_admits(&n, &p), "nodeSelector");
+        p.node_selector.clear();
+        let pool_b = rules::NodeSelectorTerm::parse([("pool", "In", &["b".to_string()][..])], []);
+        let mut affine = rules::fixtures::PodRulesBuilder::default()
+            .node_affinity(vec![pool_b])
+            .on(p.clone());
+        assert!(!node_admits(&n, &affine), "required node affinity");
+        n.labels.insert("pool".into(), "b".into());
+        assert!(node_admits(&n, &affine));
+        affine.node_selector = vec![("pool".into(), "a".into())];
+        assert!(
+            !node_admits(&n, &affine),
+            "nodeSelector and affinity both hold"
+        );
+        n.taints.push(Taint {
+            key: "gpu".into(),
+            value: String::new(),
+            effect: "NoSchedule".into(),
+        });
+        assert!(!node_admits(&n, &p), "untolerated taint");
+        p.tolerations.push(Toleration {
+            key: String::new(),
+            operator: TolerationOperator::Exists,
+            value: String::new(),
+            effect: String::new(),
+        });
+        n.unschedulable = true;
+        assert!(
+            node_admits(&n, &p),
+            "tolerating everything tolerates the cordon too (NodeUnschedulable)"
+        );
+    }
+
+    #[test]
+    fn toleration_operators_parse_as_kube_scheduler_reads_them() {
+        use TolerationOperator::*;
+        assert_eq!(TolerationOperator::parse(None), Equal);
+        assert_eq!(TolerationOperator::parse(Some("Equal")), Equal);
+        assert_eq!(TolerationOperator::parse(Some("Exists")), Exists);
+        assert_eq!(TolerationOperator::parse(Some("Gt")), Unsupported);
+    }
+
+    #[test]
+    fn pods_without_rules_stay_small() {
+        assert_eq!(std::mem::size_of::<Option<Box<PodRules>>>(), 8);
+        assert_eq!(std::mem::size_of::<Labels>(), 16);
+        assert!(PodRules::default().is_empty());
+    }
+}

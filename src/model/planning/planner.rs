@@ -1,0 +1,519 @@
+//! The planner: whether a gang can reach quorum now, simulated member by member and node by
+//! node (never as an aggregate sum, which is blind to fragmentation), and where each member
+//! would go.
+//!
+//! The simulation of the gang being decided applies every required rule kube-scheduler applies
+//! to its members ([`GangRules`]: cordons, taints, node selectors and affinity, inter-pod
+//! (anti-)affinity against the pods on nodes *and* the members placed so far, topology spread,
+//! scheduling gates, and the nodes each member's own filter call excluded). The one
+//! [`ClusterSnapshot`] it reads is built per whole-gang simulation only, from the pods the
+//! members' rules can see: every pod on a node when a member has affinity, anti-affinity or
+//! spread terms of its own, otherwise only the pods with anti-affinity (kept in an index), so
+//! a gang without such terms never walks the pod list.
+//!
+//! Competing gangs ahead are simulated with [`StaticRules`] (resources and the rules that need
+//! no other pod), not with the full rules: a full simulation per gang ahead would multiply the
+//! snapshot's cost by up to `max_gangs_ahead` on every member's filter call, and a gang ahead
+//! whose own latest full simulation failed on a rule is skipped (`Gang::blocked_by_rule`), so
+//! a gang that cannot run never makes room wait for it.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::quorum_bound::BeyondCluster;
+use super::selection::{choose, task_of, Selection};
+use super::simulation::{
+    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules, CHECK_BUDGET,
+};
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
+use crate::model::table::gang::{Gang, SeatHolder};
+use crate::model::table::pods::PodEntry;
+use crate::model::table::{GangFacts, GangTable};
+
+/// Outcome of planning a gang's placement.
+#[derive(Debug)]
+pub(in crate::model) enum GangPlan {
+    /// `first_nodes`: the candidate nodes the requesting member may take; `seats`: where the
+    /// other members needed for quorum go (members not created yet included, assumed to
+    /// request `not_created` of their task).
+    Fits {
+        first_nodes: Vec<usize>,
+        seats: Vec<(SeatHolder, usize)>,
+        not_created: Vec<(Option<Arc<str>>, Resources)>,
+    },
+    /// The gang cannot be placed now; it holds nothing.
+    DoesNotFit(GangShortfall),
+}
+
+/// Why a gang cannot be placed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::model) enum GangShortfall {
+    /// At most `fit` of `quorum` members can have nodes at the same time; `missing` of them
+    /// are not created yet (still within the creation window). `rule`: the rule that stopped
+    /// the simulation, with its numbers, when it was not room alone. `task`: the task below
+    /// its minimum the simulation stopped at, if it has one.
+    Room {
+        fit: u32,
+        quorum: u32,
+        missing: u32,
+        rule: Option<String>,
+        task: Option<TaskFit>,
+    },
+    /// Members are missing and the creation window is over: nothing is held for them.
+    MembersMissing { existing: u32, quorum: u32 },
+    /// Members of a task below its minimum are missing and the creation window is over.
+    TaskMembersMissing {
+        task: Arc<str>,
+        existing: u32,
+        min: u32,
+    },
+    /// No member declares the count, and members may still be appearing: the quorum is not
+    /// decided yet.
+    QuorumUndecided { existing: u32 },
+    /// Members name a PodGroup (of a served API) that does not exist (yet).
+    PodGroupMissing { api: PodGroupApi },
+    /// The quorum is more than the cluster could ever hold: refused before any simulation.
+    BeyondCluster(BeyondCluster),
+}
+
+/// How many members of a task can have nodes at once, of its minimum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::model) struct TaskFit {
+    pub task: Arc<str>,
+    pub fit: u32,
+    pub min: u32,
+}
+
+impl GangShortfall {
+    /// Why the gang `key` cannot be placed now, as its members are told (it holds nothing
+    /// meanwhile).
+    pub fn message(&self, key: &GangKey, window: Duration) -> String {
+        match self {
+            GangShortfall::Room {
+                fit,
+                quorum,
+                missing: 0,
+                rule,
+                task,
+            } => messages::room_short(
+                key,
+                *fit,
+                *quorum,
+                rule.as_deref(),
+                task.as_ref().map(|t| (&*t.task, t.fit, t.min)),
+            ),
+            GangShortfall::Room {
+                fit,
+                quorum,
+                missing,
+                rule,
+                task: _,
+            } => messages::room_short_of_members_to_come(
+                key,
+                *fit,
+                *quorum,
+                *missing,
+                rule.as_deref(),
+            ),
+            GangShortfall::MembersMissing { existing, quorum } => {
+                messages::members_missing(key, *existing, *quorum, window)
+            }
+            GangShortfall::TaskMembersMissing {
+                task,
+                existing,
+                min,
+            } => messages::task_members_missing(key, task, *existing, *min, window),
+            GangShortfall::PodGroupMissing { api } => messages::pod_group_missing(key, *api),
+            GangShortfall::BeyondCluster(b) => {
+                messages::beyond_cluster(key, b.quorum, b.nodes, b.at_most)
+            }
+            GangShortfall::QuorumUndecided { existing } => {
+                messages::quorum_undecided(key, *existing, window)
+            }
+        }
+    }
+
+    pub fn missing(&self) -> u32 {
+        match self {
+            GangShortfall::Room { missing, .. } => *missing,
+            GangShortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
+            GangShortfall::TaskMembersMissing { existing, min, .. } => {
+                min.saturating_sub(*existing)
+            }
+            GangShortfall::QuorumUndecided { .. }
+            | GangShortfall::PodGroupMissing { .. }
+            | GangShortfall::BeyondCluster(_) => 0,
+        }
+    }
+
+    /// A rule other than room (or a member or PodGroup that is not there) stopped the gang.
+    pub fn blocked_by_rule(&self) -> bool {
+        !matches!(self, GangShortfall::Room { rule: None, .. })
+    }
+}
+
+/// Whether a waiting gang competes for room with the gang being planned: it holds nothing,
+/// may take seats, and kube-scheduler tried one of its members recently.
+fn competes(gang: &Gang, now: Instant, active_window: std::time::Duration) -> bool {
+    !gang.is_placed_flag()
+        && !gang.is_admitted()
+        && gang.backoff_left(now).is_none()
+        && gang
+            .last_attempt
+            .is_some_and(|t| now.saturating_duration_since(t) <= active_window)
+}
+
+impl GangTable {
+    /// Plans the gang of `pod` with `pod` on one of `candidates` (ledger positions) and every
+    /// other member its quorum still needs somewhere, after the competing gangs ahead of it.
+    pub(in crate::model) fn plan(
+        &self,
+        key: &GangKey,
+        pod: &PodInfo,
+        candidates: &[usize],
+        now: Instant,
+    ) -> GangPlan {
+        let facts = self.facts(key);
+        let Some(gang) = self.gangs.get(key) else {
+            return GangPlan::DoesNotFit(GangShortfall::QuorumUndecided { existing: 0 });
+        };
+        if let Some((api, _)) = facts.spec.awaited_pod_group() {
+            return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
+        }
+        // Before anything is simulated: a quorum no placement could meet (fail-safe: the
+        // simulation of 100,000 members held the table's lock for seconds).
+        if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
+            return GangPlan::DoesNotFit(GangShortfall::BeyondCluster(beyond));
+        }
+        let in_window = gang.within_creation_window(now, self.config.creation_window);
+        if !facts.spec.declared && in_window {
+            return GangPlan::DoesNotFit(GangShortfall::QuorumUndecided {
+                existing: facts.existing,
+            });
+        }
+        let others: Vec<&PodEntry> = self
+            .pending_members(key)
+            .into_iter()
+            .filter(|p| p.info.uid != pod.uid)
+            .collect();
+        let selection = choose(&facts, Some(pod), others);
+        let missing = selection.missing();
+        if missing > 0 && !in_window {
+            let short = selection.not_created.iter().find_map(|(t, _)| {
+                let t = t.as_ref()?;
+                facts.tasks.iter().find(|f| f.task == *t)
+            });
+            return GangPlan::DoesNotFit(match short {
+                Some(t) => GangShortfall::TaskMembersMissing {
+                    task: t.task.clone(),
+                    existing: t.existing,
+                    min: t.min,
+                },
+                None => GangShortfall::MembersMissing {
+                    existing: facts.existing,
+                    quorum: facts.spec.quorum,
+                },
+            });
+        }
+        // Members not created yet are simulated as the element-wise maximum of the members
+        // that exist (of their task, for a task below its minimum), so the first bind reserves
+        // room for the whole quorum while a controller is still creating pods (refusing until
+        // every member existed cost each early member a rejected cycle and a back-off). A guess
+        // too small is bounded by the creation window; one too large only delays the gang
+        // until the real members exist.
+        let templates = self.not_created_templates(gang, pod, &selection);
+
+        // The members the rules judge: this pod (0), the copies, then the members that exist;
+        // and who holds the seat of each (from 1).
+        let mut judged: Vec<&PodInfo> = vec![pod];
+        let mut holders: Vec<SeatHolder> = Vec::new();
+        for (task, template, n) in &templates {
+            for _ in 0..*n {
+                judged.push(template);
+                holders.push(SeatHolder::NotCreatedYet {
+                    n: holders.len() as u32,
+                    task: task.clone(),
+                });
+            }
+        }
+        for p in &selection.existing {
+            judged.push(&p.info);
+            holders.push(SeatHolder::Member(p.info.uid.clone()));
+        }
+        let need = judged.len();
+        let snapshot = self.snapshot(&judged, |_| true);
+        let mut rules = GangRules {
+            placement: GangPlacement::new(&judged, &snapshot),
+            allowed: judged
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    (i > missing)
+                        .then(|| self.evidence.passed(&p.uid, now, self.config.evidence_age))?
+                })
+                .collect(),
+        };
+        let chosen: Vec<Member<SeatHolder>> = holders
+            .iter()
+            .enumerate()
+            .map(|(i, holder)| Member {
+                holder: holder.clone(),
+                index: i + 1,
+                pod: judged[i + 1],
+            })
+            .collect();
+        // The task each judged member counts for, for telling which task is short.
+        let task_at = |index: usize| match index.checked_sub(1).map(|i| &holders[i]) {
+            Some(SeatHolder::NotCreatedYet { task, .. }) => task.as_deref(),
+            _ => task_of(judged[index]),
+        };
+        let mut overlay = Overlay::default();
+        self.reserve_gangs_ahead(key, &mut overlay, now);
+        let base = overlay.checkpoint();
+        let rules_base = rules.checkpoint();
+        let fits = |first_nodes: Vec<usize>, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
+            first_nodes,
+            seats,
+            not_created: templates
+                .iter()
+                .map(|(task, t, _)| (task.clone(), t.requests.clone()))
+                .collect(),
+        };
+        let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
+            admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
+        };
+
+        // Others first, then see which candidates are left for this pod: sound, and gives
+        // kube-scheduler a choice of nodes.
+        let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
+        }
+        if seats.len() == chosen.len() {
+            let first_nodes: Vec<usize> = candidates
+                .iter()
+                .copied()
+                .filter(|&i| first_fits(&rules, &overlay, i))
+                .collect();
+            if !first_nodes.is_empty() {
+                return fits(first_nodes, seats);
+            }
+        }
+        let first_has_room = candidates.iter().any(|&i| first_fits(&rules, &overlay, i));
+        let placed_first = seats.len();
+        let mut best = placed_first + usize::from(first_has_room);
+        overlay.rollback(base);
+        rules.rollback(rules_base);
+
+        // The others took the room this pod needs: try this pod first on a few candidates.
+        let tries: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| first_fits(&rules, &overlay, i))
+            .take(self.config.max_first_node_attempts)
+            .collect();
+        for first in tries {
+            if overlay.exhausted() {
+                return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
+            }
+            overlay.take(first, &pod.requests);
+            rules.place(0, self.ledger.at(first).info());
+            let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+            if seats.len() == chosen.len() {
+                return fits(vec![first], seats);
+            }
+            best = best.max(seats.len() + 1);
+            overlay.rollback(base);
+            rules.rollback(rules_base);
+        }
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
+        }
+        // Nothing fits: only now say why. The diagnosis walks every node, so it is not made
+        // on the way to a plan that fits (kube-scheduler too checks every node only when none
+        // is feasible): the others are placed again as in the first attempt (the state is back
+        // at `base`, so the same members land on the same nodes), and the member they stopped
+        // at is diagnosed.
+        first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        let (stuck, stuck_pod) = match chosen.get(placed_first) {
+            Some(m) => (m.index, m.pod),
+            None => (0, pod),
+        };
+        // When it counts for a task below its minimum: how many of that task fit.
+        let task = task_at(stuck).and_then(|stuck_task| {
+            let t = facts.tasks.iter().find(|t| &*t.task == stuck_task)?;
+            let placed = (1..=placed_first)
+                .filter(|&i| task_at(i) == Some(stuck_task))
+                .count()
+                + usize::from(first_has_room && task_at(0) == Some(stuck_task));
+            Some(TaskFit {
+                task: t.task.clone(),
+                fit: t.with_nodes + t.confirmed_seats + placed as u32,
+                min: t.min,
+            })
+        });
+        let diagnosis = diagnose(&self.ledger, &rules, &overlay, stuck, stuck_pod);
+        let by_rule = diagnosis.nodes()
+            - diagnosis.available()
+            - diagnosis.refused_by(Reason::InsufficientResources);
+        let rule = (by_rule > 0).then(|| shortfall_message(stuck_pod, need, best, &diagnosis));
+        GangPlan::DoesNotFit(GangShortfall::Room {
+            fit: facts.with_nodes + facts.confirmed_seats + best as u32,
+            quorum: facts.spec.quorum,
+            missing: missing as u32,
+            rule,
+            task,
+        })
+    }
+
+    /// The simulation ran out of [`CHECK_BUDGET`] with `placed` of `need` members placed: the
+    /// gang does not fit in what muster simulates per call (a rule's shortfall, so it holds
+    /// nothing and gangs behind it are not kept waiting for it).
+    fn out_of_budget(
+        &self,
+        facts: &GangFacts,
+        placed: usize,
+        need: usize,
+        missing: usize,
+    ) -> GangShortfall {
+        GangShortfall::Room {
+            fit: facts.with_nodes + facts.confirmed_seats + placed as u32,
+            quorum: facts.spec.quorum,
+            missing: missing as u32,
+            rule: Some(messages::out_of_checks(CHECK_BUDGET, placed, need)),
+            task: None,
+        }
+    }
+
+    /// The copies the simulation places for members not created yet, per entry of
+    /// `selection.not_created`: for a task, the element-wise maximum of that task's members
+    /// with the rules of one of them; for any task (or a task with no member yet), the
+    /// element-wise maximum of every member with the rules of the member asking.
+    pub(in crate::model) fn not_created_templates(
+        &self,
+        gang: &Gang,
+        pod: &PodInfo,
+        selection: &Selection<'_>,
+    ) -> Vec<(Option<Arc<str>>, PodInfo, usize)> {
+        selection
+            .not_created
+            .iter()
+            .map(|(task, n)| {
+                let of_task: Vec<&PodInfo> = self
+                    .members_of(gang)
+                    .filter(|p| !p.info.terminal)
+                    .map(|p| &p.info)
+                    .filter(|p| task.is_some() && task_of(p) == task.as_deref())
+                    .collect();
+                let template = match of_task.split_first() {
+                    Some((first, rest)) => {
+                        let mut requests = first.requests.clone();
+                        for p in rest {
+                            requests.max_with(&p.requests);
+                        }
+                        PodInfo {
+                            requests,
+                            ..(*first).clone()
+                        }
+                    }
+                    None => PodInfo {
+                        requests: self.largest_requests(gang, pod),
+                        ..pod.clone()
+                    },
+                };
+                (task.clone(), template, *n)
+            })
+            .collect()
+    }
+
+    /// The element-wise maximum of the requests of the gang's members that have not finished.
+    pub(in crate::model) fn largest_requests(&self, gang: &Gang, pod: &PodInfo) -> Resources {
+        let mut max = pod.requests.clone();
+        for p in self.members_of(gang).filter(|p| !p.info.terminal) {
+            max.max_with(&p.info.requests);
+        }
+        max
+    }
+
+    /// What the rules of `members` read about the cluster: every node, and the pods on nodes
+    /// their rules can see (see the module notes) for which `keep` holds (a preemption leaves
+    /// out the pods it counts as evictable).
+    pub(in crate::model) fn snapshot<'a>(
+        &'a self,
+        members: &[&PodInfo],
+        keep: impl Fn(&PodInfo) -> bool,
+    ) -> ClusterSnapshot<'a> {
+        let needs_every_pod = members.iter().any(|p| {
+            p.rules.as_ref().is_some_and(|r| {
+                !r.affinity.is_empty() || !r.anti_affinity.is_empty() || !r.spread.is_empty()
+            })
+        });
+        let on_node = |p: &'a PodEntry| -> Option<(&'a NodeInfo, &'a PodInfo)> {
+            if !keep(&p.info) {
+                return None;
+            }
+            let node = p.charged_node()?;
+            Some((self.ledger.get(node)?.info(), &p.info))
+        };
+        let bound: Vec<(&NodeInfo, &PodInfo)> = if needs_every_pod {
+            self.pods.iter().filter_map(on_node).collect()
+        } else {
+            self.pods.with_anti_affinity().filter_map(on_node).collect()
+        };
+        let nodes = self.ledger.iter().map(|(_, e)| e.info()).collect();
+        ClusterSnapshot::new(nodes, bound, &self.namespaces)
+    }
+
+    /// Reserves, in the simulation, room for every competing gang that comes before `key`
+    /// (higher priority, then older) and fits. Gangs ahead that do not fit are skipped, so a
+    /// big gang never blocks a smaller one behind it; so are gangs whose own simulation found
+    /// a rule that stops them (they hold nothing and will take nothing).
+    fn reserve_gangs_ahead(&self, key: &GangKey, overlay: &mut Overlay, now: Instant) {
+        let me = self.facts(key).spec;
+        let my_order = (Reverse(me.priority), me.created, key);
+        let mut ahead: Vec<(Reverse<i32>, i64, &GangKey)> = self
+            .gangs
+            .iter()
+            .filter(|(k, g)| {
+                *k != key && !g.blocked_by_rule && competes(g, now, self.config.active_window)
+            })
+            .map(|(k, g)| (Reverse(g.spec().priority), g.spec().created, k))
+            .filter(|o| *o < my_order)
+            .collect();
+        ahead.sort();
+        for (_, _, other) in ahead.into_iter().take(self.config.max_gangs_ahead) {
+            let facts = self.facts(other);
+            if self.is_placed(other, &facts) || !facts.spec.is_decided() {
+                continue;
+            }
+            let selection = choose(&facts, None, self.pending_members(other));
+            if selection.missing() > 0 {
+                continue;
+            }
+            let chosen: Vec<Member<()>> = selection
+                .existing
+                .into_iter()
+                .map(|p| Member {
+                    holder: (),
+                    index: 0,
+                    pod: &p.info,
+                })
+                .collect();
+            let cp = overlay.checkpoint();
+            if first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len() < chosen.len()
+            {
+                overlay.rollback(cp);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "planner/tests.rs"]
+mod tests;

@@ -1,0 +1,390 @@
+//! One gang: its members, its seats and where it is in its life.
+//!
+//! A *seat* reserves a node's capacity for one gang member before its gang reaches quorum. A
+//! *confirmed* seat is on the node kube-scheduler chose for that member (its bind call
+//! arrived); a *planned* seat is where muster's plan put a member that has not asked yet, or
+//! room held for a member not created yet. The ledger's reservations are changed together with
+//! the seats, by the table (see `GangTable::seat`), never here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::model::inputs::objects::{NodeName, PodUid};
+use crate::model::inputs::resources::Resources;
+use crate::model::inputs::spec::GangSpec;
+
+/// Where a gang is in its life. Whatever its phase, a gang enough of whose members already
+/// have nodes (bound before muster restarted, say) is treated as placed: `GangTable::is_placed`
+/// is the one place that decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Holds nothing; its members are tried as kube-scheduler sends them.
+    Waiting,
+    /// Timed out: refused until `until`, then like `Waiting`.
+    BackingOff { until: Instant },
+    /// Holds seats for its whole quorum since `since` (its timeout counts from there).
+    Admitted { since: Instant },
+    /// Reached quorum and was bound together; later members bind at once.
+    Placed,
+}
+
+/// Who a seat is held for. Seats are kept in this order, room held for members not created
+/// yet first: a member that takes over a planned seat of its gang takes room held for a member
+/// that may never come before a seat planned for a member that exists.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SeatHolder {
+    /// The n-th member the gang's quorum needs that has not been created yet, of `task` when
+    /// it is held for a task below its minimum. A member that arrives later (of that task)
+    /// takes such a seat over.
+    NotCreatedYet { n: u32, task: Option<Arc<str>> },
+    /// A member that exists (a pod muster has seen).
+    Member(PodUid),
+}
+
+impl SeatHolder {
+    pub fn member(&self) -> Option<&PodUid> {
+        match self {
+            SeatHolder::Member(uid) => Some(uid),
+            SeatHolder::NotCreatedYet { .. } => None,
+        }
+    }
+
+    /// Room held for a member not created yet.
+    pub fn is_not_created_yet(&self) -> bool {
+        matches!(self, SeatHolder::NotCreatedYet { .. })
+    }
+}
+
+/// Room held for a gang while the victims of its member's preemption terminate (see
+/// `verbs::preemption_hold`): the member kube-scheduler nominated and the node it nominated. The seats
+/// themselves are ordinary seats of the gang; this says why they exist and when they end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreemptionHold {
+    pub preemptor: PodUid,
+    pub node: NodeName,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seat {
+    pub node: NodeName,
+    pub requests: Resources,
+    pub confirmed: bool,
+}
+
+pub struct Gang {
+    members: BTreeSet<PodUid>,
+    seats: BTreeMap<SeatHolder, Seat>,
+    phase: Phase,
+    /// What the members declare; see [`GangSpec`].
+    spec: GangSpec,
+    /// When kube-scheduler last tried one of its members (a gang tried recently competes).
+    pub last_attempt: Option<Instant>,
+    /// The last waiting message told to members, so Events are emitted on change only.
+    pub last_wait_message: Option<String>,
+    /// The quorum conflict already reported, so it is reported once.
+    pub reported_conflict: Option<Vec<u32>>,
+    /// The disagreements with the gang's PodGroup already reported, so each is reported once.
+    pub reported_pod_group_conflict: Option<Vec<String>>,
+    /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
+    arrived_unnoted: bool,
+    /// When the table first looked at the gang after its newest member joined: the start of
+    /// its creation window.
+    newest_arrival: Option<Instant>,
+    /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
+    /// takes nothing, so gangs behind it do not leave room for it.
+    pub blocked_by_rule: bool,
+    /// Members refused while the creation window was open (e.g. the quorum not decided yet).
+    /// kube-scheduler retries a refused pod only on a cluster event, and the window closing is
+    /// none: when it closes, each is asked to retry (see `GangTable::expire`).
+    pub refused_in_window: BTreeSet<PodUid>,
+    /// The waiting reason last told to each seated member whose held bind call gave up, so
+    /// a member retried every few seconds hears it once per change.
+    told_waiting: BTreeMap<PodUid, String>,
+    /// Set while the gang's seats hold the room its member's preemption frees.
+    pub preemption_hold: Option<PreemptionHold>,
+}
+
+impl Default for Gang {
+    fn default() -> Self {
+        Gang {
+            members: BTreeSet::new(),
+            seats: BTreeMap::new(),
+            phase: Phase::Waiting,
+            spec: GangSpec::default(),
+            last_attempt: None,
+            last_wait_message: None,
+            reported_conflict: None,
+            reported_pod_group_conflict: None,
+            arrived_unnoted: false,
+            newest_arrival: None,
+            blocked_by_rule: false,
+            refused_in_window: BTreeSet::new(),
+            told_waiting: BTreeMap::new(),
+            preemption_hold: None,
+        }
+    }
+}
+
+impl Gang {
+    // === spec ===
+
+    pub fn spec(&self) -> &GangSpec {
+        &self.spec
+    }
+
+    /// Set when a member joins, changes or leaves (the table recomputes it then).
+    pub(in crate::model) fn set_spec(&mut self, spec: GangSpec) {
+        self.spec = spec;
+    }
+
+    // === members ===
+
+    pub fn members(&self) -> &BTreeSet<PodUid> {
+        &self.members
+    }
+
+    pub fn join(&mut self, uid: PodUid) {
+        if self.members.insert(uid) {
+            self.arrived_unnoted = true;
+        }
+    }
+
+    // === creation window ===
+
+    /// Starts the creation window at `now` if a member joined since the last look. The table
+    /// calls this at every decision and every second, so the window starts within a second of
+    /// the watch delivering the newest member, and the model stays free of clocks.
+    pub fn note_arrivals(&mut self, now: Instant) {
+        if self.arrived_unnoted {
+            self.arrived_unnoted = false;
+            self.newest_arrival = Some(now);
+        }
+    }
+
+    /// Whether members may still be on their way: less than `window` since the newest member
+    /// appeared. Room is held for members not created yet only meanwhile.
+    pub fn within_creation_window(&self, now: Instant, window: Duration) -> bool {
+        self.arrived_unnoted
+            || self
+                .newest_arrival
+                .is_none_or(|t| now.saturating_duration_since(t) < window)
+    }
+
+    /// Returns whether the gang has no member left.
+    pub fn leave(&mut self, uid: &str) -> bool {
+        self.members.remove(uid);
+        self.told_waiting.remove(uid);
+        self.members.is_empty()
+    }
+
+    /// Records that `uid` was told `message`; false if it was the last thing it was told.
+    pub fn tell_waiting_once(&mut self, uid: &PodUid, message: &str) -> bool {
+        if self.told_waiting.get(uid).is_some_and(|m| m == message) {
+            return false;
+        }
+        self.told_waiting.insert(uid.clone(), message.to_string());
+        true
+    }
+
+    // === seats (changed only with the ledger, by `GangTable`) ===
+
+    pub fn seats(&self) -> &BTreeMap<SeatHolder, Seat> {
+        &self.seats
+    }
+
+    pub fn seat_of(&self, uid: &PodUid) -> Option<&Seat> {
+        self.seats.get(&SeatHolder::Member(uid.clone()))
+    }
+
+    // The seats change only with their reservations, through the table's seat operations
+    // (`GangTable::seat`, `unseat`, `reseat`, `unseat_all`, `unseat_node`): visible to the
+    // table alone.
+
+    pub(super) fn insert_seat(&mut self, holder: SeatHolder, seat: Seat) -> Option<Seat> {
+        self.seats.insert(holder, seat)
+    }
+
+    pub(super) fn remove_seat(&mut self, holder: &SeatHolder) -> Option<Seat> {
+        self.seats.remove(holder)
+    }
+
+    pub(super) fn take_all_seats(&mut self) -> Vec<(SeatHolder, Seat)> {
+        std::mem::take(&mut self.seats).into_iter().collect()
+    }
+
+    pub(super) fn retain_seats(&mut self, keep: impl FnMut(&SeatHolder, &mut Seat) -> bool) {
+        self.seats.retain(keep);
+    }
+
+    pub fn confirmed_seats(&self) -> u32 {
+        self.seats.values().filter(|s| s.confirmed).count() as u32
+    }
+
+    // === phase ===
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn is_admitted(&self) -> bool {
+        matches!(self.phase, Phase::Admitted { .. })
+    }
+
+    pub fn is_placed_flag(&self) -> bool {
+        self.phase == Phase::Placed
+    }
+
+    /// How long the gang is still refused after a timeout, if it is.
+    pub fn backoff_left(&self, now: Instant) -> Option<Duration> {
+        match self.phase {
+            Phase::BackingOff { until } if until > now => Some(until - now),
+            _ => None,
+        }
+    }
+
+    /// The plan fitted and the gang took its seats: its timeout starts now.
+    pub fn admit(&mut self, now: Instant) {
+        self.phase = Phase::Admitted { since: now };
+    }
+
+    /// Quorum reached and the members are being bound.
+    pub fn place(&mut self) {
+        self.phase = Phase::Placed;
+        self.last_wait_message = None;
+        self.preemption_hold = None;
+    }
+
+    /// Timed out: refused until `until`.
+    pub fn back_off(&mut self, until: Instant) {
+        self.phase = Phase::BackingOff { until };
+        self.last_wait_message = None;
+        self.preemption_hold = None;
+    }
+
+    /// A placed gang with no member on any node any more gathers again from scratch.
+    pub fn unplace(&mut self) {
+        if self.phase == Phase::Placed {
+            self.phase = Phase::Waiting;
+        }
+    }
+
+    /// An admitted gang that lost its last seat (members deleted or bound, nodes gone) holds
+    /// nothing any more, so it is waiting again.
+    pub(in crate::model) fn settle_after_seats_removed(&mut self) {
+        if self.is_admitted() && self.seats.is_empty() {
+            self.phase = Phase::Waiting;
+            self.preemption_hold = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(n: u32) -> SeatHolder {
+        SeatHolder::NotCreatedYet { n, task: None }
+    }
+
+    fn seat(node: &str) -> Seat {
+        Seat {
+            node: Arc::from(node),
+            requests: Resources::cpu(100),
+            confirmed: false,
+        }
+    }
+
+    #[test]
+    fn a_gang_is_admitted_until_its_last_seat_goes() {
+        let t0 = Instant::now();
+        let mut g = Gang::default();
+        assert_eq!(g.phase(), Phase::Waiting);
+        g.insert_seat(SeatHolder::Member(Arc::from("p")), seat("a"));
+        g.insert_seat(held(0), seat("b"));
+        g.admit(t0);
+        assert_eq!(g.phase(), Phase::Admitted { since: t0 });
+        g.remove_seat(&held(0));
+        g.settle_after_seats_removed();
+        assert!(g.is_admitted(), "one seat left");
+        g.remove_seat(&SeatHolder::Member(Arc::from("p")));
+        g.settle_after_seats_removed();
+        assert_eq!(g.phase(), Phase::Waiting);
+    }
+
+    #[test]
+    fn backing_off_refuses_until_its_end_then_is_over() {
+        let t0 = Instant::now();
+        let mut g = Gang::default();
+        g.admit(t0);
+        g.last_wait_message = Some("waiting".into());
+        g.back_off(t0 + Duration::from_secs(10));
+        assert!(!g.is_admitted());
+        assert_eq!(g.last_wait_message, None);
+        assert_eq!(g.backoff_left(t0), Some(Duration::from_secs(10)));
+        assert_eq!(g.backoff_left(t0 + Duration::from_secs(10)), None);
+        // Losing seats while backing off changes nothing.
+        g.settle_after_seats_removed();
+        assert!(matches!(g.phase(), Phase::BackingOff { .. }));
+        g.admit(t0 + Duration::from_secs(11));
+        assert_eq!(g.backoff_left(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[test]
+    fn a_placed_gang_stays_placed_until_it_is_unplaced() {
+        let mut g = Gang::default();
+        g.insert_seat(SeatHolder::Member(Arc::from("p")), seat("a"));
+        g.admit(Instant::now());
+        let seats = g.take_all_seats();
+        assert_eq!(seats.len(), 1);
+        g.place();
+        g.settle_after_seats_removed();
+        assert!(g.is_placed_flag(), "no seats is normal for a placed gang");
+        g.unplace();
+        assert_eq!(g.phase(), Phase::Waiting);
+        g.unplace();
+        assert_eq!(g.phase(), Phase::Waiting, "only a placed gang is unplaced");
+    }
+
+    #[test]
+    fn the_creation_window_starts_when_the_newest_member_is_noted() {
+        let t0 = Instant::now();
+        let window = Duration::from_secs(5);
+        let mut g = Gang::default();
+        assert!(g.within_creation_window(t0, window), "nothing noted yet");
+        g.join(Arc::from("a"));
+        g.note_arrivals(t0);
+        assert!(g.within_creation_window(t0 + Duration::from_secs(4), window));
+        assert!(!g.within_creation_window(t0 + window, window));
+        // Noting again without a new member does not restart it; a rejoin of a known member
+        // is no arrival.
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        g.join(Arc::from("a"));
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        assert!(!g.within_creation_window(t0 + Duration::from_secs(10), window));
+        g.join(Arc::from("b"));
+        assert!(
+            g.within_creation_window(t0 + Duration::from_secs(10), window),
+            "b is on time"
+        );
+        g.note_arrivals(t0 + Duration::from_secs(10));
+        assert!(g.within_creation_window(t0 + Duration::from_secs(14), window));
+        assert!(!g.within_creation_window(t0 + Duration::from_secs(15), window));
+    }
+
+    #[test]
+    fn room_held_for_members_not_created_yet_comes_before_seats_of_members() {
+        let mut g = Gang::default();
+        g.insert_seat(SeatHolder::Member(Arc::from("z")), seat("a"));
+        g.insert_seat(held(1), seat("c"));
+        g.insert_seat(held(0), seat("b"));
+        let order: Vec<&SeatHolder> = g.seats().keys().collect();
+        assert_eq!(
+            order,
+            vec![&held(0), &held(1), &SeatHolder::Member(Arc::from("z")),]
+        );
+        assert_eq!(g.seat_of(&Arc::from("z")).map(|s| &*s.node), Some("a"));
+        assert_eq!(g.confirmed_seats(), 0);
+        assert!(g.leave("z"), "no members left");
+    }
+}

@@ -1,0 +1,335 @@
+//! The capacity ledger: per node, what it can hold (allocatable), what pods bound there use,
+//! and what gang seats reserve there.
+//!
+//! Free(node) = allocatable − used − reserved. This is the only code that changes `used` and
+//! `reserved`; the table tells it when a pod is charged to a node and when a seat is taken or
+//! given up, so the sums cannot drift apart from the pods and seats they stand for.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::model::inputs::objects::{NodeInfo, NodeName};
+use crate::model::inputs::resources::{shortfall_against, InsufficientResource, Resources};
+
+/// One node of the ledger.
+pub struct NodeEntry {
+    info: NodeInfo,
+    /// Requests of the non-terminal pods bound or assumed here.
+    used: Resources,
+    /// Requests of the seats here.
+    reserved: Resources,
+    /// `info.zone()`, looked up once: prioritize compares it for every candidate.
+    zone: Option<Arc<str>>,
+}
+
+impl NodeEntry {
+    pub fn info(&self) -> &NodeInfo {
+        &self.info
+    }
+
+    pub fn name(&self) -> &NodeName {
+        &self.info.name
+    }
+
+    #[cfg(test)]
+    pub fn used(&self) -> &Resources {
+        &self.used
+    }
+
+    pub fn reserved(&self) -> &Resources {
+        &self.reserved
+    }
+
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
+    }
+}
+
+/// Nodes in a stable order (first-fit simulations walk them in this order); a simulation
+/// refers to a node by its position here.
+#[derive(Default)]
+pub struct NodeLedger {
+    nodes: Vec<NodeEntry>,
+    positions: HashMap<NodeName, usize>,
+    /// Usage of pods bound to nodes not (yet) known; moved in when the node appears.
+    orphan_usage: HashMap<NodeName, Resources>,
+}
+
+impl NodeLedger {
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.positions.get(name).copied()
+    }
+
+    pub fn at(&self, position: usize) -> &NodeEntry {
+        &self.nodes[position]
+    }
+
+    pub fn get(&self, name: &str) -> Option<&NodeEntry> {
+        self.position(name).map(|i| &self.nodes[i])
+    }
+
+    /// Nodes with their positions, in first-fit order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &NodeEntry)> {
+        self.nodes.iter().enumerate()
+    }
+
+    /// A node was added or changed. A new node starts with the usage of pods already bound to
+    /// it, and no seats.
+    pub fn upsert(&mut self, info: NodeInfo) {
+        let zone = info.zone().map(Arc::from);
+        if let Some(&i) = self.positions.get(&info.name) {
+            let entry = &mut self.nodes[i];
+            entry.info = info;
+            entry.zone = zone;
+            return;
+        }
+        let used = self.orphan_usage.remove(&info.name).unwrap_or_default();
+        self.positions.insert(info.name.clone(), self.nodes.len());
+        self.nodes.push(NodeEntry {
+            info,
+            used,
+            reserved: Resources::default(),
+            zone,
+        });
+    }
+
+    /// A node was deleted: its reservations go with it (the caller drops the seats), the usage
+    /// of pods still bound to it is kept in case it comes back. Returns whether it was known.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let Some(i) = self.positions.remove(name) else {
+            return false;
+        };
+        let entry = self.nodes.swap_remove(i);
+        if let Some(moved) = self.nodes.get(i) {
+            self.positions.insert(moved.info.name.clone(), i);
+        }
+        if !entry.used.is_zero() {
+            self.orphan_usage
+                .insert(entry.info.name.clone(), entry.used);
+        }
+        true
+    }
+
+    /// A pod's requests now count on `node` (bound, or being bound by muster).
+    pub fn charge(&mut self, node: &NodeName, requests: &Resources) {
+        match self.positions.get(node) {
+            Some(&i) => self.nodes[i].used.add(requests),
+            None => self
+                .orphan_usage
+                .entry(node.clone())
+                .or_default()
+                .add(requests),
+        }
+    }
+
+    /// A pod's requests no longer count on `node` (deleted, finished, or its binding failed).
+    pub fn uncharge(&mut self, node: &NodeName, requests: &Resources) {
+        match self.positions.get(node) {
+            Some(&i) => self.nodes[i].used.sub(requests),
+            None => {
+                if let Some(u) = self.orphan_usage.get_mut(node) {
+                    u.sub(requests);
+                    if u.is_zero() {
+                        self.orphan_usage.remove(node);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A seat on `node` was taken. A seat on an unknown node reserves nothing: there is no
+    /// room there to protect. Only the table's seat operations call this (no-overcommit:
+    /// the reservations are exactly the seats), hence visible to the table alone.
+    pub(super) fn reserve(&mut self, node: &str, requests: &Resources) {
+        if let Some(&i) = self.positions.get(node) {
+            self.nodes[i].reserved.add(requests);
+        }
+    }
+
+    /// A seat on `node` was given up (see `reserve`).
+    pub(super) fn unreserve(&mut self, node: &str, requests: &Resources) {
+        if let Some(&i) = self.positions.get(node) {
+            self.nodes[i].reserved.sub(requests);
+        }
+    }
+
+    /// What `request` lacks at `position`, after bound pods, seats and `extra` (room a
+    /// simulation already gave away), with `credit` (a seat the pod may take over) added back.
+    pub fn shortfall(
+        &self,
+        position: usize,
+        request: &Resources,
+        credit: Option<&Resources>,
+        extra: Option<&Resources>,
+    ) -> Option<InsufficientResource> {
+        let e = &self.nodes[position];
+        match extra {
+            Some(x) => shortfall_against(
+                request,
+                &e.info.allocatable,
+                credit,
+                &[&e.used, &e.reserved, x],
+            ),
+            None => shortfall_against(
+                request,
+                &e.info.allocatable,
+                credit,
+                &[&e.used, &e.reserved],
+            ),
+        }
+    }
+
+    /// Used share of a node after placing `request`, averaged over cpu, memory and any
+    /// extended resource the pod asks for: 0.0 (empty) to 1.0 (full). Higher packs tighter.
+    pub fn packing_score(&self, position: usize, request: &Resources) -> f64 {
+        let e = &self.nodes[position];
+        // Runs once per candidate node: accumulate, never allocate.
+        let (mut sum, mut count) = (0.0f64, 0u32);
+        let mut add = |alloc: i64, used: i64, reserved: i64, want: i64| {
+            if alloc > 0 {
+                sum += ((used + reserved + want) as f64 / alloc as f64).clamp(0.0, 1.0);
+                count += 1;
+            }
+        };
+        let a = &e.info.allocatable;
+        add(
+            a.cpu_milli,
+            e.used.cpu_milli,
+            e.reserved.cpu_milli,
+            request.cpu_milli,
+        );
+        add(a.memory, e.used.memory, e.reserved.memory, request.memory);
+        for (name, want) in &request.extended {
+            add(
+                a.extended(name),
+                e.used.extended(name),
+                e.reserved.extended(name),
+                *want,
+            );
+        }
+        if count == 0 {
+            0.0
+        } else {
+            sum / count as f64
+        }
+    }
+
+    /// The position among `options` where `request` packs tightest (lowest position on ties).
+    pub fn tightest(
+        &self,
+        request: &Resources,
+        options: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
+        let mut best: Option<(f64, usize)> = None;
+        for i in options {
+            let score = self.packing_score(i, request);
+            if best.is_none_or(|(s, b)| score > s || (score == s && i < b)) {
+                best = Some((score, i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::node;
+
+    fn ledger(nodes: &[(&str, i64)]) -> NodeLedger {
+        let mut l = NodeLedger::default();
+        for (name, cpu) in nodes {
+            l.upsert(node(name).cpu(*cpu).build());
+        }
+        l
+    }
+
+    fn free_cpu(l: &NodeLedger, name: &str) -> i64 {
+        let e = l.get(name).unwrap();
+        e.info().allocatable.cpu_milli - e.used().cpu_milli - e.reserved().cpu_milli
+    }
+
+    #[test]
+    fn reservations_and_usage_both_take_room_and_give_it_back() {
+        let mut l = ledger(&[("a", 1000)]);
+        let a: NodeName = Arc::from("a");
+        l.charge(&a, &Resources::cpu(300));
+        l.reserve("a", &Resources::cpu(500));
+        assert_eq!(free_cpu(&l, "a"), 200);
+        let short = l.shortfall(0, &Resources::cpu(300), None, None).unwrap();
+        assert_eq!(
+            short.to_string(),
+            "insufficient cpu: requested 300m, free 200m"
+        );
+        // A seat the pod may take over counts as free for it.
+        assert!(l
+            .shortfall(0, &Resources::cpu(300), Some(&Resources::cpu(500)), None)
+            .is_none());
+        // Room a simulation already gave away does not.
+        assert!(l
+            .shortfall(0, &Resources::cpu(100), None, Some(&Resources::cpu(150)))
+            .is_some());
+        l.unreserve("a", &Resources::cpu(500));
+        l.uncharge(&a, &Resources::cpu(300));
+        assert_eq!(free_cpu(&l, "a"), 1000);
+        assert!(l.get("a").unwrap().reserved().is_zero());
+    }
+
+    #[test]
+    fn seats_on_unknown_nodes_reserve_nothing() {
+        let mut l = ledger(&[("a", 1000)]);
+        l.reserve("ghost", &Resources::cpu(500));
+        l.unreserve("ghost", &Resources::cpu(500));
+        assert_eq!(free_cpu(&l, "a"), 1000);
+        assert!(l.get("ghost").is_none());
+    }
+
+    #[test]
+    fn usage_on_a_node_not_seen_yet_moves_in_when_it_appears_and_survives_its_deletion() {
+        let mut l = NodeLedger::default();
+        let late: NodeName = Arc::from("late");
+        l.charge(&late, &Resources::cpu(800));
+        l.upsert(node("late").cpu(1000).build());
+        assert_eq!(free_cpu(&l, "late"), 200);
+        l.reserve("late", &Resources::cpu(100));
+        assert!(l.remove("late"));
+        assert!(!l.remove("late"), "a second delete is a no-op");
+        l.upsert(node("late").cpu(1000).build());
+        assert_eq!(
+            free_cpu(&l, "late"),
+            200,
+            "usage kept, the seat gone with the node"
+        );
+        l.uncharge(&late, &Resources::cpu(800));
+        assert_eq!(free_cpu(&l, "late"), 1000);
+    }
+
+    #[test]
+    fn removing_a_node_keeps_every_other_position_valid() {
+        let mut l = ledger(&[("a", 1), ("b", 2), ("c", 3)]);
+        l.remove("a");
+        let order: Vec<(usize, &str)> = l.iter().map(|(i, e)| (i, &**e.name())).collect();
+        // The last node takes the removed slot (first-fit order changes only there).
+        assert_eq!(order, vec![(0, "c"), (1, "b")]);
+        assert_eq!(l.position("c"), Some(0));
+        assert_eq!(l.position("b"), Some(1));
+        assert_eq!(l.len(), 2);
+    }
+
+    #[test]
+    fn tightest_prefers_the_fuller_node_then_the_lower_position() {
+        let mut l = ledger(&[("empty", 4000), ("busy", 4000), ("busy2", 4000)]);
+        l.charge(&Arc::from("busy"), &Resources::cpu(2000));
+        l.reserve("busy2", &Resources::cpu(2000));
+        let r = Resources::cpu(1000);
+        assert_eq!(l.tightest(&r, 0..3), Some(1));
+        assert_eq!(l.tightest(&r, [0].into_iter()), Some(0));
+        assert_eq!(l.tightest(&r, std::iter::empty()), None);
+        assert!(l.packing_score(1, &r) > l.packing_score(0, &r));
+    }
+}

@@ -1,0 +1,473 @@
+//! The gang reservation table: the one value muster decides from, under the one lock.
+//!
+//! It is made of narrow parts, each the only writer of its own numbers: the [`NodeLedger`]
+//! (allocatable, used, reserved), the [`PodIndex`] (pods and what muster assumed), and the
+//! [`Gang`]s (members, seats, phase, spec). This file holds the few operations that must
+//! change two parts at once — a seat and its reservation, an assumption and its charge — so
+//! that each pair changes together in exactly one place. The verbs are in their own files:
+//! `apply` (watch events), `filter`, `prioritize`, `bind`, `expiry`, `views`; the simulation
+//! of a gang's placement is the `planner`.
+//!
+//! Filter offers a member below quorum exactly one node (its seat, a planned seat of its gang,
+//! or the tightest fit), so kube-scheduler skips scoring it and it lands on the plan. Planned
+//! seats are what stop two gangs from each holding half of what both need: the moment a gang
+//! takes its first seat, it holds room for all of its quorum (members not created yet
+//! included, assumed as large as the largest member that exists, or of their task when a task
+//! is below its minimum).
+
+pub(crate) mod disruptions;
+pub(crate) mod evidence;
+pub(crate) mod gang;
+pub(crate) mod ledger;
+pub(crate) mod pods;
+pub(crate) mod preemption_plan;
+
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use self::disruptions::Disruptions;
+use self::evidence::EvidenceStore;
+use self::gang::{Gang, Seat, SeatHolder};
+use self::ledger::NodeLedger;
+use self::pods::{PodEntry, PodIndex};
+use self::preemption_plan::PreemptionPlan;
+use crate::model::inputs::config::ModelConfig;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::inputs::podgroup::PodGroupIndex;
+use crate::model::inputs::spec::GangSpec;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::rules::NamespaceLabels;
+
+/// The gang reservation table: the whole state muster decides from.
+pub struct GangTable {
+    pub(super) config: ModelConfig,
+    pub(super) ledger: NodeLedger,
+    pub(super) pods: PodIndex,
+    /// PodGroup objects, where the cluster serves their APIs.
+    pub(super) pod_groups: PodGroupIndex,
+    pub(super) gangs: HashMap<GangKey, Gang>,
+    pub(super) notices: Vec<Notice>,
+    /// Per member, the nodes its latest filter call passed.
+    pub(super) evidence: EvidenceStore,
+    /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
+    /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
+    pub(super) namespaces: NamespaceLabels,
+    /// Pods the filter refused because gang seats held the room they needed. kube-scheduler
+    /// re-queues a refused pod only on a cluster event, and muster releasing seats is none:
+    /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
+    pub(super) refused_for_seats: HashSet<PodUid>,
+    /// Seats were released since the last `take_notices`.
+    seats_released: bool,
+    /// Pods the filter refused while a node kube-scheduler offered for them was not in muster's
+    /// cache yet (its watch behind kube-scheduler's informer, e.g. after a restart of muster or
+    /// of the API server). That node arriving in the cache is no cluster event either: when a
+    /// node muster did not know arrives, each is asked to retry and forgotten.
+    pub(super) refused_for_unknown_nodes: HashSet<PodUid>,
+    /// A node muster did not know arrived since the last `take_notices`.
+    pub(super) nodes_arrived: bool,
+    /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
+    /// calls held for them must look again (a member without a seat answers at once).
+    pub(super) released: Vec<GangKey>,
+    /// Per preempting gang member, where its preempt decision put the rest of its gang, until
+    /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
+    pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    /// Gang members whose preemption was refused because the watch had not delivered them
+    /// yet: asked to retry (`NoticeKind::Retry`) when it does.
+    retry_when_seen: HashSet<PodUid>,
+    /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
+    /// `verbs::preempt::commit`), and then until the evictor takes them.
+    pub(super) disruptions: Disruptions,
+}
+
+/// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
+/// (the ones past it are not told; kube-scheduler's own periodic flush still retries them).
+pub(super) const MAX_REFUSED_REMEMBERED: usize = 10_000;
+
+/// A gang's spec with the counts of its members, read at the moment of a decision.
+#[derive(Clone, Debug)]
+pub(super) struct GangFacts {
+    pub spec: GangSpec,
+    /// Live members that exist (pods muster has seen, neither finished nor being deleted).
+    pub existing: u32,
+    /// Live members bound or assumed.
+    pub with_nodes: u32,
+    pub confirmed_seats: u32,
+    /// The same counts for each task with a minimum (empty when the gang has none).
+    pub tasks: Vec<TaskFacts>,
+}
+
+/// The counts of one task's members, and its minimum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct TaskFacts {
+    pub task: Arc<str>,
+    pub min: u32,
+    pub existing: u32,
+    pub with_nodes: u32,
+    pub confirmed_seats: u32,
+}
+
+impl TaskFacts {
+    fn counts(&self) -> messages::TaskCounts<'_> {
+        messages::TaskCounts {
+            task: &self.task,
+            min: self.min,
+            existing: self.existing,
+            with_nodes: self.with_nodes,
+            confirmed_seats: self.confirmed_seats,
+        }
+    }
+
+    /// Members of this task still needed beyond those with nodes and (when `seated`) those
+    /// with confirmed seats.
+    pub fn short(&self, seated: bool) -> u32 {
+        let have = self.with_nodes + if seated { self.confirmed_seats } else { 0 };
+        self.min.saturating_sub(have)
+    }
+}
+
+impl GangFacts {
+    /// Enough live members have nodes, in all and of every task with a minimum: the gang is
+    /// placed (and a gang without members is). Never while the gang waits for its PodGroup.
+    pub fn quorum_met(&self) -> bool {
+        self.spec.is_decided()
+            && self.with_nodes >= self.spec.quorum
+            && self.short_task(false).is_none()
+    }
+
+    /// Members with nodes or confirmed seats meet the quorum and every task's minimum: the
+    /// confirmed seats can be bound.
+    pub fn seated_quorum_met(&self) -> bool {
+        self.spec.is_decided()
+            && self.with_nodes + self.confirmed_seats >= self.spec.quorum
+            && self.short_task(true).is_none()
+    }
+
+    /// The first task (by name) below its minimum, counting members with nodes and, when
+    /// `seated`, confirmed seats.
+    pub fn short_task(&self, seated: bool) -> Option<&TaskFacts> {
+        self.tasks.iter().find(|t| t.short(seated) > 0)
+    }
+
+    /// The counts as the sentences tell them (`messages` takes plain values only).
+    pub fn counts(&self) -> messages::GangCounts<'_> {
+        messages::GangCounts {
+            quorum: self.spec.quorum,
+            existing: self.existing,
+            with_nodes: self.with_nodes,
+            confirmed_seats: self.confirmed_seats,
+            short_task: self.short_task(true).map(TaskFacts::counts),
+            task_missing_members: self
+                .tasks
+                .iter()
+                .find(|t| t.existing < t.min)
+                .map(TaskFacts::counts),
+        }
+    }
+}
+
+impl GangTable {
+    pub fn new(config: ModelConfig) -> Self {
+        GangTable {
+            config,
+            ledger: NodeLedger::default(),
+            pods: PodIndex::default(),
+            pod_groups: PodGroupIndex::default(),
+            gangs: HashMap::default(),
+            notices: Vec::new(),
+            evidence: EvidenceStore::default(),
+            namespaces: NamespaceLabels::default(),
+            refused_for_seats: HashSet::default(),
+            seats_released: false,
+            refused_for_unknown_nodes: HashSet::default(),
+            nodes_arrived: false,
+            released: Vec::new(),
+            preempt_plans: HashMap::default(),
+            retry_when_seen: HashSet::default(),
+            disruptions: Disruptions::default(),
+        }
+    }
+
+    /// Gangs that lost seats since the last call (see the field).
+    pub fn take_released(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Notices produced since the last call; a `Retry` for every pod refused for held room
+    /// when seats were released meanwhile, and for every pod refused while a node it was
+    /// offered was unknown when a new node arrived meanwhile (one per pod, even if both hold).
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        let mut retry: Vec<(PodUid, &'static str)> = Vec::new();
+        if std::mem::take(&mut self.seats_released) {
+            let refused = std::mem::take(&mut self.refused_for_seats);
+            retry.extend(refused.into_iter().map(|u| (u, messages::RETRY)));
+        }
+        if std::mem::take(&mut self.nodes_arrived) {
+            let refused = std::mem::take(&mut self.refused_for_unknown_nodes);
+            retry.extend(
+                refused
+                    .into_iter()
+                    .map(|u| (u, messages::RETRY_AFTER_NODE_ARRIVED)),
+            );
+        }
+        let mut asked: HashSet<PodUid> = HashSet::default();
+        let told: Vec<Notice> = retry
+            .into_iter()
+            .filter(|(u, _)| asked.insert(u.clone()))
+            .filter_map(|(u, message)| {
+                let p = self.pods.get(&u).filter(|p| p.is_pending())?;
+                Some(Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::Retry,
+                    message: message.to_string(),
+                })
+            })
+            .collect();
+        self.notices.extend(told);
+        std::mem::take(&mut self.notices)
+    }
+
+    /// The filter refused `uid` because seats held the room it needed.
+    pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
+        if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
+            self.refused_for_seats.insert(uid.clone());
+        }
+    }
+
+    /// The filter refused `uid` while a node offered for it was not in muster's cache.
+    pub(super) fn refused_for_unknown_node(&mut self, uid: &PodUid) {
+        if self.refused_for_unknown_nodes.len() < MAX_REFUSED_REMEMBERED {
+            self.refused_for_unknown_nodes.insert(uid.clone());
+        }
+    }
+
+    /// `uid`'s preemption was refused because the watch had not delivered it yet.
+    pub(super) fn retry_when_seen(&mut self, uid: &PodUid) {
+        if self.retry_when_seen.len() < MAX_REFUSED_REMEMBERED {
+            self.retry_when_seen.insert(uid.clone());
+        }
+    }
+
+    /// The watch delivered `uid`: if its preemption was refused for not being seen, it is
+    /// asked to retry now that muster can judge it.
+    pub(super) fn seen_now(&mut self, uid: &PodUid) {
+        if self.retry_when_seen.is_empty() || !self.retry_when_seen.remove(uid) {
+            return;
+        }
+        if let Some(p) = self.pods.get(uid).filter(|p| p.is_pending()) {
+            self.notices.push(Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_SEEN.to_string(),
+            });
+        }
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.ledger.len()
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Whether the pod holds a seat in its gang (it is waiting for quorum).
+    pub fn holds_seat(&self, uid: &str) -> bool {
+        let Some(p) = self.pods.get(uid) else {
+            return false;
+        };
+        p.info
+            .gang()
+            .and_then(|m| self.gangs.get(&m.gang))
+            .is_some_and(|g| g.seat_of(&p.info.uid).is_some())
+    }
+
+    /// Whether the pod has a node: bound, or being bound by muster (its gang reached quorum
+    /// and the binding call is in flight).
+    pub fn has_node(&self, uid: &str) -> bool {
+        self.node_of(uid).is_some()
+    }
+
+    /// The node the pod is bound to, or that muster is binding it to.
+    pub fn node_of(&self, uid: &str) -> Option<NodeName> {
+        self.pods.get(uid).and_then(|p| p.node().cloned())
+    }
+
+    /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).
+    pub fn wait_reason(&self, uid: &str) -> Option<String> {
+        let key = &self.pods.get(uid)?.info.gang()?.gang;
+        self.gangs.get(key)?.last_wait_message.clone()
+    }
+
+    // === seats and reservations: the only code that changes both ===
+    // The ledger's `reserve`/`unreserve` and a gang's seat changes are visible to the table
+    // alone, so every seat taken or given up changes its reservation here, in one step
+    // (no-overcommit); the verbs call these.
+
+    /// Takes a seat for `holder` (replacing any seat it had).
+    pub(super) fn seat(&mut self, key: &GangKey, holder: SeatHolder, seat: Seat) {
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        self.ledger.reserve(&seat.node, &seat.requests);
+        if let Some(old) = gang.insert_seat(holder, seat) {
+            self.ledger.unreserve(&old.node, &old.requests);
+            self.seats_released = true;
+        }
+    }
+
+    /// Gives up the seat of `holder`; a gang left without seats is waiting again.
+    pub(super) fn unseat(&mut self, key: &GangKey, holder: &SeatHolder) -> Option<Seat> {
+        let gang = self.gangs.get_mut(key)?;
+        let seat = gang.remove_seat(holder)?;
+        self.ledger.unreserve(&seat.node, &seat.requests);
+        self.seats_released = true;
+        gang.settle_after_seats_removed();
+        self.released.push(key.clone());
+        Some(seat)
+    }
+
+    /// Gives up the seats of `release` and seats `holder`, as one step: the gang never
+    /// passes through "no seats", so it stays admitted.
+    pub(super) fn reseat(
+        &mut self,
+        key: &GangKey,
+        release: &[SeatHolder],
+        holder: SeatHolder,
+        seat: Seat,
+    ) {
+        self.seat(key, holder, seat);
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        for h in release {
+            if let Some(s) = gang.remove_seat(h) {
+                self.ledger.unreserve(&s.node, &s.requests);
+                self.seats_released = true;
+            }
+        }
+    }
+
+    /// Gives up every seat of the gang (quorum reached, or timed out); the caller sets the
+    /// gang's next phase.
+    pub(super) fn unseat_all(&mut self, key: &GangKey) -> Vec<(SeatHolder, Seat)> {
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return Vec::new();
+        };
+        let seats = gang.take_all_seats();
+        for (_, s) in &seats {
+            self.ledger.unreserve(&s.node, &s.requests);
+        }
+        self.seats_released |= !seats.is_empty();
+        seats
+    }
+
+    /// Drops every seat on a node that is gone (the ledger dropped its reservations with it).
+    pub(super) fn unseat_node(&mut self, name: &str) {
+        for (key, gang) in self.gangs.iter_mut() {
+            let before = gang.seats().len();
+            gang.retain_seats(|_, seat| &*seat.node != name);
+            if gang.seats().len() < before {
+                gang.settle_after_seats_removed();
+                self.released.push(key.clone());
+            }
+        }
+    }
+
+    // === assumptions and charges ===
+
+    /// muster is binding the pod to `node`: it has that node, and its requests count there.
+    pub(super) fn assume(&mut self, uid: &PodUid, node: NodeName) {
+        if let Some((node, requests)) = self.pods.assume(uid, node) {
+            self.ledger.charge(&node, &requests);
+        }
+    }
+
+    // === derived facts ===
+
+    pub(super) fn facts(&self, key: &GangKey) -> GangFacts {
+        let mut f = GangFacts {
+            spec: GangSpec::default(),
+            existing: 0,
+            with_nodes: 0,
+            confirmed_seats: 0,
+            tasks: Vec::new(),
+        };
+        let Some(gang) = self.gangs.get(key) else {
+            return f;
+        };
+        f.spec = gang.spec().clone();
+        f.tasks = f
+            .spec
+            .tasks
+            .iter()
+            .map(|(task, min)| TaskFacts {
+                task: task.clone(),
+                min,
+                existing: 0,
+                with_nodes: 0,
+                confirmed_seats: 0,
+            })
+            .collect();
+        for uid in gang.members() {
+            let Some(p) = self.pods.get(uid).filter(|p| p.is_live()) else {
+                continue;
+            };
+            let with_node = p.charged_node().is_some();
+            f.existing += 1;
+            f.with_nodes += u32::from(with_node);
+            if let Some(t) = task_facts(&mut f.tasks, &p.info) {
+                t.existing += 1;
+                t.with_nodes += u32::from(with_node);
+            }
+        }
+        f.confirmed_seats = gang.confirmed_seats();
+        if !f.tasks.is_empty() {
+            for (holder, seat) in gang.seats() {
+                let member = holder.member().and_then(|u| self.pods.get(u));
+                if let (true, Some(p)) = (seat.confirmed, member) {
+                    if let Some(t) = task_facts(&mut f.tasks, &p.info) {
+                        t.confirmed_seats += 1;
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    /// Whether the gang no longer needs all-or-nothing treatment: its live members with nodes
+    /// meet its quorum. Derived, never remembered: members being deleted do not count, so a
+    /// gang whose live members fell below quorum (a job deleted and submitted again, a member
+    /// whose binding failed for good) is gated again, and a restart decides the same.
+    pub(super) fn is_placed(&self, _key: &GangKey, facts: &GangFacts) -> bool {
+        facts.quorum_met()
+    }
+
+    /// Members that still need a node: live, not bound or assumed.
+    pub(super) fn pending_members(&self, key: &GangKey) -> Vec<&PodEntry> {
+        let Some(gang) = self.gangs.get(key) else {
+            return Vec::new();
+        };
+        gang.members()
+            .iter()
+            .filter_map(|u| self.pods.get(u))
+            .filter(|p| p.is_pending())
+            .collect()
+    }
+
+    /// Members of the gang muster knows, in name order of UIDs.
+    pub(super) fn members_of<'a>(
+        &'a self,
+        gang: &'a Gang,
+    ) -> impl Iterator<Item = &'a PodEntry> + 'a {
+        gang.members().iter().filter_map(|u| self.pods.get(u))
+    }
+}
+
+/// The counts of `pod`'s task, if its task has a minimum.
+fn task_facts<'a>(tasks: &'a mut [TaskFacts], pod: &PodInfo) -> Option<&'a mut TaskFacts> {
+    let task = pod.gang()?.task.as_deref()?;
+    tasks.iter_mut().find(|t| &*t.task == task)
+}

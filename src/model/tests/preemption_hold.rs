@@ -1,0 +1,303 @@
+//! The preemption hold: while a preempting gang's victims terminate, the room they free (the preemptor's
+//! nominated node and the planned seats of its other members) is held for that gang, until it
+//! binds, the preemptor is deleted or loses its nomination, or the gang times out.
+//! Priorities: low 100, middle 1000, high 100000.
+
+use super::*;
+
+const LOW: i32 = 100;
+const MIDDLE: i32 = 1000;
+const HIGH: i32 = 100_000;
+
+fn candidate(node: &str, victims: &[&PodInfo]) -> PreemptCandidate {
+    PreemptCandidate {
+        node: node.to_string(),
+        victims: victims.iter().map(|p| p.uid.to_string()).collect(),
+        pdb_violations: 0,
+    }
+}
+
+fn terminating(p: &PodInfo) -> PodInfo {
+    PodInfo {
+        terminating: true,
+        ..p.clone()
+    }
+}
+
+fn nominated(p: &PodInfo, node: Option<&str>) -> PodInfo {
+    PodInfo {
+        nominated_node: node.map(NodeName::from),
+        ..p.clone()
+    }
+}
+
+fn verdict(w: &mut World, p: &PodInfo, node: &str) -> NodeVerdict {
+    w.table.filter(p, &[node], w.now).remove(0)
+}
+
+/// n1 runs a low-priority pod; n2 is free. A high-priority gang of two needs both nodes; a
+/// plain pod of middle priority needs a whole node too.
+struct Scene {
+    w: World,
+    low: PodInfo,
+    pair: Vec<PodInfo>,
+    middle: PodInfo,
+}
+
+fn scene() -> Scene {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
+    let pair: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("pair-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("pair", 2)
+                .build()
+        })
+        .collect();
+    let middle = pod("middle").cpu(1000).priority(MIDDLE).build();
+    w.add(&[&low, &pair[0], &pair[1], &middle]);
+    Scene {
+        w,
+        low,
+        pair,
+        middle,
+    }
+}
+
+/// pair-0 is tried first: only n2 passes kube-scheduler's filters, and muster refuses it (its
+/// partner would have no node), so kube-scheduler preempts on n1; muster keeps that candidate.
+/// Then kube-scheduler deletes the victim (it terminates for a while) and nominates n1.
+fn preempt_and_nominate(s: &mut Scene) {
+    let w = &mut s.w;
+    assert!(matches!(
+        verdict(w, &s.pair[0], "n2"),
+        NodeVerdict::Unschedulable(_)
+    ));
+    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2")),
+        (0, 0),
+        "nothing held before kube-scheduler acts on the answer"
+    );
+    w.add(&[&terminating(&s.low), &nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::Waiting && n.message.contains("room held on n1")));
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    let reason = view.and_then(|v| v.waiting_reason).unwrap_or_default();
+    assert!(
+        reason.contains("room held on n1 (nominated), n2"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn the_room_a_preempting_gang_frees_is_held_until_the_gang_binds_together() {
+    let mut s = scene();
+    preempt_and_nominate(&mut s);
+    let w = &mut s.w;
+    // The middle pod passes kube-scheduler's filters on n2 (seats are muster's): refused.
+    assert!(matches!(
+        verdict(w, &s.middle, "n2"),
+        NodeVerdict::Unschedulable(r) if r.contains("reserved for gangs")
+    ));
+    // pair-1 is offered its planned seat and waits there.
+    assert_eq!(verdict(w, &s.pair[1], "n2"), NodeVerdict::Fits);
+    wait_message(&w.bind(&s.pair[1], "n2"));
+    // The victim is gone: pair-0 takes its nominated node and the gang binds together.
+    w.table.remove_pod(&s.low.uid);
+    assert_eq!(verdict(w, &s.pair[0], "n1"), NodeVerdict::Fits);
+    let placed = w.bind(&s.pair[0], "n1");
+    assert_eq!(names(&placed), ["pair-0@n1", "pair-1@n2"]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0));
+    assert!(w.table.gangs[&s.pair[0].gang().unwrap().gang]
+        .preemption_hold
+        .is_none());
+    // The refused pod is asked to retry now that the seats are gone.
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::Retry && &*n.pod.name == "middle"));
+}
+
+#[test]
+fn a_hold_ends_when_the_preemptor_loses_its_nomination() {
+    let mut s = scene();
+    preempt_and_nominate(&mut s);
+    let w = &mut s.w;
+    assert!(matches!(
+        verdict(w, &s.middle, "n2"),
+        NodeVerdict::Unschedulable(_)
+    ));
+    w.add(&[&nominated(&s.pair[0], None)]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0));
+    assert_eq!(w.state("pair"), "waiting");
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::Retry && &*n.pod.name == "middle"));
+}
+
+#[test]
+fn a_hold_ends_when_the_preemptor_is_deleted() {
+    let mut s = scene();
+    preempt_and_nominate(&mut s);
+    s.w.table.remove_pod(&s.pair[0].uid);
+    assert_eq!((s.w.reserved("n1"), s.w.reserved("n2")), (0, 0));
+}
+
+#[test]
+fn a_hold_ends_with_the_gang_timeout() {
+    let mut s = scene();
+    preempt_and_nominate(&mut s);
+    s.w.advance(Duration::from_secs(61));
+    let expired = s.w.table.expire(s.w.now);
+    assert_eq!(expired.len(), 1);
+    assert_eq!((s.w.reserved("n1"), s.w.reserved("n2")), (0, 0));
+    assert!(s.w.table.gangs[&expired[0]].preemption_hold.is_none());
+}
+
+#[test]
+fn a_member_asking_to_bind_keeps_its_seat_when_its_nomination_is_cleared() {
+    let mut s = scene();
+    preempt_and_nominate(&mut s);
+    let w = &mut s.w;
+    w.table.remove_pod(&s.low.uid);
+    wait_message(&w.bind(&s.pair[0], "n1"));
+    // kube-scheduler clears the nomination of a pod whose bind call answered "waiting".
+    w.add(&[&nominated(&s.pair[0], None)]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    let placed = w.bind(&s.pair[1], "n2");
+    assert_eq!(names(&placed), ["pair-0@n1", "pair-1@n2"]);
+}
+
+#[test]
+fn a_nomination_muster_planned_nothing_for_holds_nothing() {
+    let mut s = scene();
+    // Nominated without a preempt decision of muster's (or after its plans were forgotten).
+    s.w.add(&[&nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!((s.w.reserved("n1"), s.w.reserved("n2")), (0, 0));
+
+    let mut s = scene();
+    let d = s.w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    s.w.advance(Duration::from_secs(11));
+    s.w.table.expire(s.w.now);
+    s.w.add(&[&nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!((s.w.reserved("n1"), s.w.reserved("n2")), (0, 0));
+}
+
+/// Both nodes run a low-priority pod. pair-0 preempts on n1; the plan puts pair-1 on n2, whose
+/// pod pair-1 will have to evict in turn. Meanwhile the middle pod's own preemption would
+/// evict that pod for itself: muster refuses it (the room is held), and pair-1's is kept.
+#[test]
+fn no_other_pod_preempts_its_way_into_held_room() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let pair: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("pair-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("pair", 2)
+                .build()
+        })
+        .collect();
+    let middle = pod("middle").cpu(1000).priority(MIDDLE).build();
+    w.add(&[&a, &b, &pair[0], &pair[1], &middle]);
+    let d = w.preempt(
+        &pair[0],
+        vec![candidate("n1", &[&a]), candidate("n2", &[&b])],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+
+    let d = w.preempt(&middle, vec![candidate("n2", &[&b])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(matches!(
+        &d.dropped[0].1,
+        DropReason::HeldForGang { gang } if &*gang.name == "pair"
+    ));
+    let d = w.preempt(&pair[1], vec![candidate("n2", &[&b])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+}
+
+/// The decision was made before the watch delivered pair-1, so its plan held room for a member
+/// not created yet. By the nomination pair-1 exists: the room is held for it, and so outlasts
+/// the creation window (room for members not created yet does not).
+#[test]
+fn a_member_delivered_after_the_decision_takes_the_room_planned_for_it() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
+    let pair: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("pair-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("pair", 2)
+                .build()
+        })
+        .collect();
+    w.add(&[&low, &pair[0]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&pair[1]]);
+    w.add(&[&terminating(&low), &nominated(&pair[0], Some("n1"))]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    w.advance(Duration::from_secs(6));
+    w.table.expire(w.now);
+    assert_eq!(
+        w.reserved("n2"),
+        1000,
+        "held for pair-1, not for a member to come"
+    );
+    assert_eq!(verdict(&mut w, &pair[1], "n2"), NodeVerdict::Fits);
+}
+
+/// A gang of three: pair-0's preemption frees n1, the plan puts g-1 on n2 (whose pod it will
+/// have to evict) and g-2 on n3 (free). kube-scheduler offers g-1 the only node with room, n3:
+/// g-1 takes g-2's planned seat, and g-2 gets g-1's, so n2 stays held for the gang.
+#[test]
+fn a_member_taking_another_members_planned_seat_leaves_it_its_own() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let g: Vec<PodInfo> = (0..3)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("g", 3)
+                .build()
+        })
+        .collect();
+    w.add(&[&a, &b, &g[0], &g[1], &g[2]]);
+    let d = w.preempt(&g[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&g[0], Some("n1"))]);
+    let seat_of = |w: &World, p: &PodInfo| {
+        let gang = &w.table.gangs[&p.gang().unwrap().gang];
+        gang.seat_of(&p.uid).map(|s| s.node.to_string())
+    };
+    assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n2"));
+    assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n3"));
+
+    assert_eq!(verdict(&mut w, &g[1], "n3"), NodeVerdict::Fits);
+    wait_message(&w.bind(&g[1], "n3"));
+    assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n3"));
+    assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n2"));
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (1000, 1000, 1000)
+    );
+}

@@ -1,0 +1,257 @@
+//! What the watches report: nodes and pods added, changed and deleted, applied to the table.
+//!
+//! These are the only entry points that create or delete pods and nodes in the table: a verb
+//! naming a pod the watch has not delivered is refused (`GangTable::seen_pod`), so a late
+//! call for a deleted pod or a forged one changes nothing.
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
+use crate::model::inputs::spec::{
+    conflicting_quorums, pod_group_disagreements, GangSpec, SpecSource,
+};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::SeatHolder;
+use crate::model::table::pods::Charges;
+use crate::model::table::GangTable;
+
+impl GangTable {
+    // === nodes ===
+
+    /// A node was added or changed. A node muster did not know may be one kube-scheduler
+    /// already offered: pods refused meanwhile are asked to retry (see `take_notices`).
+    pub fn apply_node(&mut self, info: NodeInfo) {
+        self.nodes_arrived |= self.ledger.position(&info.name).is_none();
+        self.ledger.upsert(info);
+    }
+
+    /// A node was deleted: seats on it are released at once.
+    pub fn remove_node(&mut self, name: &str) {
+        if self.ledger.remove(name) {
+            self.unseat_node(name);
+        }
+    }
+
+    /// Keeps only the nodes for which `keep` is true (after a watch re-list).
+    pub fn retain_nodes(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<NodeName> = self
+            .ledger
+            .iter()
+            .map(|(_, e)| e.name().clone())
+            .filter(|n| !keep(n))
+            .collect();
+        for n in gone {
+            self.remove_node(&n);
+        }
+    }
+
+    // === pods ===
+
+    /// A pod was added or changed (from the watch).
+    pub fn apply_pod(&mut self, info: PodInfo) {
+        let uid = info.uid.clone();
+        let new_gang = info.gang().map(|m| m.gang.clone());
+        let (old, charges) = self.pods.apply(info);
+        self.settle_charges(charges);
+        let entry = self.pods.get(&uid).expect("just applied");
+        let info = &entry.info;
+        // An invalid membership is reported once, unless its error changed.
+        let invalid_before = old.as_ref().and_then(|o| o.membership.as_ref().err());
+        if let Err(e) = &info.membership {
+            if invalid_before != Some(e) {
+                self.notices.push(Notice {
+                    pod: PodRef::of(info),
+                    kind: NoticeKind::InvalidKeys,
+                    message: messages::invalid_keys(e),
+                });
+            }
+        }
+        let has_node = entry.node().is_some();
+        let live = entry.is_live();
+
+        let old_gang = old.as_ref().and_then(|o| o.gang()).map(|m| m.gang.clone());
+        if old_gang != new_gang {
+            if let Some(g) = old_gang {
+                self.leave_gang(&g, &uid);
+            }
+        }
+        if let Some(g) = new_gang {
+            self.gangs.entry(g.clone()).or_default().join(uid.clone());
+            if has_node || !live {
+                // Bound, finished or being deleted: its seat, if any, has served its purpose
+                // or is no longer needed.
+                self.unseat(&g, &SeatHolder::Member(uid.clone()));
+            }
+            self.refresh_spec(&g);
+            self.tell_quorum_conflict(&g);
+            self.tell_pod_group_conflict(&g);
+            self.refresh_placed(&g);
+            self.follow_nomination(&uid);
+        }
+        self.note_commit(&uid);
+        self.seen_now(&uid);
+    }
+
+    /// A pod was deleted: its requests and its seat are released at once.
+    pub fn remove_pod(&mut self, uid: &str) {
+        let Some((info, uncharge)) = self.pods.remove(uid) else {
+            return;
+        };
+        self.evidence.forget(uid);
+        // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
+        self.refused_for_seats.remove(uid);
+        self.refused_for_unknown_nodes.remove(uid);
+        self.settle_charges(Charges {
+            uncharge,
+            charge: None,
+        });
+        if let Some(m) = info.gang() {
+            self.preemptor_gone(&m.gang, &info.uid);
+            self.leave_gang(&m.gang, &info.uid);
+        }
+        self.note_commit(uid);
+    }
+
+    /// Keeps only the pods for which `keep` is true (after a watch re-list).
+    pub fn retain_pods(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<PodUid> = self.pods.uids().filter(|u| !keep(u)).cloned().collect();
+        for uid in gone {
+            self.remove_pod(&uid);
+        }
+    }
+
+    fn settle_charges(&mut self, charges: Charges) {
+        if let Some((node, r)) = charges.uncharge {
+            self.ledger.uncharge(&node, &r);
+        }
+        if let Some((node, r)) = charges.charge {
+            self.ledger.charge(&node, &r);
+        }
+    }
+
+    fn leave_gang(&mut self, key: &GangKey, uid: &PodUid) {
+        self.unseat(key, &SeatHolder::Member(uid.clone()));
+        let empty = self.gangs.get_mut(key).is_some_and(|g| g.leave(uid));
+        if empty {
+            // Room it still held for members not created yet goes with it.
+            self.unseat_all(key);
+            self.released.push(key.clone());
+            self.gangs.remove(key);
+        } else {
+            self.refresh_spec(key);
+            self.refresh_placed(key);
+        }
+    }
+
+    /// A gang bound together whose live members with nodes fell below its quorum (members
+    /// deleted, being deleted, finished, or a binding failed) is gated again: its phase follows
+    /// [`GangTable::is_placed`], which is derived from the members.
+    pub(in crate::model) fn refresh_placed(&mut self, key: &GangKey) {
+        let facts = self.facts(key);
+        if let Some(g) = self.gangs.get_mut(key) {
+            if g.is_placed_flag() && !facts.quorum_met() {
+                g.unplace();
+            }
+        }
+    }
+
+    /// Recomputes the gang's spec after a member joined, changed or left, or its PodGroup
+    /// changed. Members being deleted say nothing about the gang a re-submitted job forms
+    /// (unless no other is left). An admitted gang whose PodGroup changed what it needs (see
+    /// [`GangSpec::replan_needed`]) gives up its seats and waits: they were planned for another
+    /// gang.
+    pub(in crate::model) fn refresh_spec(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let any_live = self.members_of(gang).any(|p| p.is_live());
+        let members: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| p.is_live() || !any_live)
+            .map(|p| &p.info)
+            .collect();
+        let spec = GangSpec::decide(&members, key, &self.pod_groups);
+        let replan = gang.is_admitted() && gang.spec().replan_needed(&spec);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.set_spec(spec);
+        }
+        if replan {
+            self.unseat_all(key);
+            self.released.push(key.clone());
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.settle_after_seats_removed();
+            }
+        }
+    }
+
+    /// Tells every member, once per distinct set of values, that members disagree on the
+    /// quorum.
+    fn tell_quorum_conflict(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if !matches!(
+            gang.spec().source,
+            SpecSource::Key(_) | SpecSource::EveryMember
+        ) {
+            // The PodGroup decides; disagreeing with it is told instead (below).
+            return;
+        }
+        let Some(values) = conflicting_quorums(self.members_of(gang).map(|p| &p.info)) else {
+            return;
+        };
+        if gang.reported_conflict.as_ref() == Some(&values) {
+            return;
+        }
+        let message = messages::quorum_conflict(key, &values);
+        let told: Vec<Notice> = self
+            .members_of(gang)
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::QuorumConflict,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.reported_conflict = Some(values);
+        }
+    }
+
+    /// Tells every member, once per distinct set of values, that members' keys disagree with
+    /// their gang's PodGroup, which wins.
+    pub(in crate::model) fn tell_pod_group_conflict(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let SpecSource::PodGroup { api, .. } = &gang.spec().source else {
+            return;
+        };
+        let api = *api;
+        let Some(def) = self.pod_groups.get(api, key) else {
+            return;
+        };
+        let members: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| p.is_live())
+            .map(|p| &p.info)
+            .collect();
+        let found = pod_group_disagreements(&members, def);
+        if found.is_empty() || gang.reported_pod_group_conflict.as_ref() == Some(&found) {
+            return;
+        }
+        let message = messages::pod_group_conflict(key, api, &found);
+        let told: Vec<Notice> = members
+            .iter()
+            .map(|p| Notice {
+                pod: PodRef::of(p),
+                kind: NoticeKind::PodGroupConflict,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.reported_pod_group_conflict = Some(found);
+        }
+    }
+}

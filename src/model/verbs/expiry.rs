@@ -1,0 +1,132 @@
+//! Time: a gang that holds seats past its timeout releases all of them together and backs off,
+//! so no partial gang holds capacity for long; room held for members not created yet is
+//! released when the creation window ends (the members that exist keep their seats).
+
+use std::time::Instant;
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::{Phase, SeatHolder};
+use crate::model::table::GangTable;
+
+impl GangTable {
+    /// Releases the seats of every admitted gang that has waited past its timeout.
+    /// Returns the gangs that timed out.
+    pub fn expire(&mut self, now: Instant) -> Vec<GangKey> {
+        for g in self.gangs.values_mut() {
+            g.note_arrivals(now);
+        }
+        self.evidence.expire(now, self.config.evidence_age);
+        self.forget_stale_plans(now);
+        self.forget_uncommitted(now);
+        self.release_room_for_late_members(now);
+        self.retry_refused_when_window_closes(now);
+        let default_timeout = self.config.default_timeout;
+        let expired: Vec<GangKey> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| match g.phase() {
+                Phase::Admitted { since } => {
+                    now.saturating_duration_since(since) >= g.spec().timeout_or(default_timeout)
+                }
+                _ => false,
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let backoff = self.config.backoff;
+        for key in &expired {
+            let facts = self.facts(key);
+            self.unseat_all(key);
+            let gang = self.gangs.get_mut(key).expect("exists");
+            gang.back_off(now + backoff);
+            let message = messages::timed_out(
+                key,
+                facts.spec.timeout_or(default_timeout),
+                &facts.counts(),
+                backoff,
+            );
+            let told: Vec<Notice> = self
+                .members_of(&self.gangs[key])
+                .filter(|p| p.node().is_none())
+                .map(|p| Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::TimedOut,
+                    message: message.clone(),
+                })
+                .collect();
+            self.notices.extend(told);
+        }
+        expired
+    }
+}
+
+impl GangTable {
+    /// Releases the room held for members not created yet of every gang whose creation window
+    /// is over, and tells its members why it waits.
+    fn release_room_for_late_members(&mut self, now: Instant) {
+        let window = self.config.creation_window;
+        let late: Vec<(GangKey, Vec<SeatHolder>)> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| !g.within_creation_window(now, window))
+            .map(|(k, g)| {
+                let held: Vec<SeatHolder> = g
+                    .seats()
+                    .keys()
+                    .filter(|h| h.is_not_created_yet())
+                    .cloned()
+                    .collect();
+                (k.clone(), held)
+            })
+            .filter(|(_, held)| !held.is_empty())
+            .collect();
+        for (key, held) in late {
+            for h in &held {
+                self.unseat(&key, h);
+            }
+            let facts = self.facts(&key);
+            let message = messages::window_over(&key, &facts.counts(), window);
+            let told: Vec<Notice> = self
+                .members_of(&self.gangs[&key])
+                .filter(|p| p.node().is_none() && !p.info.terminal)
+                .map(|p| Notice {
+                    pod: PodRef::of(&p.info),
+                    kind: NoticeKind::Waiting,
+                    message: message.clone(),
+                })
+                .collect();
+            self.notices.extend(told);
+            if let Some(g) = self.gangs.get_mut(&key) {
+                g.last_wait_message = Some(message);
+            }
+        }
+    }
+}
+
+impl GangTable {
+    /// Members refused while their gang's creation window was open are asked to retry once it
+    /// closes: what they waited for (the quorum of a gang without a declared count, room held
+    /// for members on their way) is decided then, and kube-scheduler would otherwise retry
+    /// them only on an unrelated cluster event or its periodic flush.
+    fn retry_refused_when_window_closes(&mut self, now: Instant) {
+        let window = self.config.creation_window;
+        let mut retry = Vec::new();
+        for gang in self.gangs.values_mut() {
+            if !gang.refused_in_window.is_empty() && !gang.within_creation_window(now, window) {
+                retry.extend(std::mem::take(&mut gang.refused_in_window));
+            }
+        }
+        let told: Vec<Notice> = retry
+            .iter()
+            .filter_map(|uid| self.pods.get(uid))
+            .filter(|p| p.is_pending())
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_AFTER_WINDOW.to_string(),
+            })
+            .collect();
+        self.notices.extend(told);
+    }
+}

@@ -1,0 +1,336 @@
+//! The filter verb: which of kube-scheduler's candidate nodes a pod may use.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::bind::BindRejection;
+use super::preempt::PreemptionOutlook;
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::table::evidence::EvidenceStore;
+use crate::model::table::GangTable;
+
+/// The filter verdict for one candidate node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeVerdict {
+    Fits,
+    /// Not offered, and no reason given: another node of the same answer fits, and
+    /// kube-scheduler reads reasons only when no node does (so making them would be waste).
+    NotOffered,
+    /// Goes to `FailedNodes`: preemption may still help.
+    Unschedulable(Arc<str>),
+    /// Goes to `FailedAndUnresolvableNodes`: nothing on this node can help.
+    Unresolvable(Arc<str>),
+}
+
+/// The verdict on a node kube-scheduler offered that muster's node watch has not delivered
+/// yet. Whichever of the two maps names it, kube-scheduler parks the pod until a cluster event
+/// (`findNodesThatFitPod` puts the pseudo-plugin `Extender` among its rejectors, which every
+/// event re-queues), and the node reaching muster's cache is none: so the filter remembers the
+/// pod for a `Retry` notice (`refused_for_unknown_node`). The maps differ only for preemption,
+/// which dry-runs the nodes in `FailedNodes`; this one passed every in-tree filter already, so
+/// a dry run there finds no victim (or fails: "expected at least one victim pod"). Hence
+/// unresolvable.
+fn unknown_node_verdict(name: &str) -> NodeVerdict {
+    NodeVerdict::Unresolvable(Arc::from(messages::unknown_node(name)))
+}
+
+impl GangTable {
+    /// Verdict for each candidate node (same order as `candidates`), for `pod` as the watch
+    /// reported it (see [`GangTable::seen_pod`]). A pod muster has not seen, or one being
+    /// deleted, fits nowhere and changes nothing.
+    pub fn filter(&mut self, pod: &PodInfo, candidates: &[&str], now: Instant) -> Vec<NodeVerdict> {
+        let refusal = match self.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
+            Err(r) => Some(r.to_string()),
+            Ok(seen) if seen.terminating => {
+                Some(BindRejection::Terminating(seen.display_name()).to_string())
+            }
+            Ok(_) => None,
+        };
+        if let Some(reason) = refusal {
+            return vec![NodeVerdict::Unresolvable(Arc::from(reason)); candidates.len()];
+        }
+        if let Err(e) = &pod.membership {
+            let reason: Arc<str> = Arc::from(messages::invalid_membership(pod, e));
+            return vec![NodeVerdict::Unresolvable(reason); candidates.len()];
+        }
+        let positions: Vec<Option<usize>> =
+            candidates.iter().map(|n| self.ledger.position(n)).collect();
+        let Some(key) = pod.gang().map(|m| m.gang.clone()) else {
+            return self.filter_by_room(pod, candidates, &positions, None);
+        };
+        let facts = self.facts(&key);
+        if self.is_placed(&key, &facts) {
+            return self.filter_by_room(pod, candidates, &positions, None);
+        }
+        let Some(gang) = self.gangs.get_mut(&key) else {
+            // The cached pod names another gang than this request (labels changed in
+            // between); the watch will catch up, meanwhile only room is checked.
+            return self.filter_by_room(pod, candidates, &positions, None);
+        };
+        gang.last_attempt = Some(now);
+        gang.note_arrivals(now);
+        if let Some(left) = gang.backoff_left(now) {
+            let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));
+            return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
+        }
+        if gang.is_admitted() {
+            return self.filter_by_room(pod, candidates, &positions, Some(&key));
+        }
+        let known: Vec<usize> = positions.iter().flatten().copied().collect();
+        if EvidenceStore::is_informative(candidates.len(), known.len(), self.ledger.len()) {
+            // Every name passed, nodes not in muster's cache yet included: one that arrives
+            // later is not mistaken for a node this member's own filters excluded.
+            let passed = candidates
+                .iter()
+                .map(|&n| NodeName::from(n))
+                .collect::<rustc_hash::FxHashSet<NodeName>>();
+            self.evidence.record(&pod.uid, passed, now);
+        } else {
+            // Every node passed, or the list may be cut short: nothing is known to be
+            // excluded, and older evidence is superseded.
+            self.evidence.forget(&pod.uid);
+        }
+        let plan = self.plan(&key, pod, &known, now);
+        self.note_verdict(&key, &plan);
+        match &plan {
+            GangPlan::Fits { first_nodes, .. } => {
+                // One node, muster's choice: kube-scheduler then skips scoring (and the
+                // prioritize call) for this pod, and the member lands where the plan expects.
+                // Every other node is simply not offered: with one node passing,
+                // kube-scheduler never reads failure reasons, so none are made.
+                let chosen = self
+                    .ledger
+                    .tightest(&pod.requests, first_nodes.iter().copied());
+                positions
+                    .iter()
+                    .map(|p| match p {
+                        Some(i) if Some(*i) == chosen => NodeVerdict::Fits,
+                        _ => NodeVerdict::NotOffered,
+                    })
+                    .collect()
+            }
+            GangPlan::DoesNotFit(why) => {
+                let for_room = matches!(why, GangShortfall::Room { rule: None, .. });
+                if for_room && self.ledger.iter().any(|(_, e)| !e.reserved().is_zero()) {
+                    self.refused_for_seats(&pod.uid);
+                }
+                if known.len() < candidates.len() {
+                    // The plan could not use the nodes muster does not know yet.
+                    self.refused_for_unknown_node(&pod.uid);
+                }
+                let window = self.config.creation_window;
+                if let Some(gang) = self.gangs.get_mut(&key) {
+                    if gang.within_creation_window(now, window) {
+                        gang.refused_in_window.insert(pod.uid.clone());
+                    }
+                }
+                let message = why.message(&key, self.config.creation_window);
+                // Preemption cannot help a gang that would not fit even with every
+                // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
+                // A gang waiting for its PodGroup cannot run whatever is evicted, nor one whose
+                // quorum is beyond what the cluster could ever hold.
+                let evicting_cannot_help = matches!(
+                    why,
+                    GangShortfall::PodGroupMissing { .. } | GangShortfall::BeyondCluster(_)
+                );
+                let outlook = if evicting_cannot_help {
+                    None
+                } else {
+                    self.preemption_outlook(pod, &known, now)
+                };
+                let hopeless = evicting_cannot_help
+                    || matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
+                let message = match outlook {
+                    Some(PreemptionOutlook::Hopeless {
+                        anything_evictable: true,
+                    }) => messages::beyond_preemption(&message),
+                    _ => message,
+                };
+                self.tell_waiting(&key, &message, &plan, pod);
+                let reason: Arc<str> = Arc::from(message);
+                candidates
+                    .iter()
+                    .zip(&positions)
+                    .map(|(name, p)| match p {
+                        None => unknown_node_verdict(name),
+                        Some(_) if hopeless => NodeVerdict::Unresolvable(reason.clone()),
+                        Some(_) => NodeVerdict::Unschedulable(reason.clone()),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Plain room check: the pod fits in what is left after bound pods and every seat. A gang
+    /// member may also use its own seat, or a planned seat of its gang on that node; of the
+    /// nodes it may use, it is offered exactly one (its seat, else a planned seat of its gang,
+    /// else the tightest fit), so it lands where its gang's plan expects and kube-scheduler
+    /// skips scoring for it.
+    fn filter_by_room(
+        &mut self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        positions: &[Option<usize>],
+        gang: Option<&GangKey>,
+    ) -> Vec<NodeVerdict> {
+        let (verdicts, for_seats) = self.verdicts_by_room(pod, candidates, positions, gang);
+        if for_seats {
+            self.refused_for_seats(&pod.uid);
+        }
+        let refused = !verdicts.contains(&NodeVerdict::Fits);
+        if refused && positions.iter().any(Option::is_none) {
+            self.refused_for_unknown_node(&pod.uid);
+        }
+        verdicts
+    }
+
+    /// The verdicts of [`GangTable::filter_by_room`], and whether the pod was refused only
+    /// because seats hold the room: it would fit on some node if that node's seats were gone.
+    fn verdicts_by_room(
+        &self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        positions: &[Option<usize>],
+        gang: Option<&GangKey>,
+    ) -> (Vec<NodeVerdict>, bool) {
+        let gang = gang.and_then(|k| self.gangs.get(k));
+        let own_seat = gang
+            .and_then(|g| g.seat_of(&pod.uid))
+            .and_then(|s| self.ledger.position(&s.node));
+        // Planned seats of the gang a member may take over, by node position (few per gang,
+        // so candidates are matched with one lookup each).
+        let mut donors: HashMap<usize, Vec<&Resources>> = HashMap::default();
+        for (holder, s) in gang.into_iter().flat_map(|g| g.seats()) {
+            if holder.member() != Some(&pod.uid) && !s.confirmed {
+                if let Some(i) = self.ledger.position(&s.node) {
+                    donors.entry(i).or_default().push(&s.requests);
+                }
+            }
+        }
+        // First pass, no strings: which nodes the pod may use, and (gang members only) the
+        // best of them as (preference, packing score, position).
+        let mut best: Option<(u8, f64, usize)> = None;
+        let mut any_fits = false;
+        let mut verdicts: Vec<NodeVerdict> = positions
+            .iter()
+            .enumerate()
+            .map(|(pos, p)| {
+                let Some(i) = *p else {
+                    return NodeVerdict::NotOffered;
+                };
+                let preference = if own_seat == Some(i) {
+                    2
+                } else if donors.get(&i).is_some_and(|d| {
+                    d.iter().any(|r| {
+                        self.ledger
+                            .shortfall(i, &pod.requests, Some(r), None)
+                            .is_none()
+                    })
+                }) {
+                    1
+                } else if self
+                    .ledger
+                    .shortfall(i, &pod.requests, None, None)
+                    .is_none()
+                {
+                    0
+                } else {
+                    return NodeVerdict::NotOffered;
+                };
+                any_fits = true;
+                if gang.is_some() {
+                    let packing = self.ledger.packing_score(i, &pod.requests);
+                    if best.is_none_or(|(p, s, _)| (preference, packing) > (p, s)) {
+                        best = Some((preference, packing, pos));
+                    }
+                }
+                NodeVerdict::Fits
+            })
+            .collect();
+        if let Some((_, _, keep)) = best {
+            for (pos, v) in verdicts.iter_mut().enumerate() {
+                if pos != keep {
+                    *v = NodeVerdict::NotOffered;
+                }
+            }
+        }
+        if any_fits {
+            // kube-scheduler reads failure reasons only when no node passes.
+            return (verdicts, false);
+        }
+        // Second pass, nothing fits: say why for each node.
+        let mut for_seats = false;
+        let verdicts = candidates
+            .iter()
+            .zip(positions)
+            .map(|(name, p)| {
+                let Some(i) = *p else {
+                    return unknown_node_verdict(name);
+                };
+                let short = self
+                    .ledger
+                    .shortfall(i, &pod.requests, None, None)
+                    .expect("the first pass found no room here");
+                let reserved = self.ledger.at(i).reserved();
+                let seats_here = !reserved.is_zero();
+                for_seats |= seats_here
+                    && self
+                        .ledger
+                        .shortfall(i, &pod.requests, Some(reserved), None)
+                        .is_none();
+                NodeVerdict::Unschedulable(Arc::from(messages::no_room(&short, seats_here)))
+            })
+            .collect();
+        (verdicts, for_seats)
+    }
+
+    /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it
+    /// then do not leave room for it).
+    pub(in crate::model) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
+        }
+    }
+
+    /// Tells the gang's members why it waits, when the reason changed.
+    pub(in crate::model) fn tell_waiting(
+        &mut self,
+        key: &GangKey,
+        message: &str,
+        plan: &GangPlan,
+        asking: &PodInfo,
+    ) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if gang.last_wait_message.as_deref() == Some(message) {
+            return;
+        }
+        // While members are still being created, only the one asking hears it: the others
+        // will ask soon enough, and would hear it again for every new member.
+        let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
+        let told: Vec<PodRef> = if still_arriving {
+            vec![PodRef::of(asking)]
+        } else {
+            self.members_of(gang)
+                .filter(|p| p.node().is_none() && p.is_live())
+                .map(|p| PodRef::of(&p.info))
+                .collect()
+        };
+        self.notices.extend(told.into_iter().map(|pod| Notice {
+            pod,
+            kind: NoticeKind::Waiting,
+            message: message.to_string(),
+        }));
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = Some(message.to_string());
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
+//! events), `pod_groups` (PodGroup events), `filter`, `prioritize`, `bind`, `quorum` (the last look before binding),
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild` and `views`.
+
+pub(crate) mod apply;
+pub(crate) mod bind;
+pub(crate) mod expiry;
+pub(crate) mod filter;
+pub(crate) mod pod_groups;
+pub(crate) mod preempt;
+pub(crate) mod preemption_hold;
+pub(crate) mod prioritize;
+pub(crate) mod quorum;
+pub(crate) mod rebuild;
+pub(crate) mod views;

@@ -1,0 +1,305 @@
+//! Rules 1 and 3 of the preempt verb: whether muster knows the preemptor's gang well enough to
+//! judge it, and whether the rest of the gang can follow the preemptor onto a candidate.
+//!
+//! Rule 3 runs the planner's one first-fit loop ([`first_fit_each`]) under every required rule
+//! kube-scheduler applies ([`GangRules`]: node selectors and affinity, taints, inter-pod
+//! (anti-)affinity, topology spread, gates), in the world after preemption: on the candidate's
+//! node its victims are gone; on every other node each pod of lower priority than the
+//! preemptor counts as evictable — its room as free (the overlay's credit) and its labels as
+//! absent to the rules. That is where kube-scheduler's own dry run starts on each node
+//! (`SelectVictimsOnNode` removes every lower-priority pod first), and like it, a member whose
+//! required affinity needs a lower-priority pod is judged without that pod (a limit
+//! kube-scheduler documents for its preemption too). The nodes each member's own filter call
+//! passed are not used: kube-scheduler's filters exclude the full nodes, which are exactly the
+//! ones preemption frees.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{DropReason, PreemptCandidate};
+use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::resources::Resources;
+use crate::model::planning::selection::choose;
+use crate::model::planning::simulation::{
+    admits, first_fit_each, GangRules, Member, Overlay, Rules,
+};
+use crate::model::rules::GangPlacement;
+use crate::model::table::gang::SeatHolder;
+use crate::model::table::preemption_plan::PlannedSeat;
+use crate::model::table::GangTable;
+
+/// What rule 3 reads about the preemptor's gang, computed once per request.
+pub(in crate::model) struct GangNeed<'a> {
+    /// The guesses for members not created yet, one per member, with the task each stands for
+    /// (the element-wise maximum of the members, of their task when a task is short).
+    templates: Vec<(Option<Arc<str>>, PodInfo)>,
+    /// How many members the quorum needs that are not created yet.
+    missing: usize,
+    /// The other existing members the quorum needs, largest first.
+    existing: Vec<&'a PodInfo>,
+    quorum: u32,
+    /// Members with nodes or confirmed seats already.
+    already: u32,
+}
+
+/// Whether muster can judge the preemptor's gang now.
+pub(in crate::model) enum GangCheck<'a> {
+    /// Not a member of a gang below quorum, or its gang already holds seats: rule 3 does not
+    /// apply.
+    NotNeeded,
+    /// muster cannot judge the gang now; the safe answer is no candidate.
+    CannotJudge(DropReason),
+    /// The gang is known: rule 3 applies.
+    Judge(Box<GangNeed<'a>>),
+}
+
+/// Whether preemption could let a gang below quorum run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::model) enum PreemptionOutlook {
+    /// With every lower-priority pod gone, the quorum could be placed.
+    MayHelp,
+    /// Not even then; `anything_evictable` says whether there was anything to evict at all.
+    Hopeless { anything_evictable: bool },
+}
+
+/// Where the other members go when the preemptor takes a candidate, by ledger position.
+type Seats = Vec<(SeatHolder, usize)>;
+
+impl GangTable {
+    /// Rule 1: whether `pod` is a member of a gang below quorum that muster can judge now.
+    pub(in crate::model) fn gang_check<'a>(&'a self, pod: &PodInfo, now: Instant) -> GangCheck<'a> {
+        let Some(m) = pod.gang() else {
+            return GangCheck::NotNeeded;
+        };
+        let key = &m.gang;
+        // Only the watch tells muster who is in a gang (derived). kube-scheduler calls
+        // preempt right after its own filters fail — with every node full, the extender's
+        // filter is not even called first — often before muster's watch has delivered the
+        // pod: judged then, the gang would be unknown (or some members missing) and every
+        // candidate kept, evicting pods for a gang that may never run.
+        if self.pods.get(&pod.uid).is_none() {
+            return GangCheck::CannotJudge(DropReason::NotSeenYet);
+        }
+        let Some(gang) = self.gangs.get(key) else {
+            return GangCheck::CannotJudge(DropReason::NotSeenYet);
+        };
+        let facts = self.facts(key);
+        if self.is_placed(key, &facts) || gang.is_admitted() {
+            return GangCheck::NotNeeded;
+        }
+        // Room freed now would go to others meanwhile: evicting for a gang that may not take
+        // seats is evicting for nothing.
+        if let Some(left) = gang.backoff_left(now) {
+            return GangCheck::CannotJudge(DropReason::GangBackingOff { left });
+        }
+        // Nothing evicted lets a quorum beyond the cluster run; judged before any simulation.
+        if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
+            return GangCheck::CannotJudge(DropReason::BeyondCluster(beyond));
+        }
+        let in_window = gang.within_creation_window(now, self.config.creation_window);
+        if !facts.spec.declared && in_window {
+            return GangCheck::CannotJudge(DropReason::QuorumUndecided {
+                existing: facts.existing,
+            });
+        }
+        let pending: Vec<_> = self
+            .pending_members(key)
+            .into_iter()
+            .filter(|p| p.info.uid != pod.uid)
+            .collect();
+        // The same choice as the planner's: every task below its minimum first.
+        let selection = choose(&facts, Some(pod), pending);
+        let missing = selection.missing();
+        if missing > 0 && !in_window {
+            return GangCheck::CannotJudge(DropReason::MembersMissing {
+                existing: facts.existing,
+                quorum: facts.spec.quorum,
+            });
+        }
+        // The planner's guesses for members not created yet, per task.
+        let templates: Vec<(Option<Arc<str>>, PodInfo)> = self
+            .not_created_templates(gang, pod, &selection)
+            .into_iter()
+            .flat_map(|(task, t, n)| std::iter::repeat_n((task, t), n))
+            .collect();
+        let existing: Vec<&PodInfo> = selection.existing.iter().map(|p| &p.info).collect();
+        GangCheck::Judge(Box::new(GangNeed {
+            templates,
+            missing,
+            existing,
+            quorum: facts.spec.quorum,
+            already: facts.with_nodes + facts.confirmed_seats,
+        }))
+    }
+
+    /// Rule 3 for each candidate: where the other members go with `pod` on the candidate's
+    /// node and its victims gone, or `Err((fit, quorum))` when they cannot all be placed.
+    pub(in crate::model) fn follow(
+        &self,
+        pod: &PodInfo,
+        need: &GangNeed<'_>,
+        candidates: &[PreemptCandidate],
+    ) -> Vec<Result<Seats, (u32, u32)>> {
+        let judged = judged(pod, need);
+        let snapshot = self.snapshot(&judged, |p| p.priority >= pod.priority);
+        let mut rules = GangRules {
+            placement: GangPlacement::new(&judged, &snapshot),
+            allowed: vec![None; judged.len()],
+        };
+        let members = members(&judged, need);
+        let mut overlay = Overlay::with_credit(self.evictable_below(pod.priority));
+        let (base, rules_base) = (overlay.checkpoint(), rules.checkpoint());
+        // Every candidate frees at most the lower-priority pods of its node, which the credit
+        // already counts: if the others cannot be placed even then, no candidate can help, and
+        // one simulation answers for all of them.
+        let bound = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules).len();
+        overlay.rollback(base);
+        rules.rollback(rules_base);
+        if bound < members.len() {
+            let fit = need.already + bound as u32 + 1;
+            return candidates.iter().map(|_| Err((fit, need.quorum))).collect();
+        }
+        candidates
+            .iter()
+            .map(|c| {
+                let refuse = |placed: usize| -> Result<Seats, (u32, u32)> {
+                    Err((need.already + placed as u32, need.quorum))
+                };
+                let Some(n) = self.ledger.position(&c.node) else {
+                    return refuse(0);
+                };
+                // On the candidate's node only its own victims go.
+                let saved = overlay.replace_credit(n, Some(self.freed_by(c)));
+                let short = self
+                    .ledger
+                    .shortfall(n, &pod.requests, overlay.credit(n), None);
+                // kube-scheduler's dry run judged the preemptor's own rules on this node; muster
+                // places it there so the others' rules see it.
+                let verdict = if short.is_some() {
+                    refuse(0)
+                } else {
+                    overlay.take(n, &pod.requests);
+                    rules.place(0, self.ledger.at(n).info());
+                    let seats = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules);
+                    if seats.len() < members.len() {
+                        refuse(seats.len() + 1)
+                    } else {
+                        Ok(seats)
+                    }
+                };
+                overlay.rollback(base);
+                rules.rollback(rules_base);
+                overlay.replace_credit(n, saved);
+                verdict
+            })
+            .collect()
+    }
+
+    /// Whether preemption could help the gang of `pod` reach quorum, with `pod` on one of
+    /// `candidates` (ledger positions): could it if every pod of lower priority than `pod`
+    /// were gone? `None` when `pod` is not a member of a gang below quorum that muster can
+    /// judge now. Filter uses it to tell kube-scheduler that preemption cannot help.
+    pub(in crate::model) fn preemption_outlook(
+        &self,
+        pod: &PodInfo,
+        candidates: &[usize],
+        now: Instant,
+    ) -> Option<PreemptionOutlook> {
+        let GangCheck::Judge(need) = self.gang_check(pod, now) else {
+            return None;
+        };
+        let evictable = self.evictable_below(pod.priority);
+        let hopeless = PreemptionOutlook::Hopeless {
+            anything_evictable: !evictable.is_empty(),
+        };
+        let judged = judged(pod, &need);
+        let snapshot = self.snapshot(&judged, |p| p.priority >= pod.priority);
+        let mut rules = GangRules {
+            placement: GangPlacement::new(&judged, &snapshot),
+            allowed: vec![None; judged.len()],
+        };
+        let members = members(&judged, &need);
+        let mut overlay = Overlay::with_credit(evictable);
+        let placed = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules).len();
+        if placed < members.len() {
+            return Some(hopeless);
+        }
+        let first_fits = candidates
+            .iter()
+            .any(|&i| admits(&self.ledger, &rules, &overlay, 0, pod, i).is_ok());
+        Some(if first_fits {
+            PreemptionOutlook::MayHelp
+        } else {
+            hopeless
+        })
+    }
+
+    /// Per node position, the requests of the pods of lower priority than `priority`: the
+    /// room a preemption may free there.
+    fn evictable_below(&self, priority: i32) -> HashMap<usize, Resources> {
+        let mut evictable: HashMap<usize, Resources> = HashMap::default();
+        // One pass over the pods, no lookups by UID: this scan is most of a decision's cost.
+        for p in self.pods.entries() {
+            if p.info.priority >= priority {
+                continue;
+            }
+            if let Some(i) = p.charged_node().and_then(|n| self.ledger.position(n)) {
+                evictable.entry(i).or_default().add(&p.info.requests);
+            }
+        }
+        evictable
+    }
+
+    /// The seats of a kept candidate's plan, with their nodes and requests, for the hold.
+    pub(in crate::model) fn planned_seats(
+        &self,
+        need: &GangNeed<'_>,
+        seats: Seats,
+    ) -> Vec<PlannedSeat> {
+        seats
+            .into_iter()
+            .filter_map(|(holder, position)| {
+                let requests = match &holder {
+                    SeatHolder::Member(uid) => self.pods.get(uid)?.info.requests.clone(),
+                    SeatHolder::NotCreatedYet { n, .. } => {
+                        need.templates.get(*n as usize)?.1.requests.clone()
+                    }
+                };
+                Some(PlannedSeat {
+                    holder,
+                    node: self.ledger.at(position).name().clone(),
+                    requests,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The members the rules judge: the preemptor (0), the copies for members not created yet,
+/// then the members that exist.
+fn judged<'a>(pod: &'a PodInfo, need: &'a GangNeed<'a>) -> Vec<&'a PodInfo> {
+    let mut judged = vec![pod];
+    judged.extend(need.templates.iter().map(|(_, t)| t));
+    judged.extend(need.existing.iter().copied());
+    judged
+}
+
+/// The members to place (all but the preemptor), as the seats they would hold.
+fn members<'p>(judged: &[&'p PodInfo], need: &GangNeed<'_>) -> Vec<Member<'p, SeatHolder>> {
+    (1..judged.len())
+        .map(|index| Member {
+            holder: if index <= need.missing {
+                SeatHolder::NotCreatedYet {
+                    n: index as u32 - 1,
+                    task: need.templates[index - 1].0.clone(),
+                }
+            } else {
+                SeatHolder::Member(judged[index].uid.clone())
+            },
+            index,
+            pod: judged[index],
+        })
+        .collect()
+}

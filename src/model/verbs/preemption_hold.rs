@@ -1,0 +1,258 @@
+//! Room held for a gang while the victims of its member's preemption terminate.
+//!
+//! When the preempt verb keeps a candidate for a member of a gang below quorum, it has just
+//! simulated where the rest of the gang goes (rule 3 in `preempt`); that plan is remembered per
+//! kept node. kube-scheduler then evicts the victims of the node it picked and nominates it
+//! (`status.nominatedNodeName`). When muster's watch shows that nomination, the plan for that
+//! node becomes seats: the preemptor's on its nominated node, the other members' where the plan
+//! put them. The gang is admitted, so no plain pod and no other gang takes that room (filter,
+//! bind, the planner and the preempt verb all count seats), and its members bind together as
+//! any admitted gang's do. While victims still terminate, a seat on their node counts on top of
+//! them, as kube-scheduler counts a nominated pod on top of the pods still on its node.
+//!
+//! What kube-scheduler does for nominated pods, and where muster differs:
+//! - kube-scheduler (`framework/runtime`: `RunFilterPluginsWithNominatedPods`,
+//!   `addGENominatedPods`; `backend/queue/nominator.go`) adds each pod nominated to a node to
+//!   that node, on top of the pods still there, whenever it filters a pod of *equal or lower*
+//!   priority; a higher-priority pod may take the room. muster's hold is gang seats, which no
+//!   other pod may take whatever its priority: a pod taking held room would leave the node
+//!   over-committed once the victims are gone (bound + seats > allocatable: no-overcommit). The
+//!   hold is bounded instead: by the gang's timeout, and by the nomination itself.
+//! - kube-scheduler knows one nominated pod per preemption; muster also holds the planned
+//!   seats of the gang's other members, which kube-scheduler knows nothing of.
+//! - kube-scheduler's nomination ends when the pod is assumed (`DeleteNominatedPodIfExists`),
+//!   deleted, or its `nominatedNodeName` is cleared or changed. muster's hold ends the same
+//!   way: the preemptor bound or asking to bind (its seat is confirmed, the gang's ordinary
+//!   seats carry on), deleted or being deleted, or nominated elsewhere or nowhere; and when the
+//!   gang is bound, or times out.
+//! - kube-scheduler filters a second time without the nominated pods (some rules, such as
+//!   pod affinity, pass only without them); seats are room only and need no second pass.
+//! - kube-scheduler records its nomination in memory before it writes it; muster learns it
+//!   from the watch, so between the preempt answer and that event only kube-scheduler's own
+//!   nominator protects the preemptor's node (the other members' planned room is held from the
+//!   event on). After a restart the plans are gone, and so is the hold until the gang seats
+//!   itself again: kube-scheduler's nomination still protects the preemptor's node.
+
+use std::time::{Duration, Instant};
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
+use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
+use crate::model::table::GangTable;
+
+/// How long a preempt decision's plans wait for kube-scheduler's nomination. It writes the
+/// nomination right after acting on the answer, so this is generous; a plan it never acted
+/// on (it picked no candidate, or could not delete the victims) is forgotten then.
+pub(in crate::model) const NOMINATION_WAIT: Duration = Duration::from_secs(10);
+
+/// Preemptors whose plans are remembered, at most (a decision for one more is not held).
+const MAX_PLANS: usize = 10_000;
+
+impl GangTable {
+    /// Remembers the plans of a preempt decision for `pod`, until kube-scheduler nominates one
+    /// of their nodes (or [`NOMINATION_WAIT`] passes).
+    pub(in crate::model) fn remember_preemption(
+        &mut self,
+        pod: &PodInfo,
+        gang: GangKey,
+        by_node: Vec<(String, Vec<PlannedSeat>)>,
+        now: Instant,
+    ) {
+        if self.preempt_plans.len() >= MAX_PLANS && !self.preempt_plans.contains_key(&pod.uid) {
+            return;
+        }
+        let plan = PreemptionPlan {
+            gang,
+            at: now,
+            requests: pod.requests.clone(),
+            by_node,
+        };
+        self.preempt_plans.insert(pod.uid.clone(), plan);
+    }
+
+    /// Forgets the plans kube-scheduler did not act on in time.
+    pub(in crate::model) fn forget_stale_plans(&mut self, now: Instant) {
+        self.preempt_plans
+            .retain(|_, p| now.saturating_duration_since(p.at) < NOMINATION_WAIT);
+    }
+
+    /// The watch delivered `uid`: starts, keeps or ends the hold its nomination stands for.
+    pub(in crate::model) fn follow_nomination(&mut self, uid: &PodUid) {
+        let Some(entry) = self.pods.get(uid) else {
+            return;
+        };
+        let Some(key) = entry.info.gang().map(|m| m.gang.clone()) else {
+            return;
+        };
+        let nominated = entry.info.nominated_node.clone();
+        let pending = entry.is_pending();
+        let has_node = entry.node().is_some();
+        let Some(gang) = self.gangs.get_mut(&key) else {
+            return;
+        };
+        if let Some(hold) = gang.preemption_hold.clone().filter(|h| h.preemptor == *uid) {
+            let confirmed = gang.seat_of(uid).is_some_and(|s| s.confirmed);
+            if has_node || confirmed {
+                // Bound, or asked to bind where kube-scheduler put it: the gang's seats are
+                // ordinary seats from now on (its nomination is cleared when a held bind call
+                // answers "waiting", which must not release them).
+                gang.preemption_hold = None;
+                return;
+            }
+            if pending && nominated.as_ref() == Some(&hold.node) {
+                return;
+            }
+            self.release_hold(&key);
+        }
+        let Some(node) = nominated else {
+            return;
+        };
+        if !pending {
+            return;
+        }
+        self.take_hold(&key, uid, &node);
+    }
+
+    /// The preemptor `uid` of `key` was deleted: its plans and its gang's hold go with it.
+    pub(in crate::model) fn preemptor_gone(&mut self, key: &GangKey, uid: &str) {
+        self.preempt_plans.remove(uid);
+        let holds = self
+            .gangs
+            .get(key)
+            .and_then(|g| g.preemption_hold.as_ref())
+            .is_some_and(|h| *h.preemptor == *uid);
+        if holds {
+            self.release_hold(key);
+        }
+    }
+
+    /// kube-scheduler nominated `node` for `uid`: if a preempt decision planned the rest of its
+    /// gang for that node, the plan becomes the gang's seats.
+    fn take_hold(&mut self, key: &GangKey, uid: &PodUid, node: &NodeName) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        // A gang that holds seats already, is placed or backs off has no room to wait for.
+        if gang.preemption_hold.is_some() || gang.is_admitted() || gang.is_placed_flag() {
+            return;
+        }
+        if matches!(
+            gang.phase(),
+            crate::model::table::gang::Phase::BackingOff { .. }
+        ) {
+            return;
+        }
+        let Some(plan) = self.preempt_plans.get(uid).filter(|p| p.gang == *key) else {
+            return;
+        };
+        let Some((_, others)) = plan.by_node.iter().find(|(n, _)| **n == **node) else {
+            return;
+        };
+        if self.ledger.position(node).is_none() {
+            return;
+        }
+        let (since, requests, others) = (plan.at, plan.requests.clone(), others.clone());
+        self.preempt_plans.remove(uid);
+        let own = Seat {
+            node: node.clone(),
+            requests,
+            confirmed: false,
+        };
+        self.seat(key, SeatHolder::Member(uid.clone()), own);
+        let others = self.members_for_late_seats(key, uid, others);
+        let mut told = vec![format!("{node} (nominated)")];
+        for s in others {
+            // Members bound, deleted or seated meanwhile need no room held.
+            let still_needed = match &s.holder {
+                SeatHolder::Member(m) => self.pods.get(m).is_some_and(|p| p.is_pending()),
+                SeatHolder::NotCreatedYet { .. } => true,
+            };
+            if !still_needed || self.ledger.position(&s.node).is_none() {
+                continue;
+            }
+            told.push(s.node.to_string());
+            let seat = Seat {
+                node: s.node,
+                requests: s.requests,
+                confirmed: false,
+            };
+            self.seat(key, s.holder, seat);
+        }
+        let message = messages::holding(key, &told);
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        gang.admit(since);
+        gang.preemption_hold = Some(PreemptionHold {
+            preemptor: uid.clone(),
+            node: node.clone(),
+        });
+        // `/gangs` says why the gang waits, as the Event does.
+        gang.last_wait_message = Some(message.clone());
+        if let Some(p) = self.pods.get(uid) {
+            self.notices.push(Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Waiting,
+                message,
+            });
+        }
+    }
+
+    /// The plan's seats for members not created yet, given to members that exist now and have
+    /// no seat (the watch may have delivered them since the decision), when they fit in them:
+    /// room held for a member not created yet is released when the creation window closes.
+    fn members_for_late_seats(
+        &self,
+        key: &GangKey,
+        preemptor: &PodUid,
+        mut seats: Vec<PlannedSeat>,
+    ) -> Vec<PlannedSeat> {
+        let Some(gang) = self.gangs.get(key) else {
+            return seats;
+        };
+        let planned: Vec<PodUid> = seats
+            .iter()
+            .filter_map(|s| s.holder.member().cloned())
+            .collect();
+        let mut arrived = self.members_of(gang).filter(|p| {
+            p.is_pending()
+                && p.info.uid != *preemptor
+                && gang.seat_of(&p.info.uid).is_none()
+                && !planned.contains(&p.info.uid)
+        });
+        for s in seats
+            .iter_mut()
+            .filter(|s| matches!(s.holder, SeatHolder::NotCreatedYet { .. }))
+        {
+            let Some(p) = arrived.find(|p| p.info.requests.fits_in(&s.requests)) else {
+                break;
+            };
+            s.holder = SeatHolder::Member(p.info.uid.clone());
+            s.requests = p.info.requests.clone();
+        }
+        seats
+    }
+
+    /// Ends the gang's hold: the seats no member has asked to bind to are given up (pods
+    /// refused for that room are asked to retry); seats of members whose bind calls came stay.
+    pub(in crate::model) fn release_hold(&mut self, key: &GangKey) {
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return;
+        };
+        if gang.preemption_hold.take().is_none() {
+            return;
+        }
+        let planned: Vec<SeatHolder> = gang
+            .seats()
+            .iter()
+            .filter(|(_, s)| !s.confirmed)
+            .map(|(h, _)| h.clone())
+            .collect();
+        for holder in &planned {
+            self.unseat(key, holder);
+        }
+    }
+}

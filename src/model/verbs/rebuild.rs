@@ -1,0 +1,82 @@
+//! The table a replica decides from when it takes over as leader: built from the cluster as a
+//! restart builds it, so a takeover needs no state handed over from the old leader.
+
+use crate::model::table::GangTable;
+
+impl GangTable {
+    /// A fresh table holding the same nodes, pods and PodGroups (and the PodGroup APIs the
+    /// cluster serves), as last watched, and nothing muster
+    /// decided: no seats, no assumed bindings, no timeouts or back-offs. This is exactly what a
+    /// restarted muster believes once its watches have listed (derived); gangs waiting for
+    /// quorum take their seats again as kube-scheduler retries their members.
+    pub fn rebuilt(&self) -> GangTable {
+        let mut fresh = GangTable::new(self.config.clone());
+        // PodGroups first, so each gang's spec is decided from its PodGroup as it forms.
+        fresh.pod_groups = self.pod_groups.clone();
+        for (_, entry) in self.ledger.iter() {
+            fresh.apply_node(entry.info().clone());
+        }
+        for uid in self.pods.uids() {
+            if let Some(entry) = self.pods.get(uid) {
+                fresh.apply_pod(entry.info.clone());
+            }
+        }
+        // The watches already reported these once (bad keys, disagreeing quorums).
+        fresh.notices.clear();
+        fresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::tests::{names, node, pod, wait_message, World};
+
+    #[test]
+    fn a_rebuilt_table_keeps_pods_and_nodes_and_forgets_seats_and_assumptions() {
+        let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+        let solo = pod("solo").cpu(300).bound("n2").build();
+        let p = pod("p").gang("g", 2).build();
+        let q = pod("q").gang("g", 2).build();
+        w.add(&[&solo, &p, &q]);
+        wait_message(&w.bind(&p, "n1"));
+        assert!(
+            w.reserved("n1") + w.reserved("n2") >= 200,
+            "g holds room for its quorum"
+        );
+        assert!(w.table.holds_seat(&p.uid));
+
+        let fresh = w.table.rebuilt();
+        assert_eq!(fresh.node_count(), 2);
+        assert_eq!(fresh.pod_count(), 3);
+        assert!(
+            !fresh.holds_seat(&p.uid),
+            "seats are the old leader's decisions"
+        );
+        assert!(fresh
+            .ledger
+            .iter()
+            .all(|(_, e)| e.reserved().cpu_milli == 0));
+        let n2 = fresh.ledger.get("n2").unwrap();
+        assert_eq!(n2.used().cpu_milli, 300, "a bound pod still uses its node");
+        assert!(fresh.has_node(&solo.uid));
+        assert!(!fresh.has_node(&p.uid));
+    }
+
+    #[test]
+    fn a_rebuilt_table_forgets_a_binding_muster_made_but_the_watch_has_not_shown() {
+        let mut w = World::new(&[node("n1", 1000)]);
+        let p = pod("p").gang("g", 2).build();
+        let q = pod("q").gang("g", 2).build();
+        w.add(&[&p, &q]);
+        wait_message(&w.bind(&p, "n1"));
+        assert_eq!(names(&w.bind(&q, "n1")).len(), 2);
+        assert!(
+            w.table.has_node(&p.uid),
+            "assumed while its binding is in flight"
+        );
+
+        let fresh = w.table.rebuilt();
+        assert!(!fresh.has_node(&p.uid) && !fresh.has_node(&q.uid));
+        assert_eq!(fresh.ledger.get("n1").unwrap().used().cpu_milli, 0);
+    }
+}

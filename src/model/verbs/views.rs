@@ -1,0 +1,276 @@
+//! Read-only views of the table: the `/gangs` endpoint and the gauges of `/metrics`.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::spec::SpecSource;
+use crate::model::planning::selection::task_of;
+use crate::model::table::gang::{Gang, Phase};
+use crate::model::table::GangTable;
+
+/// A gang's state as users see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GangState {
+    /// Holds nothing; members are tried as they come.
+    Waiting,
+    /// Holds seats for its quorum, waiting for the rest of its members' bind calls.
+    Admitted,
+    /// Refused for a while after a timeout.
+    Backoff,
+    /// Quorum reached; later members bind at once.
+    Placed,
+}
+
+impl GangState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangState::Waiting => "waiting",
+            GangState::Admitted => "admitted",
+            GangState::Backoff => "backoff",
+            GangState::Placed => "placed",
+        }
+    }
+}
+
+/// A member's state as users see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberState {
+    Bound,
+    /// muster is creating its binding.
+    Binding,
+    /// Holds a confirmed seat (its bind call came).
+    Seated,
+    /// Holds a seat where the plan put it (its bind call has not come yet).
+    Planned,
+    /// Holds nothing.
+    Pending,
+    /// Room held for a member not created yet.
+    Held,
+}
+
+impl MemberState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberState::Bound => "bound",
+            MemberState::Binding => "binding",
+            MemberState::Seated => "seated",
+            MemberState::Planned => "planned",
+            MemberState::Pending => "pending",
+            MemberState::Held => "held",
+        }
+    }
+}
+
+/// Read-only description of one gang for the `/gangs` endpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct GangView {
+    pub namespace: String,
+    pub name: String,
+    pub state: GangState,
+    pub quorum: u32,
+    /// Where the quorum and the per-task minimums came from.
+    pub spec_source: SpecSourceView,
+    /// Per task (named by a minimum or by a live member): members present, placed, minimum.
+    pub tasks: Vec<TaskView>,
+    pub members_with_nodes: u32,
+    pub members: Vec<MemberView>,
+    /// Why the gang waits, in the words of its last refusal.
+    pub waiting_reason: Option<String>,
+    pub seconds_until_timeout: Option<u64>,
+    pub seconds_of_backoff_left: Option<u64>,
+}
+
+/// Where a gang's spec came from, as `/gangs` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SpecSourceView {
+    /// The gang's PodGroup (`name` is `namespace/name`).
+    PodGroup {
+        api_version: &'static str,
+        name: String,
+    },
+    /// Members name this PodGroup, which does not exist (yet): the gang waits for it.
+    MissingPodGroup {
+        api_version: &'static str,
+        name: String,
+    },
+    /// A key on the members.
+    Key { key: &'static str },
+    /// No key: every member that exists.
+    EveryMember,
+}
+
+impl SpecSourceView {
+    fn of(key: &GangKey, source: &SpecSource) -> Self {
+        match source {
+            SpecSource::PodGroup { api, name } => SpecSourceView::PodGroup {
+                api_version: api.api_version(),
+                name: format!("{}/{name}", key.namespace),
+            },
+            SpecSource::MissingPodGroup { api, name } => SpecSourceView::MissingPodGroup {
+                api_version: api.api_version(),
+                name: format!("{}/{name}", key.namespace),
+            },
+            SpecSource::Key(k) => SpecSourceView::Key { key: k },
+            SpecSource::EveryMember => SpecSourceView::EveryMember,
+        }
+    }
+}
+
+/// One task of a gang: its live members, how many have nodes, and its minimum (0: none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskView {
+    pub task: String,
+    pub present: u32,
+    pub placed: u32,
+    pub minimum: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberView {
+    /// The pod's name; `(not created yet)` for room held for a member not created yet.
+    pub name: String,
+    pub state: MemberState,
+    pub node: Option<String>,
+}
+
+/// Counts for gauges: gangs in each state, and seats held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GangGauges {
+    pub waiting: u64,
+    pub admitted: u64,
+    pub placed: u64,
+    pub backing_off: u64,
+    pub seats: u64,
+}
+
+impl GangTable {
+    fn gang_state(&self, key: &GangKey, gang: &Gang, now: Instant) -> GangState {
+        if self.is_placed(key, &self.facts(key)) {
+            GangState::Placed
+        } else if gang.is_admitted() {
+            GangState::Admitted
+        } else if gang.backoff_left(now).is_some() {
+            GangState::Backoff
+        } else {
+            GangState::Waiting
+        }
+    }
+
+    pub fn gauges(&self, now: Instant) -> GangGauges {
+        let mut g = GangGauges::default();
+        for (key, gang) in &self.gangs {
+            g.seats += gang.seats().len() as u64;
+            match self.gang_state(key, gang, now) {
+                GangState::Placed => g.placed += 1,
+                GangState::Admitted => g.admitted += 1,
+                GangState::Backoff => g.backing_off += 1,
+                GangState::Waiting => g.waiting += 1,
+            }
+        }
+        g
+    }
+
+    pub fn views(&self, now: Instant) -> Vec<GangView> {
+        let mut out: Vec<GangView> = self
+            .gangs
+            .iter()
+            .map(|(key, gang)| self.view(key, gang, now))
+            .collect();
+        out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        out
+    }
+
+    fn view(&self, key: &GangKey, gang: &Gang, now: Instant) -> GangView {
+        let facts = self.facts(key);
+        let members = self
+            .members_of(gang)
+            .map(|p| {
+                let (state, node) = if let Some(n) = &p.info.node_name {
+                    (MemberState::Bound, Some(n.to_string()))
+                } else if let Some(n) = p.assumed() {
+                    (MemberState::Binding, Some(n.to_string()))
+                } else if let Some(s) = gang.seat_of(&p.info.uid) {
+                    let state = if s.confirmed {
+                        MemberState::Seated
+                    } else {
+                        MemberState::Planned
+                    };
+                    (state, Some(s.node.to_string()))
+                } else {
+                    (MemberState::Pending, None)
+                };
+                MemberView {
+                    name: p.info.name.to_string(),
+                    state,
+                    node,
+                }
+            })
+            .chain(
+                gang.seats()
+                    .iter()
+                    .filter(|(h, _)| h.is_not_created_yet())
+                    .map(|(_, s)| MemberView {
+                        name: "(not created yet)".to_string(),
+                        state: MemberState::Held,
+                        node: Some(s.node.to_string()),
+                    }),
+            )
+            .collect();
+        let mut tasks: BTreeMap<&str, TaskView> = facts
+            .spec
+            .tasks
+            .iter()
+            .map(|(t, min)| {
+                let view = TaskView {
+                    task: t.to_string(),
+                    present: 0,
+                    placed: 0,
+                    minimum: min,
+                };
+                (&**t, view)
+            })
+            .collect();
+        for p in self.members_of(gang).filter(|p| p.is_live()) {
+            if let Some(t) = task_of(&p.info) {
+                let view = tasks.entry(t).or_insert_with(|| TaskView {
+                    task: t.to_string(),
+                    present: 0,
+                    placed: 0,
+                    minimum: 0,
+                });
+                view.present += 1;
+                view.placed += u32::from(p.charged_node().is_some());
+            }
+        }
+        let state = self.gang_state(key, gang, now);
+        let timeout = facts.spec.timeout_or(self.config.default_timeout);
+        GangView {
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
+            state,
+            quorum: facts.spec.quorum,
+            spec_source: SpecSourceView::of(key, &facts.spec.source),
+            tasks: tasks.into_values().collect(),
+            members_with_nodes: facts.with_nodes,
+            members,
+            waiting_reason: (state != GangState::Placed)
+                .then(|| gang.last_wait_message.clone())
+                .flatten(),
+            seconds_until_timeout: match gang.phase() {
+                Phase::Admitted { since } => Some(
+                    timeout
+                        .saturating_sub(now.saturating_duration_since(since))
+                        .as_secs(),
+                ),
+                _ => None,
+            },
+            seconds_of_backoff_left: gang.backoff_left(now).map(|d| d.as_secs()),
+        }
+    }
+}

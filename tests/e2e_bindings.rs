@@ -1,0 +1,284 @@
+//! Bindings under API server trouble, on the real control plane. muster reaches the API server
+//! through a loopback HTTP proxy (`muster_harness::api_proxy`) that faults chosen bindings and
+//! nothing else: delayed past kube-scheduler's `httpTimeout` then cut, answered 429 with
+//! `Retry-After`, answered 500, cut at once.
+//!
+//! - `a_gang_whose_binding_outlasts_...`: kube-scheduler gives up on the bind call that completed
+//!   the gang while one member's binding hangs; the binding goes on without the call and the
+//!   gang ends whole (never-half, fail-safe).
+//! - `bindings_throttled_...`: 429 with `Retry-After`, 500 and a cut connection are tried again
+//!   by muster's own policy, and the gang is bound whole.
+//! - `a_binding_throttled_past_its_budget_...`: a `Retry-After` longer than the binding's budget
+//!   ends the binding at once with a precise error, after one request (no silent retry).
+//!
+//! The gang tests first put their gang where kube-scheduler alone binds the members that fit,
+//! so `tests/control-run` requires them to fail without muster.
+
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
+use muster_harness::control_plane::default_scheduler_config;
+use muster_harness::k8s::{self, GangKey};
+use muster_harness::{
+    control_run_requested, holds_for, rbac, wait_for, ControlPlane, ControlPlaneOptions, Muster,
+    MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
+};
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
+const NS: &str = "bindings";
+/// kube-scheduler's `httpTimeout` for muster in these tests (10 s in the shipped files).
+const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Deadline for something that should happen.
+const PLACE: Duration = Duration::from_secs(60);
+/// Observation window for "stays as it is".
+const WINDOW: Duration = Duration::from_secs(3);
+
+struct Env {
+    muster: Muster,
+    proxy: ApiProxy,
+    cp: ControlPlane,
+}
+
+/// A control plane; muster as its ServiceAccount (the shipped RBAC) through the proxy, told
+/// kube-scheduler's short `httpTimeout`; kube-scheduler with that `httpTimeout`; two nodes of
+/// 1 CPU, the second cordoned until [`Env::open_second_node`].
+async fn start() -> Result<Env> {
+    let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
+    let sa =
+        rbac::service_account_kubeconfig(&cp.client(), cp.kubeconfig_path(), cp.dir(), 24).await?;
+    let proxy = ApiProxy::start(&sa).await?;
+    let kubeconfig = proxy.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?;
+    let mut mo = MusterOptions::new(MUSTER, &kubeconfig, cp.dir());
+    mo.args = ["--extender-http-timeout", "2s", "--bind-wait", "500ms"]
+        .map(String::from)
+        .to_vec();
+    let muster = Muster::start(mo).await?;
+    let shipped = std::fs::read_to_string(default_scheduler_config()?)?;
+    let config = shipped.replace(
+        "httpTimeout: 10s",
+        &format!("httpTimeout: {}s", HTTP_TIMEOUT.as_secs()),
+    );
+    ensure!(
+        config != shipped,
+        "the scheduler config names no httpTimeout of 10s"
+    );
+    let config_path = cp.dir().join("scheduler-config-short-http-timeout.yaml");
+    std::fs::write(&config_path, config)?;
+    cp.start_scheduler(SchedulerOptions {
+        config: Some(config_path),
+        extender_base_url: Some(muster.url()),
+        without_extenders: control_run_requested(),
+        ..SchedulerOptions::default()
+    })
+    .await?;
+    let client = cp.client();
+    k8s::create_namespace(&client, NS).await?;
+    k8s::add_node(&client, "node-0", &NodeShape::cpu("1")).await?;
+    Ok(Env { muster, proxy, cp })
+}
+
+fn member(gang: &str, i: u32) -> PodBuilder {
+    PodBuilder::new(NS, &format!("{gang}-{i}"))
+        .gang(GangKey::Muster, gang, 3)
+        .cpu("500m")
+}
+
+impl Env {
+    /// Creates gang `g` of three members of 500m on node-0 (room for two): none may be bound
+    /// (kube-scheduler alone binds two); then adds node-1, where the gang fits.
+    async fn gang_waiting_for_room(&self) -> Result<Vec<String>> {
+        let client = self.cp.client();
+        let names: Vec<String> = (0..3).map(|i| format!("g-{i}")).collect();
+        for i in 0..3 {
+            member("g", i).create(&client).await?;
+        }
+        holds_for("no member of g bound while only 2 fit", WINDOW, || async {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            Ok(if bound.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("bound: {bound:?}"))
+            })
+        })
+        .await?;
+        Ok(names)
+    }
+
+    async fn add_room(&self) -> Result<()> {
+        k8s::add_node(&self.cp.client(), "node-1", &NodeShape::cpu("1")).await?;
+        Ok(())
+    }
+
+    async fn wait_all_bound(&self, names: &[String]) -> Result<()> {
+        let client = self.cp.client();
+        wait_for("every member bound", PLACE, || async {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            Ok(if names.iter().all(|n| bound.contains_key(n)) {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("bound: {bound:?}"))
+            })
+        })
+        .await
+    }
+
+    async fn metric(&self, name: &str) -> Result<f64> {
+        let (_, text) = self.muster.get("/metrics").await?;
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit_once(' '))
+            .and_then(|(_, v)| v.parse().ok())
+            .with_context(|| format!("no {name} in /metrics"))
+    }
+
+    async fn report(&self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            let pods = k8s::list_pods(&self.cp.client(), NS)
+                .await
+                .unwrap_or_default();
+            eprintln!(
+                "pods:\n{}\nmuster:\n{}\n{}",
+                k8s::describe_pods(&pods),
+                self.muster.log_tail(40),
+                self.cp.log_tails(20)
+            );
+        }
+        r
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_whose_binding_outlasts_kube_schedulers_http_timeout_is_bound_whole() -> Result<()> {
+    let env = start().await?;
+    let r = async {
+        let names = env.gang_waiting_for_room().await?;
+        // g-2's first binding hangs past kube-scheduler's httpTimeout, then its connection
+        // is cut (the API server never sees it): only a binding that outlived the bind call
+        // that started it tries again.
+        let hang = HTTP_TIMEOUT + Duration::from_secs(2);
+        let rule = env.proxy.add(Rule {
+            pattern: Pattern::binding_of(NS, "g-2"),
+            fault: Fault::CutAfter(hang),
+            times: Some(1),
+        });
+        env.add_room().await?;
+        env.wait_all_bound(&names).await?;
+        ensure!(
+            env.proxy.seen(rule) >= 2,
+            "g-2 bound without its binding being cut first ({} requests)",
+            env.proxy.seen(rule)
+        );
+        Ok(())
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bindings_throttled_failing_or_cut_are_tried_again_and_the_gang_is_bound_whole(
+) -> Result<()> {
+    let env = start().await?;
+    let r = async {
+        let names = env.gang_waiting_for_room().await?;
+        let rule = |pod: &str, fault: Fault, times: u32| {
+            env.proxy.add(Rule {
+                pattern: Pattern::binding_of(NS, pod),
+                fault,
+                times: Some(times),
+            })
+        };
+        let throttled = rule(
+            "g-0",
+            Fault::Status {
+                code: 429,
+                retry_after: Some(1),
+            },
+            1,
+        );
+        let failing = rule(
+            "g-1",
+            Fault::Status {
+                code: 500,
+                retry_after: None,
+            },
+            2,
+        );
+        let cut = rule("g-2", Fault::CutAfter(Duration::ZERO), 1);
+        env.add_room().await?;
+        env.wait_all_bound(&names).await?;
+        // Each binding took exactly its faults plus one request: muster's own retries, one
+        // request each (no second layer repeating them).
+        let seen = [throttled, failing, cut].map(|r| env.proxy.seen(r));
+        ensure!(seen == [2, 3, 2], "binding requests per member: {seen:?}");
+        let retries = env.metric("muster_bind_retries_total").await?;
+        let failures = env.metric("muster_bind_failures_total").await?;
+        ensure!(
+            (retries, failures) == (4.0, 0.0),
+            "retries {retries}, failures {failures}"
+        );
+        Ok(())
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_throttled_past_its_budget_fails_at_once_after_one_request() -> Result<()> {
+    let env = start().await?;
+    let r = async {
+        let client = env.cp.client();
+        let rule = env.proxy.add(Rule {
+            pattern: Pattern::binding_of(NS, "web"),
+            fault: Fault::Status {
+                code: 429,
+                retry_after: Some(30),
+            },
+            times: None,
+        });
+        let started = std::time::Instant::now();
+        PodBuilder::new(NS, "web")
+            .cpu("100m")
+            .create(&client)
+            .await?;
+        // Failed within the binding's budget (6 s), not after Retry-After (30 s).
+        wait_for(
+            "the throttled binding to fail",
+            Duration::from_secs(8),
+            || async {
+                let failures = env.metric("muster_bind_failures_total").await?;
+                Ok(if failures >= 1.0 {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{failures} failures after {:?}", started.elapsed()))
+                })
+            },
+        )
+        .await?;
+        // One request per failed binding: nobody retried a 429 whose Retry-After is past the
+        // budget (kube-scheduler's next try of the pod is a new binding, one request again).
+        wait_for(
+            "one request per failed binding",
+            Duration::from_secs(5),
+            || async {
+                let failures = env.metric("muster_bind_failures_total").await?;
+                let seen = env.proxy.seen(rule);
+                Ok(if f64::from(seen) == failures {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{seen} requests, {failures} failed bindings"))
+                })
+            },
+        )
+        .await?;
+        let log = env.muster.log_tail(200);
+        if !log.contains("gave up after 1 attempts") {
+            bail!("the failure does not say why:\n{log}");
+        }
+        // Unthrottled, kube-scheduler's next try binds it.
+        env.proxy.clear();
+        env.wait_all_bound(&["web".to_string()]).await
+    }
+    .await;
+    env.report(r).await
+}

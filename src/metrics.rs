@@ -1,4 +1,5 @@
-//! Prometheus metrics, served as text on `/metrics`. Names and meanings are listed in the README.
+//! Prometheus metrics, served as text on `/metrics`. Names and meanings are listed in
+//! docs/operating.md ("Metrics").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

@@ -20,6 +20,7 @@ use anyhow::{bail, ensure, Context, Result};
 use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::control_plane::default_scheduler_config;
 use muster_harness::k8s::{self, GangKey};
+use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, holds_for, rbac, wait_for, ControlPlane, ControlPlaneOptions, Muster,
     MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
@@ -101,7 +102,8 @@ impl Env {
                 Err(format!("bound: {bound:?}"))
             })
         })
-        .await?;
+        .await
+        .truth()?;
         Ok(names)
     }
 

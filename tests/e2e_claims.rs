@@ -1,5 +1,6 @@
-//! End-to-end checks of README claims that had no test, each against its own real control plane
-//! (etcd + kube-apiserver + the stock kube-scheduler, muster as its extender, fake nodes).
+//! End-to-end checks of documented claims (README.md, docs/) that had no test, each against its
+//! own real control plane (etcd + kube-apiserver + the stock kube-scheduler, muster as its
+//! extender, fake nodes).
 //!
 //! muster runs with the shipped RBAC here (the harness default: a token of ServiceAccount
 //! `muster-system/muster` bound to `deploy/rbac.yaml`'s ClusterRole), so every test also shows

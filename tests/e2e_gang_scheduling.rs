@@ -31,8 +31,9 @@ fn cpu(c: &'static str) -> impl Fn(muster_harness::PodBuilder) -> muster_harness
 }
 
 /// muster's verdict, word for word, for a gang whose members all exist but of which at most
-/// `fit` of the quorum can have nodes at once (README, "What the messages mean"). Exact: "waiting
-/// for quorum" (an admitted gang holding seats) or "waiting for members" are other verdicts.
+/// `fit` of the quorum can have nodes at once (docs/operating.md, "What the messages mean").
+/// Exact: "waiting for quorum" (an admitted gang holding seats) or "waiting for members" are
+/// other verdicts.
 fn fit_reason(ns: &str, group: &str, fit: u32, quorum: u32) -> String {
     format!("gang {ns}/{group}: {fit} of {quorum} members fit")
 }

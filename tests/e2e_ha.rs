@@ -535,7 +535,7 @@ async fn one_failover(
         Duration::from_secs(60),
         || async {
             let bound = k8s::bound_pods(&client, NS).await?;
-            ensure!(
+            muster_harness::ensure_truth!(
                 !bound.keys().any(|k| k.starts_with(&format!("{one}-"))),
                 "a half gang was bound: {bound:?}"
             );
@@ -1116,7 +1116,7 @@ async fn a_drain_evicts_the_leader_through_the_pdb_one_replica_at_a_time_while_a
         ha.terminate(0).await?;
         // Two of three members exist: none may be bound (never-half), whoever decides.
         let bound = k8s::bound_pods(&client, NS).await?;
-        ensure!(
+        muster_harness::ensure_truth!(
             !bound.keys().any(|k| k.starts_with("drained-")),
             "part of gang ha/drained was bound: {bound:?}"
         );

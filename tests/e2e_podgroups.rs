@@ -27,13 +27,13 @@ const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const SECOND_SCHEDULER: &str = "muster-scheduler";
 
 /// muster's verdict for a gang of which at most `fit` of the quorum can have nodes at once
-/// (README, "What the messages mean").
+/// (docs/operating.md, "What the messages mean").
 fn fit_reason(ns: &str, group: &str, fit: u32, quorum: u32) -> String {
     format!("gang {ns}/{group}: {fit} of {quorum} members fit")
 }
 
 /// muster's verdict for a gang whose members name a PodGroup of `api` that does not exist (yet)
-/// (README, "Where a gang's definition comes from").
+/// (docs/design.md, "Where a gang's definition comes from").
 fn missing_reason(ns: &str, group: &str, api: PodGroupApi) -> String {
     format!(
         "gang {ns}/{group}: waiting for its {} PodGroup {ns}/{group}, which does not exist (yet); \
@@ -533,8 +533,8 @@ async fn a_pod_group_created_after_its_pods_is_waited_for_then_followed() -> Res
 
 /// A scheduler-plugins PodGroup deleted while its gang waits (room for 2 of its 3): the gang
 /// keeps waiting whole, holding nothing, now for its missing PodGroup (as for one never created:
-/// README, "Where a gang's definition comes from"), even once there is room for all; created
-/// again, the gang is placed.
+/// docs/design.md, "Where a gang's definition comes from"), even once there is room for all;
+/// created again, the gang is placed.
 #[tokio::test]
 async fn a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_group() -> Result<()>
 {

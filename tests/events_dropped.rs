@@ -1,4 +1,4 @@
-//! `muster_events_dropped_total` (README metrics table): "Events dropped because the API server
+//! `muster_events_dropped_total` (docs/operating.md metrics table): "Events dropped because the API server
 //! was too slow to take them". Provoking it on a real cluster needs more notices than the
 //! publisher's queue holds (4,096) queued while the API server stalls, i.e. thousands of
 //! scheduling decisions; here the queue is made small and never drained, which is exactly the

@@ -683,6 +683,41 @@ async fn preempt_in_node_cache_mode_keeps_the_plain_victim_and_answers_meta_vict
 }
 
 #[tokio::test]
+async fn a_preempt_call_that_arrives_before_the_watch_delivers_its_pod_waits_for_it() {
+    // kube-scheduler calls preempt in the cycle whose filters just failed, often before
+    // muster's watch has the new pod. The call waits for the watch (as the filter does), then
+    // judges the pod as the watch has it; refused instead, the pod would be asked to retry by
+    // an update of itself, which NodeResourcesFit's queueing hint ignores.
+    let f = Arc::new(running_gang_fixture("gang"));
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n1", &["uid-run-0"], 0), ("n3", &["uid-plain"], 0)])
+    );
+    let call = {
+        let f = f.clone();
+        tokio::spawn(async move { f.post("/preempt", &req).await })
+    };
+    // Deliver the pod only once the call waits for it, so the test cannot pass by the pod
+    // simply being there first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while f.shared.cache_waiters() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the preempt call never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    f.watch(&[&high]);
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n3":{"Pods":[{"UID":"uid-plain"}],"NumPDBViolations":0}}}"#
+    );
+}
+
+#[tokio::test]
 async fn preempt_with_whole_victim_pods_answers_in_uids_all_the_same() {
     let f = running_gang_fixture("gang");
     let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);

@@ -298,9 +298,74 @@ fn scale(c: &mut Criterion) {
     group.finish();
 }
 
+/// Calls in each p99 measurement of [`huge_quorum`].
+const P99_CALLS: usize = 5_000;
+
+/// The 99th percentile of `P99_CALLS` single calls of `f`.
+fn p99(mut f: impl FnMut()) -> std::time::Duration {
+    let mut took: Vec<std::time::Duration> = (0..P99_CALLS)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    took[P99_CALLS * 99 / 100]
+}
+
+/// A gang whose quorum (100,000) is more than the cluster could ever hold (500 nodes of 110 pod
+/// slots), beside the plain pods: its members' filter calls are refused at once, before any
+/// simulation, and a plain pod's filter costs what it costs without that gang. Criterion's
+/// estimates, and the p99 of single calls printed (`huge_quorum p99`), as the bound is on the
+/// slowest calls.
+fn huge_quorum(c: &mut Criterion) {
+    let mut group = c.benchmark_group("huge_quorum");
+    let (mut table, names) = support::cluster(500, 20_000, 8);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let plain = support::pod("plain", 1000, None, None);
+    table.apply_pod(plain.clone());
+    let before = p99(|| {
+        std::hint::black_box(table.filter(&plain, &refs, Instant::now()));
+    });
+    let huge = support::pod("huge-0", 1000, Some(("huge", 100_000)), None);
+    for m in 0..10 {
+        table.apply_pod(support::pod(
+            &format!("huge-{m}"),
+            1000,
+            Some(("huge", 100_000)),
+            None,
+        ));
+    }
+    let verdicts = table.filter(&huge, &refs, Instant::now());
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| matches!(v, muster::model::NodeVerdict::Unresolvable(_))),
+        "the huge gang is refused"
+    );
+    let member = p99(|| {
+        std::hint::black_box(table.filter(&huge, &refs, Instant::now()));
+    });
+    let after = p99(|| {
+        std::hint::black_box(table.filter(&plain, &refs, Instant::now()));
+    });
+    eprintln!(
+        "huge_quorum p99 over {P99_CALLS} calls, 500 nodes/20000 pods: gang member of quorum \
+         100000 {member:?}; plain pod {before:?} without that gang, {after:?} beside it"
+    );
+    group.bench_function("filter_member_of_100000/500n/20000p", |b| {
+        b.iter(|| table.filter(&huge, &refs, Instant::now()))
+    });
+    group.bench_function("filter_plain_pod_beside_it/500n/20000p", |b| {
+        b.iter(|| table.filter(&plain, &refs, Instant::now()))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode, preempt, scale
+    targets = filter, prioritize, bind_decision, decode, preempt, scale, huge_quorum
 }
 criterion_main!(benches);

@@ -452,3 +452,102 @@ async fn members_that_need_a_pod_affinity_peer_hold_nothing_then_place_whole_nex
     .await;
     c.report(&[ns], r).await
 }
+
+/// muster's `muster_cache_nodes` gauge, from `/metrics`.
+async fn cached_nodes(c: &Cluster) -> Result<Option<f64>> {
+    let (_, body) = c.muster.get("/metrics").await?;
+    Ok(body
+        .lines()
+        .find_map(|l| l.strip_prefix("muster_cache_nodes "))
+        .and_then(|v| v.trim().parse().ok()))
+}
+
+/// The last look before binding (NodeUnschedulable): three 1-CPU nodes, a pair of 1-CPU
+/// members. pair-0 is seated on one node with room held for pair-1, which does not exist yet;
+/// that node is then cordoned, and pair-1 is created within the creation window. At quorum
+/// muster checks every seat's node under every rule the planner applies, not only room: it
+/// binds nothing on the cordoned node, says why, and the pair is placed whole on the two other
+/// nodes, bound together. Without muster kube-scheduler binds pair-0 at once, before the
+/// cordon: the test fails there on cluster truth (pair-0 bound while it should wait seated).
+#[tokio::test]
+async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_pair_is_placed_elsewhere(
+) -> Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let _t = Timer(
+        "a_seat_on_a_node_cordoned_while_the_gang_gathers",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "cordon";
+    let r = async {
+        c.namespace(ns).await?;
+        for name in ["n1", "n2", "n3"] {
+            c.add_node(name, NodeShape::cpu("1")).await?;
+        }
+        let member = |i: u32| {
+            PodBuilder::new(ns, &format!("pair-{i}"))
+                .cpu("1")
+                .gang(GangKey::Kueue, "pair", 2)
+        };
+        c.create(member(0)).await?;
+        // Cluster truth while muster seats it: pair-0 is not bound (kube-scheduler alone binds
+        // it at once, and the test fails there).
+        let view = c
+            .wait_gang(
+                ns,
+                "pair",
+                &muster_harness::pod_names(&["pair-0"]),
+                "pair-0 seated with room held for pair-1",
+                REASON,
+                |g| {
+                    g.count("held") == 1
+                        && g.members
+                            .iter()
+                            .any(|m| m.state == "seated" && m.node.is_some())
+                },
+            )
+            .await?;
+        let seated = view
+            .members
+            .iter()
+            .find(|m| m.state == "seated")
+            .and_then(|m| m.node.clone())
+            .context("pair-0 seated on a node")?;
+        eprintln!("pair-0 seated on {seated}; cordoning it");
+        let nodes: Api<Node> = Api::all(c.client());
+        let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
+        nodes
+            .patch(&seated, &PatchParams::default(), &Patch::Merge(&cordon))
+            .await?;
+        // muster's node watch delivers events in order: once it has a node added after the
+        // cordon, it has the cordon too (too small for a member, so it changes no placement).
+        c.add_node("probe", NodeShape::cpu("100m")).await?;
+        wait_for("muster's cache to have the probe node", REASON, || async {
+            Ok(match cached_nodes(&c).await? {
+                Some(n) if n >= 4.0 => Progress::Done(()),
+                other => Progress::NotYet(format!("muster_cache_nodes = {other:?}")),
+            })
+        })
+        .await?;
+
+        c.create(member(1)).await?;
+        let gang = muster_harness::pod_names(&["pair-0", "pair-1"]);
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure_truth!(
+            bound.values().all(|(n, _)| *n != seated),
+            "a member was bound on the cordoned node {seated}: {bound:?}"
+        );
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        let nodes: BTreeSet<&str> = bound.values().map(|(n, _)| n.as_str()).collect();
+        ensure_truth!(nodes.len() == 2, "the pair shares a node: {bound:?}");
+        let why = format!(
+            "node {seated} no longer admits member {ns}/pair-0 seated there (NodeUnschedulable"
+        );
+        c.wait_event_containing(ns, &gang, &why, REASON).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}

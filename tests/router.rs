@@ -683,6 +683,41 @@ async fn preempt_in_node_cache_mode_keeps_the_plain_victim_and_answers_meta_vict
 }
 
 #[tokio::test]
+async fn a_preempt_call_that_arrives_before_the_watch_delivers_its_pod_waits_for_it() {
+    // kube-scheduler calls preempt in the cycle whose filters just failed, often before
+    // muster's watch has the new pod. The call waits for the watch (as the filter does), then
+    // judges the pod as the watch has it; refused instead, the pod would be asked to retry by
+    // an update of itself, which NodeResourcesFit's queueing hint ignores.
+    let f = Arc::new(running_gang_fixture("gang"));
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n1", &["uid-run-0"], 0), ("n3", &["uid-plain"], 0)])
+    );
+    let call = {
+        let f = f.clone();
+        tokio::spawn(async move { f.post("/preempt", &req).await })
+    };
+    // Deliver the pod only once the call waits for it, so the test cannot pass by the pod
+    // simply being there first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while f.shared.cache_waiters() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the preempt call never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    f.watch(&[&high]);
+    let (status, body) = call.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n3":{"Pods":[{"UID":"uid-plain"}],"NumPDBViolations":0}}}"#
+    );
+}
+
+#[tokio::test]
 async fn preempt_with_whole_victim_pods_answers_in_uids_all_the_same() {
     let f = running_gang_fixture("gang");
     let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
@@ -770,10 +805,90 @@ async fn preempt_that_disrupts_a_gang_whole_queues_its_other_members_for_evictio
         body,
         r#"{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-run-0"}],"NumPDBViolations":0}}}"#
     );
+    // evict-for-whole: nothing is queued on the answer alone, before kube-scheduler commits.
+    assert!(
+        queue.try_recv().is_err(),
+        "queued before kube-scheduler acted"
+    );
+    muster::cluster::evictor::submit_committed(&f.shared);
+    assert!(
+        queue.try_recv().is_err(),
+        "queued before kube-scheduler acted"
+    );
+    // kube-scheduler evicts its victim on n1: the watch shows its deletionTimestamp.
+    let mut run0 = muster::testkit::pod("run-0")
+        .cpu(1000)
+        .priority(100)
+        .gang("run", 2)
+        .annotation("muster.dev/disruption", "gang")
+        .bound("n1")
+        .build();
+    run0.terminating = true;
+    f.shared.table.lock().apply_pod(run0);
+    muster::cluster::evictor::submit_committed(&f.shared);
     let d = queue.try_recv().expect("a disruption was queued");
     assert_eq!(&*d.gang.name, "run");
     let names: Vec<&str> = d.others.iter().map(|p| &*p.name).collect();
     assert_eq!(names, vec!["run-1"]);
+}
+
+/// derived: the priority in the body counts for nothing. The watch has `low` at priority 100,
+/// the body claims 100000; the running gang (priority 100) is no victim for it, and a plain
+/// victim of its own priority is none either: no candidate, nothing queued.
+#[tokio::test]
+async fn preempt_with_a_forged_priority_judges_the_cached_one_and_keeps_no_candidate() {
+    let f = running_gang_fixture("gang");
+    let mut queue = f.shared.disruptions.take_receiver().unwrap();
+    let low = go_pod_with_priority("low", "u-low", "1", "{}", 100);
+    f.watch(&[&low]);
+    let forged = go_pod_with_priority("low", "u-low", "1", "{}", 100_000);
+    let req = format!(
+        r#"{{"Pod":{forged},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n1", &["uid-run-0"], 0), ("n3", &["uid-plain"], 0)])
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"{"NodeNameToMetaVictims":{}}"#);
+    assert!(queue.try_recv().is_err());
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(metrics.contains(r#"muster_preemptions_total{outcome="refused"} 1"#));
+}
+
+/// derived: a victim is judged where muster's cache has it. n1's victim is run-1, which runs on
+/// n2; n3's is a UID muster does not know; only n2 (its own victim, run-1, on it) is kept.
+#[tokio::test]
+async fn preempt_drops_candidates_whose_victims_are_not_on_their_node() {
+    let f = running_gang_fixture("pod");
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[
+            ("n1", &["uid-run-1"], 0),
+            ("n2", &["uid-run-1"], 0),
+            ("n3", &["uid-forged"], 0),
+        ])
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        r#"{"NodeNameToMetaVictims":{"n2":{"Pods":[{"UID":"uid-run-1"}],"NumPDBViolations":0}}}"#
+    );
+}
+
+/// derived: a preemptor the watch has not delivered is refused, whatever the body says.
+#[tokio::test]
+async fn preempt_for_a_pod_muster_has_not_seen_keeps_no_candidate() {
+    let f = running_gang_fixture("gang");
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n3", &["uid-plain"], 0)])
+    );
+    let (status, body) = f.post("/preempt", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"{"NodeNameToMetaVictims":{}}"#);
 }
 
 #[tokio::test]

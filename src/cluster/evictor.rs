@@ -112,6 +112,17 @@ impl DisruptionQueue {
     }
 }
 
+/// Hands the evictor every gang disruption kube-scheduler has committed to since the last call
+/// (the watch saw a victim on the chosen node deleted, or the preemptor nominated there): a
+/// gang is never evicted on the preempt answer alone (evict-for-whole). Called after every
+/// watch event and preempt decision.
+pub fn submit_committed(shared: &crate::state::Shared) {
+    let committed = shared.table.lock().take_disruptions();
+    for d in committed {
+        shared.disruptions.submit(d);
+    }
+}
+
 /// Evicts every member of each disrupted gang, members concurrently.
 pub async fn run_evictions(
     evictor: std::sync::Arc<dyn Evictor>,

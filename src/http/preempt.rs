@@ -8,9 +8,12 @@ use axum::Json;
 use tracing::{debug, warn};
 
 use super::call::{Call, Preempt};
+use super::filter::UNSEEN_POD_WAIT;
 use crate::cluster::convert::pod_info;
+use crate::cluster::evictor::submit_committed;
 use crate::metrics::OutcomeLabel;
-use crate::model::PreemptCandidate;
+use crate::model::objects::PodInfo;
+use crate::model::{BindRejection, PreemptCandidate};
 use crate::wire::{ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaPod, MetaVictims};
 
 pub(super) async fn preempt(call: Call<Preempt>) -> Response {
@@ -29,10 +32,11 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     if let Err(r) = call.admit() {
         return refuse(r.message());
     }
-    // The pod as sent: kube-scheduler calls preempt right after its own filters failed, often
-    // before the watch has reported a new pod. A plain pod is judged as sent (its victims are
-    // what matters); a gang member muster has not seen is refused and asked to retry once the
-    // watch delivers it (the model decides; this call adds no pod to the table).
+    // The pod as sent names the preemptor only: the model judges the pod as its watch has it
+    // (priority, gang, requests) and the victims where its cache has them (derived). A pod
+    // muster has not seen yet is waited for, up to `UNSEEN_POD_WAIT` as the filter does, and
+    // refused and asked to retry if the watch has still not delivered it (this call adds no pod
+    // to the table).
     let pod = match pod_info(&args.pod) {
         Ok(p) => p,
         Err(e) => return refuse(e.to_string()),
@@ -46,6 +50,7 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
             pdb_violations,
         })
         .collect();
+    wait_until_seen(&call, &pod).await;
     let decision = call
         .shared
         .table
@@ -59,9 +64,10 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
             outcome: decision.outcome.as_str(),
         })
         .inc();
-    for d in decision.disruptions {
-        call.shared.disruptions.submit(d);
-    }
+    // The gangs this decision disrupts whole are evicted only once kube-scheduler commits to
+    // it (the watch sees a victim deleted or the preemptor nominated), never on this answer:
+    // only disruptions committed before it are handed over.
+    submit_committed(&call.shared);
     debug!(
         pod = %pod.display_name(),
         kept = decision.kept.len(),
@@ -84,4 +90,32 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     };
     call.record("ok");
     Json(result).into_response()
+}
+
+/// Waits, up to [`UNSEEN_POD_WAIT`], for the watch to deliver `pod` (by UID), one watch event at
+/// a time. kube-scheduler calls preempt in the same cycle as the filters that failed, often
+/// before muster's watch has the new pod; refused then, the pod is asked to retry by an update
+/// of itself, which kube-scheduler's own plugins (NodeResourcesFit's queueing hint) ignore for a
+/// pod they rejected, so it would wait for an unrelated cluster event. Whether it was seen, the
+/// model decides.
+async fn wait_until_seen(call: &Call<Preempt>, pod: &PodInfo) {
+    let deadline = tokio::time::Instant::now() + UNSEEN_POD_WAIT;
+    // Subscribed before the first look, so that an event applied in between wakes us.
+    let mut changes = call.shared.cache_changes();
+    loop {
+        let unknown = matches!(
+            call.shared
+                .table
+                .lock()
+                .seen_pod(&pod.namespace, &pod.name, &pod.uid),
+            Err(BindRejection::UnknownPod { .. })
+        );
+        if !unknown {
+            return;
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+    }
 }

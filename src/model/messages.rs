@@ -37,6 +37,26 @@ pub fn pod_group_conflict(key: &GangKey, api: PodGroupApi, found: &[String]) -> 
     )
 }
 
+/// The rule a simulation names when it ran out of its `budget` of node checks with `placed` of
+/// `need` members placed (the gang does not fit in what muster simulates per call).
+pub fn out_of_checks(budget: u64, placed: usize, need: usize) -> String {
+    format!(
+        "the simulation stopped after {budget} node checks with {placed} of {need} members \
+         placed: muster simulates no more per call (members with pod (anti-)affinity or spread \
+         terms, or many distinct members, cost a walk over the nodes each)"
+    )
+}
+
+/// Why a gang whose quorum no placement could meet is refused at once (it holds nothing):
+/// its `nodes` nodes have room for at most `at_most` members as small as its smallest.
+pub fn beyond_cluster(key: &GangKey, quorum: u32, nodes: usize, at_most: u64) -> String {
+    format!(
+        "gang {key}: quorum {quorum} is more than the cluster could ever hold: its {nodes} nodes \
+         have room for at most {at_most} members as small as its smallest, with nothing else \
+         running; nothing is held (lower the gang's min-available or add nodes)"
+    )
+}
+
 /// Why a gang whose members name a PodGroup that does not exist waits (and holds nothing).
 pub fn pod_group_missing(key: &GangKey, api: PodGroupApi) -> String {
     format!(
@@ -280,6 +300,21 @@ pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &impl fmt::Disp
     )
 }
 
+/// At quorum, a seat's node refuses its member under a kube-scheduler rule (cordoned, tainted,
+/// a label gone, a pod that its affinity or spread now counts): nothing is bound.
+pub fn seat_node_refuses(
+    key: &GangKey,
+    node: &NodeName,
+    pod: &str,
+    plugin: &str,
+    reason: &str,
+) -> String {
+    format!(
+        "gang {key}: node {node} no longer admits member {pod} seated there ({plugin}: {reason}); \
+         nothing was bound, the members seated there are planned again"
+    )
+}
+
 /// The `GangTimedOut` Event (naming the task below its minimum, if one is).
 pub fn timed_out(
     key: &GangKey,
@@ -398,6 +433,41 @@ pub fn dropped_backing_off(pod: &PodInfo, left: Duration) -> String {
         "{} is backing off for {}s after its quorum timeout",
         gang_of(pod),
         left.as_secs().max(1)
+    )
+}
+
+/// Dropped: the request's pod UID is another pod's (`actual`) in muster's cache.
+pub fn dropped_not_the_pod(pod: &PodInfo, actual: &str) -> String {
+    format!(
+        "uid {} is {actual} in muster's cache, not this pod",
+        pod.uid
+    )
+}
+
+/// Dropped: a victim is not on the candidate node as muster's cache has it (`on`: where it
+/// is; `None`: muster does not know the pod).
+pub fn dropped_victim_not_on_node(victim: &str, on: Option<&str>) -> String {
+    match on {
+        None => format!("victim {victim} is on no node in muster's cache"),
+        Some(on) => format!("victim {victim} is on node {on}, not this one"),
+    }
+}
+
+/// Dropped: a victim's priority, as cached, is not lower than the preemptor's.
+pub fn dropped_victim_not_lower_priority(pod: &PodInfo, victim: &str, priority: i32) -> String {
+    format!(
+        "victim {victim} has priority {priority}, not lower than the preemptor's {}",
+        pod.priority
+    )
+}
+
+/// Dropped: the preemptor's gang's quorum is more than its `nodes` nodes could ever hold
+/// (`at_most` members).
+pub fn dropped_beyond_cluster(pod: &PodInfo, quorum: u32, nodes: usize, at_most: u64) -> String {
+    format!(
+        "{}: quorum {quorum} is more than the cluster could ever hold (at most {at_most} on its \
+         {nodes} nodes)",
+        gang_of(pod)
     )
 }
 

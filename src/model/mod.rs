@@ -8,13 +8,16 @@
 //! - `table/`: [`GangTable`], the one value every decision reads and changes, and its narrow
 //!   parts, each keeping its own numbers right: `ledger` (per node, allocatable, used and
 //!   reserved), `pods` (the pods muster knows, and the nodes it assumed), `gang` (members,
-//!   seats by [`SeatHolder`], [`Phase`]), `evidence` (filter calls' verdicts) and
-//!   `preemption_plan`. A seat and its reservation change together, only in `table/mod.rs`;
+//!   seats by [`SeatHolder`], [`Phase`]), `evidence` (filter calls' verdicts),
+//!   `preemption_plan` and `disruptions` (gangs to evict whole once kube-scheduler
+//!   commits). A seat and its reservation change together, only in `table/mod.rs`;
 //! - `planning/`: the simulation of a gang's placement: `selection` (which members, each
 //!   task below its minimum first), `simulation` (the one first-fit loop under
-//!   kube-scheduler's required rules) and `planner` (the plan, or why not);
+//!   kube-scheduler's required rules), `planner` (the plan, or why not) and `quorum_bound`
+//!   (a quorum the cluster could never hold, refused before any simulation);
 //! - `verbs/`: one per file: `apply` (watch events), `pod_groups` (PodGroup events),
-//!   `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`,
+//!   `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
+//!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts),
 //!   `preemption_hold` (the room a preempting gang's victims free, held as its seats while
 //!   they go), `expiry`, `rebuild` and `views`.
 //!
@@ -45,6 +48,7 @@ pub use inputs::resources::Resources;
 pub use inputs::spec::{GangSpec, SpecSource};
 pub use inputs::tasks::TaskMinimums;
 pub use notice::{Notice, NoticeKind, PodRef};
+pub use planning::quorum_bound::BeyondCluster;
 pub use table::gang::{Phase, SeatHolder};
 pub use table::GangTable;
 pub use verbs::bind::{BindDecision, BindRejection, BindRequest};

@@ -21,9 +21,10 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::quorum_bound::BeyondCluster;
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
-    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules,
+    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules, CHECK_BUDGET,
 };
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
@@ -33,7 +34,7 @@ use crate::model::messages;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::PodEntry;
-use crate::model::table::GangTable;
+use crate::model::table::{GangFacts, GangTable};
 
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
@@ -77,6 +78,8 @@ pub(in crate::model) enum GangShortfall {
     QuorumUndecided { existing: u32 },
     /// Members name a PodGroup (of a served API) that does not exist (yet).
     PodGroupMissing { api: PodGroupApi },
+    /// The quorum is more than the cluster could ever hold: refused before any simulation.
+    BeyondCluster(BeyondCluster),
 }
 
 /// How many members of a task can have nodes at once, of its minimum.
@@ -127,6 +130,9 @@ impl GangShortfall {
                 min,
             } => messages::task_members_missing(key, task, *existing, *min, window),
             GangShortfall::PodGroupMissing { api } => messages::pod_group_missing(key, *api),
+            GangShortfall::BeyondCluster(b) => {
+                messages::beyond_cluster(key, b.quorum, b.nodes, b.at_most)
+            }
             GangShortfall::QuorumUndecided { existing } => {
                 messages::quorum_undecided(key, *existing, window)
             }
@@ -140,7 +146,9 @@ impl GangShortfall {
             GangShortfall::TaskMembersMissing { existing, min, .. } => {
                 min.saturating_sub(*existing)
             }
-            GangShortfall::QuorumUndecided { .. } | GangShortfall::PodGroupMissing { .. } => 0,
+            GangShortfall::QuorumUndecided { .. }
+            | GangShortfall::PodGroupMissing { .. }
+            | GangShortfall::BeyondCluster(_) => 0,
         }
     }
 
@@ -177,6 +185,11 @@ impl GangTable {
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
             return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
+        }
+        // Before anything is simulated: a quorum no placement could meet (fail-safe: the
+        // simulation of 100,000 members held the table's lock for seconds).
+        if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
+            return GangPlan::DoesNotFit(GangShortfall::BeyondCluster(beyond));
         }
         let in_window = gang.within_creation_window(now, self.config.creation_window);
         if !facts.spec.declared && in_window {
@@ -279,6 +292,9 @@ impl GangTable {
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
         let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
+        }
         if seats.len() == chosen.len() {
             let first_nodes: Vec<usize> = candidates
                 .iter()
@@ -303,6 +319,9 @@ impl GangTable {
             .take(self.config.max_first_node_attempts)
             .collect();
         for first in tries {
+            if overlay.exhausted() {
+                return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
+            }
             overlay.take(first, &pod.requests);
             rules.place(0, self.ledger.at(first).info());
             let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
@@ -312,6 +331,9 @@ impl GangTable {
             best = best.max(seats.len() + 1);
             overlay.rollback(base);
             rules.rollback(rules_base);
+        }
+        if overlay.exhausted() {
+            return GangPlan::DoesNotFit(self.out_of_budget(&facts, best, need, missing));
         }
         // Nothing fits: only now say why. The diagnosis walks every node, so it is not made
         // on the way to a plan that fits (kube-scheduler too checks every node only when none
@@ -348,6 +370,25 @@ impl GangTable {
             rule,
             task,
         })
+    }
+
+    /// The simulation ran out of [`CHECK_BUDGET`] with `placed` of `need` members placed: the
+    /// gang does not fit in what muster simulates per call (a rule's shortfall, so it holds
+    /// nothing and gangs behind it are not kept waiting for it).
+    fn out_of_budget(
+        &self,
+        facts: &GangFacts,
+        placed: usize,
+        need: usize,
+        missing: usize,
+    ) -> GangShortfall {
+        GangShortfall::Room {
+            fit: facts.with_nodes + facts.confirmed_seats + placed as u32,
+            quorum: facts.spec.quorum,
+            missing: missing as u32,
+            rule: Some(messages::out_of_checks(CHECK_BUDGET, placed, need)),
+            task: None,
+        }
     }
 
     /// The copies the simulation places for members not created yet, per entry of

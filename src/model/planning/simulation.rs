@@ -21,12 +21,30 @@ use crate::model::table::ledger::NodeLedger;
 pub(in crate::model) struct Overlay {
     taken: HashMap<usize, Resources>,
     log: Vec<(usize, Resources)>,
+    /// Node checks the first-fit loop made with this overlay (never rolled back): one
+    /// simulation's work, bounded by [`CHECK_BUDGET`].
+    checks: u64,
     /// Per node position, room the simulation counts as free although pods still use it (the
     /// pods a preemption may evict). Empty in every other simulation.
     credit: HashMap<usize, Resources>,
 }
 
+/// The node checks one simulation may make (a few hundred milliseconds at most): the planner's
+/// work per call is bounded even for a gang whose members first fit cannot resume for (pod
+/// (anti-)affinity or spread terms, or many distinct members) — the table's lock is held
+/// throughout (fail-safe). A simulation that runs out places no more members: the gang does not
+/// fit, and says why.
+#[cfg(not(test))]
+pub(super) const CHECK_BUDGET: u64 = 4_000_000;
+#[cfg(test)]
+pub(super) const CHECK_BUDGET: u64 = 20_000;
+
 impl Overlay {
+    /// The simulation ran out of [`CHECK_BUDGET`].
+    pub fn exhausted(&self) -> bool {
+        self.checks >= CHECK_BUDGET
+    }
+
     /// An overlay that counts `credit` as free room on top of the ledger.
     pub fn with_credit(credit: HashMap<usize, Resources>) -> Self {
         Overlay {
@@ -85,6 +103,11 @@ pub(in crate::model) trait Rules<'a> {
     fn place(&mut self, member: usize, node: &'a NodeInfo);
     fn checkpoint(&self) -> usize;
     fn rollback(&mut self, checkpoint: usize);
+    /// No placement changes any verdict: a node refused to a member stays refused to an
+    /// identical one, so first-fit may resume where the previous identical member went.
+    fn placement_independent(&self) -> bool {
+        false
+    }
 }
 
 /// Only the rules that need no other pod (NodeUnschedulable, TaintToleration, NodeAffinity).
@@ -103,6 +126,9 @@ impl<'a> Rules<'a> for StaticRules {
         0
     }
     fn rollback(&mut self, _: usize) {}
+    fn placement_independent(&self) -> bool {
+        true
+    }
 }
 
 /// Every required rule for the members of one gang ([`GangPlacement`]), and per member the
@@ -131,6 +157,9 @@ impl<'a> Rules<'a> for GangRules<'a> {
     }
     fn rollback(&mut self, checkpoint: usize) {
         self.placement.rollback(checkpoint);
+    }
+    fn placement_independent(&self) -> bool {
+        self.placement.placement_independent()
     }
 }
 
@@ -164,6 +193,12 @@ pub(in crate::model) fn admits(
 /// in `overlay` and telling the rules. The planner and the preempt decision both run it.
 /// Stops at the first member that fits nowhere (what was taken so far stays taken, so the
 /// caller can count or roll back); all were placed when the result is as long as `members`.
+///
+/// The work is bounded by the nodes, not by members times nodes, for the copies the planner
+/// places for members not created yet (one `PodInfo` for all of them): when no placement
+/// changes a verdict ([`Rules::placement_independent`]), a copy starts where the previous one
+/// went, as every node before it refused that very pod and has only less room since. The
+/// result is the same first fit.
 pub(in crate::model) fn first_fit_each<'a, H: Clone>(
     ledger: &'a NodeLedger,
     members: &[Member<'_, H>],
@@ -171,14 +206,23 @@ pub(in crate::model) fn first_fit_each<'a, H: Clone>(
     rules: &mut dyn Rules<'a>,
 ) -> Vec<(H, usize)> {
     let mut placed = Vec::with_capacity(members.len());
+    let resume = rules.placement_independent();
+    let mut previous: Option<(&PodInfo, usize)> = None;
     for m in members {
-        let found = ledger
-            .iter()
-            .map(|(i, _)| i)
+        if overlay.exhausted() {
+            break;
+        }
+        let start = match previous {
+            Some((pod, i)) if resume && std::ptr::eq(pod, m.pod) => i,
+            _ => 0,
+        };
+        let found = (start..ledger.len())
             .find(|&i| admits(ledger, rules, overlay, m.index, m.pod, i).is_ok());
+        overlay.checks += (found.map_or(ledger.len(), |i| i + 1) - start) as u64;
         let Some(i) = found else {
             break;
         };
+        previous = Some((m.pod, i));
         overlay.take(i, &m.pod.requests);
         rules.place(m.index, ledger.at(i).info());
         placed.push((m.holder.clone(), i));

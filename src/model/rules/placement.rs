@@ -136,6 +136,8 @@ pub struct GangPlacement<'a> {
     members: Vec<&'a PodInfo>,
     /// Placements in order, so a simulation can roll back to a checkpoint.
     placed: Vec<(usize, &'a NodeInfo)>,
+    /// No member has (anti-)affinity or spread terms: placing members changes no verdict.
+    independent: bool,
 }
 
 impl<'a> GangPlacement<'a> {
@@ -153,12 +155,25 @@ impl<'a> GangPlacement<'a> {
             };
             spec_of.push(i);
         }
+        let independent = members.iter().all(|m| {
+            m.rules.as_ref().is_none_or(|r| {
+                r.affinity.is_empty() && r.anti_affinity.is_empty() && r.spread.is_empty()
+            })
+        });
         GangPlacement {
             specs,
             spec_of,
             members: members.to_vec(),
             placed: Vec::new(),
+            independent,
         }
+    }
+
+    /// Whether placing members can change any member's verdict: only through members' own pod
+    /// (anti-)affinity or spread terms (the terms of pods already on nodes do not change as
+    /// members are placed).
+    pub fn placement_independent(&self) -> bool {
+        self.independent
     }
 
     /// How many distinct specs (states) the gang needed.

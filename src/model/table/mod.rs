@@ -15,6 +15,7 @@
 //! included, assumed as large as the largest member that exists, or of their task when a task
 //! is below its minimum).
 
+pub(crate) mod disruptions;
 pub(crate) mod evidence;
 pub(crate) mod gang;
 pub(crate) mod ledger;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use self::disruptions::Disruptions;
 use self::evidence::EvidenceStore;
 use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
@@ -75,6 +77,9 @@ pub struct GangTable {
     /// Gang members whose preemption was refused because the watch had not delivered them
     /// yet: asked to retry (`NoticeKind::Retry`) when it does.
     retry_when_seen: HashSet<PodUid>,
+    /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
+    /// `verbs::preempt::commit`), and then until the evictor takes them.
+    pub(super) disruptions: Disruptions,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -181,6 +186,7 @@ impl GangTable {
             released: Vec::new(),
             preempt_plans: HashMap::default(),
             retry_when_seen: HashSet::default(),
+            disruptions: Disruptions::default(),
         }
     }
 

@@ -10,6 +10,8 @@ mod binding;
 mod competing;
 mod feasibility;
 mod holds_nothing;
+mod huge_quorum;
+mod last_look;
 mod lifetimes;
 mod members;
 mod model_check;

@@ -93,6 +93,7 @@ fn case_1_a_gang_that_cannot_run_even_after_evictions_evicts_nothing() {
 fn case_2_a_plain_victim_is_chosen_over_a_member_of_a_running_gang() {
     let (mut w, members, plain) = running_gang("gang");
     let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
     let d = w.preempt(
         &high,
         vec![
@@ -164,6 +165,7 @@ fn only_lower_priority_pods_count_as_evictable_for_the_rest_of_the_gang() {
 fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
     let (mut w, members, _) = running_gang("gang");
     let peer = pod("peer").cpu(1000).priority(LOW).build();
+    w.add(&[&peer]);
     let d = w.preempt(
         &peer,
         vec![
@@ -172,9 +174,10 @@ fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
         ],
     );
     assert_eq!(d.outcome, PreemptOutcome::Refused);
+    // Each victim's own priority, as cached, is judged first (rule 0).
     assert!(matches!(
         d.dropped[0].1,
-        DropReason::GangNotLowerPriority { priority: LOW, .. }
+        DropReason::VictimNotLowerPriority { priority: LOW, .. }
     ));
 }
 
@@ -182,6 +185,7 @@ fn a_gang_is_never_disrupted_by_a_preemptor_of_equal_priority() {
 fn with_only_gang_victims_a_gang_in_gang_mode_is_disrupted_whole() {
     let (mut w, members, _) = running_gang("gang");
     let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
     let d = w.preempt(
         &high,
         vec![
@@ -195,20 +199,170 @@ fn with_only_gang_victims_a_gang_in_gang_mode_is_disrupted_whole() {
     assert_eq!(d.disruptions.len(), 1);
     let others: Vec<&str> = d.disruptions[0].others.iter().map(|p| &*p.name).collect();
     assert_eq!(others, vec!["run-1"]);
-    let told: Vec<Notice> = w
-        .table
+    // Nothing is evicted, and no member told, before kube-scheduler commits.
+    assert!(w.table.take_disruptions().is_empty());
+    assert!(disrupted_notices(&mut w).is_empty());
+    // kube-scheduler evicts its victim on n1: the watch shows its deletionTimestamp.
+    w.add(&[&terminating(&members[0])]);
+    let evict = w.table.take_disruptions();
+    assert_eq!(
+        evict, d.disruptions,
+        "committed: the rest of the gang is evicted"
+    );
+    let told = disrupted_notices(&mut w);
+    assert_eq!(told.len(), 2, "every member hears it");
+    assert!(told[0].message.contains("pod ml/high (priority 100000)"));
+}
+
+fn terminating(p: &PodInfo) -> PodInfo {
+    let mut p = p.clone();
+    p.terminating = true;
+    p
+}
+
+fn disrupted_notices(w: &mut World) -> Vec<Notice> {
+    w.table
         .take_notices()
         .into_iter()
         .filter(|n| n.kind == NoticeKind::Disrupted)
+        .collect()
+}
+
+/// A gang disrupted whole, decided: the preemptor `high` kept on n1 with victim run-0.
+fn disruption_decided() -> (World, Vec<PodInfo>, PodInfo) {
+    let (mut w, members, _) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
+    let d = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert_eq!(kept_nodes(&d), vec!["n1"]);
+    assert_eq!(d.disruptions.len(), 1);
+    assert_eq!(w.table.pending_disruptions(), 1);
+    (w, members, high)
+}
+
+/// evict-for-whole: kube-scheduler nominating the preemptor to the chosen node commits it.
+#[test]
+fn the_rest_of_a_gang_is_evicted_once_the_preemptor_is_nominated_to_the_chosen_node() {
+    let (mut w, _, high) = disruption_decided();
+    let mut elsewhere = high.clone();
+    elsewhere.nominated_node = Some("n3".into());
+    w.add(&[&elsewhere]);
+    assert!(
+        w.table.take_disruptions().is_empty(),
+        "another node: not this preemption"
+    );
+    let mut nominated = high.clone();
+    nominated.nominated_node = Some("n1".into());
+    w.add(&[&nominated]);
+    let evict = w.table.take_disruptions();
+    assert_eq!(evict.len(), 1);
+    assert_eq!(&*evict[0].others[0].name, "run-1");
+    assert_eq!(w.table.pending_disruptions(), 0);
+}
+
+/// evict-for-whole: a victim deleted outright (no deletionTimestamp seen) commits it too.
+#[test]
+fn the_rest_of_a_gang_is_evicted_once_a_victim_is_gone() {
+    let (mut w, members, _) = disruption_decided();
+    w.table.remove_pod(&members[0].uid);
+    assert_eq!(w.table.take_disruptions().len(), 1);
+}
+
+/// evict-for-whole: kube-scheduler never acts on the answer (its API calls failed, another
+/// pod took the node): nothing of the running gang is ever evicted, and the pending
+/// disruption is forgotten after the commit wait.
+#[test]
+fn no_eviction_before_kube_scheduler_commits_and_none_if_it_never_does() {
+    let (mut w, members, _) = disruption_decided();
+    // Unrelated changes to the gang's members and other pods commit nothing.
+    w.add(&[&members[1]]);
+    let other = pod("other").cpu(100).priority(LOW).bound("n3").build();
+    w.add(&[&other]);
+    w.table.remove_pod(&other.uid);
+    assert!(w.table.take_disruptions().is_empty());
+    assert!(disrupted_notices(&mut w).is_empty());
+    w.advance(crate::model::verbs::preempt::commit::COMMIT_WAIT);
+    w.table.expire(w.now);
+    assert_eq!(w.table.pending_disruptions(), 0, "forgotten");
+    w.add(&[&terminating(&members[0])]);
+    assert!(
+        w.table.take_disruptions().is_empty(),
+        "too late to count as this preemption"
+    );
+}
+
+/// derived: the priority in the request counts for nothing; the cached one is judged. A low
+/// pod claiming a high priority evicts nothing of a running gang of its own priority.
+#[test]
+fn a_forged_priority_in_the_request_is_not_believed() {
+    let (mut w, members, _) = running_gang("gang");
+    let low = pod("low").cpu(1000).priority(LOW).build();
+    w.add(&[&low]);
+    let mut forged = low.clone();
+    forged.priority = HIGH;
+    let d = w.preempt(&forged, vec![candidate("n1", &[&members[0]])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(matches!(
+        d.dropped[0].1,
+        DropReason::VictimNotLowerPriority { priority: LOW, .. }
+    ));
+    assert_eq!(w.table.pending_disruptions(), 0);
+}
+
+/// derived: a victim is judged where muster's cache has it; a candidate naming a victim on
+/// another node, or a pod muster does not know, is dropped.
+#[test]
+fn a_victim_not_on_its_candidate_node_drops_the_candidate() {
+    let (mut w, members, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
+    let mut unknown = candidate("n3", &[]);
+    unknown.victims.push("uid-nobody".into());
+    let d = w.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[1]]),
+            unknown,
+            candidate("n3", &[&plain]),
+        ],
+    );
+    assert_eq!(kept_nodes(&d), vec!["n3"]);
+    assert!(matches!(
+        &d.dropped[0],
+        (n, DropReason::VictimNotOnNode { victim, on: Some(on) })
+            if n == "n1" && victim == "ml/run-1" && on == "n2"
+    ));
+    assert!(matches!(
+        &d.dropped[1],
+        (_, DropReason::VictimNotOnNode { on: None, .. })
+    ));
+}
+
+/// derived: a preemptor the watch has not delivered is judged by nothing in the request:
+/// nothing is evicted, and it is asked to retry once the watch has it.
+#[test]
+fn a_preemptor_the_watch_has_not_delivered_evicts_nothing() {
+    let (mut w, _, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    let d = w.preempt(&high, vec![candidate("n3", &[&plain])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused);
+    assert!(matches!(d.dropped[0].1, DropReason::NotSeenYet));
+    w.table.take_notices();
+    w.add(&[&high]);
+    let retry: Vec<Notice> = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::Retry)
         .collect();
-    assert_eq!(told.len(), 2, "every member hears it");
-    assert!(told[0].message.contains("pod ml/high (priority 100000)"));
+    assert_eq!(retry.len(), 1, "asked to retry once seen");
 }
 
 #[test]
 fn a_gang_in_pod_mode_loses_the_proposed_victim_only() {
     let (mut w, members, _) = running_gang("pod");
     let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
     let d = w.preempt(
         &high,
         vec![
@@ -238,6 +392,7 @@ fn a_whole_gang_disruption_adds_its_members_on_the_same_node_to_the_victims() {
         .collect();
     w.add(&members.iter().collect::<Vec<_>>());
     let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
     let d = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
     let mut victims = d.kept[0].victims.clone();
     victims.sort();

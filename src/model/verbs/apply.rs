@@ -88,6 +88,7 @@ impl GangTable {
             self.refresh_placed(&g);
             self.follow_nomination(&uid);
         }
+        self.note_commit(&uid);
         self.seen_now(&uid);
     }
 
@@ -108,6 +109,7 @@ impl GangTable {
             self.preemptor_gone(&m.gang, &info.uid);
             self.leave_gang(&m.gang, &info.uid);
         }
+        self.note_commit(uid);
     }
 
     /// Keeps only the pods for which `keep` is true (after a watch re-list).

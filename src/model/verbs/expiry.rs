@@ -19,6 +19,7 @@ impl GangTable {
         }
         self.evidence.expire(now, self.config.evidence_age);
         self.forget_stale_plans(now);
+        self.forget_uncommitted(now);
         self.release_room_for_late_members(now);
         self.retry_refused_when_window_closes(now);
         let default_timeout = self.config.default_timeout;

@@ -134,15 +134,19 @@ impl GangTable {
                 let message = why.message(&key, self.config.creation_window);
                 // Preemption cannot help a gang that would not fit even with every
                 // lower-priority pod gone: say so, and kube-scheduler evicts nothing for it.
-                // A gang waiting for its PodGroup cannot run whatever is evicted.
-                let no_pod_group = matches!(why, GangShortfall::PodGroupMissing { .. });
-                let outlook = if no_pod_group {
+                // A gang waiting for its PodGroup cannot run whatever is evicted, nor one whose
+                // quorum is beyond what the cluster could ever hold.
+                let evicting_cannot_help = matches!(
+                    why,
+                    GangShortfall::PodGroupMissing { .. } | GangShortfall::BeyondCluster(_)
+                );
+                let outlook = if evicting_cannot_help {
                     None
                 } else {
                     self.preemption_outlook(pod, &known, now)
                 };
-                let hopeless =
-                    no_pod_group || matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
+                let hopeless = evicting_cannot_help
+                    || matches!(outlook, Some(PreemptionOutlook::Hopeless { .. }));
                 let message = match outlook {
                     Some(PreemptionOutlook::Hopeless {
                         anything_evictable: true,

@@ -4,27 +4,35 @@
 //! kube-scheduler's dry run knows nothing of gangs. It frees one node for one pod, so for a
 //! gang it may evict pods for a member whose gang can never run (evictions for nothing), and
 //! it happily picks one member of a running gang as a victim (half a gang left, useless).
+//! What muster judges is what its caches say, never what the request claims (derived): the
+//! preemptor is the pod as the watch has it (its priority and gang), and a candidate is kept
+//! only if every victim is a pod muster knows on that very node, of lower priority than the
+//! preemptor. A preemptor the watch has not delivered is refused (nothing is evicted) and
+//! asked to retry once it is.
+//!
 //! The rules here, in order:
+//! 0. Every victim on its candidate node, per the cache, of lower priority than the preemptor.
 //! 1. A gang member as preemptor is judged only when muster knows its gang: the watch has
 //!    delivered the pod, the quorum is decided (a gang without a declared count decides it when
 //!    its creation window closes), the gang is not backing off and no member is missing past
 //!    the window. Otherwise no candidate is kept — the safe answer, nothing is evicted — and
-//!    the pod is asked to retry once muster can judge (see [`follow`]).
+//!    the pod is asked to retry once muster can judge (see [`gang_check`]).
 //! 2. A candidate whose node, with its victims gone, still has no room for the preemptor
 //!    because seats of another gang hold it (room held while that gang's own victims
 //!    terminate included, see `preemption_hold`) is dropped: filter would refuse the pod there anyway.
 //! 3. A member of a gang below quorum as preemptor: a candidate is kept only if, with its
 //!    victims gone and every lower-priority pod elsewhere counted as evictable, the rest of
 //!    the gang's quorum can also be placed (the planner's first-fit loop under every required
-//!    rule, see [`follow`]). Where the rest would go is remembered: when kube-scheduler
+//!    rule, see [`gang_check`]). Where the rest would go is remembered: when kube-scheduler
 //!    nominates one of the kept nodes, that room is held for the gang (`preemption_hold`).
 //! 4. Whenever a kept candidate has no victim in a running gang, candidates with such victims
 //!    are dropped.
 //! 5. Only candidates with gang victims left: a gang of equal or higher priority than the
 //!    preemptor is never disrupted; of the rest, one candidate is kept (the one disrupting the
 //!    fewest pods). A gang in `gang` disruption mode loses every member: its members on that
-//!    node join the victims, the others are listed for eviction by muster itself. A gang in
-//!    `pod` mode loses only the proposed victims.
+//!    node join the victims, the others are listed for eviction by muster itself — only once
+//!    kube-scheduler commits to the preemption ([`commit`]). A gang in `pod` mode loses only
+//!    the proposed victims.
 //!
 //! The answer replaces kube-scheduler's candidates; no candidate means nothing is evicted.
 
@@ -36,9 +44,12 @@ use crate::model::inputs::objects::PodInfo;
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::quorum_bound::BeyondCluster;
+pub use crate::model::table::disruptions::GangDisruption;
 use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
 
+pub(in crate::model) mod commit;
 mod dropped;
 mod gang_check;
 
@@ -84,6 +95,15 @@ pub enum DropReason {
     MembersMissing { existing: u32, quorum: u32 },
     /// The preemptor's gang is backing off after a timeout.
     GangBackingOff { left: Duration },
+    /// The preemptor's gang's quorum is more than the cluster could ever hold.
+    BeyondCluster(BeyondCluster),
+    /// The request's pod UID is another pod's in muster's cache.
+    NotThePod { actual: String },
+    /// A victim is not on the candidate node as muster's cache has it (`on`: where it is;
+    /// `None`: muster does not know the pod).
+    VictimNotOnNode { victim: String, on: Option<String> },
+    /// A victim's priority (as cached) is not lower than the preemptor's.
+    VictimNotLowerPriority { victim: String, priority: i32 },
     /// With its victims gone, the node's room is still held by seats of another gang.
     HeldForGang { gang: GangKey },
     /// The preemptor's gang could not reach quorum even with these victims gone.
@@ -96,21 +116,14 @@ pub enum DropReason {
     DisruptsMore,
 }
 
-/// A running gang the kept candidate disrupts whole: muster evicts `others` (the members not
-/// among the candidate's victims) through the Eviction API.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GangDisruption {
-    pub gang: GangKey,
-    pub others: Vec<PodRef>,
-    pub message: String,
-}
-
 /// The answer to one preemption request.
 #[derive(Debug)]
 pub struct PreemptDecision {
     pub kept: Vec<PreemptCandidate>,
     pub dropped: Vec<(String, DropReason)>,
     pub outcome: PreemptOutcome,
+    /// The gangs the kept candidate disrupts whole: kept pending, and evicted only once
+    /// kube-scheduler commits ([`GangTable::take_disruptions`]).
     pub disruptions: Vec<GangDisruption>,
 }
 
@@ -127,10 +140,40 @@ impl GangTable {
     /// disrupted whole hears who displaced it).
     pub fn preempt(
         &mut self,
-        pod: &PodInfo,
+        sent: &PodInfo,
         candidates: Vec<PreemptCandidate>,
         now: Instant,
     ) -> PreemptDecision {
+        // The preemptor as the watch has it: a priority or gang in the request counts for
+        // nothing (derived).
+        let pod = match self.pods.get(&sent.uid) {
+            Some(p) if p.info.namespace == sent.namespace && p.info.name == sent.name => {
+                p.info.clone()
+            }
+            found => {
+                let why = match found {
+                    Some(p) => DropReason::NotThePod {
+                        actual: p.info.display_name(),
+                    },
+                    None => {
+                        self.retry_when_seen(&sent.uid);
+                        DropReason::NotSeenYet
+                    }
+                };
+                let dropped: Vec<(String, DropReason)> = candidates
+                    .into_iter()
+                    .map(|c| (c.node, why.clone()))
+                    .collect();
+                self.tell_preemption(sent, &[], &dropped);
+                return PreemptDecision {
+                    kept: Vec::new(),
+                    dropped,
+                    outcome: PreemptOutcome::Refused,
+                    disruptions: Vec::new(),
+                };
+            }
+        };
+        let pod = &pod;
         let proposed = candidates.len();
         let mut dropped: Vec<(String, DropReason)> = Vec::new();
         let key = pod.gang().map(|m| m.gang.clone());
@@ -138,7 +181,15 @@ impl GangTable {
             g.note_arrivals(now);
         }
 
+        // Rule 0: every victim where the request says, as muster's cache has it.
         let mut survivors = candidates;
+        survivors.retain(|c| match self.victim_refused(pod, c) {
+            Some(why) => {
+                dropped.push((c.node.clone(), why));
+                false
+            }
+            None => true,
+        });
         let mut plans: Vec<(String, Vec<PlannedSeat>)> = Vec::new();
         let mut cannot_judge = None;
         let mut held_out = false;
@@ -250,7 +301,10 @@ impl GangTable {
         } else {
             PreemptOutcome::Trimmed
         };
-        self.tell_preemption(pod, &kept, &dropped, &disruptions);
+        self.tell_preemption(pod, &kept, &dropped);
+        if let Some(c) = kept.first().filter(|_| !disruptions.is_empty()) {
+            self.await_commit(&pod.uid, &c.node, &c.victims, &disruptions, now);
+        }
         // What muster cannot judge yet, it judges again when it can: kube-scheduler retries a
         // pod whose preemption failed only on a cluster event, and none may come.
         match cannot_judge {
@@ -277,6 +331,31 @@ impl GangTable {
             outcome,
             disruptions,
         }
+    }
+
+    /// Rule 0: why `candidate` cannot be acted on as muster's cache has its victims: one that
+    /// muster does not know, that is on another node (or none), or whose priority is not lower
+    /// than the preemptor's (kube-scheduler's dry run never proposes such a victim).
+    fn victim_refused(&self, pod: &PodInfo, candidate: &PreemptCandidate) -> Option<DropReason> {
+        candidate.victims.iter().find_map(|uid| {
+            let Some(v) = self.pods.get(uid.as_str()) else {
+                return Some(DropReason::VictimNotOnNode {
+                    victim: format!("uid {uid}"),
+                    on: None,
+                });
+            };
+            let on = v.charged_node();
+            if on.is_none_or(|n| **n != *candidate.node) {
+                return Some(DropReason::VictimNotOnNode {
+                    victim: v.info.display_name(),
+                    on: on.map(|n| n.to_string()),
+                });
+            }
+            (v.info.priority >= pod.priority).then(|| DropReason::VictimNotLowerPriority {
+                victim: v.info.display_name(),
+                priority: v.info.priority,
+            })
+        })
     }
 
     /// What `candidate`'s victims free on its node, as muster knows them.
@@ -408,14 +487,13 @@ impl GangTable {
             .collect()
     }
 
-    /// Events: the preemptor hears which victims and why (or why none); every member of a
-    /// gang disrupted whole hears who displaced it.
+    /// Events: the preemptor hears which victims and why (or why none). The members of a gang
+    /// disrupted whole hear it when kube-scheduler commits ([`commit`]).
     fn tell_preemption(
         &mut self,
         pod: &PodInfo,
         kept: &[PreemptCandidate],
         dropped: &[(String, DropReason)],
-        disruptions: &[GangDisruption],
     ) {
         let mut notices = Vec::new();
         let victims: BTreeMap<&str, Vec<String>> = kept
@@ -437,18 +515,6 @@ impl GangTable {
             kind: NoticeKind::Preempting,
             message: messages::preemption(pod, &victims, &DropReason::explain_all(dropped, pod)),
         });
-        for d in disruptions {
-            let Some(gang) = self.gangs.get(&d.gang) else {
-                continue;
-            };
-            for p in self.members_of(gang).filter(|p| p.charged_node().is_some()) {
-                notices.push(Notice {
-                    pod: PodRef::of(&p.info),
-                    kind: NoticeKind::Disrupted,
-                    message: d.message.clone(),
-                });
-            }
-        }
         self.notices.extend(notices);
     }
 }

@@ -8,6 +8,17 @@
 //! gang. So if any seat fails the check, nothing is bound, the seats on that node are given
 //! up and those members are planned again.
 //!
+//! Room is not the only thing that changes while a gang gathers: a seat's node may have been
+//! cordoned, tainted NoSchedule/NoExecute (a node that went NotReady is tainted so by the node
+//! lifecycle controller), lost a label a member's node affinity or `nodeSelector` requires, or
+//! received a pod its member's (anti-)affinity or spread constraint now counts. So the last
+//! look also checks every confirmed seat under every rule the planner applies (the rules
+//! library: NodeUnschedulable, TaintToleration, NodeAffinity, PodTopologySpread,
+//! InterPodAffinity, with the members seated so far counted as placed) against the node as the
+//! watch has it now, not against the filter calls that seated them (holds-nothing,
+//! never-half). A node that refuses is planned around the same way: nothing is bound, the seats
+//! on it are given up.
+//!
 //! A binding refused for good (after the binder's retries of transient errors) cannot undo
 //! the others. The failed member keeps its room as a confirmed seat on the same node, until
 //! the gang's timeout, so no other pod takes it while kube-scheduler retries the member; the
@@ -23,8 +34,17 @@ use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::rules::{GangPlacement, Reason};
 use crate::model::table::gang::{Seat, SeatHolder};
 use crate::model::table::{GangFacts, GangTable};
+
+/// Why a confirmed seat cannot be bound where it is.
+enum SeatLost {
+    /// The node has no room left for the seats on it.
+    Room(InsufficientResource),
+    /// The node now refuses member `pod` under a kube-scheduler rule.
+    Rule { pod: String, reason: Reason },
+}
 
 impl GangTable {
     /// `requester`'s seat completed the quorum: bind every confirmed seat, or none.
@@ -35,7 +55,10 @@ impl GangTable {
         facts: GangFacts,
     ) -> BindDecision {
         if let Some((node, shortfall)) = self.seated_node_without_room(key) {
-            return self.replan_off(key, requester, node, shortfall);
+            return self.replan_off(key, requester, node, SeatLost::Room(shortfall));
+        }
+        if let Some((node, pod, reason)) = self.seated_node_refusing(key) {
+            return self.replan_off(key, requester, node, SeatLost::Rule { pod, reason });
         }
         // Every confirmed seat becomes a binding; planned seats are let go.
         let mut members = Vec::new();
@@ -93,6 +116,56 @@ impl GangTable {
         })
     }
 
+    /// The first confirmed seat whose node now refuses its member under a rule the planner
+    /// applies, checked as kube-scheduler would check the members one after another: each
+    /// seat that passes counts as placed for the next (spread, affinity among members). The
+    /// seats are tried in sweeps, any order that passes being one kube-scheduler could have
+    /// taken (a spread constraint may admit `a, b, a` but not `a, a, b`); a seat that passes in
+    /// no order is the refusal, the first by member name. Scheduling gates are not a node's
+    /// rule: a member with a confirmed seat came through a bind call, so it had none.
+    fn seated_node_refusing(&self, key: &GangKey) -> Option<(NodeName, String, Reason)> {
+        let gang = self.gangs.get(key)?;
+        let mut seated: Vec<(&PodInfo, &NodeName)> = gang
+            .seats()
+            .iter()
+            .filter(|(_, s)| s.confirmed)
+            .filter_map(|(h, s)| match h {
+                SeatHolder::Member(uid) => Some((&self.pods.get(uid)?.info, &s.node)),
+                SeatHolder::NotCreatedYet { .. } => None,
+            })
+            .collect();
+        seated.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        let members: Vec<&PodInfo> = seated.iter().map(|(p, _)| *p).collect();
+        // The confirmed seats are not in the snapshot (it has pods bound or being bound): each
+        // is added as it passes.
+        let snapshot = self.snapshot(&members, |_| true);
+        let mut placement = GangPlacement::new(&members, &snapshot);
+        let mut left: Vec<usize> = (0..seated.len()).collect();
+        loop {
+            let mut refused = Vec::new();
+            let before = left.len();
+            for i in left {
+                let Some(node) = self.ledger.get(seated[i].1).map(|e| e.info()) else {
+                    // A deleted node's seats are released by the watch; not this check's.
+                    continue;
+                };
+                match placement.check(i, node) {
+                    Ok(()) | Err(Reason::SchedulingGated) => placement.place(i, node),
+                    Err(reason) => refused.push((i, reason)),
+                }
+            }
+            if refused.is_empty() {
+                return None;
+            }
+            if refused.len() == before {
+                let (i, reason) = refused[0];
+                let (pod, node) = seated[i];
+                return Some((node.clone(), pod.display_name(), reason));
+            }
+            left = refused.into_iter().map(|(i, _)| i).collect();
+        }
+    }
+
     /// Binds nothing: the members seated on `node` give up their seats (kube-scheduler will
     /// try them again, and the plan puts them where there is room); the rest keep theirs.
     fn replan_off(
@@ -100,7 +173,7 @@ impl GangTable {
         key: &GangKey,
         requester: &PodInfo,
         node: NodeName,
-        shortfall: InsufficientResource,
+        lost: SeatLost,
     ) -> BindDecision {
         let off: Vec<SeatHolder> = self.gangs[key]
             .seats()
@@ -111,15 +184,23 @@ impl GangTable {
         for holder in &off {
             self.unseat(key, holder);
         }
-        let message = messages::seat_lost_room(key, &node, &shortfall);
+        let message = match &lost {
+            SeatLost::Room(shortfall) => messages::seat_lost_room(key, &node, shortfall),
+            SeatLost::Rule { pod, reason } => {
+                messages::seat_node_refuses(key, &node, pod, reason.plugin(), reason.message())
+            }
+        };
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = Some(message.clone());
         }
         if off.contains(&SeatHolder::Member(requester.uid.clone())) {
-            return BindDecision::Reject(BindRejection::NoRoom {
-                pod: requester.display_name(),
-                node: node.to_string(),
-                shortfall,
+            return BindDecision::Reject(match lost {
+                SeatLost::Room(shortfall) => BindRejection::NoRoom {
+                    pod: requester.display_name(),
+                    node: node.to_string(),
+                    shortfall,
+                },
+                SeatLost::Rule { .. } => BindRejection::GangCannotBePlaced(message),
             });
         }
         BindDecision::Wait {

@@ -102,12 +102,15 @@ pub struct SimNode {
     pub name: String,
     /// Toggled by updates, so an update is a real change.
     pub labelled: bool,
+    /// `spec.unschedulable` (cordoned): kube-scheduler's NodeUnschedulable refuses it.
+    pub cordoned: bool,
 }
 
 impl SimNode {
     pub fn object(&self) -> Node {
         serde_json::from_value(json!({
             "metadata": {"name": self.name, "labels": {"pool": if self.labelled { "a" } else { "b" }}},
+            "spec": {"unschedulable": self.cordoned},
             "status": {"allocatable": {"cpu": format!("{NODE_CPU}m"), "memory": "8Gi", "pods": "110"}},
         }))
         .expect("a valid node")

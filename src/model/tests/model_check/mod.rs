@@ -4,9 +4,18 @@
 //! them (on the node the filter chose, or on any node), binding results (success, or refused
 //! for good), deletions with and without grace, pods placed by another scheduler, restarts
 //! (a new table rebuilt from a re-list), clock jumps past timeouts, back-offs and windows, and
-//! a gang's Volcano PodGroup (with per-task minimums) created and deleted.
-//! After every step the invariants are checked (see [`Check`]); after the last, everything is
-//! deleted and the table must be empty.
+//! a gang's Volcano PodGroup (with per-task minimums) created and deleted, nodes cordoned and
+//! uncordoned while gangs gather, and preempt calls whose body claims a priority the pod does
+//! not have.
+//! After every step the invariants are checked (see [`Check`]): among them, a gang bound
+//! together never lands on a node cordoned at that moment (the last look before binding), a
+//! preempt call never evicts for a priority the watch does not show and never hands a
+//! disruption to the evictor by itself (evict-for-whole), and no gang holds seats longer than
+//! its timeout plus one expiry tick (liveness). After the last step, everything is deleted and
+//! the table must be empty.
+//!
+//! A failure prints the minimal failing script and the seed of the run: `MODEL_CHECK_SEED=<hex>`
+//! replays the same cases.
 //!
 //! The normal test run tries 1,500 cases (`PROPTEST_CASES` sets another number). A long run,
 //! with the totals printed:
@@ -69,6 +78,14 @@ enum Step {
     Advance(Duration),
     /// `g1`'s PodGroup is created (or changed to the same) or deleted.
     PodGroup(bool),
+    /// The node is cordoned, or uncordoned if it was.
+    Cordon(usize),
+    /// kube-scheduler's preempt call for the pod in the slot, on the node, with every pod
+    /// there as a victim; the body claims a priority of 1000 (every pod here has 0).
+    Preempt {
+        slot: usize,
+        node: usize,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -92,6 +109,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
             .prop_map(|s| Step::Advance(Duration::from_secs(s))),
         1 => proptest::bool::weighted(0.7).prop_map(Step::PodGroup),
+        1 => (0..NODES.len()).prop_map(Step::Cordon),
+        1 => (0..SLOTS.len(), 0..NODES.len()).prop_map(|(slot, node)| Step::Preempt { slot, node }),
     ]
 }
 
@@ -115,8 +134,8 @@ struct Check {
     /// `MODEL_CHECK_TRACE` names a file: see [`Trace`].
     decisions: Option<String>,
     /// What the case exercised: gangs bound together (of them, `g1` with its per-task
-    /// minimums from its PodGroup), bindings refused, restarts.
-    seen: [u64; 4],
+    /// minimums from its PodGroup), bindings refused, restarts, preempt calls judged.
+    seen: [u64; 5],
 }
 
 impl Check {
@@ -133,7 +152,7 @@ impl Check {
             disturbed: BTreeSet::new(),
             checks: 0,
             decisions: Trace::wanted().then(String::new),
-            seen: [0; 4],
+            seen: [0; 5],
         }
     }
 
@@ -180,6 +199,7 @@ impl Check {
                 let node = self.cluster.nodes.entry(name.clone()).or_insert(SimNode {
                     name,
                     labelled: false,
+                    cordoned: false,
                 });
                 node.labelled = !node.labelled;
                 let obj = node.object();
@@ -286,6 +306,14 @@ impl Check {
                 self.now += d;
                 self.table.expire(self.now);
             }
+            Step::Cordon(i) => {
+                if let Some(node) = self.cluster.nodes.get_mut(NODES[i]) {
+                    node.cordoned = !node.cordoned;
+                    let obj = node.object();
+                    self.node_event(Event::Apply(obj));
+                }
+            }
+            Step::Preempt { slot, node } => self.preempt(slot, node)?,
             Step::PodGroup(present) => {
                 self.cluster.pod_group = present;
                 let def = g1_pod_group();
@@ -375,6 +403,7 @@ impl Check {
         decided(&mut self.decisions, || {
             format!("bind {} on {node}: {decision:?}", p.name)
         });
+        let together = matches!(decision, BindDecision::BindGang { .. });
         let members = match decision {
             BindDecision::BindNow { pod, node } => vec![(pod, node)],
             BindDecision::BindGang { gang, members } => {
@@ -385,6 +414,15 @@ impl Check {
             _ => Vec::new(),
         };
         for (pod, node) in members {
+            // The last look before binding: muster binds no member of a gang on a node
+            // cordoned now (kube-scheduler's own cycle checked the requester's node; muster
+            // decides for the others).
+            prop_assert!(
+                !together || self.cluster.nodes.get(&*node).is_none_or(|n| !n.cordoned),
+                "{} bound with its gang to cordoned node {}",
+                pod.name,
+                node
+            );
             prop_assert!(
                 self.cluster.in_flight_node(&pod.uid).is_none(),
                 "{} bound twice",
@@ -394,6 +432,44 @@ impl Check {
                 .in_flight
                 .push((pod.uid.to_string(), node.to_string()));
         }
+        Ok(())
+    }
+
+    /// A preempt call with a forged priority: muster judges the pod as its watch has it
+    /// (priority 0, like every pod here), so no victim is of lower priority: no candidate with
+    /// a victim is kept, and nothing is handed to the evictor.
+    fn preempt(&mut self, slot: usize, node: usize) -> Result<(), TestCaseError> {
+        let Some(p) = self.schedulable(slot) else {
+            return Ok(());
+        };
+        let Ok(seen) = self.table.seen_pod("ml", &p.name, &p.uid).cloned() else {
+            return Ok(());
+        };
+        let name = NODES[node];
+        let victims: Vec<String> = self
+            .cluster
+            .pods
+            .iter()
+            .filter(|q| q.node.as_deref() == Some(name))
+            .map(|q| q.uid.clone())
+            .collect();
+        let forged = PodInfo {
+            priority: 1000,
+            ..seen
+        };
+        let candidate = PreemptCandidate {
+            node: name.to_string(),
+            victims,
+            pdb_violations: 0,
+        };
+        let d = self.table.preempt(&forged, vec![candidate], self.now);
+        prop_assert!(
+            d.kept.iter().all(|c| c.victims.is_empty()),
+            "evicts for a forged priority: {:?}",
+            d.kept
+        );
+        prop_assert!(self.table.take_disruptions().is_empty());
+        self.seen[4] += 1;
         Ok(())
     }
 
@@ -487,6 +563,28 @@ impl Check {
     fn check(&mut self) -> Result<(), TestCaseError> {
         self.table.take_notices();
         self.table.take_released();
+        // Nothing here commits a preemption (no preempt call keeps a candidate).
+        prop_assert!(self.table.take_disruptions().is_empty());
+        // Liveness: seats are held only by an admitted gang, for at most its timeout plus one
+        // expiry tick (the clock moves only with `Advance`, which runs the expiry).
+        let tick = Duration::from_secs(1);
+        for (key, g) in &self.table.gangs {
+            if g.seats().is_empty() {
+                continue;
+            }
+            let timeout = g.spec().timeout_or(self.table.config.default_timeout);
+            match g.phase() {
+                Phase::Admitted { since } => prop_assert!(
+                    self.now.saturating_duration_since(since) <= timeout + tick,
+                    "gang {} holds seats {:?} after admission (timeout {:?})",
+                    key,
+                    self.now.saturating_duration_since(since),
+                    timeout
+                ),
+                other => prop_assert!(false, "gang {} holds seats while {:?}", key, other),
+            }
+            self.checks += 1;
+        }
         prop_assert_eq!(self.table.pod_count(), self.cluster.pods.len());
         prop_assert_eq!(self.table.node_count(), self.cluster.nodes.len());
         for (_, e) in self.table.ledger.iter() {
@@ -586,7 +684,7 @@ fn decided(decisions: &mut Option<String>, what: impl FnOnce() -> String) {
 }
 
 /// A differential trace of the model check: with `MODEL_CHECK_TRACE=<file>` (and a fixed
-/// `PROPTEST_RNG_SEED`), one line per case is appended to the file: a hash of every step and
+/// `MODEL_CHECK_SEED`), one line per case is appended to the file: a hash of every step and
 /// of what it decided and left (see [`Check::outcome`]), then the case's hash. Two versions of
 /// the model that decide alike write the same file, so a refactoring shows it changed no
 /// decision by `cmp` of the two files.
@@ -641,9 +739,35 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
         failure_persistence: None,
         ..Config::default()
     };
-    let mut runner = TestRunner::new(config);
+    // A fresh seed per run, unless one is given to replay a failure.
+    let seed: [u8; 32] = match std::env::var("MODEL_CHECK_SEED") {
+        Ok(hex) => {
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .filter_map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect();
+            bytes
+                .try_into()
+                .expect("MODEL_CHECK_SEED: 64 hex digits, as a failure prints it")
+        }
+        Err(_) => {
+            let mut seed = [0u8; 32];
+            let clock = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            seed[..16].copy_from_slice(&clock.to_le_bytes());
+            seed[16..20].copy_from_slice(&std::process::id().to_le_bytes());
+            seed
+        }
+    };
+    let seed_hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let rng = proptest::test_runner::TestRng::from_seed(
+        proptest::test_runner::RngAlgorithm::ChaCha,
+        &seed,
+    );
+    let mut runner = TestRunner::new_with_rng(config, rng);
     // Cases passed (shrinking's included), steps, checks, and what was exercised.
-    let totals: [AtomicU64; 7] = Default::default();
+    let totals: [AtomicU64; 8] = Default::default();
     let result = runner.run(&proptest::collection::vec(step(), 1..80), |script| {
         let mut c = Check::new();
         // A cluster starts with its nodes; steps delete and add them again.
@@ -668,23 +792,28 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
             c.seen[1],
             c.seen[2],
             c.seen[3],
+            c.seen[4],
         ];
         for (total, n) in totals.iter().zip(counts) {
             total.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     });
-    let [cases, steps, checks, gangs, refused, restarts, with_tasks] =
+    let [cases, steps, checks, gangs, refused, restarts, with_tasks, preempts] =
         totals.map(AtomicU64::into_inner);
     eprintln!(
-        "model check: {cases} cases passed, {steps} steps, {checks} invariant checks; \
-         exercised {gangs} gangs bound together ({with_tasks} with per-task minimums), \
-         {refused} bindings refused, {restarts} restarts",
+        "model check (MODEL_CHECK_SEED={seed_hex}): {cases} cases passed, {steps} steps, \
+         {checks} invariant checks; exercised {gangs} gangs bound together ({with_tasks} with \
+         per-task minimums), {refused} bindings refused, {restarts} restarts, {preempts} \
+         preempt calls judged",
     );
     if let Err(e) = result {
         match e {
-            TestError::Fail(why, script) => panic!("{why}\nminimal failing script: {script:#?}"),
-            TestError::Abort(why) => panic!("aborted: {why}"),
+            TestError::Fail(why, script) => panic!(
+                "{why}\nminimal failing script: {script:#?}\nreplay: MODEL_CHECK_SEED={seed_hex} \
+                 cargo test --lib model_check"
+            ),
+            TestError::Abort(why) => panic!("aborted: {why}\nreplay: MODEL_CHECK_SEED={seed_hex}"),
         }
     }
 }

@@ -26,6 +26,16 @@ impl DropReason {
             }
             DropReason::GangBackingOff { left } => messages::dropped_backing_off(pod, *left),
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
+            DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),
+            DropReason::VictimNotOnNode { victim, on } => {
+                messages::dropped_victim_not_on_node(victim, on.as_deref())
+            }
+            DropReason::VictimNotLowerPriority { victim, priority } => {
+                messages::dropped_victim_not_lower_priority(pod, victim, *priority)
+            }
+            DropReason::BeyondCluster(b) => {
+                messages::dropped_beyond_cluster(pod, b.quorum, b.nodes, b.at_most)
+            }
         }
     }
 

@@ -94,6 +94,10 @@ impl GangTable {
         if let Some(left) = gang.backoff_left(now) {
             return GangCheck::CannotJudge(DropReason::GangBackingOff { left });
         }
+        // Nothing evicted lets a quorum beyond the cluster run; judged before any simulation.
+        if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
+            return GangCheck::CannotJudge(DropReason::BeyondCluster(beyond));
+        }
         let in_window = gang.within_creation_window(now, self.config.creation_window);
         if !facts.spec.declared && in_window {
             return GangCheck::CannotJudge(DropReason::QuorumUndecided {

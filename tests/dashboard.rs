@@ -189,10 +189,10 @@ fn dashboard_parses_and_every_panel_has_a_title_and_the_datasource_variable() {
     for p in &panels {
         let title = p["title"].as_str().unwrap_or_default();
         assert!(!title.trim().is_empty(), "a panel without a title: {p}");
-        assert!(
-            ids.insert(p["id"].as_u64()),
-            "panel {title:?}: id repeated or missing"
-        );
+        let id = p["id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("panel {title:?}: id missing"));
+        assert!(ids.insert(id), "panel {title:?}: id repeated");
         assert_eq!(p["datasource"]["type"], "prometheus", "panel {title:?}");
         assert_eq!(p["datasource"]["uid"], DATASOURCE, "panel {title:?}");
         for t in p["targets"].as_array().into_iter().flatten() {

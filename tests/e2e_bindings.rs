@@ -16,24 +16,21 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
+use muster_harness::checks::metric;
 use muster_harness::control_plane::default_scheduler_config;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::truth::TruthContext;
 use muster_harness::{
-    control_run_requested, holds_for, rbac, wait_for, ControlPlane, ControlPlaneOptions, Muster,
-    MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
+    control_run_requested, holds_for, names, rbac, wait_for, ControlPlane, ControlPlaneOptions,
+    Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions, PLACE, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const NS: &str = "bindings";
 /// kube-scheduler's `httpTimeout` for muster in these tests (10 s in the shipped files).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
-/// Deadline for something that should happen.
-const PLACE: Duration = Duration::from_secs(60);
-/// Observation window for "stays as it is".
-const WINDOW: Duration = Duration::from_secs(3);
 
 struct Env {
     muster: Muster,
@@ -90,7 +87,7 @@ impl Env {
     /// (kube-scheduler alone binds two); then adds node-1, where the gang fits.
     async fn gang_waiting_for_room(&self) -> Result<Vec<String>> {
         let client = self.cp.client();
-        let names: Vec<String> = (0..3).map(|i| format!("g-{i}")).collect();
+        let names = names("g", 3);
         for i in 0..3 {
             member("g", i).create(&client).await?;
         }
@@ -123,15 +120,11 @@ impl Env {
             })
         })
         .await
+        .truth()
     }
 
     async fn metric(&self, name: &str) -> Result<f64> {
-        let (_, text) = self.muster.get("/metrics").await?;
-        text.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit_once(' '))
-            .and_then(|(_, v)| v.parse().ok())
-            .with_context(|| format!("no {name} in /metrics"))
+        metric(&self.muster.metrics().await?, name)
     }
 
     async fn report(&self, r: Result<()>) -> Result<()> {

@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use muster_harness::forward::http_post_json;
+use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, k8s, ControlPlane, ControlPlaneOptions, Forwarder, GangKey, Muster,
     MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions, Timer,
@@ -561,7 +562,20 @@ async fn one_failover(
             Ok::<_, anyhow::Error>(())
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The leader is stopped once gang two has begun to exist (its first member created).
+    let first_of_two = format!("{two}-0");
+    muster_harness::wait_for(
+        &format!("{first_of_two} created"),
+        Duration::from_secs(30),
+        || async {
+            let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), NS);
+            Ok(match pods.get_opt(&first_of_two).await? {
+                Some(_) => Progress::Done(()),
+                None => Progress::NotYet("not yet".into()),
+            })
+        },
+    )
+    .await?;
     let leader_port = ha.port(leader);
     match stop {
         Stop::Kill => ha.replicas[leader].muster.kill_hard(),
@@ -591,7 +605,7 @@ async fn one_failover(
     let mut decides_at: Option<Duration> = None;
     let standby_port = ha.port(standby);
     while watch.placed.len() < 2 {
-        ensure!(
+        muster_harness::ensure_truth!(
             Instant::now() < deadline,
             "both gangs not placed 120 s after the kill: {:?}",
             k8s::bound_pods(&client, NS).await?
@@ -625,10 +639,9 @@ async fn one_failover(
     // The old leader's label is gone: it removed it (SIGTERM), or, dead, could not and the new
     // leader cleared it (SIGKILL).
     ha.wait_routed_to(standby, Duration::from_secs(10)).await?;
-    ensure!(
-        k8s::check_no_overcommit(&client).await?.is_ok(),
-        "a node is over-committed"
-    );
+    k8s::check_no_overcommit(&client)
+        .await?
+        .map_err(anyhow::Error::msg)?;
     // Room for the next run.
     for g in &gangs {
         for i in 0..3 {
@@ -879,7 +892,16 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
                 Ok::<_, anyhow::Error>(())
             })
         };
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // The rollout starts once the stream is under way: a gang placed.
+        muster_harness::wait_for("a gang of the stream placed", Duration::from_secs(60), || async {
+            let placed = watch.lock().unwrap().placed.len();
+            Ok(if placed > 0 {
+                Progress::Done(())
+            } else {
+                Progress::NotYet("none placed yet".into())
+            })
+        })
+        .await?;
         // The Deployment's rollout: a new pod first (maxSurge 1), Ready; then an old one goes
         // (maxUnavailable 0) and its pod is deleted. muster-a, the leader, goes first, then
         // muster-b, whichever part it plays by then.
@@ -964,7 +986,8 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
                 })
             },
         )
-        .await?;
+        .await
+        .truth()?;
         stop_watch.send(true)?;
         watcher.await??;
         let errors = scheduler_errors(&ha.cp) - errors_before;
@@ -972,10 +995,9 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
             "ROLL: {} gangs placed whole, 0 partial, {errors} scheduling cycles failed with an error (extender calls refused or unanswered) during the rollout",
             gangs.len()
         );
-        ensure!(
-            k8s::check_no_overcommit(&client).await?.is_ok(),
-            "a node is over-committed"
-        );
+        k8s::check_no_overcommit(&client)
+                .await?
+                .map_err(anyhow::Error::msg)?;
         Ok(())
     }
     .await;
@@ -1136,7 +1158,8 @@ async fn a_drain_evicts_the_leader_through_the_pdb_one_replica_at_a_time_while_a
                 })
             },
         )
-        .await?;
+        .await
+        .truth()?;
         // The other replica, now the leader, may not be evicted while its peer is gone.
         report_status(&ha.cp, "muster-b", true).await?;
         ensure!(
@@ -1166,10 +1189,9 @@ async fn a_drain_evicts_the_leader_through_the_pdb_one_replica_at_a_time_while_a
         ha.terminate(1).await?;
         ensure!(ha.leader().await? == c, "muster-c took over");
         ha.wait_routed_to(c, Duration::from_secs(10)).await?;
-        ensure!(
-            k8s::check_no_overcommit(&client).await?.is_ok(),
-            "a node is over-committed"
-        );
+        k8s::check_no_overcommit(&client)
+                .await?
+                .map_err(anyhow::Error::msg)?;
         Ok(())
     }
     .await;

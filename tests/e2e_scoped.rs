@@ -21,33 +21,24 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
+use muster_harness::checks::{metric, parse_metrics};
 use muster_harness::k8s::{pod_node, GangKey};
 use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, POLICY_FILE};
 use muster_harness::process::signal;
+use muster_harness::truth::TruthContext;
 use muster_harness::{
-    holds_for, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer,
+    holds_for, names, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
+    Timer, PLACE, REASON, TOGETHER, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// Deadline for something that should happen.
-const PLACE: Duration = Duration::from_secs(60);
 /// Deadline for a plain pod with room to be bound ("at once", with room for a busy machine).
 const PLAIN: Duration = Duration::from_secs(20);
-/// Deadline for a wait reason to show up in `/gangs` and Events.
-const REASON: Duration = Duration::from_secs(30);
-/// Observation window for "stays as it is".
-const WINDOW: Duration = Duration::from_secs(3);
-/// Members of one gang must be bound within this of each other.
-const TOGETHER: Duration = Duration::from_secs(3);
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
 
 async fn scoped_cluster() -> Result<Cluster> {
     Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await
-}
-
-fn names(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 async fn create_gang(c: &Cluster, group: &str, members: &[String], cpu: &str) -> Result<()> {
@@ -63,30 +54,15 @@ async fn create_gang(c: &Cluster, group: &str, members: &[String], cpu: &str) ->
     Ok(())
 }
 
-fn spread(bound: &BTreeMap<String, (String, Instant)>) -> Duration {
-    let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
-    match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) => b.duration_since(*a),
-        _ => Duration::ZERO,
-    }
-}
-
-async fn no_overcommit(c: &Cluster) -> Result<()> {
-    if let Err(e) = c.check_no_overcommit().await? {
-        bail!("{e}");
-    }
-    Ok(())
-}
-
 /// The gang is bound whole, its members within [`TOGETHER`] of each other.
 async fn placed_whole(c: &Cluster, members: &[String]) -> Result<BTreeMap<String, String>> {
     let bound = c.wait_bound("ml", members, PLACE).await?;
     let s = spread(&bound);
-    ensure!(
+    muster_harness::ensure_truth!(
         s <= TOGETHER,
         "members bound {s:?} apart (> {TOGETHER:?}): {bound:?}"
     );
-    no_overcommit(c).await?;
+    c.assert_no_overcommit().await?;
     Ok(bound.into_iter().map(|(k, (n, _))| (k, n)).collect())
 }
 
@@ -222,7 +198,7 @@ async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_befor
         }
         let bound = placed_whole(&c, &members).await?;
         let nodes: BTreeSet<&String> = bound.values().collect();
-        ensure!(nodes.len() == 3, "one member per node: {bound:?}");
+        muster_harness::ensure_truth!(nodes.len() == 3, "one member per node: {bound:?}");
         let at_ungate = wait_for("the watch to show every gate gone", WINDOW, || async {
             let seen = recorder.at_ungate();
             Ok(if members.iter().all(|m| seen.contains_key(m)) {
@@ -272,15 +248,16 @@ async fn a_gang_that_cannot_fit_stays_gated_while_a_plain_pod_takes_the_room_the
         .await?;
         c.create(PodBuilder::new("ml", "plain").cpu("600m")).await?;
         let plain = c.wait_bound("ml", &["plain".to_string()], PLAIN).await?;
-        ensure!(plain["plain"].0 == "node-1", "{plain:?}");
+        muster_harness::ensure_truth!(plain["plain"].0 == "node-1", "{plain:?}");
         holds_for("the gang to stay gated and unbound", WINDOW, || {
             all_gated(&c, &members)
         })
-        .await?;
+        .await
+        .truth()?;
         c.add_node("node-2", NodeShape::cpu("1")).await?;
         c.add_node("node-3", NodeShape::cpu("1")).await?;
         let bound = placed_whole(&c, &members).await?;
-        ensure!(
+        muster_harness::ensure_truth!(
             bound.values().all(|n| n != "node-1"),
             "the plain pod's node has no room for a member: {bound:?}"
         );
@@ -321,7 +298,8 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
             WINDOW,
             || all_gated(&c, &members),
         )
-        .await?;
+        .await
+        .truth()?;
         stopped.resume()?;
         placed_whole(&c, &members).await?;
         Ok(())
@@ -430,7 +408,7 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
         stalled.resume()?;
         let bound = placed_whole(&c, &members).await?;
         for m in &members {
-            ensure!(
+            muster_harness::ensure_truth!(
                 bound[m] == nominated[m],
                 "{m} bound to {} but nominated to {}",
                 bound[m],
@@ -519,11 +497,10 @@ async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> 
         );
         let (status, metrics) = c.muster.get("/metrics").await?;
         ensure!(status == 200, "/metrics answered {status}");
-        let count = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("muster_gang_markers_missing_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .ok_or_else(|| anyhow!("no muster_gang_markers_missing_total in /metrics"))?;
+        let count = metric(
+            &parse_metrics(&metrics),
+            "muster_gang_markers_missing_total",
+        )?;
         ensure!(count >= 1.0, "muster_gang_markers_missing_total is {count}");
         Ok(())
     }

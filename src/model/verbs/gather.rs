@@ -47,8 +47,9 @@ pub fn gather_gate_index(pod: &PodInfo) -> Option<usize> {
         .position(|g| g == GATHER_GATE)
 }
 
-/// A member whose gate muster removes: which pod, and where its gate is (the patch tests the
-/// name at that index, so a pod changed meanwhile is left for the next round).
+/// A member whose gate muster removes: which pod, and where its gate was when planned. The
+/// patch (`cluster::gather`) deletes the gate by name and names the pod's UID, which is what
+/// keeps a pod replaced meanwhile untouched; the index is not sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ungate {
     pub pod: PodRef,

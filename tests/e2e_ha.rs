@@ -894,7 +894,11 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
         };
         // The rollout starts once the stream is under way: a gang placed.
         muster_harness::wait_for("a gang of the stream placed", Duration::from_secs(60), || async {
-            let placed = watch.lock().unwrap().placed.len();
+            let w = watch.lock().unwrap();
+            if let Some(e) = &w.failed {
+                bail!("{e}");
+            }
+            let placed = w.placed.len();
             Ok(if placed > 0 {
                 Progress::Done(())
             } else {

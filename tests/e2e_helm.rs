@@ -7,7 +7,8 @@
 //! differences that are meant are listed in [`INTENDED_DIFFERENCES`] and must each be seen), the
 //! chart's options beyond Kustomize, and bad values refused by the values schema. With a real
 //! kube-apiserver (no scheduler, no muster): every render through a server-side dry-run, with
-//! stand-in CRDs from `tests/crds/` for cert-manager's and the Prometheus Operator's kinds.
+//! stand-in CRDs from `tests/crds/` for cert-manager's and the Prometheus Operator's kinds, then
+//! `helm install` and `helm uninstall` for real.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -774,7 +775,7 @@ async fn wait_served(kc: &Path, gvs: &[(&str, &str)]) -> Result<()> {
 }
 
 #[tokio::test]
-async fn every_chart_render_passes_server_side_dry_run() -> Result<()> {
+async fn every_chart_render_passes_server_side_dry_run_and_helm_installs_it() -> Result<()> {
     let _t = Timer("helm dry-run", Instant::now());
     // Rendered first: a chart that does not render fails before a control plane is started.
     let renders: Vec<(String, String)> = [
@@ -843,5 +844,73 @@ async fn every_chart_render_passes_server_side_dry_run() -> Result<()> {
         );
         eprintln!("{what}: {} objects pass server-side dry-run", judged.len());
     }
+
+    // `helm install` as deploy/README.md says (the chart creates its namespace; the release is
+    // recorded in the kubeconfig's namespace), into a namespace nothing above created, then
+    // `helm uninstall` takes the cluster-scoped objects with it.
+    let install_ns = "muster-helm";
+    let kc_flag = format!("--kubeconfig={}", kc.display());
+    let out = helm(&[
+        "install",
+        "muster",
+        CHART,
+        &kc_flag,
+        "--set",
+        &format!("namespace.name={install_ns}"),
+        "--set",
+        "schedulerMode=second-scheduler",
+    ])?;
+    ensure!(
+        out.ok && out.stdout.contains("STATUS: deployed"),
+        "helm install failed:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    ensure!(
+        out.stdout.contains(&format!(
+            "kubectl -n {install_ns} rollout status deploy/muster"
+        )),
+        "helm install prints no NOTES with the namespace:\n{}",
+        out.stdout
+    );
+    for (kind, ns, name) in [
+        ("namespace", "", install_ns),
+        ("deployment", install_ns, "muster"),
+        ("deployment", install_ns, "muster-scheduler"),
+        ("configmap", install_ns, "muster-scheduler-config"),
+        ("clusterrole", "", "muster"),
+        ("mutatingadmissionpolicy", "", "muster-gang-members"),
+    ] {
+        let mut args = vec!["get", kind, name, "-o", "name"];
+        if !ns.is_empty() {
+            args.extend(["-n", ns]);
+        }
+        let got = kubectl(Some(&kc), &args, None)?;
+        ensure!(
+            got.ok,
+            "after helm install: no {kind} {ns}/{name}: {}",
+            got.stderr.trim()
+        );
+    }
+    let out = helm(&["uninstall", "muster", &kc_flag])?;
+    ensure!(out.ok, "helm uninstall failed:\n{}", out.stderr);
+    let got = kubectl(
+        Some(&kc),
+        &[
+            "get",
+            "clusterrole",
+            "muster",
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ],
+        None,
+    )?;
+    ensure!(
+        got.ok && got.stdout.trim().is_empty(),
+        "after helm uninstall the ClusterRole muster is still there: {}{}",
+        got.stdout,
+        got.stderr
+    );
     Ok(())
 }

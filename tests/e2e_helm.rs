@@ -122,8 +122,17 @@ fn run(bin: &Path, args: &[&str], stdin: Option<&str>, envs: &[(&str, &Path)]) -
 }
 
 /// `MUSTER_HELM`, else the helm `tests/cluster/build-helm.sh` caches (it builds it on first use
-/// and returns at once when cached).
+/// and returns at once when cached); asked once per test binary.
 fn helm_bin() -> Result<PathBuf> {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(p) = BIN.get() {
+        return Ok(p.clone());
+    }
+    let p = find_helm()?;
+    Ok(BIN.get_or_init(|| p).clone())
+}
+
+fn find_helm() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("MUSTER_HELM") {
         return Ok(PathBuf::from(p));
     }

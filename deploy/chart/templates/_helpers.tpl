@@ -5,12 +5,12 @@ Call with (dict "ctx" $ "name" "muster"); "name" may be empty; "noPartOf" true l
 part-of (as on the second scheduler's ConfigMap, which Kustomize generates without labels).
 */}}
 {{- define "muster.labels" -}}
-{{- if .name }}
+{{- if .name -}}
 app.kubernetes.io/name: {{ .name }}
-{{- end }}
-{{- if not .noPartOf }}
+{{ end -}}
+{{- if not .noPartOf -}}
 app.kubernetes.io/part-of: muster
-{{- end }}
+{{ end -}}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}

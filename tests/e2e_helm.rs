@@ -210,9 +210,14 @@ fn kubectl(kubeconfig: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Res
 fn kustomize(dir: &str) -> Result<String> {
     let overlay;
     let target = if dir == "cert-manager" {
-        overlay = repo_root()
-            .join("target")
-            .join(format!("helm-cert-manager-overlay-{}", std::process::id()));
+        overlay = repo_root().join("target").join(format!(
+            "helm-cert-manager-overlay-{}-{}",
+            std::process::id(),
+            {
+                static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            }
+        ));
         fs::create_dir_all(&overlay)?;
         fs::write(
             overlay.join("kustomization.yaml"),

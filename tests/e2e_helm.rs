@@ -720,6 +720,14 @@ fn bad_values_are_refused_with_the_field_named() -> Result<()> {
             out.stderr
         );
     }
+    // The admission policy's API (admissionregistration.k8s.io/v1 MutatingAdmissionPolicy) is
+    // served from 1.36: an older cluster is refused by the chart's kubeVersion.
+    let out = helm(&["template", "muster", CHART, "--kube-version", "v1.35.4"])?;
+    ensure!(
+        !out.ok && out.stderr.contains("incompatible with Kubernetes v1.35.4"),
+        "Kubernetes 1.35 was not refused:\n{}",
+        out.stderr
+    );
     Ok(())
 }
 

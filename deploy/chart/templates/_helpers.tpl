@@ -1,0 +1,27 @@
+{{/*
+The labels every object carries: the Kustomize base's (app.kubernetes.io/name when given,
+app.kubernetes.io/part-of) and Helm's own (which tests/e2e_helm.rs drops before comparing).
+Call with (dict "ctx" $ "name" "muster"); "name" may be empty; "noPartOf" true leaves out
+part-of (as on the second scheduler's ConfigMap, which Kustomize generates without labels).
+*/}}
+{{- define "muster.labels" -}}
+{{- if .name -}}
+app.kubernetes.io/name: {{ .name }}
+{{ end -}}
+{{- if not .noPartOf -}}
+app.kubernetes.io/part-of: muster
+{{ end -}}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The namespace muster and the second scheduler run in. */}}
+{{- define "muster.namespace" -}}
+{{ required "namespace.name must be set" .Values.namespace.name }}
+{{- end }}
+
+{{/* Whether cert-manager issues the certificates. */}}
+{{- define "muster.certManager" -}}
+{{- if eq .Values.certificates "cert-manager" }}true{{ end }}
+{{- end }}

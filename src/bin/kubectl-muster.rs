@@ -97,6 +97,10 @@ async fn client(args: &Args) -> Result<(kube::Client, String)> {
         },
     };
     let ns = config.default_namespace.clone();
+    // A user waits for an answer: a 503 from the service proxy means muster is unreachable
+    // (the fallback), not something to retry for seconds.
+    let mut config = config;
+    config.default_retry = false;
     Ok((
         kube::Client::try_from(config).context("cannot build a Kubernetes client")?,
         ns,

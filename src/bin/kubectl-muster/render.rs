@@ -106,9 +106,10 @@ pub fn age(seconds: i64) -> String {
     }
 }
 
-/// Members present/placed/minimum: per task when the gang has tasks, else for the gang.
+/// Members present/placed/minimum: per task when a task has a minimum of its own, else for the
+/// gang (tasks named only by their members have no minimum to show).
 fn members_column(g: &Gang) -> String {
-    if g.tasks.is_empty() {
+    if g.tasks.iter().all(|t| t.minimum == 0) {
         format!("{}/{}/{}", g.members_live, g.members_with_nodes, g.quorum)
     } else {
         g.tasks
@@ -527,6 +528,12 @@ ml         seed  key muster.dev/group  placed   2/2/2                         0 
 "
         );
         assert_eq!(gangs_table(&[], NOW), "No gangs.\n");
+        // Tasks named only by their members: the gang's own numbers.
+        let mut g = gang();
+        for t in &mut g.tasks {
+            t.minimum = 0;
+        }
+        assert_eq!(members_column(&g), "3/0/3");
     }
 
     #[test]

@@ -62,12 +62,12 @@ async fn status_while_waiting(
 ) -> Result<Value> {
     let none_bound = || async {
         let bound = c.bound_pods(ns).await?;
-        Ok::<_, anyhow::Error>(members.iter().find(|m| bound.contains_key(*m)).map(|m| {
-            format!(
-                "{CLUSTER_TRUTH} {m} was bound to {} while its gang waits",
-                bound[m]
-            )
-        }))
+        Ok::<_, anyhow::Error>(
+            members
+                .iter()
+                .find(|m| bound.contains_key(*m))
+                .map(|m| format!("{m} was bound to {} while its gang waits", bound[m])),
+        )
     };
     let got = wait_for(what, REASON, || async {
         if let Some(e) = none_bound().await? {
@@ -83,7 +83,7 @@ async fn status_while_waiting(
     .await?;
     holds_for(&format!("{ns}/{name} to wait whole"), WINDOW, || async {
         Ok(match none_bound().await? {
-            Some(e) => Err(e),
+            Some(e) => Err(format!("{CLUSTER_TRUTH} {e}")),
             None => Ok(()),
         })
     })

@@ -4,13 +4,17 @@
 //! - conditions of other types (other writers') are kept as they are;
 //! - Kubernetes' `PodGroupInitiallyScheduled` is terminal once `True` (kube-scheduler's
 //!   `updatePodGroupCondition` never takes it back to `False`, and neither does muster);
+//! - Volcano's `Inqueue` is never taken back to `Pending` (its scheduler's `jobStatus` does not,
+//!   and its job controller creates pods only past `Pending`);
 //! - scheduler-plugins' `scheduleStartTime` is set once, when the phase first leaves `Pending`.
 //!
 //! A JSON merge patch replaces a list whole, so `conditions` is written as the full merged list.
 
 use serde_json::{json, Map, Value};
 
-use crate::model::podgroup_status::{Condition, DesiredStatus, KUBERNETES_INITIALLY_SCHEDULED};
+use crate::model::podgroup_status::{
+    Condition, DesiredStatus, VolcanoPhase, KUBERNETES_INITIALLY_SCHEDULED,
+};
 
 /// The `status` to write over `current` (the object's `status`, `Value::Null` if none), or
 /// `None` when it already shows `desired`. `now` is RFC 3339 (`2026-12-01T17:00:00Z`);
@@ -30,7 +34,13 @@ pub fn status_patch(
             failed,
             conditions,
         } => {
-            next.insert("phase".into(), json!(phase.as_str()));
+            // As Volcano's scheduler (`jobStatus`): a gang below quorum that is already
+            // `Inqueue` stays so, never back to `Pending` — Volcano's job controller creates and
+            // replaces a job's pods only while its PodGroup is past `Pending`.
+            let keep_inqueue = *phase == VolcanoPhase::Pending && current["phase"] == "Inqueue";
+            if !keep_inqueue {
+                next.insert("phase".into(), json!(phase.as_str()));
+            }
             set_count(&mut next, "running", *running);
             set_count(&mut next, "succeeded", *succeeded);
             set_count(&mut next, "failed", *failed);
@@ -154,7 +164,7 @@ fn merge_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::podgroup_status::{SchedulerPluginsPhase, VolcanoPhase};
+    use crate::model::podgroup_status::SchedulerPluginsPhase;
 
     const T0: &str = "2026-12-01T17:00:00Z";
     const T1: &str = "2026-12-01T17:05:00Z";
@@ -216,6 +226,17 @@ mod tests {
         assert_eq!(c[0]["message"], "new");
         assert_eq!(c[0]["lastTransitionTime"], T0);
         assert_eq!(c[1]["type"], "Other");
+    }
+
+    #[test]
+    fn volcano_status_inqueue_is_never_taken_back_to_pending() {
+        let current = json!({"phase": "Inqueue"});
+        let d = volcano(VolcanoPhase::Pending, vec![waiting("w")]);
+        let s = status_patch(&current, &d, T0, None).expect("the condition is new");
+        assert_eq!(s["phase"], "Inqueue");
+        let d = volcano(VolcanoPhase::Running, vec![]);
+        let s = status_patch(&current, &d, T0, None).unwrap();
+        assert_eq!(s["phase"], "Running");
     }
 
     #[test]

@@ -43,6 +43,17 @@ pub struct Args {
     #[arg(long, env = "MUSTER_OPS_LISTEN_ADDR")]
     pub ops_listen_addr: Option<SocketAddr>,
 
+    /// Also serve the read-only gang view, /gangs, on --ops-listen-addr (plain HTTP): what
+    /// `kubectl muster` reads through the API server's service proxy. It names gang pods and
+    /// nodes of every namespace to whoever reaches that port.
+    #[arg(long, env = "MUSTER_OPS_GANGS", requires = "ops_listen_addr")]
+    pub ops_gangs: bool,
+
+    /// How often the leader writes gangs' phase, counts and reason back to their PodGroups'
+    /// status (each write only when it changed); 0s: never.
+    #[arg(long, env = "MUSTER_PODGROUP_STATUS_INTERVAL", default_value = "2s", value_parser = parse_status_interval)]
+    pub podgroup_status_interval: Duration,
+
     /// Path under which the verbs are served: the path part of the extender `urlPrefix`
     /// ("" serves /filter, /prioritize, /bind).
     #[arg(long, env = "MUSTER_URL_PREFIX", default_value = "", value_parser = parse_prefix)]
@@ -397,6 +408,13 @@ fn parse_creation_window(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_status_interval(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() || d >= Duration::from_millis(200) => Ok(d),
+        _ => Err("must be 0s (never) or at least 200ms".into()),
+    }
+}
+
 fn parse_discovery_interval(s: &str) -> Result<Duration, String> {
     match parse_duration(s)? {
         d if d < Duration::from_secs(1) => {
@@ -458,6 +476,16 @@ mod tests {
         assert_eq!(a.max_body_bytes, 32 << 20);
         assert_eq!(a.log_format, LogFormat::Text);
         assert_eq!(a.pod_group_discovery_interval, Duration::from_secs(30));
+        assert_eq!(a.podgroup_status_interval, Duration::from_secs(2));
+        assert!(!a.ops_gangs);
+    }
+
+    #[test]
+    fn podgroup_status_interval_and_ops_gangs() {
+        assert!(parse(&["--podgroup-status-interval=0s"]).is_ok());
+        assert!(parse(&["--podgroup-status-interval=10ms"]).is_err());
+        assert!(parse(&["--ops-gangs"]).is_err(), "needs --ops-listen-addr");
+        assert!(parse(&["--ops-gangs", "--ops-listen-addr=0.0.0.0:8889"]).is_ok());
     }
 
     #[test]

@@ -229,6 +229,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             cluster::evictor::GIVE_UP_AFTER,
         ));
     }
+    // PodGroup status written back by the leader (explained).
+    if !args.podgroup_status_interval.is_zero() {
+        tasks.spawn(cluster::status::run(
+            client.clone(),
+            shared.clone(),
+            args.podgroup_status_interval,
+        ));
+    }
     let expiry = shared.clone();
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -274,14 +282,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     client_certificates,
                     "muster serving the verbs and /gangs over {scheme}"
                 );
-                info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics over HTTP");
+                let also = if args.ops_gangs {
+                    " and the read-only /gangs"
+                } else {
+                    ""
+                };
+                info!(addr = %args.ops_listen_addr.expect("set"), "muster serving /healthz, /readyz and /metrics{also} over HTTP");
                 let verbs = serve(
                     listener,
                     tls_config,
                     verbs_router(state.clone(), &args.url_prefix),
                     stop.clone(),
                 );
-                let ops = serve(ops, None, ops_router(state), stop);
+                let ops = serve(ops, None, ops_router(state, args.ops_gangs), stop);
                 tokio::try_join!(verbs, ops).map(|_| ())
             }
         }

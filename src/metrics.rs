@@ -46,6 +46,14 @@ pub struct ApiLabel {
     pub api: &'static str,
 }
 
+/// A PodGroup API and what became of one status write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiOutcomeLabel {
+    pub api: &'static str,
+    /// `written`, `unchanged` (the object already showed it), `conflict`, `gone`, `failed`.
+    pub outcome: &'static str,
+}
+
 /// What the table knows of one PodGroup API, for [`Metrics::render`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodGroupGauge {
@@ -86,6 +94,8 @@ pub struct Metrics {
     pub gates_removed: Counter,
     /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
     pub gang_markers_missing: Counter,
+    /// PodGroup status writes by API and outcome (`cluster::status`).
+    pub podgroup_status_writes: Family<ApiOutcomeLabel, Counter>,
     started: Instant,
     /// Milliseconds after `started` of the last watch event (0 = none yet).
     last_cache_event_ms: AtomicU64,
@@ -134,6 +144,7 @@ impl Metrics {
             leader_takeovers: Counter::default(),
             gates_removed: Counter::default(),
             gang_markers_missing: Counter::default(),
+            podgroup_status_writes: Family::default(),
             started: Instant::now(),
             last_cache_event_ms: AtomicU64::new(0),
             registry: Registry::default(),
@@ -235,6 +246,11 @@ impl Metrics {
             "gang_markers_missing",
             "Gang members seen without the muster.dev/gang resource: kube-scheduler schedules them without muster; apply deploy/gang-admission-policy.yaml",
             m.gang_markers_missing.clone(),
+        );
+        registry.register(
+            "podgroup_status_writes",
+            "PodGroup status writes by API and outcome: written, unchanged (the object already showed it), conflict (written by someone else meanwhile; tried again), gone, failed",
+            m.podgroup_status_writes.clone(),
         );
         Metrics { registry, ..m }
     }

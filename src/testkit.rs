@@ -36,6 +36,7 @@ pub fn pod(name: &str) -> PodBuilder {
             nominated_node: None,
             gang_marker: false,
             terminal: false,
+            phase: Default::default(),
             priority: 0,
             created: 0,
             membership: Ok(None),
@@ -108,6 +109,13 @@ impl PodBuilder {
     }
     pub fn terminal(mut self) -> Self {
         self.info.terminal = true;
+        self
+    }
+    /// `status.phase` (`Succeeded` and `Failed` also make the pod terminal).
+    pub fn phase(mut self, phase: crate::model::objects::PodPhase) -> Self {
+        use crate::model::objects::PodPhase;
+        self.info.phase = phase;
+        self.info.terminal = matches!(phase, PodPhase::Succeeded | PodPhase::Failed);
         self
     }
     /// Creation time, in seconds since the epoch.

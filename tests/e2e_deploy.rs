@@ -650,6 +650,16 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("list", SCHEDULING, "podgroups"),
         access("watch", SCHEDULING, "podgroups"),
         access("get", SCHEDULING, "podgroups").named("pg").ns(team),
+        // Each gang's status written back to its PodGroup.
+        access("patch", VOLCANO, "podgroups").sub("status").ns(team),
+        // Volcano's CRD has no status subresource: the object itself, status only.
+        access("patch", VOLCANO, "podgroups").ns(team),
+        access("patch", COSCHEDULING, "podgroups")
+            .sub("status")
+            .ns(team),
+        access("patch", SCHEDULING, "podgroups")
+            .sub("status")
+            .ns(team),
         // The leader label on its own pod, and a stale one on another replica's pod.
         access("list", CORE, "pods").ns(NS),
         access("patch", CORE, "pods")
@@ -690,7 +700,8 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("delete", COORD, "leases").named("muster").ns(NS),
         access("patch", COORD, "leases").named("muster").ns(NS),
         access("list", COORD, "leases").ns(NS),
-        // PodGroups are read, never written, and nothing else of their groups is read.
+        // PodGroups' specs are never written (their status only patched), and nothing else of
+        // their groups is read.
         access("create", VOLCANO, "podgroups").ns(team),
         access("update", COSCHEDULING, "podgroups")
             .sub("status")
@@ -784,6 +795,7 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "ServiceAccount/muster-system/muster",
         "ClusterRole//muster",
         "ClusterRoleBinding//muster",
+        "ClusterRole//muster-gang-viewer",
         "Role/muster-system/muster-leader-election",
         "RoleBinding/muster-system/muster-leader-election",
         "Role/muster-system/muster-certs",
@@ -851,6 +863,10 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "scheduling.k8s.io podgroups get",
         "scheduling.k8s.io podgroups list",
         "scheduling.k8s.io podgroups watch",
+        "scheduling.volcano.sh podgroups/status patch",
+        "scheduling.volcano.sh podgroups patch",
+        "scheduling.x-k8s.io podgroups/status patch",
+        "scheduling.k8s.io podgroups/status patch",
     ]
     .map(String::from)
     .into();

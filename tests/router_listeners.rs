@@ -72,12 +72,30 @@ async fn verbs_router_serves_the_verbs_and_gangs_only() {
 
 #[tokio::test]
 async fn ops_router_serves_probes_and_metrics_only() {
-    let app = ops_router(state());
+    let app = ops_router(state(), false);
     for (m, p) in OPS {
         assert_eq!(status(&app, m, p).await, StatusCode::OK, "{m} {p}");
     }
     for (m, p) in VERBS
         .into_iter()
+        .chain([("POST", "/filter"), ("POST", "/bind")])
+    {
+        assert_eq!(status(&app, m, p).await, StatusCode::NOT_FOUND, "{m} {p}");
+    }
+}
+
+/// `--ops-gangs`: the read-only `/gangs` joins the probes (for `kubectl muster` through the API
+/// server's service proxy); the verbs still do not.
+#[tokio::test]
+async fn ops_router_with_ops_gangs_serves_gangs_but_no_verb() {
+    let app = ops_router(state(), true);
+    assert_eq!(status(&app, "GET", "/gangs").await, StatusCode::OK);
+    for (m, p) in OPS {
+        assert_eq!(status(&app, m, p).await, StatusCode::OK, "{m} {p}");
+    }
+    for (m, p) in VERBS
+        .into_iter()
+        .filter(|(_, p)| *p != "/gangs")
         .chain([("POST", "/filter"), ("POST", "/bind")])
     {
         assert_eq!(status(&app, m, p).await, StatusCode::NOT_FOUND, "{m} {p}");

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSel
 use crate::model::gather::GANG_MARKER;
 use crate::model::membership::membership_of;
 use crate::model::objects::{
-    pod_requests, ContainerRequests, PodRules, Taint, Toleration, TolerationOperator,
+    pod_requests, ContainerRequests, PodPhase, PodRules, Taint, Toleration, TolerationOperator,
 };
 use crate::model::quantity::QuantityError;
 use crate::model::rules::{
@@ -190,6 +190,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .map(Arc::from),
         gang_marker,
         terminal: matches!(phase, Some("Succeeded") | Some("Failed")),
+        phase: PodPhase::parse(phase),
         priority,
         created: meta
             .creation_timestamp

@@ -10,4 +10,5 @@ pub mod evictor;
 pub mod gather;
 pub mod leader;
 pub mod podgroups;
+pub mod status;
 pub mod watch;

@@ -93,7 +93,16 @@ pub fn verbs_router(state: AppState, prefix: &str) -> Router {
 }
 
 /// `/healthz`, `/readyz` and `/metrics`: plain HTTP on `--ops-listen-addr`, for kubelet probes
-/// and Prometheus, which present no client certificate.
-pub fn ops_router(state: AppState) -> Router {
-    probes().fallback(ops::not_found).with_state(state)
+/// and Prometheus, which present no client certificate; with `gangs` (`--ops-gangs`) also the
+/// read-only `/gangs`, which `kubectl muster` reads through the API server's service proxy
+/// (the user's RBAC on `services/proxy` decides who may; the verbs stay behind the client
+/// certificate).
+pub fn ops_router(state: AppState, gangs: bool) -> Router {
+    let probes = probes();
+    let probes = if gangs {
+        probes.route("/gangs", get(ops::gangs))
+    } else {
+        probes
+    };
+    probes.fallback(ops::not_found).with_state(state)
 }

@@ -503,3 +503,22 @@ pub fn gang_disrupted(key: &GangKey, by: &PodInfo, node: &str) -> String {
 pub fn beyond_preemption(does_not_fit: &str) -> String {
     format!("{does_not_fit}, even with every lower-priority pod evicted: preemption cannot help")
 }
+
+/// A PodGroup's status while its gang waits with no refusal to quote yet.
+pub fn podgroup_waiting(
+    namespace: &str,
+    name: &str,
+    with_nodes: u32,
+    live: u32,
+    quorum: u32,
+) -> String {
+    let exist = if live == 1 { "exists" } else { "exist" };
+    format!(
+        "gang {namespace}/{name} waiting: {with_nodes} of {quorum} members have nodes, {live} {exist}"
+    )
+}
+
+/// A PodGroup's status once its gang is placed.
+pub fn podgroup_placed(namespace: &str, name: &str, scheduled: u32, quorum: u32) -> String {
+    format!("gang {namespace}/{name}: {scheduled} of {quorum} members have nodes")
+}

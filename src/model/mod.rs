@@ -36,6 +36,7 @@ mod verbs;
 
 pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
 pub use verbs::gather;
+pub use verbs::podgroup_status;
 
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,29 @@ use crate::model::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadCon
 pub type PodUid = Arc<str>;
 pub type NodeName = Arc<str>;
 
+/// A pod's `status.phase`, as PodGroup statuses count it; `Pending` also stands for an
+/// unknown or missing phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl PodPhase {
+    /// From `status.phase` (`None` or anything else: `Pending`).
+    pub fn parse(phase: Option<&str>) -> Self {
+        match phase {
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            _ => PodPhase::Pending,
+        }
+    }
+}
+
 /// A pod as the model sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodInfo {
@@ -33,6 +56,8 @@ pub struct PodInfo {
     pub gang_marker: bool,
     /// Succeeded or Failed: its requests no longer count against its node.
     pub terminal: bool,
+    /// `status.phase`: what PodGroup statuses count (running, succeeded, failed).
+    pub phase: PodPhase,
     pub priority: i32,
     /// Seconds since the epoch of `metadata.creationTimestamp` (orders competing gangs).
     pub created: i64,

@@ -1,6 +1,6 @@
 //! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
-//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild` and `views`.
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `views` and `podgroup_status` (the status written back to PodGroups).
 
 pub(crate) mod apply;
 pub(crate) mod bind;
@@ -8,6 +8,7 @@ pub(crate) mod expiry;
 pub(crate) mod filter;
 pub mod gather;
 pub(crate) mod pod_groups;
+pub mod podgroup_status;
 pub(crate) mod preempt;
 pub(crate) mod preemption_hold;
 pub(crate) mod prioritize;

@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::PodPhase;
 use crate::model::inputs::spec::SpecSource;
 use crate::model::planning::selection::task_of;
 use crate::model::table::gang::{Gang, Phase};
@@ -78,6 +79,14 @@ pub struct GangView {
     /// Per task (named by a minimum or by a live member): members present, placed, minimum.
     pub tasks: Vec<TaskView>,
     pub members_with_nodes: u32,
+    /// Live members (not finished, not being deleted).
+    pub members_live: u32,
+    /// Members by `status.phase`, as PodGroup statuses count them.
+    pub running: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    /// Seconds since the epoch of the oldest member's `creationTimestamp` (the gang's age).
+    pub created: i64,
     pub members: Vec<MemberView>,
     /// Why the gang waits, in the words of its last refusal.
     pub waiting_reason: Option<String>,
@@ -252,6 +261,18 @@ impl GangTable {
                 view.placed += u32::from(p.charged_node().is_some());
             }
         }
+        let (mut live, mut running, mut succeeded, mut failed) = (0, 0, 0, 0);
+        let mut created = i64::MAX;
+        for p in self.members_of(gang) {
+            live += u32::from(p.is_live());
+            created = created.min(p.info.created);
+            match p.info.phase {
+                PodPhase::Running => running += 1,
+                PodPhase::Succeeded => succeeded += 1,
+                PodPhase::Failed => failed += 1,
+                PodPhase::Pending => {}
+            }
+        }
         let state = self.gang_state(key, gang, now);
         let timeout = facts.spec.timeout_or(self.config.default_timeout);
         GangView {
@@ -262,6 +283,11 @@ impl GangTable {
             spec_source: SpecSourceView::of(key, &facts.spec.source),
             tasks: tasks.into_values().collect(),
             members_with_nodes: facts.with_nodes,
+            members_live: live,
+            running,
+            succeeded,
+            failed,
+            created: if created == i64::MAX { 0 } else { created },
             members,
             waiting_reason: (state != GangState::Placed)
                 .then(|| gang.last_wait_message.clone())

@@ -1,0 +1,310 @@
+//! End-to-end: muster writes each gang's state back to its PodGroup's status, in that API's own
+//! fields (explained), against the real control plane with muster as its ServiceAccount under
+//! the shipped RBAC (so these also prove it may write them):
+//! - Volcano `scheduling.volcano.sh/v1beta1` (its CRD, like upstream's, has no status
+//!   subresource): `phase` Pending and an `Unschedulable` condition naming "1 of 2 members fit"
+//!   while the gang waits, `phase` Running and a `Scheduled` condition once placed;
+//! - scheduler-plugins `scheduling.x-k8s.io/v1alpha1` (status subresource): `phase`
+//!   PreScheduling while waiting, Scheduled with `scheduled` and `scheduleStartTime` once placed;
+//! - Kubernetes `scheduling.k8s.io/v1beta1`: `PodGroupInitiallyScheduled` False/Unschedulable
+//!   with muster's reason, then True/Scheduled.
+//!
+//! Each gang has room for only part of its quorum first, where kube-scheduler alone binds the
+//! members that fit: every poll checks first that no member is bound (cluster truth), so
+//! `tests/control-run` sees each fail without muster.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Result};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::Api;
+use muster_harness::podgroups::{self, PodGroupApi};
+use muster_harness::{
+    holds_for, pod_names as names, truth, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder,
+    Progress, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
+};
+use serde_json::Value;
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
+const SECOND_SCHEDULER: &str = "muster-scheduler";
+
+fn resource(api: PodGroupApi) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(api.group(), api.version(), "PodGroup"),
+        "podgroups",
+    )
+}
+
+/// The PodGroup's `status` (`Null` if none).
+async fn status(c: &Cluster, api: PodGroupApi, ns: &str, name: &str) -> Result<Value> {
+    let pgs: Api<DynamicObject> = Api::namespaced_with(c.client(), ns, &resource(api));
+    let o = pgs.get(name).await?;
+    Ok(o.data.get("status").cloned().unwrap_or(Value::Null))
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Polls until the PodGroup's status satisfies `want`, failing at once (cluster truth) if a
+/// member of `members` is bound meanwhile; then checks over [`WINDOW`] that none is.
+async fn status_while_waiting(
+    c: &Cluster,
+    api: PodGroupApi,
+    ns: &str,
+    name: &str,
+    members: &[String],
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let none_bound = || async {
+        let bound = c.bound_pods(ns).await?;
+        Ok::<_, anyhow::Error>(
+            members
+                .iter()
+                .find(|m| bound.contains_key(*m))
+                .map(|m| format!("{m} was bound to {} while its gang waits", bound[m])),
+        )
+    };
+    let got = wait_for(what, REASON, || async {
+        if let Some(e) = none_bound().await? {
+            return Err(truth(e));
+        }
+        let s = status(c, api, ns, name).await?;
+        Ok(if want(&s) {
+            Progress::Done(s)
+        } else {
+            Progress::NotYet(format!("status {s}"))
+        })
+    })
+    .await?;
+    holds_for(&format!("{ns}/{name} to wait whole"), WINDOW, || async {
+        Ok(match none_bound().await? {
+            Some(e) => Err(format!("{CLUSTER_TRUTH} {e}")),
+            None => Ok(()),
+        })
+    })
+    .await?;
+    Ok(got)
+}
+
+async fn status_once_placed(
+    c: &Cluster,
+    api: PodGroupApi,
+    ns: &str,
+    name: &str,
+    members: &[String],
+    want: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    c.wait_bound(ns, members, PLACE).await?;
+    wait_for(
+        &format!("{ns}/{name}'s status once placed"),
+        PLACE,
+        || async {
+            let s = status(c, api, ns, name).await?;
+            Ok(if want(&s) {
+                Progress::Done(s)
+            } else {
+                Progress::NotYet(format!("status {s}"))
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn volcano_podgroup_status_shows_pending_and_why_then_running() -> Result<()> {
+    let _t = Timer(
+        "volcano_podgroup_status_shows_pending_and_why_then_running",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .scheduler_config("muster-second-scheduler.yaml")
+            .crd(podgroups::VOLCANO_CRD),
+    )
+    .await?;
+    let r = async {
+        let ns = "ml";
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one 100m member
+        podgroups::create(
+            &c.client(),
+            PodGroupApi::Volcano,
+            podgroups::volcano(ns, "job", 2, &[]),
+        )
+        .await?;
+        let members = names(&["job-worker-0", "job-worker-1"]);
+        for m in &members {
+            c.create(
+                PodBuilder::new(ns, m)
+                    .cpu("100m")
+                    .annotation("scheduling.k8s.io/group-name", "job")
+                    .annotation("volcano.sh/task-spec", "worker")
+                    .scheduler_name(SECOND_SCHEDULER),
+            )
+            .await?;
+        }
+        let reason = format!("gang {ns}/job: 1 of 2 members fit");
+        let s = status_while_waiting(
+            &c,
+            PodGroupApi::Volcano,
+            ns,
+            "job",
+            &members,
+            "phase Pending, Unschedulable: 1 of 2 members fit",
+            |s| {
+                s["phase"] == "Pending"
+                    && condition(s, "Unschedulable").is_some_and(|c| {
+                        c["status"] == "True"
+                            && c["reason"] == "NotEnoughResources"
+                            && c["message"] == reason.as_str()
+                    })
+            },
+        )
+        .await?;
+        ensure!(
+            condition(&s, "Unschedulable").is_some_and(|c| c["lastTransitionTime"].is_string()),
+            "no lastTransitionTime: {s}"
+        );
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
+        status_once_placed(&c, PodGroupApi::Volcano, ns, "job", &members, |s| {
+            s["phase"] == "Running"
+                && condition(s, "Scheduled").is_some_and(|c| c["status"] == "True")
+                && condition(s, "Unschedulable").is_some_and(|c| c["status"] == "False")
+        })
+        .await?;
+        // Written only when it changes: a quiet gang costs no writes.
+        let written = |m: &std::collections::BTreeMap<String, f64>| {
+            m.get("muster_podgroup_status_writes_total{api=\"scheduling.volcano.sh/v1beta1\",outcome=\"written\"}")
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let before = written(&c.muster.metrics().await?);
+        ensure!(before >= 2.0, "expected at least 2 writes, metrics say {before}");
+        // Over more than two rounds (2 s each) of a settled gang.
+        holds_for("a settled gang's status not to be written again", WINDOW.max(Duration::from_secs(5)), || async {
+            let after = written(&c.muster.metrics().await?);
+            Ok(if after == before {
+                Ok(())
+            } else {
+                Err(format!("written again: {before} -> {after}"))
+            })
+        })
+        .await
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+#[tokio::test]
+async fn scheduler_plugins_podgroup_status_shows_prescheduling_then_scheduled() -> Result<()> {
+    let _t = Timer(
+        "scheduler_plugins_podgroup_status_shows_prescheduling_then_scheduled",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
+        .await?;
+    let r = async {
+        let ns = "train";
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("150m")).await?;
+        podgroups::create(
+            &c.client(),
+            PodGroupApi::SchedulerPlugins,
+            podgroups::scheduler_plugins(ns, "pytorch", 2, 60),
+        )
+        .await?;
+        let members = names(&["pytorch-0", "pytorch-1"]);
+        for m in &members {
+            c.create(
+                PodBuilder::new(ns, m)
+                    .cpu("100m")
+                    .label("scheduling.x-k8s.io/pod-group", "pytorch"),
+            )
+            .await?;
+        }
+        status_while_waiting(
+            &c,
+            PodGroupApi::SchedulerPlugins,
+            ns,
+            "pytorch",
+            &members,
+            "phase PreScheduling",
+            |s| s["phase"] == "PreScheduling" && s["scheduleStartTime"].is_string(),
+        )
+        .await?;
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
+        status_once_placed(
+            &c,
+            PodGroupApi::SchedulerPlugins,
+            ns,
+            "pytorch",
+            &members,
+            |s| s["phase"] == "Scheduled" && s["scheduled"] == 2,
+        )
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["train"], r).await
+}
+
+#[tokio::test]
+async fn kubernetes_podgroup_status_initially_scheduled_false_with_reason_then_true() -> Result<()>
+{
+    let _t = Timer(
+        "kubernetes_podgroup_status_initially_scheduled_false_with_reason_then_true",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).kubernetes_pod_groups()).await?;
+    let r = async {
+        let ns = "workloads";
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("150m")).await?;
+        podgroups::create(
+            &c.client(),
+            PodGroupApi::Kubernetes,
+            podgroups::kubernetes(ns, "trainer", 2),
+        )
+        .await?;
+        let members = names(&["trainer-0", "trainer-1"]);
+        for m in &members {
+            c.create(
+                PodBuilder::new(ns, m)
+                    .cpu("100m")
+                    .scheduling_group("trainer"),
+            )
+            .await?;
+        }
+        let reason = format!("gang {ns}/trainer: 1 of 2 members fit");
+        status_while_waiting(
+            &c,
+            PodGroupApi::Kubernetes,
+            ns,
+            "trainer",
+            &members,
+            "PodGroupInitiallyScheduled False: 1 of 2 members fit",
+            |s| {
+                condition(s, "PodGroupInitiallyScheduled").is_some_and(|c| {
+                    c["status"] == "False"
+                        && c["reason"] == "Unschedulable"
+                        && c["message"] == reason.as_str()
+                })
+            },
+        )
+        .await?;
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
+        status_once_placed(&c, PodGroupApi::Kubernetes, ns, "trainer", &members, |s| {
+            condition(s, "PodGroupInitiallyScheduled")
+                .is_some_and(|c| c["status"] == "True" && c["reason"] == "Scheduled")
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["workloads"], r).await
+}

@@ -152,6 +152,11 @@ impl SchedulerVerdicts {
         self.standing.insert(uid.clone(), message);
     }
 
+    /// No verdict stands.
+    pub fn is_empty(&self) -> bool {
+        self.standing.is_empty()
+    }
+
     /// kube-scheduler's standing verdict on `uid`, if any.
     pub fn standing(&self, uid: &str) -> Option<&std::sync::Arc<str>> {
         self.standing.get(uid)

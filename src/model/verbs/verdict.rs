@@ -79,6 +79,9 @@ impl GangTable {
     /// The first pending member of `key` with a standing verdict of kube-scheduler's, other
     /// than `asking` (whose filter call shows its cycle reached muster).
     pub(in crate::model) fn refused_member(&self, key: &GangKey, asking: &str) -> Option<Refused> {
+        if self.verdicts.is_empty() {
+            return None; // the common case: no lookup per member
+        }
         let mut members = self.pending_members(key);
         members.sort_by(|a, b| a.info.name.cmp(&b.info.name));
         members

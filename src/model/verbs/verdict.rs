@@ -30,7 +30,8 @@ impl GangTable {
             return;
         };
         let info = &entry.info;
-        if old.is_some_and(|o| changed_for_scheduling(o, info)) {
+        // (Compared only while some verdict stands: the watch's hot path stays a lookup.)
+        if !self.verdicts.is_empty() && old.is_some_and(|o| changed_for_scheduling(o, info)) {
             self.verdicts.pod_changed(uid);
         }
         let Some(message) = &info.unschedulable else {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::model::membership::{membership_of, GROUP, MIN_AVAILABLE, TASK};
 use crate::model::objects::{Taint, Toleration, TolerationOperator};
+use crate::model::rules::HostPort;
 use crate::model::{NodeInfo, PodInfo, Resources};
 
 /// The GPU resource the builders use.
@@ -45,6 +46,7 @@ pub fn pod(name: &str) -> PodBuilder {
             labels: Default::default(),
             terminating: false,
             rules: None,
+            unschedulable: None,
         },
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
@@ -139,6 +141,19 @@ impl PodBuilder {
             value: String::new(),
             effect: String::new(),
         });
+        self
+    }
+    /// A container asks for host port `port` (TCP, every host IP).
+    pub fn host_port(mut self, port: i32) -> Self {
+        let rules = self.info.rules.get_or_insert_with(Default::default);
+        rules
+            .host_ports
+            .extend(HostPort::new(None, None, Some(port)));
+        self
+    }
+    /// kube-scheduler's verdict on the pod: `PodScheduled=False, Unschedulable`, `message`.
+    pub fn unschedulable(mut self, message: &str) -> Self {
+        self.info.unschedulable = Some(Arc::from(message));
         self
     }
     /// The pod, with its gang membership read from its labels and annotations as the

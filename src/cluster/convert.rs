@@ -18,7 +18,7 @@ use crate::model::objects::{
 };
 use crate::model::quantity::QuantityError;
 use crate::model::rules::{
-    InclusionPolicy, LabelSelector, NodeSelector, NodeSelectorTerm, PodAffinityTerm,
+    HostPort, InclusionPolicy, LabelSelector, NodeSelector, NodeSelectorTerm, PodAffinityTerm,
     SpreadConstraint,
 };
 use crate::model::{NodeInfo, PodInfo, Resources};
@@ -214,6 +214,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .collect(),
         terminating: meta.deletion_timestamp.is_some(),
         rules,
+        unschedulable: unschedulable_verdict(pod),
     })
 }
 
@@ -340,8 +341,46 @@ fn rules_of(
             .flatten()
             .map(|g| g.name.clone())
             .collect(),
+        host_ports: host_ports_of(spec),
     };
     Ok((!rules.is_empty()).then(|| Box::new(rules)))
+}
+
+/// The message of the pod's `PodScheduled=False` condition with reason `Unschedulable`, as
+/// kube-scheduler writes it for a pod no node passed (`handleSchedulingFailure`); `None` for a
+/// pod with a node or any other condition.
+fn unschedulable_verdict(pod: &Pod) -> Option<Arc<str>> {
+    if pod
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()))
+    {
+        return None;
+    }
+    pod.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled")
+        .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+        .map(|c| Arc::from(c.message.as_deref().unwrap_or_default()))
+}
+
+/// kube-scheduler's `util.GetHostPorts`: the ports with `hostPort > 0` of the sidecars (init
+/// containers with `restartPolicy: Always`, which run for the pod's whole life) and of the
+/// containers, in that order.
+fn host_ports_of(spec: &PodSpec) -> Vec<HostPort> {
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    sidecars
+        .chain(&spec.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| HostPort::new(p.host_ip.as_deref(), p.protocol.as_deref(), p.host_port))
+        .collect()
 }
 
 /// `metav1.LabelSelectorAsSelector`: absent selects nothing.
@@ -467,6 +506,63 @@ mod tests {
             pod_info(&nameless).unwrap_err().to_string(),
             "pod has no metadata.name"
         );
+    }
+
+    /// NodePorts reads `util.GetHostPorts`: containers and sidecars, `hostPort > 0` only.
+    #[test]
+    fn reads_host_ports_of_containers_and_sidecars() {
+        let p = pod_json(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ml", "uid": "u"},
+            "spec": {
+                "initContainers": [
+                    {"name": "setup", "ports": [{"containerPort": 1, "hostPort": 7000}]},
+                    {"name": "proxy", "restartPolicy": "Always",
+                     "ports": [{"containerPort": 2, "hostPort": 7001, "protocol": "UDP"}]}
+                ],
+                "containers": [{"name": "c", "ports": [
+                    {"containerPort": 80, "hostPort": 8080},
+                    {"containerPort": 81, "hostPort": 8081, "hostIP": "10.0.0.1"},
+                    {"containerPort": 82}
+                ]}]
+            }
+        }));
+        let info = pod_info(&p).unwrap();
+        let ports: Vec<String> = info
+            .rules
+            .as_ref()
+            .unwrap()
+            .host_ports
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(ports, ["7001/UDP", "8080/TCP", "10.0.0.1:8081/TCP"]);
+    }
+
+    /// kube-scheduler's verdict (`PodScheduled=False`, `Unschedulable`) is read; any other
+    /// condition, or a pod with a node, carries none.
+    #[test]
+    fn reads_kube_schedulers_unschedulable_verdict() {
+        let with = |condition: serde_json::Value, node: Option<&str>| {
+            let p = pod_json(serde_json::json!({
+                "metadata": {"name": "m", "namespace": "ml", "uid": "u"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": node},
+                "status": {"conditions": [condition]}
+            }));
+            pod_info(&p).unwrap().unschedulable.map(|m| m.to_string())
+        };
+        let refused = serde_json::json!({"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "0/1 nodes are available: x."});
+        assert_eq!(
+            with(refused.clone(), None).as_deref(),
+            Some("0/1 nodes are available: x.")
+        );
+        assert_eq!(with(refused, Some("n1")), None, "bound since");
+        let gated = serde_json::json!({"type": "PodScheduled", "status": "False",
+            "reason": "SchedulingGated"});
+        assert_eq!(with(gated, None), None);
+        let error = serde_json::json!({"type": "PodScheduled", "status": "False",
+            "reason": "SchedulerError", "message": "extender failed"});
+        assert_eq!(with(error, None), None);
     }
 
     #[test]

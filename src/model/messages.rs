@@ -315,6 +315,16 @@ pub fn seat_node_refuses(
     )
 }
 
+/// kube-scheduler refused a member in a cycle that never reached muster (a filter muster does
+/// not simulate): the gang holds nothing until that member or a node changes. `said` is
+/// kube-scheduler's own message, quoted.
+pub fn refused_by_scheduler(key: &GangKey, pod: &str, said: &str) -> String {
+    format!(
+        "gang {key}: kube-scheduler found no node for member {pod}: \"{said}\"; the gang holds \
+         nothing until that member or a node changes"
+    )
+}
+
 /// The `GangTimedOut` Event (naming the task below its minimum, if one is).
 pub fn timed_out(
     key: &GangKey,

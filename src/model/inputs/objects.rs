@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use super::membership::{Membership, MembershipError};
 use super::resources::Resources;
-use crate::model::rules::{self, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
+use crate::model::rules::{
+    self, HostPort, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint,
+};
 
 pub type PodUid = Arc<str>;
 pub type NodeName = Arc<str>;
@@ -73,6 +75,10 @@ pub struct PodInfo {
     /// The placement rules few pods carry, behind one pointer so that the many pods without
     /// them cost eight bytes.
     pub rules: Option<Box<PodRules>>,
+    /// kube-scheduler's latest verdict on the unbound pod: the message of its
+    /// `PodScheduled=False` condition with reason `Unschedulable` (see
+    /// `table::evidence::SchedulerVerdicts` for when it counts).
+    pub unschedulable: Option<Arc<str>>,
 }
 
 /// A pod's required placement rules beyond `nodeSelector`, tolerations and resources.
@@ -89,6 +95,8 @@ pub struct PodRules {
     pub spread: Vec<SpreadConstraint>,
     /// `spec.schedulingGates` names: while any remains, the pod is not ready to be placed.
     pub scheduling_gates: Vec<String>,
+    /// The host ports of its containers and sidecars (kube-scheduler's NodePorts).
+    pub host_ports: Vec<HostPort>,
 }
 
 impl PodRules {

@@ -33,8 +33,9 @@ use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
-use crate::model::table::pods::PodEntry;
+use crate::model::table::pods::{has_host_ports, PodEntry};
 use crate::model::table::{GangFacts, GangTable};
+use crate::model::verbs::verdict::Refused;
 
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
@@ -80,6 +81,9 @@ pub(in crate::model) enum GangShortfall {
     PodGroupMissing { api: PodGroupApi },
     /// The quorum is more than the cluster could ever hold: refused before any simulation.
     BeyondCluster(BeyondCluster),
+    /// kube-scheduler refused a member in a cycle that never reached muster (a filter muster
+    /// does not simulate): its verdict stands until that member or a node changes.
+    RefusedByScheduler(Refused),
 }
 
 /// How many members of a task can have nodes at once, of its minimum.
@@ -136,6 +140,9 @@ impl GangShortfall {
             GangShortfall::QuorumUndecided { existing } => {
                 messages::quorum_undecided(key, *existing, window)
             }
+            GangShortfall::RefusedByScheduler(r) => {
+                messages::refused_by_scheduler(key, &r.pod, &r.message)
+            }
         }
     }
 
@@ -148,7 +155,8 @@ impl GangShortfall {
             }
             GangShortfall::QuorumUndecided { .. }
             | GangShortfall::PodGroupMissing { .. }
-            | GangShortfall::BeyondCluster(_) => 0,
+            | GangShortfall::BeyondCluster(_)
+            | GangShortfall::RefusedByScheduler(_) => 0,
         }
     }
 
@@ -185,6 +193,11 @@ impl GangTable {
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
             return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
+        }
+        // kube-scheduler's own verdict on a member, for what muster does not simulate
+        // (holds-nothing).
+        if let Some(refused) = self.refused_member(key, &pod.uid) {
+            return GangPlan::DoesNotFit(GangShortfall::RefusedByScheduler(refused));
         }
         // Before anything is simulated: a quorum no placement could meet (fail-safe: the
         // simulation of 100,000 members held the table's lock for seconds).
@@ -464,7 +477,22 @@ impl GangTable {
         let bound: Vec<(&NodeInfo, &PodInfo)> = if needs_every_pod {
             self.pods.iter().filter_map(on_node).collect()
         } else {
-            self.pods.with_anti_affinity().filter_map(on_node).collect()
+            let mut bound: Vec<_> = self.pods.with_anti_affinity().filter_map(on_node).collect();
+            // NodePorts reads the pods using host ports (those with anti-affinity are in already).
+            if members.iter().any(|p| has_host_ports(p)) {
+                bound.extend(
+                    self.pods
+                        .with_host_ports()
+                        .filter(|p| {
+                            p.info
+                                .rules
+                                .as_ref()
+                                .is_none_or(|r| r.anti_affinity.is_empty())
+                        })
+                        .filter_map(on_node),
+                );
+            }
+            bound
         };
         let nodes = self.ledger.iter().map(|(_, e)| e.info()).collect();
         ClusterSnapshot::new(nodes, bound, &self.namespaces)

@@ -11,6 +11,7 @@ pub enum Reason {
     NodeUnschedulable,
     UntoleratedTaint,
     NodeAffinity,
+    NodePorts,
     /// Not decided here (the capacity ledger decides it); listed so one [`Diagnosis`] can
     /// count every reason a node was refused.
     InsufficientResources,
@@ -22,11 +23,12 @@ pub enum Reason {
 }
 
 impl Reason {
-    const ALL: [Reason; 10] = [
+    const ALL: [Reason; 11] = [
         Reason::SchedulingGated,
         Reason::NodeUnschedulable,
         Reason::UntoleratedTaint,
         Reason::NodeAffinity,
+        Reason::NodePorts,
         Reason::InsufficientResources,
         Reason::SpreadMissingLabel,
         Reason::SpreadSkew,
@@ -42,6 +44,7 @@ impl Reason {
             Reason::NodeUnschedulable => "NodeUnschedulable",
             Reason::UntoleratedTaint => "TaintToleration",
             Reason::NodeAffinity => "NodeAffinity",
+            Reason::NodePorts => "NodePorts",
             Reason::InsufficientResources => "NodeResourcesFit",
             Reason::SpreadMissingLabel | Reason::SpreadSkew => "PodTopologySpread",
             Reason::PodAffinity | Reason::PodAntiAffinity | Reason::ExistingPodsAntiAffinity => {
@@ -57,6 +60,7 @@ impl Reason {
             Reason::NodeUnschedulable => "node(s) were unschedulable",
             Reason::UntoleratedTaint => "node(s) had untolerated taint(s)",
             Reason::NodeAffinity => "node(s) didn't match Pod's node affinity/selector",
+            Reason::NodePorts => "node(s) didn't have free ports for the requested pod ports",
             Reason::InsufficientResources => "node(s) didn't have enough room",
             Reason::SpreadMissingLabel => {
                 "node(s) didn't match pod topology spread constraints (missing required label)"

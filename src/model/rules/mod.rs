@@ -5,7 +5,7 @@
 //!
 //! - stateless, per node: [`node_fits`] = NodeUnschedulable, TaintToleration, NodeAffinity
 //!   (in kube-scheduler's filter order); [`scheduling_gates`] per pod;
-//! - stateful, per decision: [`InterPodAffinity`] and [`PodTopologySpread`], built once from the
+//! - stateful, per decision: [`NodePorts`], [`InterPodAffinity`] and [`PodTopologySpread`], built once from the
 //!   pods already on nodes, updated as a simulation places members (`add`), checked per node.
 //!   [`GangPlacement`] bundles them for a gang whose members are placed one by one.
 //!
@@ -16,6 +16,7 @@ mod diagnosis;
 pub mod inter_pod_affinity;
 pub mod labels;
 pub mod node_affinity;
+pub mod node_ports;
 pub mod node_unschedulable;
 mod placement;
 pub mod pod_topology_spread;
@@ -29,6 +30,7 @@ pub use diagnosis::{Diagnosis, Reason};
 pub use inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
 pub use labels::{LabelSelector, Labels, NamespaceLabels, Requirement};
 pub use node_affinity::{NodeSelector, NodeSelectorTerm};
+pub use node_ports::{HostPort, NodePorts};
 pub use placement::{
     shortfall_message, ClusterSnapshot, GangPlacement, PodPlacement, HOSTNAME_KEY,
 };

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use super::inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
 use super::labels::NamespaceLabels;
+use super::node_ports::{self, NodePorts};
 use super::pod_topology_spread::PodTopologySpread;
 use super::{node_fits, scheduling_gates, Diagnosis, Reason};
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
@@ -25,12 +26,15 @@ pub struct ClusterSnapshot<'a> {
     /// The part of `bound` with required anti-affinity (kube-scheduler's
     /// `HavePodsWithRequiredAntiAffinityList`): all that a pod without terms of its own checks.
     with_anti_affinity: Vec<(&'a NodeInfo, &'a PodInfo)>,
+    /// The part of `bound` using host ports: all NodePorts reads.
+    with_host_ports: Vec<(&'a NodeInfo, &'a PodInfo)>,
     namespaces: &'a NamespaceLabels,
 }
 
 impl<'a> ClusterSnapshot<'a> {
     /// `nodes`: every node (topology spread registers the domains of all of them); `bound`:
-    /// every pod on a node — bound, assumed or holding a seat — with its node.
+    /// every pod on a node — bound, assumed or holding a seat — with its node (or, for members
+    /// without (anti-)affinity or spread terms, at least those with anti-affinity or host ports).
     pub fn new(
         nodes: Vec<&'a NodeInfo>,
         bound: Vec<(&'a NodeInfo, &'a PodInfo)>,
@@ -41,10 +45,16 @@ impl<'a> ClusterSnapshot<'a> {
             .copied()
             .filter(|(_, p)| !anti_affinity_of(p).is_empty())
             .collect();
+        let with_host_ports = bound
+            .iter()
+            .copied()
+            .filter(|(_, p)| !node_ports::host_ports(p).is_empty())
+            .collect();
         ClusterSnapshot {
             nodes,
             bound,
             with_anti_affinity,
+            with_host_ports,
             namespaces,
         }
     }
@@ -61,6 +71,7 @@ fn anti_affinity_of(pod: &PodInfo) -> &[PodAffinityTerm] {
 /// Every required rule but resources, for one pod, at one decision.
 pub struct PodPlacement<'a> {
     pod: &'a PodInfo,
+    ports: NodePorts<'a>,
     inter_pod: InterPodAffinity<'a>,
     spread: PodTopologySpread<'a>,
 }
@@ -69,6 +80,7 @@ impl<'a> PodPlacement<'a> {
     pub fn new(pod: &'a PodInfo, cluster: &ClusterSnapshot<'a>) -> Self {
         PodPlacement {
             pod,
+            ports: NodePorts::new(pod, cluster.with_host_ports.iter().copied()),
             inter_pod: InterPodAffinity::new(
                 pod,
                 if has_own_terms(pod) {
@@ -93,23 +105,26 @@ impl<'a> PodPlacement<'a> {
     }
 
     /// kube-scheduler's filters in its order (SchedulingGates, NodeUnschedulable,
-    /// TaintToleration, NodeAffinity, [NodeResourcesFit: the ledger's], PodTopologySpread,
-    /// InterPodAffinity); the first refusal is the reason.
+    /// TaintToleration, NodeAffinity, NodePorts, [NodeResourcesFit: the ledger's],
+    /// PodTopologySpread, InterPodAffinity); the first refusal is the reason.
     pub fn check(&self, node: &NodeInfo) -> Result<(), Reason> {
         scheduling_gates::check(self.pod)?;
         node_fits(node, self.pod)?;
+        self.ports.check(node)?;
         self.spread.check(node)?;
         self.inter_pod.check(node)
     }
 
     /// `placed` now runs on `node` (a gang member the simulation placed).
     pub fn add(&mut self, node: &'a NodeInfo, placed: &'a PodInfo) {
+        self.ports.add(node, placed);
         self.inter_pod.add(node, placed);
         self.spread.add(node, placed);
     }
 
     /// `gone` no longer runs on `node` (e.g. a simulated eviction).
     pub fn remove(&mut self, node: &'a NodeInfo, gone: &'a PodInfo) {
+        self.ports.remove(node, gone);
         self.inter_pod.remove(node, gone);
         self.spread.remove(node, gone);
     }
@@ -136,7 +151,8 @@ pub struct GangPlacement<'a> {
     members: Vec<&'a PodInfo>,
     /// Placements in order, so a simulation can roll back to a checkpoint.
     placed: Vec<(usize, &'a NodeInfo)>,
-    /// No member has (anti-)affinity or spread terms: placing members changes no verdict.
+    /// No member has (anti-)affinity or spread terms or host ports: placing members changes no
+    /// verdict.
     independent: bool,
 }
 
@@ -157,7 +173,10 @@ impl<'a> GangPlacement<'a> {
         }
         let independent = members.iter().all(|m| {
             m.rules.as_ref().is_none_or(|r| {
-                r.affinity.is_empty() && r.anti_affinity.is_empty() && r.spread.is_empty()
+                r.affinity.is_empty()
+                    && r.anti_affinity.is_empty()
+                    && r.spread.is_empty()
+                    && r.host_ports.is_empty()
             })
         });
         GangPlacement {
@@ -170,7 +189,7 @@ impl<'a> GangPlacement<'a> {
     }
 
     /// Whether placing members can change any member's verdict: only through members' own pod
-    /// (anti-)affinity or spread terms (the terms of pods already on nodes do not change as
+    /// (anti-)affinity or spread terms or host ports (the terms of pods already on nodes do not change as
     /// members are placed).
     pub fn placement_independent(&self) -> bool {
         self.independent
@@ -269,6 +288,14 @@ pub fn shortfall_message(
     diagnosis: &Diagnosis,
 ) -> String {
     let possible = diagnosis.statically_possible() as usize;
+    let ports = node_ports::host_ports(pod);
+    if !ports.is_empty() && diagnosis.refused_by(Reason::NodePorts) > 0 {
+        return format!(
+            "{need} members need host port {}, one member per node; {placed} placed, \
+             no node for the next: {diagnosis}",
+            node_ports::describe(ports)
+        );
+    }
     if possible < need && repels_itself_per_node(pod) {
         return format!(
             "{need} members need distinct nodes by pod anti-affinity; {possible} nodes match"

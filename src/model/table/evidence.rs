@@ -8,6 +8,10 @@
 //! excludes nothing and is not kept.
 //! Memory is bounded: at most [`MAX_MEMBERS`] members, oldest dropped first, and nothing older
 //! than the age the table allows.
+//!
+//! [`SchedulerVerdicts`] keeps the other kind of evidence: kube-scheduler's own verdict on a
+//! member whose cycle never reached muster (its `PodScheduled=False` condition with reason
+//! `Unschedulable`), for every filter muster does not simulate.
 
 use std::time::{Duration, Instant};
 
@@ -80,9 +84,167 @@ impl EvidenceStore {
     }
 }
 
+/// Refusal texts muster gave one pod that are kept at most (a filter call gives one or two).
+const MAX_TEXTS: usize = 8;
+
+/// kube-scheduler's verdicts on gang members, as evidence for the filters muster does not
+/// simulate (volumes, DRA parts, out-of-tree plugins): a member it reported unschedulable in a
+/// cycle that never reached muster fits nowhere until its situation can have changed.
+///
+/// Which verdicts count. kube-scheduler writes `PodScheduled=False, Unschedulable` with its
+/// `FitError` message (`schedule_one.go` `handleSchedulingFailure`, `framework.FitError.Error`):
+/// "0/N nodes are available: " and either the PreFilter message or, per reason, the count of
+/// nodes refused for it — an extender's refusal among them, word for word (`FailedNodes` and
+/// `FailedAndUnresolvableNodes` become those nodes' statuses in `findNodesThatPassExtenders`).
+/// So in the every-pod mode, where kube-scheduler also writes the condition when muster's own
+/// filter refused the pod, a message holding a text muster's filter gave that pod recently is
+/// muster's verdict, not evidence; any other is a cycle that stopped before the extender. The
+/// condition is written only when it changes (`UpdatePodCondition`), and its
+/// `lastTransitionTime` stays put while the status stays False, so a verdict counts when the
+/// watch shows the condition change (or a pod first seen with it), not by its timestamps.
+///
+/// A verdict stands until the member's situation can have changed: a node added or changed,
+/// the pod itself changed, or a filter call for it reached muster (kube-scheduler's filters
+/// passed some node). [`SchedulerVerdicts::situation_changed`] is the hook for further causes
+/// (DRA slices and claims).
+#[derive(Default)]
+pub(in crate::model) struct SchedulerVerdicts {
+    standing: HashMap<PodUid, std::sync::Arc<str>>,
+    /// Per pod, the texts muster's filter refused it with lately, with their time.
+    refusals: HashMap<PodUid, Vec<(std::sync::Arc<str>, Instant)>>,
+}
+
+impl SchedulerVerdicts {
+    /// muster's filter refused `uid` on every node with `texts`.
+    pub fn refused(&mut self, uid: &PodUid, texts: Vec<std::sync::Arc<str>>, now: Instant) {
+        if self.refusals.len() >= MAX_MEMBERS && !self.refusals.contains_key(uid) {
+            let oldest = self
+                .refusals
+                .iter()
+                .min_by_key(|(_, t)| t.iter().map(|(_, at)| *at).max())
+                .map(|(u, _)| u.clone());
+            if let Some(u) = oldest {
+                self.refusals.remove(&u);
+            }
+        }
+        let kept = self.refusals.entry(uid.clone()).or_default();
+        for text in texts {
+            kept.retain(|(t, _)| *t != text);
+            kept.push((text, now));
+        }
+        let over = kept.len().saturating_sub(MAX_TEXTS);
+        kept.drain(..over);
+    }
+
+    /// Whether `message` (a PodScheduled condition of `uid`) holds a refusal muster's filter
+    /// gave `uid` lately (texts older than the table's evidence age are expired).
+    pub fn is_musters_own(&self, uid: &str, message: &str) -> bool {
+        self.refusals
+            .get(uid)
+            .is_some_and(|texts| texts.iter().any(|(t, _)| message.contains(&**t)))
+    }
+
+    /// kube-scheduler refused `uid` in a cycle that never reached muster, saying `message`.
+    pub fn stand(&mut self, uid: &PodUid, message: std::sync::Arc<str>) {
+        if self.standing.len() >= MAX_MEMBERS && !self.standing.contains_key(uid) {
+            return;
+        }
+        self.standing.insert(uid.clone(), message);
+    }
+
+    /// No verdict stands.
+    pub fn is_empty(&self) -> bool {
+        self.standing.is_empty()
+    }
+
+    /// kube-scheduler's standing verdict on `uid`, if any.
+    pub fn standing(&self, uid: &str) -> Option<&std::sync::Arc<str>> {
+        self.standing.get(uid)
+    }
+
+    /// `uid`'s situation changed (the pod changed, or a filter call for it reached muster):
+    /// its verdict no longer stands.
+    pub fn pod_changed(&mut self, uid: &str) {
+        self.standing.remove(uid);
+    }
+
+    /// Something every member's verdict may depend on changed (a node added or changed; the
+    /// hook for DRA slices and claims): no verdict stands any longer.
+    pub fn situation_changed(&mut self) {
+        self.standing.clear();
+    }
+
+    /// The pod is gone.
+    pub fn forget(&mut self, uid: &str) {
+        self.standing.remove(uid);
+        self.refusals.remove(uid);
+    }
+
+    /// Drops refusal texts older than `max_age`.
+    pub fn expire(&mut self, now: Instant, max_age: Duration) {
+        self.refusals.retain(|_, texts| {
+            texts.retain(|(_, at)| now.saturating_duration_since(*at) < max_age);
+            !texts.is_empty()
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verdict_holding_musters_own_refusal_is_not_evidence() {
+        let t0 = Instant::now();
+        let age = Duration::from_secs(30);
+        let mut v = SchedulerVerdicts::default();
+        let uid = PodUid::from("u1");
+        let ours = "gang ml/g: 1 of 2 members placed";
+        v.refused(&uid, vec![std::sync::Arc::from(ours)], t0);
+        let by_muster = format!("0/3 nodes are available: 3 {ours}. preemption: not helpful.");
+        assert!(v.is_musters_own("u1", &by_muster));
+        let outside = "0/3 nodes are available: persistentvolumeclaim \"data\" not found.";
+        assert!(!v.is_musters_own("u1", outside));
+        assert!(!v.is_musters_own("u2", &by_muster), "another pod");
+        v.expire(t0 + age - Duration::from_millis(1), age);
+        assert!(v.is_musters_own("u1", &by_muster));
+        v.expire(t0 + age, age);
+        assert!(
+            !v.is_musters_own("u1", &by_muster),
+            "too old to be a cycle's of now"
+        );
+        assert!(v.refusals.is_empty());
+    }
+
+    #[test]
+    fn a_verdict_stands_until_the_pod_or_the_cluster_changes() {
+        let mut v = SchedulerVerdicts::default();
+        let (a, b) = (PodUid::from("a"), PodUid::from("b"));
+        v.stand(&a, "no volume".into());
+        v.stand(&b, "no volume".into());
+        assert_eq!(v.standing("a").map(|m| &**m), Some("no volume"));
+        v.pod_changed("a");
+        assert!(v.standing("a").is_none());
+        assert!(v.standing("b").is_some());
+        v.situation_changed();
+        assert!(v.standing("b").is_none());
+        v.stand(&a, "x".into());
+        v.forget("a");
+        assert!(v.standing("a").is_none());
+    }
+
+    #[test]
+    fn refusal_texts_are_bounded_per_pod() {
+        let t0 = Instant::now();
+        let mut v = SchedulerVerdicts::default();
+        let uid = PodUid::from("u");
+        for i in 0..MAX_TEXTS + 3 {
+            v.refused(&uid, vec![format!("text {i}").into()], t0);
+        }
+        assert_eq!(v.refusals["u"].len(), MAX_TEXTS);
+        assert!(!v.is_musters_own("u", "text 0"), "the oldest went first");
+        assert!(v.is_musters_own("u", &format!("text {}", MAX_TEXTS + 2)));
+    }
 
     fn set(names: &[&str]) -> HashSet<NodeName> {
         names.iter().map(|n| NodeName::from(*n)).collect()

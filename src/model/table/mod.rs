@@ -27,7 +27,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use self::disruptions::Disruptions;
-use self::evidence::EvidenceStore;
+use self::evidence::{EvidenceStore, SchedulerVerdicts};
 use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
@@ -52,6 +52,8 @@ pub struct GangTable {
     pub(super) notices: Vec<Notice>,
     /// Per member, the nodes its latest filter call passed.
     pub(super) evidence: EvidenceStore,
+    /// kube-scheduler's verdicts on members whose cycles never reached muster.
+    pub(super) verdicts: SchedulerVerdicts,
     /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
     /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
     pub(super) namespaces: NamespaceLabels,
@@ -178,6 +180,7 @@ impl GangTable {
             gangs: HashMap::default(),
             notices: Vec::new(),
             evidence: EvidenceStore::default(),
+            verdicts: SchedulerVerdicts::default(),
             namespaces: NamespaceLabels::default(),
             refused_for_seats: HashSet::default(),
             seats_released: false,

@@ -61,6 +61,8 @@ pub struct PodIndex {
     /// (anti-)affinity terms or spread constraints of their own must read (kube-scheduler's
     /// `HavePodsWithRequiredAntiAffinityList`), so it never walks every pod.
     with_anti_affinity: HashSet<PodUid>,
+    /// Pods using host ports: all the NodePorts rule of a simulation reads.
+    with_host_ports: HashSet<PodUid>,
 }
 
 impl PodIndex {
@@ -92,6 +94,11 @@ impl PodIndex {
             .filter_map(|u| self.pods.get(u))
     }
 
+    /// The pods using host ports.
+    pub fn with_host_ports(&self) -> impl Iterator<Item = &PodEntry> {
+        self.with_host_ports.iter().filter_map(|u| self.pods.get(u))
+    }
+
     /// Stores what the watch says about a pod. What muster assumed survives an update until
     /// the API server names a node itself. Returns the previous entry (if any) and the charges.
     pub fn apply(&mut self, info: PodInfo) -> (Option<PodInfo>, Charges) {
@@ -112,6 +119,11 @@ impl PodIndex {
         } else {
             self.with_anti_affinity.remove(&entry.info.uid);
         }
+        if has_host_ports(&entry.info) {
+            self.with_host_ports.insert(entry.info.uid.clone());
+        } else {
+            self.with_host_ports.remove(&entry.info.uid);
+        }
         self.pods.insert(entry.info.uid.clone(), entry);
         (old.map(|o| o.info), charges)
     }
@@ -120,6 +132,7 @@ impl PodIndex {
     pub fn remove(&mut self, uid: &str) -> Option<(PodInfo, Option<(NodeName, Resources)>)> {
         let entry = self.pods.remove(uid)?;
         self.with_anti_affinity.remove(uid);
+        self.with_host_ports.remove(uid);
         let uncharge = charged(&entry);
         Some((entry.info, uncharge))
     }
@@ -148,6 +161,12 @@ fn has_anti_affinity(info: &PodInfo) -> bool {
     info.rules
         .as_ref()
         .is_some_and(|r| !r.anti_affinity.is_empty())
+}
+
+pub(in crate::model) fn has_host_ports(info: &PodInfo) -> bool {
+    info.rules
+        .as_ref()
+        .is_some_and(|r| !r.host_ports.is_empty())
 }
 
 fn charged(entry: &PodEntry) -> Option<(NodeName, Resources)> {

@@ -21,6 +21,7 @@ mod preemption_hold;
 mod retries;
 mod tasks;
 mod verbs;
+mod verdicts;
 
 pub(super) use crate::testkit::pod;
 

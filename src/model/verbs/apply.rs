@@ -22,6 +22,14 @@ impl GangTable {
     /// already offered: pods refused meanwhile are asked to retry (see `take_notices`).
     pub fn apply_node(&mut self, info: NodeInfo) {
         self.nodes_arrived |= self.ledger.position(&info.name).is_none();
+        if self
+            .ledger
+            .get(&info.name)
+            .is_none_or(|e| *e.info() != info)
+        {
+            // A member kube-scheduler refused may fit now (holds-nothing: its verdict stood).
+            self.verdicts.situation_changed();
+        }
         self.ledger.upsert(info);
     }
 
@@ -90,6 +98,7 @@ impl GangTable {
         }
         self.note_commit(&uid);
         self.seen_now(&uid);
+        self.weigh_verdict(old.as_ref(), &uid);
     }
 
     /// A pod was deleted: its requests and its seat are released at once.
@@ -98,6 +107,7 @@ impl GangTable {
             return;
         };
         self.evidence.forget(uid);
+        self.verdicts.forget(uid);
         // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
         self.refused_for_seats.remove(uid);
         self.refused_for_unknown_nodes.remove(uid);

@@ -18,6 +18,7 @@ impl GangTable {
             g.note_arrivals(now);
         }
         self.evidence.expire(now, self.config.evidence_age);
+        self.verdicts.expire(now, self.config.evidence_age);
         self.forget_stale_plans(now);
         self.forget_uncommitted(now);
         self.release_room_for_late_members(now);

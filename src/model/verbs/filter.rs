@@ -46,6 +46,33 @@ impl GangTable {
     /// reported it (see [`GangTable::seen_pod`]). A pod muster has not seen, or one being
     /// deleted, fits nowhere and changes nothing.
     pub fn filter(&mut self, pod: &PodInfo, candidates: &[&str], now: Instant) -> Vec<NodeVerdict> {
+        let verdicts = self.filter_each(pod, candidates, now);
+        if self.seen_pod(&pod.namespace, &pod.name, &pod.uid).is_ok() {
+            // The pod's cycle reached muster: kube-scheduler's filters passed some node, so a
+            // verdict of its own from an earlier cycle no longer stands; and when no node is
+            // offered, muster's texts are what kube-scheduler's next verdict on it will hold.
+            self.verdicts.pod_changed(&pod.uid);
+            if !verdicts.contains(&NodeVerdict::Fits) {
+                let mut texts: Vec<Arc<str>> = Vec::new();
+                for v in &verdicts {
+                    if let NodeVerdict::Unschedulable(t) | NodeVerdict::Unresolvable(t) = v {
+                        if !texts.contains(t) {
+                            texts.push(t.clone());
+                        }
+                    }
+                }
+                self.verdicts.refused(&pod.uid, texts, now);
+            }
+        }
+        verdicts
+    }
+
+    fn filter_each(
+        &mut self,
+        pod: &PodInfo,
+        candidates: &[&str],
+        now: Instant,
+    ) -> Vec<NodeVerdict> {
         let refusal = match self.seen_pod(&pod.namespace, &pod.name, &pod.uid) {
             Err(r) => Some(r.to_string()),
             Ok(seen) if seen.terminating => {
@@ -138,7 +165,9 @@ impl GangTable {
                 // quorum is beyond what the cluster could ever hold.
                 let evicting_cannot_help = matches!(
                     why,
-                    GangShortfall::PodGroupMissing { .. } | GangShortfall::BeyondCluster(_)
+                    GangShortfall::PodGroupMissing { .. }
+                        | GangShortfall::BeyondCluster(_)
+                        | GangShortfall::RefusedByScheduler(_)
                 );
                 let outlook = if evicting_cannot_help {
                     None

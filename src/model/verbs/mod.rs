@@ -1,6 +1,8 @@
 //! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
-//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `views` and `podgroup_status` (the status written back to PodGroups).
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `views`,
+//! `podgroup_status` (the status written back to PodGroups) and `verdict` (kube-scheduler's own
+//! verdict on a member, as evidence).
 
 pub(crate) mod apply;
 pub(crate) mod bind;
@@ -14,4 +16,5 @@ pub(crate) mod preemption_hold;
 pub(crate) mod prioritize;
 pub(crate) mod quorum;
 pub(crate) mod rebuild;
+pub(crate) mod verdict;
 pub(crate) mod views;

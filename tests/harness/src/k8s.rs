@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Event, Namespace, Node, NodeAffinity, NodeCondition, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, NodeStatus, Pod, PodAffinity, PodAffinityTerm,
-    PodAntiAffinity, PodSchedulingGate, PodSchedulingGroup, PodSpec, ResourceRequirements,
-    TopologySpreadConstraint,
+    Affinity, Container, ContainerPort, Event, Namespace, Node, NodeAffinity, NodeCondition,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeStatus,
+    PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
+    PodSchedulingGate, PodSchedulingGroup, PodSpec, ResourceRequirements, TopologySpreadConstraint,
+    Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -234,6 +235,8 @@ pub struct PodBuilder {
     affinity: Affinity,
     spread: Vec<TopologySpreadConstraint>,
     scheduling_gates: Vec<String>,
+    host_port: Option<i32>,
+    claim: Option<String>,
 }
 
 impl PodBuilder {
@@ -254,7 +257,23 @@ impl PodBuilder {
             affinity: Affinity::default(),
             spread: Vec::new(),
             scheduling_gates: Vec::new(),
+            host_port: None,
+            claim: None,
         }
+    }
+
+    /// The container asks for host port `port` (TCP, every host IP): kube-scheduler's NodePorts
+    /// plugin puts at most one such pod on a node.
+    pub fn host_port(mut self, port: i32) -> Self {
+        self.host_port = Some(port);
+        self
+    }
+
+    /// A volume from PersistentVolumeClaim `claim` (kube-scheduler's VolumeBinding plugin
+    /// refuses the pod while the claim does not exist).
+    pub fn claim(mut self, claim: &str) -> Self {
+        self.claim = Some(claim.into());
+        self
     }
 
     /// A scheduling gate (`spec.schedulingGates`): kube-scheduler does not try the pod until
@@ -423,6 +442,13 @@ impl PodBuilder {
                     name: "main".into(),
                     image: Some("busybox:1.36".into()),
                     command: Some(vec!["sleep".into(), "3600".into()]),
+                    ports: self.host_port.map(|port| {
+                        vec![ContainerPort {
+                            container_port: port,
+                            host_port: Some(port),
+                            ..Default::default()
+                        }]
+                    }),
                     resources: Some(ResourceRequirements {
                         requests: Some(requests),
                         limits: if limits.is_empty() {
@@ -435,6 +461,16 @@ impl PodBuilder {
                     ..Default::default()
                 }],
                 termination_grace_period_seconds: Some(0),
+                volumes: self.claim.as_ref().map(|claim| {
+                    vec![Volume {
+                        name: "data".into(),
+                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                            claim_name: claim.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]
+                }),
                 node_selector: if self.node_selector.is_empty() {
                     None
                 } else {

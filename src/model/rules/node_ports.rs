@@ -1,0 +1,303 @@
+//! kube-scheduler's NodePorts filter (`plugins/nodeports/node_ports.go`, v1.37.2): a pod that
+//! asks for host ports fits a node only if none of them is in use there.
+//!
+//! - The ports a pod uses are `util.GetHostPorts`: every port with `hostPort > 0` of its
+//!   containers and of its sidecars (init containers with `restartPolicy: Always`); other init
+//!   containers do not run beside the pod's life and are skipped.
+//! - A port is `(hostIP, protocol, hostPort)`; an empty hostIP is `0.0.0.0`, an empty protocol
+//!   `TCP` (`HostPortInfo.sanitize`).
+//! - `HostPortInfo.CheckConflict`: a wanted port on `0.0.0.0` conflicts with the same
+//!   protocol and port on any IP; a wanted port on a given IP conflicts with the same protocol
+//!   and port on that IP or on `0.0.0.0`.
+//!
+//! [`NodePorts`] is the PreFilter state: built once from the pods already on nodes, updated
+//! with [`NodePorts::add`] as a simulation places pods (kube-scheduler's `NodeInfo.AddPod`), so
+//! two members of one gang that need the same host port are never planned onto one node.
+//!
+//! Difference from kube-scheduler, on purpose: the ports in use are counted per pod, not kept
+//! as a set, so a simulation's rollback of one of two pods using one port on a node (possible
+//! only for pods bound by `spec.nodeName`) leaves the port in use; kube-scheduler's
+//! `HostPortInfo.Remove` would free it. Succeeded and Failed pods are never counted, as
+//! kube-scheduler's informer does not see them.
+
+use std::fmt;
+
+use rustc_hash::FxHashMap;
+
+use super::Reason;
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
+
+/// kube-scheduler's `DefaultBindAllHostIP`.
+pub const ALL_HOST_IPS: &str = "0.0.0.0";
+
+/// One host port a pod binds on its node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    /// `0.0.0.0` when the pod named none.
+    pub ip: String,
+    /// `TCP` when the pod named none.
+    pub protocol: String,
+    pub port: i32,
+}
+
+impl HostPort {
+    /// A port as the API gives it, sanitized as kube-scheduler does. `None` for `hostPort`
+    /// absent or not positive (no host port).
+    pub fn new(ip: Option<&str>, protocol: Option<&str>, port: Option<i32>) -> Option<Self> {
+        let port = port.filter(|p| *p > 0)?;
+        Some(HostPort {
+            ip: ip
+                .filter(|s| !s.is_empty())
+                .unwrap_or(ALL_HOST_IPS)
+                .to_string(),
+            protocol: protocol
+                .filter(|s| !s.is_empty())
+                .unwrap_or("TCP")
+                .to_string(),
+            port,
+        })
+    }
+
+    /// `HostPortInfo.CheckConflict`, with `self` wanted and `used` in use on the node.
+    pub fn conflicts_with(&self, used: &HostPort) -> bool {
+        self.protocol == used.protocol
+            && self.port == used.port
+            && (self.ip == ALL_HOST_IPS || used.ip == ALL_HOST_IPS || self.ip == used.ip)
+    }
+}
+
+impl fmt::Display for HostPort {
+    /// `8080/TCP`, or `10.0.0.1:8080/TCP` for a port bound on one IP.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ip != ALL_HOST_IPS {
+            write!(f, "{}:", self.ip)?;
+        }
+        write!(f, "{}/{}", self.port, self.protocol)
+    }
+}
+
+/// The host ports `pod` uses.
+pub fn host_ports(pod: &PodInfo) -> &[HostPort] {
+    pod.rules.as_ref().map_or(&[], |r| &r.host_ports)
+}
+
+/// The pod's host ports, as a user reads them: `8080/TCP, 9090/UDP`.
+pub fn describe(ports: &[HostPort]) -> String {
+    ports
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// NodePorts' PreFilter state for one incoming pod: per node, how many pods use each of the
+/// ports that could conflict with the pod's own (other ports are never looked at).
+pub struct NodePorts<'a> {
+    wanted: &'a [HostPort],
+    used: FxHashMap<&'a str, Vec<(&'a HostPort, u32)>>,
+}
+
+impl<'a> NodePorts<'a> {
+    /// The state for `pod`, from the pods on nodes (`on_nodes`; pods without host ports may be
+    /// among them and are skipped at once).
+    pub fn new(
+        pod: &'a PodInfo,
+        on_nodes: impl IntoIterator<Item = (&'a NodeInfo, &'a PodInfo)>,
+    ) -> Self {
+        let mut state = NodePorts {
+            wanted: host_ports(pod),
+            used: FxHashMap::default(),
+        };
+        if !state.wanted.is_empty() {
+            for (node, p) in on_nodes {
+                state.add(node, p);
+            }
+        }
+        state
+    }
+
+    /// `placed` now runs on `node`.
+    pub fn add(&mut self, node: &'a NodeInfo, placed: &'a PodInfo) {
+        self.update(node, placed, true);
+    }
+
+    /// `gone` no longer runs on `node`.
+    pub fn remove(&mut self, node: &'a NodeInfo, gone: &'a PodInfo) {
+        self.update(node, gone, false);
+    }
+
+    fn update(&mut self, node: &'a NodeInfo, pod: &'a PodInfo, add: bool) {
+        if self.wanted.is_empty() || pod.terminal {
+            return;
+        }
+        for port in host_ports(pod) {
+            if !self.wanted.iter().any(|w| w.conflicts_with(port)) {
+                continue;
+            }
+            let list = self.used.entry(&node.name).or_default();
+            match list.iter_mut().find(|(p, _)| *p == port) {
+                Some((_, n)) if add => *n += 1,
+                Some((_, n)) => *n = n.saturating_sub(1),
+                None if add => list.push((port, 1)),
+                None => {}
+            }
+            list.retain(|(_, n)| *n > 0);
+        }
+    }
+
+    /// kube-scheduler's `Filter`: no wanted port conflicts with one in use on `node`.
+    pub fn check(&self, node: &NodeInfo) -> Result<(), Reason> {
+        let Some(used) = self.used.get(&*node.name) else {
+            return Ok(());
+        };
+        let conflict = self
+            .wanted
+            .iter()
+            .any(|w| used.iter().any(|(u, _)| w.conflicts_with(u)));
+        if conflict {
+            Err(Reason::NodePorts)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::rules::fixtures::{node, pod};
+
+    fn port(ip: &str, protocol: &str, n: i32) -> HostPort {
+        HostPort::new(Some(ip), Some(protocol), Some(n)).unwrap()
+    }
+
+    fn with_ports(name: &str, ports: &[HostPort]) -> PodInfo {
+        let mut p = pod(name);
+        p.rules = Some(Box::new(crate::model::inputs::objects::PodRules {
+            host_ports: ports.to_vec(),
+            ..Default::default()
+        }));
+        p
+    }
+
+    /// The cases of kube-scheduler's `TestNodePorts` (node_ports_test.go), one pod on the node
+    /// using `used`, the incoming pod wanting `wanted`.
+    #[test]
+    fn node_ports_conflicts_match_kube_scheduler() {
+        let cases: &[(&str, &[HostPort], &[HostPort], bool)] = &[
+            ("nothing running", &[], &[port("", "UDP", 8080)], true),
+            (
+                "other port",
+                &[port("127.0.0.1", "UDP", 9090)],
+                &[port("127.0.0.1", "UDP", 8080)],
+                true,
+            ),
+            (
+                "same udp port",
+                &[port("127.0.0.1", "UDP", 8080)],
+                &[port("127.0.0.1", "UDP", 8080)],
+                false,
+            ),
+            (
+                "same tcp port",
+                &[port("127.0.0.1", "TCP", 8080)],
+                &[port("127.0.0.1", "TCP", 8080)],
+                false,
+            ),
+            (
+                "different host ip",
+                &[port("127.0.0.1", "TCP", 8080)],
+                &[port("127.0.0.2", "TCP", 8080)],
+                true,
+            ),
+            (
+                "different protocol",
+                &[port("127.0.0.1", "TCP", 8080)],
+                &[port("127.0.0.1", "UDP", 8080)],
+                true,
+            ),
+            (
+                "second port conflicts",
+                &[
+                    port("127.0.0.1", "TCP", 8001),
+                    port("127.0.0.1", "UDP", 8080),
+                ],
+                &[
+                    port("127.0.0.1", "TCP", 8000),
+                    port("127.0.0.1", "UDP", 8080),
+                ],
+                false,
+            ),
+            (
+                "wanted on every ip, used on one",
+                &[port("127.0.0.1", "TCP", 8001)],
+                &[port("0.0.0.0", "TCP", 8001)],
+                false,
+            ),
+            (
+                "wanted on one ip, used on every ip",
+                &[port("0.0.0.0", "TCP", 8001)],
+                &[port("127.0.0.1", "TCP", 8001)],
+                false,
+            ),
+            (
+                "every ip, other protocol",
+                &[port("0.0.0.0", "TCP", 8001)],
+                &[port("127.0.0.1", "UDP", 8001)],
+                true,
+            ),
+            (
+                "empty ip and protocol are 0.0.0.0 and TCP",
+                &[port("", "", 8001)],
+                &[port("10.0.0.1", "TCP", 8001)],
+                false,
+            ),
+        ];
+        let n = node("n1");
+        for (name, used, wanted, fits) in cases {
+            let running = with_ports("running", used);
+            let incoming = with_ports("incoming", wanted);
+            let state = NodePorts::new(&incoming, [(&n, &running)]);
+            assert_eq!(state.check(&n).is_ok(), *fits, "NodePorts: {name}");
+        }
+    }
+
+    #[test]
+    fn node_ports_counts_members_placed_and_undone() {
+        let (n1, n2) = (node("n1"), node("n2"));
+        let want = [port("", "", 8080)];
+        let a = with_ports("a", &want);
+        let b = with_ports("b", &want);
+        let plain = pod("plain");
+        let mut state = NodePorts::new(&b, [(&n1, &plain)]);
+        assert_eq!(state.check(&n1), Ok(()), "a pod without host ports");
+        state.add(&n1, &a);
+        assert_eq!(state.check(&n1), Err(Reason::NodePorts), "a member placed");
+        assert_eq!(state.check(&n2), Ok(()));
+        state.remove(&n1, &a);
+        assert_eq!(state.check(&n1), Ok(()), "rolled back");
+        let mut done = with_ports("done", &want);
+        done.terminal = true;
+        let state = NodePorts::new(&b, [(&n1, &done)]);
+        assert_eq!(state.check(&n1), Ok(()), "a finished pod holds no port");
+    }
+
+    #[test]
+    fn a_pod_without_host_ports_fits_everywhere() {
+        let n = node("n1");
+        let running = with_ports("running", &[port("", "", 80)]);
+        let p = pod("p");
+        assert_eq!(NodePorts::new(&p, [(&n, &running)]).check(&n), Ok(()));
+    }
+
+    #[test]
+    fn ports_read_and_print_as_users_write_them() {
+        assert_eq!(HostPort::new(None, None, Some(0)), None, "no host port");
+        assert_eq!(HostPort::new(None, None, None), None);
+        let p = HostPort::new(None, None, Some(8080)).unwrap();
+        assert_eq!((p.ip.as_str(), p.protocol.as_str()), ("0.0.0.0", "TCP"));
+        assert_eq!(p.to_string(), "8080/TCP");
+        assert_eq!(port("10.0.0.1", "UDP", 53).to_string(), "10.0.0.1:53/UDP");
+        assert_eq!(describe(&[p, port("", "UDP", 9090)]), "8080/TCP, 9090/UDP");
+    }
+}

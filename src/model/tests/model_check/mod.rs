@@ -6,8 +6,9 @@
 //! (a new table rebuilt from a re-list), clock jumps past timeouts, back-offs and windows, and
 //! a gang's Volcano PodGroup (with per-task minimums) created and deleted, nodes cordoned and
 //! uncordoned while gangs gather, preempt calls whose body claims a priority the pod does
-//! not have, and restarts of a muster killed in the middle of its bindings (those in flight
-//! lost), whose new table first repairs the gangs left partly bound.
+//! not have, restarts and leader hand-overs (a table rebuilt from the standby's caches) of a
+//! muster killed in the middle of its bindings (those in flight lost), whose new table first
+//! repairs the gangs left partly bound.
 //! After every step the invariants are checked (see [`Check`]): among them, a gang bound
 //! together never lands on a node cordoned at that moment (the last look before binding), a
 //! preempt call never evicts for a priority the watch does not show and never hands a
@@ -81,6 +82,11 @@ enum Step {
     Restart {
         cut: bool,
     },
+    /// Leadership moves to the standby, which decides from a table rebuilt from its own caches
+    /// (`Shared::take_over`); with `cut`, the old leader's bindings in flight are lost.
+    HandOver {
+        cut: bool,
+    },
     Advance(Duration),
     /// `g1`'s PodGroup is created (or changed to the same) or deleted.
     PodGroup(bool),
@@ -112,6 +118,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (any::<bool>(), proptest::option::weighted(0.2, slot))
             .prop_map(|(pods, lost)| Step::Relist { pods, lost }),
         1 => any::<bool>().prop_map(|cut| Step::Restart { cut }),
+        1 => any::<bool>().prop_map(|cut| Step::HandOver { cut }),
         2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
             .prop_map(|s| Step::Advance(Duration::from_secs(s))),
         1 => proptest::bool::weighted(0.7).prop_map(Step::PodGroup),
@@ -315,7 +322,8 @@ impl Check {
                     self.relist_nodes();
                 }
             }
-            Step::Restart { cut } => self.restart(cut)?,
+            Step::Restart { cut } => self.restart(cut, false)?,
+            Step::HandOver { cut } => self.restart(cut, true)?,
             Step::Advance(d) => {
                 self.now += d;
                 self.table.expire(self.now);
@@ -534,7 +542,7 @@ impl Check {
     /// muster restarts: bindings it sent are made, and a new table is built from re-lists.
     /// It must agree with the old one on what is bound, what each node has in use, and
     /// which gangs are placed.
-    fn restart(&mut self, cut: bool) -> Result<(), TestCaseError> {
+    fn restart(&mut self, cut: bool, hand_over: bool) -> Result<(), TestCaseError> {
         self.seen[2] += 1;
         // Killed mid-binding: the bindings in flight are lost, their pods stay pending.
         let in_flight = std::mem::take(&mut self.cluster.in_flight);
@@ -545,11 +553,18 @@ impl Check {
                 self.pod_event(Event::Apply(obj));
             }
         }
-        let old = std::mem::replace(&mut self.table, self.cluster.fresh_table());
-        self.pod_watch = Relist::default();
-        self.node_watch = Relist::default();
-        self.relist_nodes();
-        self.relist_pods();
+        let old = if hand_over {
+            // The standby's caches saw the same watch events; it rebuilds from them.
+            let fresh = self.table.rebuilt();
+            std::mem::replace(&mut self.table, fresh)
+        } else {
+            let old = std::mem::replace(&mut self.table, self.cluster.fresh_table());
+            self.pod_watch = Relist::default();
+            self.node_watch = Relist::default();
+            self.relist_nodes();
+            self.relist_pods();
+            old
+        };
         self.table.take_notices();
         for p in &self.cluster.pods {
             let node = |t: &GangTable| {

@@ -77,6 +77,9 @@ pub struct Metrics {
     pub bind_retries: Counter,
     /// Preemption decisions: `kept` (as proposed), `trimmed`, `refused` (nothing evicted).
     pub preemptions: Family<OutcomeLabel, Counter>,
+    /// Gangs found partly bound when muster started deciding: `finishing` (room held for the
+    /// rest), `evicted` (no room: bound members evicted), `reported` (no room, mode `pod`).
+    pub partly_bound_gangs: Family<OutcomeLabel, Counter>,
     pub events_dropped: Counter,
     pub watch_errors: Family<KindLabel, Counter>,
     /// Objects the watches could not read in full (skipped, or kept with what was read).
@@ -132,6 +135,7 @@ impl Metrics {
             bind_failures: Counter::default(),
             bind_retries: Counter::default(),
             preemptions: Family::default(),
+            partly_bound_gangs: Family::default(),
             events_dropped,
             watch_errors: Family::default(),
             unreadable_objects: Family::default(),
@@ -194,6 +198,11 @@ impl Metrics {
             "preemptions",
             "Preemption requests by decision: kept as proposed, trimmed, refused (nothing evicted)",
             m.preemptions.clone(),
+        );
+        registry.register(
+            "partly_bound_gangs",
+            "Gangs found partly bound when muster started deciding: finishing (room held for the rest), evicted, reported (disruption mode pod)",
+            m.partly_bound_gangs.clone(),
         );
         registry.register(
             "events_dropped",

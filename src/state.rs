@@ -124,6 +124,9 @@ pub struct Shared {
     /// Counts watch events applied to the table, so that a verb asked about an object the
     /// watch has not delivered yet can wait for the next one instead of failing the pod.
     cache_generation: tokio::sync::watch::Sender<u64>,
+    /// This replica has not yet looked for gangs left partly bound (set at start and at every
+    /// take-over; see [`Shared::start_deciding`]).
+    repair_due: AtomicBool,
 }
 
 impl Shared {
@@ -140,6 +143,7 @@ impl Shared {
             leadership: Leadership::sole(),
             disruptions: DisruptionQueue::default(),
             cache_generation: tokio::sync::watch::Sender::new(0),
+            repair_due: AtomicBool::new(true),
         }
     }
 
@@ -177,6 +181,60 @@ impl Shared {
     pub fn take_over(&self) {
         let mut table = self.table.lock();
         *table = table.rebuilt();
+        // Under the same lock: no verb decides from the rebuilt table before the repair.
+        self.repair_due.store(true, Ordering::Release);
+    }
+
+    /// Called before every decision of a replica that leads with synced caches (every verb,
+    /// every gather round). The first one after a start or a take-over first finishes the
+    /// gangs found partly bound — muster killed, or the Lease lost, in the middle of a gang's
+    /// bindings — ahead of every other decision: room is held for their remaining members,
+    /// or, where it is gone, their bound part is reported and (mode `gang`) evicted
+    /// (never-half; `model::verbs::repair`). Later calls only read a flag.
+    pub fn start_deciding(&self, now: Instant) {
+        if !self.repair_due.load(Ordering::Acquire) {
+            return;
+        }
+        let found = {
+            let mut table = self.table.lock();
+            // A verb that saw the flag cleared while the repair runs waits for this lock
+            // before it decides.
+            if !self.repair_due.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            table.repair_partly_bound(now);
+            table.take_partly_bound()
+        };
+        self.report_partly_bound(found);
+        crate::cluster::evictor::submit_committed(self);
+        self.flush_notices();
+    }
+
+    /// Logs and counts what was done about gangs found partly bound.
+    fn report_partly_bound(&self, found: Vec<crate::model::PartlyBound>) {
+        use crate::model::PartlyBoundOutcome as O;
+        for f in found {
+            self.metrics
+                .partly_bound_gangs
+                .get_or_create(&crate::metrics::OutcomeLabel {
+                    outcome: f.outcome.label(),
+                })
+                .inc();
+            match &f.outcome {
+                O::Finishing { seats } => tracing::warn!(
+                    gang = %f.gang, bound = f.bound, quorum = f.quorum, rest = seats.len(),
+                    "gang found partly bound: room held for the rest before any other decision"
+                ),
+                O::Evicting { members, why } => tracing::warn!(
+                    gang = %f.gang, bound = f.bound, quorum = f.quorum, evicted = members.len(), %why,
+                    "gang found partly bound and the rest cannot be placed: evicting its bound members"
+                ),
+                O::Reported { why } => tracing::warn!(
+                    gang = %f.gang, bound = f.bound, quorum = f.quorum, %why,
+                    "gang found partly bound and the rest cannot be placed: its bound members keep running (disruption mode pod)"
+                ),
+            }
+        }
     }
 
     /// This replica lost the Lease: its seats and assumptions are the new leader's to rebuild,
@@ -212,11 +270,15 @@ impl Shared {
 
     /// Releases the seats of gangs past their timeout (called every second).
     pub fn expire_gangs(&self, now: Instant) {
-        let (expired, notices) = {
+        let (expired, notices, partly_bound) = {
             let mut t = self.table.lock();
             let expired = t.expire(now);
-            (expired, t.take_notices())
+            (expired, t.take_notices(), t.take_partly_bound())
         };
+        if !partly_bound.is_empty() {
+            self.report_partly_bound(partly_bound);
+            crate::cluster::evictor::submit_committed(self);
+        }
         for key in &expired {
             tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
             self.metrics.gang_timeouts.inc();

@@ -10,6 +10,12 @@
 //!   by muster's own policy, and the gang is bound whole.
 //! - `a_binding_throttled_past_its_budget_...`: a `Retry-After` longer than the binding's budget
 //!   ends the binding at once with a precise error, after one request (no silent retry).
+//! - `a_gang_partly_bound_when_muster_was_killed_...`: muster SIGKILLed between two bindings of
+//!   one gang (the proxy holds the third), restarted while a plain pod wants the room: the gang's
+//!   last member gets it first and the gang ends whole (never-half).
+//! - `a_partly_bound_gang_whose_room_was_taken_...`: the same, but a pod takes the room while
+//!   muster is down: the bound part is evicted (disruption mode `gang`) and an Event says why
+//!   (never-half, evict-for-whole, explained).
 //!
 //! The gang tests first put their gang where kube-scheduler alone binds the members that fit,
 //! so `tests/control-run` requires them to fail without muster.
@@ -21,10 +27,11 @@ use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::checks::metric;
 use muster_harness::control_plane::default_scheduler_config;
 use muster_harness::k8s::{self, GangKey};
-use muster_harness::truth::TruthContext;
+use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
-    control_run_requested, holds_for, names, rbac, wait_for, ControlPlane, ControlPlaneOptions,
-    Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions, PLACE, WINDOW,
+    control_run_requested, ensure_truth, holds_for, names, rbac, wait_for, ControlPlane,
+    ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
+    PLACE, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -121,6 +128,55 @@ impl Env {
         })
         .await
         .truth()
+    }
+
+    /// Gang g of three 500m members, none bound while only node-0 (1 CPU) exists; then node-1
+    /// of 500m, where the gang fits exactly. g-2's binding hangs in the proxy: once g-0 and g-1
+    /// are bound, muster is SIGKILLed (between two bindings of one gang) and the hang lifted.
+    /// Returns the members' names and the node whose room g-2 needed.
+    async fn partly_bound_by_a_kill(&mut self) -> Result<(Vec<String>, String)> {
+        let names = self.gang_waiting_for_room().await?;
+        let client = self.cp.client();
+        let hang = self.proxy.add(Rule {
+            pattern: Pattern::binding_of(NS, "g-2"),
+            fault: Fault::CutAfter(Duration::from_secs(120)),
+            times: None,
+        });
+        k8s::add_node(&client, "node-1", &NodeShape::cpu("500m")).await?;
+        let proxy = &self.proxy;
+        let bound = wait_for(
+            "g-0 and g-1 bound while g-2's binding hangs",
+            PLACE,
+            || async {
+                let bound = k8s::bound_pods(&client, NS).await?;
+                Ok(
+                    if bound.contains_key("g-0")
+                        && bound.contains_key("g-1")
+                        && proxy.seen(hang) > 0
+                    {
+                        Progress::Done(bound)
+                    } else {
+                        Progress::NotYet(format!(
+                            "bound: {bound:?}, g-2's binding requests: {}",
+                            proxy.seen(hang)
+                        ))
+                    },
+                )
+            },
+        )
+        .await
+        .truth()?;
+        self.muster.kill_hard();
+        self.proxy.clear();
+        let after = k8s::bound_pods(&client, NS).await?;
+        ensure_truth!(
+            !after.contains_key("g-2"),
+            "g-2 bound although its binding never reached the API server: {after:?}"
+        );
+        // node-0 holds 1 CPU, node-1 500m: g-2's room is where g-0 and g-1 left 500m.
+        let both_on_0 = bound["g-0"] == "node-0" && bound["g-1"] == "node-0";
+        let free = if both_on_0 { "node-1" } else { "node-0" };
+        Ok((names, free.to_string()))
     }
 
     async fn metric(&self, name: &str) -> Result<f64> {
@@ -273,6 +329,92 @@ async fn a_binding_throttled_past_its_budget_fails_at_once_after_one_request() -
         // Unthrottled, kube-scheduler's next try binds it.
         env.proxy.clear();
         env.wait_all_bound(&["web".to_string()]).await
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_partly_bound_when_muster_was_killed_is_finished_first_after_its_restart(
+) -> Result<()> {
+    let mut env = start().await?;
+    let r = async {
+        let (names, _) = env.partly_bound_by_a_kill().await?;
+        let client = env.cp.client();
+        env.muster.restart().await?;
+        // A new pod that fits exactly in g-2's room, tried at once, while g-2 is in
+        // kube-scheduler's back-off from the calls that failed while muster was down.
+        PodBuilder::new(NS, "plain")
+            .cpu("500m")
+            .create(&client)
+            .await?;
+        env.wait_all_bound(&names).await?;
+        let bound = k8s::bound_pods(&client, NS).await?;
+        ensure_truth!(
+            !bound.contains_key("plain"),
+            "the plain pod took room of a partly bound gang: {bound:?}"
+        );
+        if muster_view_is_checked() {
+            let finishing = env
+                .metric("muster_partly_bound_gangs_total{outcome=\"finishing\"}")
+                .await?;
+            ensure!(
+                finishing == 1.0,
+                "partly bound gangs finishing: {finishing}"
+            );
+        }
+        Ok(())
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_bound_gang_whose_room_was_taken_while_muster_was_down_is_evicted_and_told(
+) -> Result<()> {
+    let mut env = start().await?;
+    let r = async {
+        let (_, free) = env.partly_bound_by_a_kill().await?;
+        let client = env.cp.client();
+        // The room g-2 needs is taken while muster is down, by a pod no scheduler places.
+        let mut squatter = PodBuilder::new(NS, "squatter").cpu("500m").build();
+        squatter.spec.as_mut().expect("spec").node_name = Some(free.clone());
+        k8s::create_pod(&client, NS, &squatter).await?;
+        env.muster.restart().await?;
+        // Cluster truth: g-0 and g-1 are evicted (no kubelet finishes the deletion, so they
+        // stay Terminating), and g-2 never runs alone with them.
+        wait_for("g-0 and g-1 evicted", PLACE, || async {
+            let pods = k8s::list_pods(&client, NS).await?;
+            let live: Vec<String> = pods
+                .iter()
+                .filter(|p| ["g-0", "g-1"].contains(&k8s::pod_name(p)))
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| k8s::pod_name(p).to_string())
+                .collect();
+            Ok(if live.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("still running: {live:?}"))
+            })
+        })
+        .await
+        .truth()?;
+        let bound = k8s::bound_pods(&client, NS).await?;
+        ensure_truth!(!bound.contains_key("g-2"), "g-2 bound: {bound:?}");
+        if muster_view_is_checked() {
+            let events = k8s::events_for(&client, NS, "g-0").await?;
+            ensure!(
+                events.iter().any(|e| e.reason == "GangPartlyBound"
+                    && e.type_ == "Warning"
+                    && e.message.contains("evicted")),
+                "no GangPartlyBound Warning on g-0: {events:?}"
+            );
+            let evicted = env
+                .metric("muster_partly_bound_gangs_total{outcome=\"evicted\"}")
+                .await?;
+            ensure!(evicted == 1.0, "partly bound gangs evicted: {evicted}");
+        }
+        Ok(())
     }
     .await;
     env.report(r).await

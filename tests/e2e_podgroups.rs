@@ -14,11 +14,16 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
+use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::podgroups::{self, PodGroupApi};
+use muster_harness::truth::TruthContext;
 use muster_harness::{
     bail_truth, ensure_truth, holds_for, muster_view_is_checked, pod_names as names, spread,
     wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer, CLUSTER_TRUTH,
     PLACE, REASON, TOGETHER, WINDOW,
+};
+use muster_harness::{
+    k8s, rbac, ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -707,4 +712,138 @@ async fn a_gang_waiting_for_its_missing_pod_group_leaves_its_room_to_a_plain_pod
     }
     .await;
     c.report(&["absent"], r).await
+}
+
+/// The Volcano PodGroup API flaps: the API server answers 404 for it (as one that has just
+/// restarted and not loaded its CRDs yet does), long enough for muster's discovery to stop its
+/// watch. The gang keeps its PodGroup's `minMember: 3`: two members whose keys alone would make
+/// a gang of two (no quorum key: every member that exists) are not bound; once the third
+/// exists (and the API answers again) the three are bound together. muster reaches the API
+/// server through the faulting proxy, as its ServiceAccount.
+#[tokio::test]
+async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404() -> Result<()> {
+    let _t = Timer(
+        "a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404",
+        Instant::now(),
+    );
+    let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
+    let client = cp.client();
+    podgroups::install_crd(&client, podgroups::VOLCANO_CRD).await?;
+    let sa = rbac::service_account_kubeconfig(&client, cp.kubeconfig_path(), cp.dir(), 24).await?;
+    let proxy = ApiProxy::start(&sa).await?;
+    let kubeconfig = proxy.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?;
+    let mut mo = MusterOptions::new(MUSTER, &kubeconfig, cp.dir());
+    mo.args = ["--pod-group-discovery-interval", "1s"]
+        .map(String::from)
+        .to_vec();
+    let muster = Muster::start(mo).await?;
+    cp.start_scheduler(SchedulerOptions {
+        extender_base_url: Some(muster.url()),
+        without_extenders: muster_harness::control_run_requested(),
+        ..SchedulerOptions::default()
+    })
+    .await?;
+    let ns = "flap";
+    let member = |i: u32| {
+        PodBuilder::new(ns, &format!("job-worker-{i}"))
+            .cpu("100m")
+            .annotation("scheduling.k8s.io/group-name", "job")
+            .annotation("volcano.sh/task-spec", "worker")
+    };
+    let sample = |name: String| {
+        let muster = &muster;
+        async move {
+            wait_for(&format!("{name} on muster"), PLACE, || async {
+                Ok(match muster.metrics().await?.get(&name).copied() {
+                    Some(v) => Progress::Done(v),
+                    None => Progress::NotYet(format!("{name} absent")),
+                })
+            })
+            .await
+        }
+    };
+    let r = async {
+        k8s::create_namespace(&client, ns).await?;
+        k8s::add_node(&client, "node-0", &NodeShape::cpu("2")).await?;
+        podgroups::create(
+            &client,
+            PodGroupApi::Volcano,
+            podgroups::volcano(ns, "job", 3, &[]),
+        )
+        .await?;
+        wait_for("muster to read the PodGroup", PLACE, || async {
+            let known = sample(known(PodGroupApi::Volcano)).await?;
+            Ok(if known == 1.0 {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{known} PodGroups known"))
+            })
+        })
+        .await?;
+        let flap = proxy.add(Rule {
+            pattern: Pattern {
+                method: "GET",
+                path_contains: vec!["/apis/scheduling.volcano.sh/v1beta1".into()],
+            },
+            fault: Fault::Status {
+                code: 404,
+                retry_after: None,
+            },
+            times: None,
+        });
+        wait_for("muster to stop watching the API", PLACE, || async {
+            let served = sample(served(PodGroupApi::Volcano)).await?;
+            Ok(if served == 0.0 {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!(
+                    "served {served}, {} requests answered 404",
+                    proxy.seen(flap)
+                ))
+            })
+        })
+        .await?;
+        for i in 0..2 {
+            member(i).create(&client).await?;
+        }
+        // Past the creation window (5 s), when a gang of every member that exists is decided.
+        holds_for(
+            "no member bound: the PodGroup asks for 3",
+            Duration::from_secs(10),
+            || async {
+                let bound = k8s::bound_pods(&client, ns).await?;
+                Ok(if bound.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("bound: {bound:?}"))
+                })
+            },
+        )
+        .await
+        .truth()?;
+        proxy.clear();
+        member(2).create(&client).await?;
+        let all = names(&["job-worker-0", "job-worker-1", "job-worker-2"]);
+        wait_for("the three bound", PLACE, || async {
+            let bound = k8s::bound_pods(&client, ns).await?;
+            Ok(if all.iter().all(|n| bound.contains_key(n)) {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("bound: {bound:?}"))
+            })
+        })
+        .await
+        .truth()?;
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        let pods = k8s::list_pods(&client, ns).await.unwrap_or_default();
+        eprintln!(
+            "pods:\n{}\nmuster:\n{}",
+            k8s::describe_pods(&pods),
+            muster.log_tail(40)
+        );
+    }
+    r
 }

@@ -54,6 +54,8 @@ pub async fn run(client: Client, shared: Arc<Shared>, expect_marker: bool) {
         if !shared.readiness.is_ready() || !shared.leadership.is_leading(Instant::now()) {
             continue;
         }
+        // A gang left partly bound before this replica started deciding comes first.
+        shared.start_deciding(Instant::now());
         let plan = {
             let mut table = shared.table.lock();
             gatherer.gather(&mut table, Instant::now())

@@ -180,6 +180,8 @@ impl<V: Verb> Call<V> {
         if !self.shared.readiness.is_ready() {
             return Err(Refusal::NotReady);
         }
+        // A gang left partly bound before this replica started deciding comes first.
+        self.shared.start_deciding(Instant::now());
         Ok(())
     }
 

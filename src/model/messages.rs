@@ -532,3 +532,52 @@ pub fn podgroup_waiting(
 pub fn podgroup_placed(namespace: &str, name: &str, scheduled: u32, quorum: u32) -> String {
     format!("gang {namespace}/{name}: {scheduled} of {quorum} members have nodes")
 }
+
+/// Event on the members of a gang found partly bound when muster started deciding (after a
+/// restart or a take-over), whose remaining members have room held now.
+pub fn partly_bound_finishing(
+    key: &GangKey,
+    bound: u32,
+    quorum: u32,
+    seats: &[(PodRef, NodeName)],
+) -> String {
+    let seats: Vec<String> = seats
+        .iter()
+        .map(|(p, n)| format!("{} on {n}", p.name))
+        .collect();
+    format!(
+        "gang {key} was found partly bound when muster started deciding ({bound} of {quorum} \
+         members bound): room is held for the rest before anything else is decided ({}); they \
+         are bound as kube-scheduler tries them again",
+        seats.join(", ")
+    )
+}
+
+/// Warning on the members of a gang found partly bound whose remaining members cannot be
+/// placed: `why` says what stopped them; `evicted` whether its bound members are evicted
+/// (disruption mode `gang`) or keep running (mode `pod`).
+pub fn partly_bound_stuck(
+    key: &GangKey,
+    bound: u32,
+    quorum: u32,
+    why: &str,
+    evicted: bool,
+) -> String {
+    let then = if evicted {
+        "its bound members are evicted so that the gang can start again whole (disruption mode gang)"
+    } else {
+        "its bound members keep running (disruption mode pod); the rest are bound when room appears"
+    };
+    format!(
+        "gang {key} is partly bound ({bound} of {quorum} members bound) and the rest cannot be \
+         placed: {why}; {then}"
+    )
+}
+
+/// Why a gang found partly bound gave up the room held for its remaining members.
+pub fn partly_bound_timed_out(timeout: Duration) -> String {
+    format!(
+        "its remaining members were not bound within its timeout of {}s",
+        timeout.as_secs()
+    )
+}

@@ -51,6 +51,7 @@ pub use inputs::tasks::TaskMinimums;
 pub use notice::{Notice, NoticeKind, PodRef};
 pub use planning::quorum_bound::BeyondCluster;
 pub use table::gang::{Phase, SeatHolder};
+pub use table::partly_bound::{PartlyBound, PartlyBoundOutcome};
 pub use table::GangTable;
 pub use verbs::bind::{BindDecision, BindRejection, BindRequest};
 pub use verbs::filter::NodeVerdict;

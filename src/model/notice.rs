@@ -66,6 +66,10 @@ pub enum NoticeKind {
     /// Warning `GangMarkerMissing`: a gang member without the marker resource, which
     /// kube-scheduler schedules without muster (see `model::gather`).
     MarkerMissing,
+    /// Warning `GangPartlyBound`: the gang was found partly bound when muster started deciding
+    /// and its remaining members cannot be placed; its bound members are evicted (mode `gang`)
+    /// or said to keep running (mode `pod`).
+    PartlyBound,
 }
 
 impl NoticeKind {
@@ -82,6 +86,7 @@ impl NoticeKind {
             NoticeKind::Preempting => "GangPreempting",
             NoticeKind::Disrupted => "GangDisrupted",
             NoticeKind::MarkerMissing => "GangMarkerMissing",
+            NoticeKind::PartlyBound => "GangPartlyBound",
         }
     }
 

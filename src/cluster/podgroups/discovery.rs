@@ -180,17 +180,16 @@ fn spawn_watch(api: PodGroupApi, client: Client, shared: Arc<Shared>) -> JoinHan
     }
 }
 
-/// Stops the watch of `api` and forgets its PodGroups: the objects went with their API, and a
-/// gang naming one goes by its pods' keys again (see `set_pod_group_api_served`).
+/// Stops the watch of `api`: a gang naming a PodGroup of it that muster never saw goes by its
+/// pods' keys again (see `set_pod_group_api_served`). The PodGroups last seen are kept, and go
+/// on deciding their gangs: a PodGroup is forgotten only when its deletion is seen (a CRD's
+/// deletion deletes its objects first, and the watch delivered those deletions before the API
+/// went missing for [`GONE_AFTER_ROUNDS`] rounds), never because its API flapped — a gang
+/// decided by a PodGroup never falls back to its pods' keys while that PodGroup was last seen.
 async fn stop_watch(api: PodGroupApi, task: JoinHandle<()>, shared: &Shared) {
     task.abort();
-    // Awaited, so that no event of the old watch is applied after the forgetting below.
     let _ = task.await;
-    {
-        let mut table = shared.table.lock();
-        table.set_pod_group_api_served(api, false);
-        table.retain_pod_groups(api, |_| false);
-    }
+    shared.table.lock().set_pod_group_api_served(api, false);
     // Its first list may never have completed: readiness no longer waits for it.
     shared.readiness.set_pod_group_api_listed(api);
     shared.flush_notices();

@@ -3,7 +3,8 @@
 //!
 //! This is the one place the quorum is decided, in this order of precedence:
 //! 1. the gang's PodGroup, when its members name one of an API the cluster serves
-//!    ([`PodGroupIndex::is_served`]): `minMember` (or `minCount`), `minTaskMember`,
+//!    ([`PodGroupIndex::is_served`]), or one last seen existing (whatever discovery says of its
+//!    API now): `minMember` (or `minCount`), `minTaskMember`,
 //!    `scheduleTimeoutSeconds`. Members whose keys say otherwise are overruled (and told, see
 //!    [`pod_group_disagreements`]). If that PodGroup does not exist (yet), nothing is decided:
 //!    the gang waits for it and holds nothing.
@@ -88,11 +89,16 @@ impl GangSpec {
     pub fn decide(members: &[&PodInfo], key: &GangKey, pod_groups: &PodGroupIndex) -> GangSpec {
         let keys = GangSpec::of_members(members.iter().copied());
         // Members naming PodGroups of different APIs under one name: the first API in
-        // `PodGroupApi`'s order that the cluster serves.
+        // `PodGroupApi`'s order that the cluster serves. A PodGroup last seen existing counts
+        // whether or not its API is served now: an API that flaps (a 404 from an API server
+        // that just restarted, discovery rounds that fail) never makes its gangs fall back to
+        // their pods' keys — a Volcano gang would then count only the members that exist. It
+        // is forgotten only when its deletion is seen (deleting a CRD deletes its objects
+        // first, which the watch delivers).
         let named: BTreeSet<PodGroupApi> = members
             .iter()
             .filter_map(|p| p.gang().and_then(|m| m.pod_group))
-            .filter(|api| pod_groups.is_served(*api))
+            .filter(|api| pod_groups.is_served(*api) || pod_groups.get(*api, key).is_some())
             .collect();
         let Some(api) = named.into_iter().next() else {
             return keys;

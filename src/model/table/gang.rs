@@ -106,6 +106,9 @@ pub struct Gang {
     /// Members arrived without the marker resource, which kube-scheduler schedules without
     /// muster (set by `gather`; shown in `/gangs`).
     pub marker_warning: Option<String>,
+    /// Set when the gang was found partly bound as muster started deciding (see
+    /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
+    pub partly_bound: Option<String>,
 }
 
 impl Default for Gang {
@@ -126,6 +129,7 @@ impl Default for Gang {
             told_waiting: BTreeMap::new(),
             preemption_hold: None,
             marker_warning: None,
+            partly_bound: None,
         }
     }
 }
@@ -257,6 +261,7 @@ impl Gang {
         self.phase = Phase::Placed;
         self.last_wait_message = None;
         self.preemption_hold = None;
+        self.partly_bound = None;
     }
 
     /// Timed out: refused until `until`.

@@ -19,6 +19,7 @@ pub(crate) mod disruptions;
 pub(crate) mod evidence;
 pub(crate) mod gang;
 pub(crate) mod ledger;
+pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
 
@@ -82,6 +83,9 @@ pub struct GangTable {
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
     /// `verbs::preempt::commit`), and then until the evictor takes them.
     pub(super) disruptions: Disruptions,
+    /// What was done about each gang found partly bound since the last call of
+    /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
+    pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -190,6 +194,7 @@ impl GangTable {
             preempt_plans: HashMap::default(),
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
+            partly_bound: Vec::new(),
         }
     }
 

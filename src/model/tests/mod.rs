@@ -15,6 +15,7 @@ mod last_look;
 mod lifetimes;
 mod members;
 mod model_check;
+mod partly_bound;
 mod podgroups;
 mod preemption;
 mod preemption_hold;

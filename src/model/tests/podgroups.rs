@@ -262,13 +262,14 @@ fn a_kubernetes_pod_group_named_in_the_pod_spec_decides_the_quorum() {
 #[test]
 fn an_api_served_later_makes_its_pod_group_decide_and_a_takeover_keeps_both() {
     let mut w = World::new(&[node("n1", 1000)]);
-    w.table
-        .apply_pod_group(pod_group(PodGroupApi::Volcano, 3, &[]));
     let a = volcano("a", "worker")
         .annotation(MIN_AVAILABLE, "1")
         .build();
     w.add(&[&a]);
     assert_eq!(w.table.views(w.now)[0].quorum, 1, "not served: the key");
+    // The API is served (its watch lists the PodGroup, then says the API is served).
+    w.table
+        .apply_pod_group(pod_group(PodGroupApi::Volcano, 3, &[]));
     served(&mut w, PodGroupApi::Volcano);
     assert_eq!(w.table.views(w.now)[0].quorum, 3, "served: the PodGroup");
 
@@ -276,4 +277,46 @@ fn an_api_served_later_makes_its_pod_group_decide_and_a_takeover_keeps_both() {
     assert_eq!(fresh.pod_groups().len(), 1);
     assert!(fresh.pod_groups().is_served(PodGroupApi::Volcano));
     assert_eq!(fresh.views(w.now)[0].quorum, 3);
+}
+
+/// The PodGroup API flaps (a 404 from an API server that just restarted, twice, stops its
+/// watch): the gang keeps its PodGroup's minMember, and two members whose keys say 2 are not
+/// bound as a gang of three would be half (never-half). Only the PodGroup's deletion, seen,
+/// hands the gang back to its keys.
+#[test]
+fn a_gang_keeps_its_pod_groups_quorum_while_the_api_flaps() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    served(&mut w, PodGroupApi::Volcano);
+    w.table
+        .apply_pod_group(pod_group(PodGroupApi::Volcano, 3, &[]));
+    let ms: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            volcano(&format!("p{i}"), "worker")
+                .annotation(MIN_AVAILABLE, "2")
+                .build()
+        })
+        .collect();
+    w.add(&[&ms[0], &ms[1]]);
+    // What the discovery loop does when the API is missing two rounds in a row.
+    w.table
+        .set_pod_group_api_served(PodGroupApi::Volcano, false);
+    let view = w.table.views(w.now).remove(0);
+    assert_eq!(view.quorum, 3);
+    assert_eq!(
+        view.spec_source,
+        SpecSourceView::PodGroup {
+            api_version: "scheduling.volcano.sh/v1beta1",
+            name: "ml/job".into()
+        }
+    );
+    wait_message(&w.bind(&ms[0], "n1"));
+    let d = w.bind(&ms[1], "n2");
+    assert!(
+        matches!(d, BindDecision::Wait { .. } | BindDecision::Reject(_)),
+        "two of three are not bound: {d:?}"
+    );
+    assert!(!w.table.has_node(&ms[0].uid) && !w.table.has_node(&ms[1].uid));
+    // The PodGroup's deletion seen: the keys decide.
+    w.table.remove_pod_group(PodGroupApi::Volcano, &key());
+    assert_eq!(w.table.views(w.now).remove(0).quorum, 2);
 }

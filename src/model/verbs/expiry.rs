@@ -57,8 +57,29 @@ impl GangTable {
                 })
                 .collect();
             self.notices.extend(told);
+            self.partly_bound_timed_out(key, facts.spec.timeout_or(default_timeout));
         }
         expired
+    }
+
+    /// A gang found partly bound whose remaining members' seats timed out is not left half
+    /// running silently (never-half): see `verbs::repair`.
+    fn partly_bound_timed_out(&mut self, key: &GangKey, timeout: std::time::Duration) {
+        if self.gangs.get(key).is_none_or(|g| g.partly_bound.is_none()) {
+            return;
+        }
+        let Some((bound, quorum)) = self.partly_bound_counts(key) else {
+            return;
+        };
+        let why = messages::partly_bound_timed_out(timeout);
+        let outcome = self.give_up_partly_bound(key, bound, quorum, &why);
+        self.partly_bound
+            .push(crate::model::table::partly_bound::PartlyBound {
+                gang: key.clone(),
+                bound,
+                quorum,
+                outcome,
+            });
     }
 }
 

@@ -294,6 +294,7 @@ mod tests {
             waiting_reason: (state != GangState::Placed)
                 .then(|| "gang ml/job: 1 of 2 members fit".to_string()),
             marker_warning: None,
+            partly_bound: None,
             seconds_until_timeout: None,
             seconds_of_backoff_left: None,
         }

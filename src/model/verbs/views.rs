@@ -94,6 +94,11 @@ pub struct GangView {
     /// missing when they were created); absent when every member is marked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub marker_warning: Option<String>,
+    /// The gang was found partly bound when muster started deciding: what was done (room held
+    /// for the rest, or its bound members evicted or left running, and why); absent otherwise
+    /// and once it is placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partly_bound: Option<String>,
     pub seconds_until_timeout: Option<u64>,
     pub seconds_of_backoff_left: Option<u64>,
 }
@@ -293,6 +298,9 @@ impl GangTable {
                 .then(|| gang.last_wait_message.clone())
                 .flatten(),
             marker_warning: gang.marker_warning.clone(),
+            partly_bound: (state != GangState::Placed)
+                .then(|| gang.partly_bound.clone())
+                .flatten(),
             seconds_until_timeout: match gang.phase() {
                 Phase::Admitted { since } => Some(
                     timeout

@@ -256,3 +256,26 @@ fn every_distinct_disagreement_with_the_pod_group_is_named_once() {
         "the PodGroup's timeout wins"
     );
 }
+
+/// The API flapped (discovery found it missing, its watch stopped): the PodGroup last seen
+/// still decides, so the gang never falls back to its pods' keys.
+#[test]
+fn a_pod_group_last_seen_decides_while_its_api_is_not_served() {
+    let members = [pod("a")
+        .annotation(VOLCANO_GROUP_NAME, "job")
+        .annotation(MIN_AVAILABLE, "1")
+        .build()];
+    let refs: Vec<&PodInfo> = members.iter().collect();
+    let key = GangKey::new("ml", "job");
+    let mut t = index(true, &[def(3, &[])]);
+    t.set_pod_group_api_served(PodGroupApi::Volcano, false);
+    let spec = GangSpec::decide(&refs, &key, t.pod_groups());
+    assert_eq!(spec.quorum, 3);
+    assert_eq!(
+        spec.source,
+        SpecSource::PodGroup {
+            api: PodGroupApi::Volcano,
+            name: Arc::from("job")
+        }
+    );
+}

@@ -5,8 +5,10 @@
 //! for good), deletions with and without grace, pods placed by another scheduler, restarts
 //! (a new table rebuilt from a re-list), clock jumps past timeouts, back-offs and windows, and
 //! a gang's Volcano PodGroup (with per-task minimums) created and deleted, nodes cordoned and
-//! uncordoned while gangs gather, and preempt calls whose body claims a priority the pod does
-//! not have.
+//! uncordoned while gangs gather, preempt calls whose body claims a priority the pod does
+//! not have, restarts and leader hand-overs (a table rebuilt from the standby's caches) of a
+//! muster killed in the middle of its bindings (those in flight lost), whose new table first
+//! repairs the gangs left partly bound.
 //! After every step the invariants are checked (see [`Check`]): among them, a gang bound
 //! together never lands on a node cordoned at that moment (the last look before binding), a
 //! preempt call never evicts for a priority the watch does not show and never hands a
@@ -74,7 +76,17 @@ enum Step {
         pods: bool,
         lost: Option<usize>,
     },
-    Restart,
+    /// muster restarts; with `cut`, it was killed in the middle of its bindings: those in
+    /// flight are never made (a gang may be left partly bound), and the new table's first
+    /// decision is the repair of partly bound gangs, as a restarted muster's is.
+    Restart {
+        cut: bool,
+    },
+    /// Leadership moves to the standby, which decides from a table rebuilt from its own caches
+    /// (`Shared::take_over`); with `cut`, the old leader's bindings in flight are lost.
+    HandOver {
+        cut: bool,
+    },
     Advance(Duration),
     /// `g1`'s PodGroup is created (or changed to the same) or deleted.
     PodGroup(bool),
@@ -105,7 +117,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (node, 1..6i64).prop_map(|(node, c)| Step::Foreign { node, cpu: c * 100 }),
         1 => (any::<bool>(), proptest::option::weighted(0.2, slot))
             .prop_map(|(pods, lost)| Step::Relist { pods, lost }),
-        1 => Just(Step::Restart),
+        1 => any::<bool>().prop_map(|cut| Step::Restart { cut }),
+        1 => any::<bool>().prop_map(|cut| Step::HandOver { cut }),
         2 => prop_oneof![Just(1u64), Just(6), Just(31), Just(301)]
             .prop_map(|s| Step::Advance(Duration::from_secs(s))),
         1 => proptest::bool::weighted(0.7).prop_map(Step::PodGroup),
@@ -126,6 +139,9 @@ struct Check {
     /// Gangs allowed some but fewer than quorum members with nodes, and why: a member with a
     /// node was deleted, or a binding failed for good (and a `GangBindFailed` Event said so).
     excused: BTreeSet<&'static str>,
+    /// Gangs a restarted table found partly bound (muster killed mid-binding) and is finishing
+    /// or evicting: allowed partial until they are whole or their bound part is evicted.
+    repairing: BTreeSet<&'static str>,
     /// Nodes where another scheduler's pod landed on seats (bound + seats may exceed
     /// allocatable there until the seats are re-planned or released).
     disturbed: BTreeSet<String>,
@@ -135,7 +151,7 @@ struct Check {
     decisions: Option<String>,
     /// What the case exercised: gangs bound together (of them, `g1` with its per-task
     /// minimums from its PodGroup), bindings refused, restarts, preempt calls judged.
-    seen: [u64; 5],
+    seen: [u64; 7],
 }
 
 impl Check {
@@ -149,10 +165,11 @@ impl Check {
             now: Instant::now(),
             chosen: Vec::new(),
             excused: BTreeSet::new(),
+            repairing: BTreeSet::new(),
             disturbed: BTreeSet::new(),
             checks: 0,
             decisions: Trace::wanted().then(String::new),
-            seen: [0; 5],
+            seen: [0; 7],
         }
     }
 
@@ -185,8 +202,12 @@ impl Check {
 
     /// A member that has a node leaves (deleted, or being deleted): its gang may be partial.
     fn excuse_if_placed(&mut self, p: &SimPod) {
-        if let Some((gang, _)) = p.gang() {
-            if self.cluster.node_of(p).is_some() {
+        if let Some((gang, quorum)) = p.gang() {
+            // Or any member of a gang left partly bound: the repair covers gangs whose members
+            // all exist (a gang that lost one is not finished whole, see `verbs::repair`).
+            if self.cluster.node_of(p).is_some()
+                || self.cluster.partial_gang(gang, quorum).is_some()
+            {
                 self.excused.insert(gang);
             }
         }
@@ -301,7 +322,8 @@ impl Check {
                     self.relist_nodes();
                 }
             }
-            Step::Restart => self.restart()?,
+            Step::Restart { cut } => self.restart(cut, false)?,
+            Step::HandOver { cut } => self.restart(cut, true)?,
             Step::Advance(d) => {
                 self.now += d;
                 self.table.expire(self.now);
@@ -520,20 +542,29 @@ impl Check {
     /// muster restarts: bindings it sent are made, and a new table is built from re-lists.
     /// It must agree with the old one on what is bound, what each node has in use, and
     /// which gangs are placed.
-    fn restart(&mut self) -> Result<(), TestCaseError> {
+    fn restart(&mut self, cut: bool, hand_over: bool) -> Result<(), TestCaseError> {
         self.seen[2] += 1;
-        for (uid, node) in std::mem::take(&mut self.cluster.in_flight) {
+        // Killed mid-binding: the bindings in flight are lost, their pods stay pending.
+        let in_flight = std::mem::take(&mut self.cluster.in_flight);
+        for (uid, node) in in_flight.into_iter().filter(|_| !cut) {
             if let Some(p) = self.cluster.pod_mut(&uid) {
                 p.node = Some(node);
                 let obj = p.object();
                 self.pod_event(Event::Apply(obj));
             }
         }
-        let old = std::mem::replace(&mut self.table, self.cluster.fresh_table());
-        self.pod_watch = Relist::default();
-        self.node_watch = Relist::default();
-        self.relist_nodes();
-        self.relist_pods();
+        let old = if hand_over {
+            // The standby's caches saw the same watch events; it rebuilds from them.
+            let fresh = self.table.rebuilt();
+            std::mem::replace(&mut self.table, fresh)
+        } else {
+            let old = std::mem::replace(&mut self.table, self.cluster.fresh_table());
+            self.pod_watch = Relist::default();
+            self.node_watch = Relist::default();
+            self.relist_nodes();
+            self.relist_pods();
+            old
+        };
         self.table.take_notices();
         for p in &self.cluster.pods {
             let node = |t: &GangTable| {
@@ -543,28 +574,89 @@ impl Check {
             };
             prop_assert_eq!(node(&old), node(&self.table), "{} bound", &p.name);
         }
-        for (_, e) in old.ledger.iter() {
-            let new = self.table.ledger.get(e.name()).map(|n| n.used().clone());
-            prop_assert_eq!(Some(e.used().clone()), new, "use of {}", e.name());
+        // The old table counted the lost bindings as made (assumed): only without a cut do
+        // the two agree on use and placed gangs.
+        if !cut {
+            for (_, e) in old.ledger.iter() {
+                let new = self.table.ledger.get(e.name()).map(|n| n.used().clone());
+                prop_assert_eq!(Some(e.used().clone()), new, "use of {}", e.name());
+            }
+            let placed = |t: &GangTable| -> BTreeSet<String> {
+                t.views(self.now)
+                    .into_iter()
+                    .filter(|v| v.state == GangState::Placed)
+                    .map(|v| v.name)
+                    .collect()
+            };
+            prop_assert_eq!(placed(&old), placed(&self.table));
         }
-        let placed = |t: &GangTable| -> BTreeSet<String> {
-            t.views(self.now)
-                .into_iter()
-                .filter(|v| v.state == GangState::Placed)
-                .map(|v| v.name)
-                .collect()
-        };
-        prop_assert_eq!(placed(&old), placed(&self.table));
         self.chosen.clear();
+        // The new leader's first decision (`Shared::start_deciding`): gangs left partly bound
+        // are finished first, or their bound part is evicted (never-half).
+        let found = self.table.repair_partly_bound(self.now);
+        self.table.take_partly_bound();
+        self.seen[5] += found.len() as u64;
+        for f in &found {
+            if let Some(gang) = sim_gang(&f.gang.name) {
+                self.repairing.insert(gang);
+            }
+            if let PartlyBoundOutcome::Finishing { seats } = &f.outcome {
+                // Room held for every remaining member, ahead of any other decision.
+                for (pod, _) in seats {
+                    prop_assert!(self.table.holds_seat(&pod.uid), "{} has no seat", pod.name);
+                }
+            }
+        }
+        // Every gang left partly bound, with its members all there and its quorum decided,
+        // was found.
+        for (gang, quorum) in [("g0", 2u32), ("g1", 3)] {
+            if self.cluster.partial_gang(gang, quorum).is_some() && !self.repairing.contains(gang) {
+                let key = GangKey::new("ml", gang);
+                prop_assert!(
+                    self.table.partly_bound_counts(&key).is_none(),
+                    "gang {} left partly bound and not repaired",
+                    gang
+                );
+                self.excused.insert(gang);
+            }
+        }
+        Ok(())
+    }
+
+    /// The evictor: every member of a gang handed to it is evicted (with grace: Terminating
+    /// until `FinishDeletes`). Only gangs found partly bound are (no preempt call here keeps a
+    /// candidate, so none commits a preemption).
+    fn evict(&mut self) -> Result<(), TestCaseError> {
+        for f in self.table.take_partly_bound() {
+            if let Some(gang) = sim_gang(&f.gang.name) {
+                self.repairing.insert(gang);
+            }
+        }
+        for d in self.table.take_disruptions() {
+            prop_assert!(
+                sim_gang(&d.gang.name).is_some_and(|g| self.repairing.contains(g)),
+                "gang {} evicted but not found partly bound",
+                d.gang
+            );
+            for pod in &d.others {
+                let Some(p) = self.cluster.pod_mut(&pod.uid) else {
+                    continue;
+                };
+                prop_assert!(p.node.is_some(), "{} evicted without a node", pod.name);
+                p.terminating = true;
+                let obj = p.object();
+                self.pod_event(Event::Apply(obj));
+            }
+            self.seen[6] += 1;
+        }
         Ok(())
     }
 
     /// The invariants, after every step.
     fn check(&mut self) -> Result<(), TestCaseError> {
+        self.evict()?;
         self.table.take_notices();
         self.table.take_released();
-        // Nothing here commits a preemption (no preempt call keeps a candidate).
-        prop_assert!(self.table.take_disruptions().is_empty());
         // Liveness: seats are held only by an admitted gang, for at most its timeout plus one
         // expiry tick (the clock moves only with `Advance`, which runs the expiry).
         let tick = Duration::from_secs(1);
@@ -632,9 +724,10 @@ impl Check {
             match self.cluster.partial_gang(gang, quorum) {
                 None => {
                     self.excused.remove(gang);
+                    self.repairing.remove(gang);
                 }
                 Some(counts) => prop_assert!(
-                    self.excused.contains(gang),
+                    self.excused.contains(gang) || self.repairing.contains(gang),
                     "gang {} has {} with nodes",
                     gang,
                     counts
@@ -673,6 +766,11 @@ impl Check {
         self.checks += 3;
         Ok(())
     }
+}
+
+/// The model check's name of a gang (`g0`, `g1`).
+fn sim_gang(name: &str) -> Option<&'static str> {
+    ["g0", "g1"].into_iter().find(|g| *g == name)
 }
 
 /// Keeps a decision for the trace, when one is written.
@@ -767,7 +865,7 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
     );
     let mut runner = TestRunner::new_with_rng(config, rng);
     // Cases passed (shrinking's included), steps, checks, and what was exercised.
-    let totals: [AtomicU64; 8] = Default::default();
+    let totals: [AtomicU64; 10] = Default::default();
     let result = runner.run(&proptest::collection::vec(step(), 1..80), |script| {
         let mut c = Check::new();
         // A cluster starts with its nodes; steps delete and add them again.
@@ -793,19 +891,22 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
             c.seen[2],
             c.seen[3],
             c.seen[4],
+            c.seen[5],
+            c.seen[6],
         ];
         for (total, n) in totals.iter().zip(counts) {
             total.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     });
-    let [cases, steps, checks, gangs, refused, restarts, with_tasks, preempts] =
+    let [cases, steps, checks, gangs, refused, restarts, with_tasks, preempts, repaired, evicted] =
         totals.map(AtomicU64::into_inner);
     eprintln!(
         "model check (MODEL_CHECK_SEED={seed_hex}): {cases} cases passed, {steps} steps, \
          {checks} invariant checks; exercised {gangs} gangs bound together ({with_tasks} with \
          per-task minimums), {refused} bindings refused, {restarts} restarts, {preempts} \
-         preempt calls judged",
+         preempt calls judged, {repaired} gangs found partly bound at a restart ({evicted} \
+         evicted)",
     );
     if let Err(e) = result {
         match e {

@@ -340,3 +340,32 @@ fn the_marker_is_no_capacity() {
     assert_eq!(r.cpu_milli, 1000);
     assert!(crate::model::Resources::from_quantities([(GANG_MARKER, "lots")]).is_err());
 }
+
+/// Gang-members mode after a restart mid-binding: the remaining members were let through
+/// before the bindings started (no gate), so they come back through filter and bind to the
+/// room the repair held; one still gated (its gate removal lost with muster) is let through
+/// to its seat by the next gather round, nominated there (never-half).
+#[test]
+fn a_partly_bound_gathered_gang_is_finished_through_its_seats_after_a_restart() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = let_through(
+        gathered(pod("a").cpu(500).gang("g", 3).bound("n1").build()),
+        None,
+    );
+    let b = let_through(gathered(pod("b").cpu(500).gang("g", 3).build()), None);
+    let c = gathered(pod("c").cpu(500).gang("g", 3).build());
+    w.add(&[&a, &b, &c]);
+    let found = w.table.repair_partly_bound(w.now);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(
+        w.reserved("n1") + w.reserved("n2"),
+        1000,
+        "room for b and c"
+    );
+    let plan = w.round();
+    let released = released_names(&plan);
+    assert_eq!(released.len(), 1, "{plan:?}");
+    assert!(released[0].starts_with("c@"), "{released:?}");
+    assert_eq!(plan.releases[0].ungate.len(), 1);
+}

@@ -1,0 +1,225 @@
+//! A gang found partly bound when this replica starts deciding — muster was killed (or lost its
+//! Lease) in the middle of a gang's binding fan-out: some quorum members bound, none deleted
+//! or failed, the rest pending — is finished first (never-half).
+//!
+//! [`GangTable::repair_partly_bound`] runs once, before any other decision of a restarted
+//! muster or of a replica taking over (the shared state calls it from the first verb or gather
+//! round after the caches are synced and this replica leads): each such gang is planned under
+//! every rule with every node to choose from, before any other gang or pod has been offered
+//! anything, and its remaining members take a seat each (planned seats; the gang is admitted,
+//! so its timeout counts). kube-scheduler's next calls for them confirm those seats and the
+//! bind that completes the quorum binds them together — in every-pod mode as any member's, and
+//! in gang-members mode the same way (they passed their gate before their bindings started).
+//!
+//! If the remaining members cannot be placed (the room was taken meanwhile, say by a pod bound
+//! while muster was down), or their seats time out, the bound part is never left running
+//! silently: a `GangPartlyBound` Warning on every member says so, `/gangs` shows it, and in
+//! disruption mode `gang` the bound members are evicted (evict-for-whole: half a gang is
+//! useless; the gang then gathers again whole), in mode `pod` they keep running and the rest
+//! bind when room appears.
+
+use std::time::Instant;
+
+use crate::model::inputs::membership::{DisruptionMode, GangKey};
+use crate::model::inputs::objects::NodeName;
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::table::disruptions::GangDisruption;
+use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::partly_bound::{PartlyBound, PartlyBoundOutcome};
+use crate::model::table::GangTable;
+
+impl GangTable {
+    /// Finishes, or reports and (mode `gang`) evicts, every gang found partly bound; see the
+    /// module notes. Call it once, when this replica starts deciding, before any verb decides.
+    /// What was done is also kept for [`GangTable::take_partly_bound`].
+    pub fn repair_partly_bound(&mut self, now: Instant) -> Vec<PartlyBound> {
+        let mut keys: Vec<GangKey> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| !g.is_admitted() && g.preemption_hold.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        let mut found = Vec::new();
+        for key in keys {
+            let Some((bound, quorum)) = self.partly_bound_counts(&key) else {
+                continue;
+            };
+            let outcome = match self.hold_room_for_the_rest(&key, now) {
+                Ok(seats) => {
+                    let message = messages::partly_bound_finishing(&key, bound, quorum, &seats);
+                    self.tell_members(&key, NoticeKind::Waiting, &message);
+                    for (pod, _) in &seats {
+                        // An update of the pod: kube-scheduler tries it now, not after its
+                        // back-off from the calls that failed while muster was away.
+                        self.notices.push(Notice {
+                            pod: pod.clone(),
+                            kind: NoticeKind::Retry,
+                            message: message.clone(),
+                        });
+                    }
+                    if let Some(g) = self.gangs.get_mut(&key) {
+                        g.partly_bound = Some(message);
+                    }
+                    PartlyBoundOutcome::Finishing { seats }
+                }
+                Err(Some(why)) => self.give_up_partly_bound(&key, bound, quorum, &why),
+                // Not decidable yet (no declared count within the creation window, the
+                // PodGroup not seen): the ordinary path decides it later.
+                Err(None) => continue,
+            };
+            found.push(PartlyBound {
+                gang: key,
+                bound,
+                quorum,
+                outcome,
+            });
+        }
+        self.partly_bound.extend(found.iter().cloned());
+        found
+    }
+
+    /// What was done about gangs found partly bound (by [`GangTable::repair_partly_bound`]
+    /// or when their seats timed out) since the last call.
+    pub fn take_partly_bound(&mut self) -> Vec<PartlyBound> {
+        std::mem::take(&mut self.partly_bound)
+    }
+
+    /// `(bound, quorum)` when the gang is partly bound as this module means it: its quorum
+    /// decided, some but fewer than quorum live members bound (or a task below its minimum),
+    /// no member finished or being deleted, and enough pending members to complete it.
+    pub(in crate::model) fn partly_bound_counts(&self, key: &GangKey) -> Option<(u32, u32)> {
+        let gang = self.gangs.get(key)?;
+        let facts = self.facts(key);
+        if !facts.spec.is_decided() || facts.with_nodes == 0 || facts.quorum_met() {
+            return None;
+        }
+        if self.members_of(gang).any(|p| !p.is_live()) {
+            return None;
+        }
+        let pending = self.pending_members(key).len() as u32;
+        let members_enough = facts.with_nodes + pending >= facts.spec.quorum
+            && facts.tasks.iter().all(|t| t.existing >= t.min);
+        members_enough.then_some((facts.with_nodes, facts.spec.quorum))
+    }
+
+    /// Plans the gang's remaining members with every node to choose from and seats them
+    /// (planned seats; the gang is admitted). `Err(Some(why))`: they cannot be placed now;
+    /// `Err(None)`: the gang cannot be decided yet.
+    fn hold_room_for_the_rest(
+        &mut self,
+        key: &GangKey,
+        now: Instant,
+    ) -> Result<Vec<(PodRef, NodeName)>, Option<String>> {
+        let first = self
+            .pending_members(key)
+            .first()
+            .map(|p| p.info.clone())
+            .ok_or(None)?;
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        let plan = self.plan(key, &first, &every_node, now);
+        self.note_verdict(key, &plan);
+        let window = self.config.creation_window;
+        let (first_nodes, seats) = match plan {
+            GangPlan::Fits {
+                first_nodes, seats, ..
+            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_nodes, seats),
+            GangPlan::Fits { .. } => return Err(None),
+            GangPlan::DoesNotFit(
+                ref why @ (GangShortfall::Room { .. } | GangShortfall::BeyondCluster(_)),
+            ) => return Err(Some(why.message(key, window))),
+            GangPlan::DoesNotFit(_) => return Err(None),
+        };
+        let chosen = self
+            .ledger
+            .tightest(&first.requests, first_nodes.iter().copied())
+            .ok_or(None)?;
+        let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
+        placed.extend(seats);
+        let mut out = Vec::with_capacity(placed.len());
+        for (holder, position) in placed {
+            let Some(p) = holder.member().and_then(|u| self.pods.get(u)) else {
+                continue;
+            };
+            let (pod, requests) = (PodRef::of(&p.info), p.info.requests.clone());
+            let node = self.ledger.at(position).name().clone();
+            // Planned, not confirmed: kube-scheduler's bind call for the member confirms it.
+            let seat = Seat {
+                node: node.clone(),
+                requests,
+                confirmed: false,
+            };
+            self.seat(key, holder, seat);
+            out.push((pod, node));
+        }
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.admit(now);
+            g.last_wait_message = None;
+        }
+        out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        Ok(out)
+    }
+
+    /// The gang's remaining members cannot be placed (`why`): every member is told, and in
+    /// disruption mode `gang` its bound members are handed to the evictor.
+    pub(in crate::model) fn give_up_partly_bound(
+        &mut self,
+        key: &GangKey,
+        bound: u32,
+        quorum: u32,
+        why: &str,
+    ) -> PartlyBoundOutcome {
+        let Some(gang) = self.gangs.get(key) else {
+            return PartlyBoundOutcome::Reported { why: why.into() };
+        };
+        // Members that disagree: the safer mode, the whole gang, wins (as for preemption).
+        let mut mode = DisruptionMode::Pod;
+        let mut members = Vec::new();
+        for p in self.members_of(gang) {
+            if let Some(m) = p.info.gang() {
+                mode = mode.min(m.disruption);
+            }
+            if p.is_live() && p.charged_node().is_some() {
+                members.push(PodRef::of(&p.info));
+            }
+        }
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        let evict = mode == DisruptionMode::Gang;
+        let message = messages::partly_bound_stuck(key, bound, quorum, why, evict);
+        self.tell_members(key, NoticeKind::PartlyBound, &message);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.partly_bound = Some(message.clone());
+        }
+        if !evict {
+            return PartlyBoundOutcome::Reported { why: why.into() };
+        }
+        self.disruptions.committed.push(GangDisruption {
+            gang: key.clone(),
+            others: members.clone(),
+            message,
+        });
+        PartlyBoundOutcome::Evicting {
+            members,
+            why: why.into(),
+        }
+    }
+
+    /// One notice of `kind` per live member of the gang.
+    fn tell_members(&mut self, key: &GangKey, kind: NoticeKind, message: &str) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let told: Vec<Notice> = self
+            .members_of(gang)
+            .filter(|p| p.is_live())
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind,
+                message: message.to_string(),
+            })
+            .collect();
+        self.notices.extend(told);
+    }
+}

@@ -29,10 +29,12 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::planning::selection::task_of;
 use crate::model::rules::scheduling_gates;
-use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::gang::{Gang, Seat, SeatHolder};
 use crate::model::table::GangTable;
 
 pub use crate::model::inputs::resources::GANG_MARKER;
@@ -146,6 +148,12 @@ impl Gatherer {
         let keys: Vec<GangKey> = table.gangs.keys().cloned().collect();
         for key in &keys {
             plan.markers_missing += self.warn_unmarked(table, key);
+            // An admitted gathered gang whose seats no longer hold its whole quorum (a member
+            // deleted or lost its seat, a node gone) holds nothing from now on; it is planned
+            // again from scratch next round (its held bind calls answer meanwhile).
+            if table.release_short_gathered(key) {
+                continue;
+            }
             let gated: Vec<PodInfo> = table
                 .pending_members(key)
                 .into_iter()
@@ -207,6 +215,7 @@ impl Gatherer {
                     })
                     .collect();
                 plan.releases.push(release(key, through));
+                table.retry_let_through(&seats);
             }
         }
         self.keep_nominations(table, &mut plan);
@@ -234,10 +243,11 @@ impl Gatherer {
                 if !p.is_pending() || releasing.contains(&p.info.uid) {
                     continue;
                 }
-                // Only members muster let through: a gang admitted through kube-scheduler's own
+                // Only members muster let through (also before a restart of muster: a marked
+                // member without muster's gate): a gang admitted through kube-scheduler's own
                 // calls (every pod through muster) keeps its nominations as kube-scheduler set
                 // them (see `hold`).
-                if self.nominated.contains_key(&p.info.uid)
+                if (self.nominated.contains_key(&p.info.uid) || let_through(&p.info))
                     && p.info.nominated_node.as_ref() != Some(&seat.node)
                 {
                     renominate.push((PodRef::of(&p.info), seat.node.clone()));
@@ -251,13 +261,16 @@ impl Gatherer {
             if !p.is_pending() {
                 return false;
             }
-            let seated = p
-                .info
-                .gang()
-                .and_then(|m| table.gangs.get(&m.gang))
+            let key = p.info.gang().map(|m| &m.gang);
+            let seated = key
+                .and_then(|k| table.gangs.get(k))
                 .and_then(|g| g.seat_of(uid))
                 .is_some();
-            if !seated && p.info.nominated_node.as_ref() == Some(node) {
+            // A member let through beyond the quorum, or to replace one, holds no seat (its
+            // gang is placed): its nomination keeps the room it was let through for until it
+            // binds.
+            let placed = key.is_some_and(|k| table.is_placed(k, &table.facts(k)));
+            if !seated && !placed && p.info.nominated_node.as_ref() == Some(node) {
                 clear.push(PodRef::of(&p.info));
             }
             true
@@ -317,6 +330,12 @@ impl Gatherer {
     }
 }
 
+/// A member muster let through: marked by the admission policy, without muster's gate (only
+/// muster removes it).
+fn let_through(pod: &PodInfo) -> bool {
+    pod.gang_marker && gather_gate_index(pod).is_none()
+}
+
 /// How long a member whose gate removal succeeded is not released again while the watch has
 /// not shown its gate gone yet.
 pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
@@ -354,6 +373,90 @@ fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
 }
 
 impl GangTable {
+    /// Whether the gang is gathered behind muster's gate: a live member carries the marker the
+    /// admission policy adds with the gate (the marker stays after the gate goes).
+    pub(in crate::model) fn is_gathered(&self, gang: &Gang) -> bool {
+        self.members_of(gang)
+            .any(|p| p.info.gang_marker && p.is_live())
+    }
+
+    /// The rule of a gathered gang's seats: an admitted gathered gang holds seats only while
+    /// its quorum (and every task's minimum) is met by members with nodes and seated members
+    /// that exist, are live and wait for no gate but muster's. A member deleted (its seat goes
+    /// with it), a node gone, a seat held for a member not created yet: the quorum is short and
+    /// every seat goes at once (holds-nothing), never kept until the gang's timeout. Returns
+    /// whether the gang's seats were released.
+    fn release_short_gathered(&mut self, key: &GangKey) -> bool {
+        let Some(gang) = self.gangs.get(key) else {
+            return false;
+        };
+        if !gang.is_admitted() || !self.is_gathered(gang) {
+            return false;
+        }
+        let facts = self.facts(key);
+        if !facts.spec.is_decided() || self.is_placed(key, &facts) {
+            return false;
+        }
+        let seated: Vec<&PodInfo> = gang
+            .seats()
+            .keys()
+            .filter_map(|h| self.pods.get(h.member()?))
+            .filter(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
+            .map(|p| &p.info)
+            .collect();
+        let have = facts.with_nodes + seated.len() as u32;
+        let short = if have < facts.spec.quorum {
+            Some((None, have, facts.spec.quorum))
+        } else {
+            facts.tasks.iter().find_map(|t| {
+                let have = t.with_nodes
+                    + seated
+                        .iter()
+                        .filter(|p| task_of(p) == Some(&*t.task))
+                        .count() as u32;
+                (have < t.min).then(|| (Some(t.task.clone()), have, t.min))
+            })
+        };
+        let Some((task, have, needed)) = short else {
+            return false;
+        };
+        let message = messages::gathered_seats_released(key, task.as_deref(), have, needed);
+        self.unseat_all(key);
+        self.released.push(key.clone());
+        let told: Vec<Notice> = self
+            .pending_members(key)
+            .into_iter()
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Waiting,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.settle_after_seats_removed();
+            g.last_wait_message = Some(message);
+        }
+        true
+    }
+
+    /// Members let through before, whose gang lost its seats since, wait in kube-scheduler's
+    /// queue refused (a status write, such as their nomination, does not requeue a pod): with
+    /// seats again, each is asked to retry.
+    fn retry_let_through(&mut self, seats: &[(SeatHolder, NodeName)]) {
+        let told: Vec<Notice> = seats
+            .iter()
+            .filter_map(|(h, _)| self.pods.get(h.member()?))
+            .filter(|p| p.is_pending() && let_through(&p.info))
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_GATHERED.to_string(),
+            })
+            .collect();
+        self.notices.extend(told);
+    }
+
     /// Plans the gathered gang `key` with `first` among its members; when its quorum is placed
     /// now (every member it needs exists), admits it with a seat per member and returns the
     /// seats. Otherwise it holds nothing and its members hear why (once per reason).

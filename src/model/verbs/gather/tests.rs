@@ -535,3 +535,36 @@ fn after_a_restart_rebuilt_seats_are_nominated_again() {
     renominated.sort();
     assert_eq!(renominated, ["a@n1", "b@n2"], "{plan:?}");
 }
+
+/// A placed gang loses a bound member (deleted, evicted): it is below quorum, and its
+/// replacement, gated, is gathered into the room the lost member left, seated and let through
+/// in one round; a member let through beyond the quorum is not needed for that.
+#[test]
+fn a_placed_gang_that_loses_a_bound_member_gathers_its_replacement_into_the_room() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let m: Vec<PodInfo> = (0..3)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 3).build()))
+        .collect();
+    for (p, n) in m.iter().zip(["n1", "n2", "n3"]) {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from(n)),
+            ..let_through(p.clone(), None)
+        });
+    }
+    assert_eq!(w.state("g"), "placed");
+    w.table.remove_pod(&m[1].uid);
+    assert_ne!(w.state("g"), "placed");
+    let r = gathered(pod("r").cpu(1000).gang("g", 3).build());
+    w.add(&[&r]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan), ["r@n2"], "{plan:?}");
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(w.reserved("n2"), 1000);
+    // kube-scheduler binds it on its seat: the gang is whole again.
+    w.written(&plan);
+    w.table.apply_pod(let_through(r.clone(), Some("n2")));
+    assert!(matches!(
+        bind(&mut w, &r, "n2"),
+        crate::model::BindDecision::BindGang { .. } | crate::model::BindDecision::BindNow { .. }
+    ));
+}

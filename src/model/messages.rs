@@ -204,6 +204,14 @@ pub fn gathered_seats_released(
     )
 }
 
+/// A gathered gang fits only by preempting pods of lower priority: let through for that.
+pub fn gathered_for_preemption(key: &GangKey) -> String {
+    format!(
+        "gang {key}: fits only if pods of lower priority are preempted; its gates are removed \
+         so kube-scheduler can preempt for it, whole gang or nothing"
+    )
+}
+
 /// No member declares the gang's size and members may still be arriving.
 pub fn quorum_undecided(key: &GangKey, existing: u32, window: Duration) -> String {
     format!(

@@ -36,6 +36,7 @@ use crate::model::planning::selection::task_of;
 use crate::model::rules::scheduling_gates;
 use crate::model::table::gang::{Gang, Seat, SeatHolder};
 use crate::model::table::GangTable;
+use crate::model::verbs::preempt::PreemptionOutlook;
 
 pub use crate::model::inputs::resources::GANG_MARKER;
 pub use crate::model::rules::scheduling_gates::GATHER_GATE;
@@ -206,6 +207,10 @@ impl Gatherer {
             }
             gang.note_arrivals(now);
             gang.last_attempt = Some(now);
+            let on_its_way = table
+                .pending_members(key)
+                .iter()
+                .any(|p| self.released.contains_key(&p.info.uid));
             if let Some(seats) = table.admit_gathered(key, first, now) {
                 let through: Vec<(&PodInfo, NodeName)> = gated
                     .iter()
@@ -216,6 +221,29 @@ impl Gatherer {
                     .collect();
                 plan.releases.push(release(key, through));
                 table.retry_let_through(&seats);
+            } else if let Some(need) = (!on_its_way)
+                .then(|| table.preemption_may_place(key, first, now))
+                .flatten()
+            {
+                // Only by preempting pods of lower priority: the quorum's gates go, without
+                // seats or nominations, so kube-scheduler's preemption runs for the members,
+                // through muster's preempt verb, which keeps a candidate only when the whole
+                // gang then fits and holds the room it frees while the victims terminate
+                // (evict-for-whole). Once, while none of them is on its way.
+                plan.releases.push(Release {
+                    gang: key.clone(),
+                    nominate: Vec::new(),
+                    ungate: gated
+                        .iter()
+                        .take(need)
+                        .filter_map(|p| {
+                            Some(Ungate {
+                                pod: PodRef::of(p),
+                                gate_index: gather_gate_index(p)?,
+                            })
+                        })
+                        .collect(),
+                });
             }
         }
         self.keep_nominations(table, &mut plan);
@@ -455,6 +483,52 @@ impl GangTable {
             })
             .collect();
         self.notices.extend(told);
+    }
+
+    /// A gathered gang that does not fit now may fit once pods of lower priority than its
+    /// members are evicted (the preempt verb's own outlook: every lower-priority pod counted
+    /// as gone, under every rule): how many of its members the quorum still needs, to be let
+    /// through for kube-scheduler's preemption; its members hear so.
+    fn preemption_may_place(
+        &mut self,
+        key: &GangKey,
+        first: &PodInfo,
+        now: Instant,
+    ) -> Option<usize> {
+        // Room alone stopped it (a rule, or a member missing, preemption is not tried for).
+        if self.gangs.get(key)?.blocked_by_rule {
+            return None;
+        }
+        // Members already let through are kube-scheduler's to preempt for.
+        if self
+            .pending_members(key)
+            .iter()
+            .any(|p| gather_gate_index(&p.info).is_none())
+        {
+            return None;
+        }
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        let outlook = self.preemption_outlook(first, &every_node, now)?;
+        if outlook != PreemptionOutlook::MayHelp {
+            return None;
+        }
+        let facts = self.facts(key);
+        let need = facts.spec.quorum.saturating_sub(facts.with_nodes) as usize;
+        let message = messages::gathered_for_preemption(key);
+        let told: Vec<Notice> = self
+            .pending_members(key)
+            .into_iter()
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Waiting,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = Some(message);
+        }
+        Some(need)
     }
 
     /// Plans the gathered gang `key` with `first` among its members; when its quorum is placed

@@ -568,3 +568,40 @@ fn a_placed_gang_that_loses_a_bound_member_gathers_its_replacement_into_the_room
         crate::model::BindDecision::BindGang { .. } | crate::model::BindDecision::BindNow { .. }
     ));
 }
+
+/// A gathered gang that fits only if pods of lower priority go: its quorum's gates are removed
+/// together, with no seat and no nomination, so kube-scheduler's preemption runs for its
+/// members through muster's preempt verb (evict-for-whole); once, not every round. A gang of
+/// the victims' priority stays gated (preemption never evicts for equal priority).
+#[test]
+fn a_gathered_gang_that_fits_only_by_preemption_is_let_through_without_seats() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(0).bound("n1").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&low, &a, &b]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    let r = &plan.releases[0];
+    assert!(r.nominate.is_empty(), "{r:?}");
+    let mut through: Vec<&str> = r.ungate.iter().map(|u| &*u.pod.name).collect();
+    through.sort();
+    assert_eq!(through, ["a", "b"]);
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0);
+    let notices = w.table.take_notices();
+    assert!(
+        notices.iter().any(|n| n
+            .message
+            .contains("fits only if pods of lower priority are preempted")),
+        "{notices:?}"
+    );
+    w.written(&plan);
+    assert!(w.round().is_empty(), "let through once");
+
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = gathered(pod("a").cpu(1000).priority(0).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(0).gang("g", 2).build());
+    w.add(&[&low, &a, &b]);
+    assert!(w.round().is_empty());
+}

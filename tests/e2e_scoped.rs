@@ -622,3 +622,92 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
 
 /// Another component's scheduling gate (the tests play that component).
 const QUOTA_GATE: &str = "example.com/quota";
+
+/// A high-priority gathered gang fits only by preempting low-priority plain pods: muster lets
+/// its quorum through the gate (no seats), kube-scheduler's preemption runs for its members
+/// through muster's preempt verb (a candidate only when the whole gang then fits), the victims
+/// go and the gang is placed whole (evict-for-whole, never-half). A gang that could not run
+/// even with every low-priority pod gone stays gated and evicts nothing.
+#[tokio::test]
+async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_placed_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_gathered_gang_that_fits_only_by_preempting",
+        Instant::now(),
+    );
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for (name, value) in [("low", 100), ("high", 100_000)] {
+            let pc = k8s_openapi::api::scheduling::v1::PriorityClass {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                value: Some(value),
+                ..Default::default()
+            };
+            Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(c.client())
+                .create(&PostParams::default(), &pc)
+                .await
+                .with_context(|| format!("creating PriorityClass {name}"))?;
+        }
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let low = names("low", 2);
+        for n in &low {
+            c.create(PodBuilder::new("ml", n).cpu("1").priority_class("low"))
+                .await?;
+        }
+        c.wait_bound("ml", &low, PLAIN).await?;
+
+        // Three members cannot run on two nodes even with both low pods gone.
+        let never = names("never", 3);
+        for n in &never {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .priority_class("high")
+                    .gang(GangKey::Muster, "never", 3),
+            )
+            .await?;
+        }
+        holds_for(
+            "the hopeless gang to stay gated and the low pods to stay",
+            WINDOW,
+            || async {
+                let bound = c.bound_pods("ml").await?;
+                if let Some(l) = low.iter().find(|l| !bound.contains_key(*l)) {
+                    return Ok(Err(format!("cluster truth: {l} was evicted")));
+                }
+                all_gated(&c, &never).await
+            },
+        )
+        .await
+        .truth()?;
+        c.delete_pods("ml", &never).await?;
+
+        let members = names("job", 2);
+        for n in &members {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .priority_class("high")
+                    .gang(GangKey::Muster, "job", 2),
+            )
+            .await?;
+        }
+        let bound = placed_whole(&c, &members).await?;
+        let nodes: BTreeSet<&String> = bound.values().collect();
+        muster_harness::ensure_truth!(nodes.len() == 2, "one member per node: {bound:?}");
+        let left = c.bound_pods("ml").await?;
+        muster_harness::ensure_truth!(
+            low.iter().all(|l| !left.contains_key(l)),
+            "the low-priority pods are still bound: {left:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -94,6 +94,8 @@ pub struct Gatherer {
     /// Members whose gate removal was written, and when: not released again until the watch
     /// shows the gate gone, or [`RELEASE_AGAIN_AFTER`] passed.
     released: HashMap<PodUid, Instant>,
+    /// When each waiting gathered gang was last asked whether only preemption could place it.
+    preemption_looked: HashMap<GangKey, Instant>,
     /// Members already warned about a missing marker.
     warned: HashSet<PodUid>,
     /// Gang members must carry the marker (the scheduler config names it in
@@ -134,6 +136,8 @@ impl Gatherer {
     /// One round over every gang: see the module notes.
     pub fn gather(&mut self, table: &mut GangTable, now: Instant) -> GatherPlan {
         let mut plan = GatherPlan::default();
+        self.preemption_looked
+            .retain(|k, _| table.gangs.contains_key(k));
         self.released.retain(|uid, at| {
             now.saturating_duration_since(*at) < RELEASE_AGAIN_AFTER
                 && table
@@ -206,6 +210,12 @@ impl Gatherer {
                 .pending_members(key)
                 .iter()
                 .any(|p| self.released.contains_key(&p.info.uid));
+            // The outlook scans every pod: looked at once per gang per PREEMPTION_LOOK_EVERY.
+            let look_at_preemption = !on_its_way
+                && self
+                    .preemption_looked
+                    .get(key)
+                    .is_none_or(|t| now.saturating_duration_since(*t) >= PREEMPTION_LOOK_EVERY);
             if let Some(seats) = table.admit_gathered(key, first, now) {
                 let through: Vec<(&PodInfo, NodeName)> = gated
                     .iter()
@@ -216,8 +226,11 @@ impl Gatherer {
                     .collect();
                 plan.releases.push(release(key, through));
                 table.retry_let_through(&seats);
-            } else if let Some(need) = (!on_its_way)
-                .then(|| table.preemption_may_place(key, first, now))
+            } else if let Some(need) = look_at_preemption
+                .then(|| {
+                    self.preemption_looked.insert(key.clone(), now);
+                    table.preemption_may_place(key, first, now)
+                })
                 .flatten()
             {
                 // Only by preempting pods of lower priority: the quorum's gates go, without
@@ -362,6 +375,10 @@ fn let_through(pod: &PodInfo) -> bool {
 /// How long a member whose gate removal succeeded is not released again while the watch has
 /// not shown its gate gone yet.
 pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a waiting gathered gang that does not fit is asked whether preemption could place
+/// it (the outlook scans every pod; room changes are seen by the next look).
+pub const PREEMPTION_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Members remembered as warned at most (those gone are forgotten past it).
 const MAX_WARNED: usize = 10_000;

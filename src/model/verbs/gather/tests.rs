@@ -605,3 +605,23 @@ fn a_gathered_gang_that_fits_only_by_preemption_is_let_through_without_seats() {
     w.add(&[&low, &a, &b]);
     assert!(w.round().is_empty());
 }
+
+/// The preemption outlook scans every pod, so a waiting gang is asked at most once per
+/// PREEMPTION_LOOK_EVERY: victims that become evictable are seen by the next look.
+#[test]
+fn whether_preemption_could_place_a_gang_is_looked_at_once_per_period() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let same = pod("same").cpu(1000).priority(100).bound("n1").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&same, &a, &b]);
+    assert!(w.round().is_empty(), "equal priority: nothing to preempt");
+    // The pod on n1 is replaced by one of lower priority.
+    w.table.remove_pod(&same.uid);
+    let low = pod("low").cpu(1000).priority(0).bound("n1").build();
+    w.add(&[&low]);
+    w.now += Duration::from_secs(1);
+    assert!(w.round().is_empty(), "not looked at again yet");
+    w.now += PREEMPTION_LOOK_EVERY;
+    assert_eq!(w.round().releases.len(), 1);
+}

@@ -544,3 +544,170 @@ async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart(
     .await;
     c.report(&["ml"], r).await
 }
+
+/// A gang that loses a member after muster let it through holds nothing while the replacement
+/// cannot run: the replacement arrives gated by another component (a quota controller, say),
+/// so muster releases every seat at once and clears the nominations (holds-nothing): plain
+/// pods of the gang's priority take the whole room at once, and nothing of the gang binds.
+/// Once the other gate goes, the gang is placed whole (never-half). kube-scheduler is stopped
+/// while muster lets the gang through, so the member is lost before any bind.
+#[tokio::test]
+async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the_replacement_can_run(
+) -> Result<()> {
+    let _t = Timer(
+        "a_gang_that_loses_a_member_after_its_gates_went",
+        Instant::now(),
+    );
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2", "node-3"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let members = names("job", 3);
+        create_gang(&c, "job", &members, "600m").await?;
+        wait_for("muster to ungate the gang", PLACE, || async {
+            let all = c.pods("ml").await?;
+            let gated = all.iter().filter(|p| is_gated(p)).count();
+            Ok(if all.len() == members.len() && gated == 0 {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{gated} of {} still gated", all.len()))
+            })
+        })
+        .await
+        .truth()?;
+        c.delete_pod("ml", "job-2").await?;
+        let mut replacement = PodBuilder::new("ml", "job-r")
+            .cpu("600m")
+            .gang(GangKey::Muster, "job", 3)
+            .build();
+        replacement.spec.as_mut().expect("spec").scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: QUOTA_GATE.to_string(),
+            }]);
+        pods.create(&PostParams::default(), &replacement).await?;
+        frozen.resume()?;
+        let plain = names("plain", 3);
+        for p in &plain {
+            c.create(PodBuilder::new("ml", p).cpu("600m")).await?;
+        }
+        c.wait_bound("ml", &plain, PLAIN).await?;
+        let gang = vec![
+            "job-0".to_string(),
+            "job-1".to_string(),
+            "job-r".to_string(),
+        ];
+        c.assert_none_bound_for("ml", &gang, WINDOW).await?;
+        c.assert_no_overcommit().await?;
+
+        c.delete_pods("ml", &plain).await?;
+        let patch = serde_json::json!({
+            "spec": {"schedulingGates": [{"name": QUOTA_GATE, "$patch": "delete"}]},
+        });
+        pods.patch(
+            "job-r",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&patch),
+        )
+        .await?;
+        placed_whole(&c, &gang).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// Another component's scheduling gate (the tests play that component).
+const QUOTA_GATE: &str = "example.com/quota";
+
+/// A high-priority gathered gang fits only by preempting low-priority plain pods: muster lets
+/// its quorum through the gate (no seats), kube-scheduler's preemption runs for its members
+/// through muster's preempt verb (a candidate only when the whole gang then fits), the victims
+/// go and the gang is placed whole (evict-for-whole, never-half). A gang that could not run
+/// even with every low-priority pod gone stays gated and evicts nothing.
+#[tokio::test]
+async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_placed_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_gathered_gang_that_fits_only_by_preempting",
+        Instant::now(),
+    );
+    let c = scoped_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for (name, value) in [("low", 100), ("high", 100_000)] {
+            let pc = k8s_openapi::api::scheduling::v1::PriorityClass {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                value: Some(value),
+                ..Default::default()
+            };
+            Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(c.client())
+                .create(&PostParams::default(), &pc)
+                .await
+                .with_context(|| format!("creating PriorityClass {name}"))?;
+        }
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let low = names("low", 2);
+        for n in &low {
+            c.create(PodBuilder::new("ml", n).cpu("1").priority_class("low"))
+                .await?;
+        }
+        c.wait_bound("ml", &low, PLAIN).await?;
+
+        // Three members cannot run on two nodes even with both low pods gone.
+        let never = names("never", 3);
+        for n in &never {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .priority_class("high")
+                    .gang(GangKey::Muster, "never", 3),
+            )
+            .await?;
+        }
+        holds_for(
+            "the hopeless gang to stay gated and the low pods to stay",
+            WINDOW,
+            || async {
+                let bound = c.bound_pods("ml").await?;
+                if let Some(l) = low.iter().find(|l| !bound.contains_key(*l)) {
+                    return Ok(Err(format!("cluster truth: {l} was evicted")));
+                }
+                all_gated(&c, &never).await
+            },
+        )
+        .await
+        .truth()?;
+        c.delete_pods("ml", &never).await?;
+
+        let members = names("job", 2);
+        for n in &members {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .priority_class("high")
+                    .gang(GangKey::Muster, "job", 2),
+            )
+            .await?;
+        }
+        let bound = placed_whole(&c, &members).await?;
+        let nodes: BTreeSet<&String> = bound.values().collect();
+        muster_harness::ensure_truth!(nodes.len() == 2, "one member per node: {bound:?}");
+        let left = c.bound_pods("ml").await?;
+        muster_harness::ensure_truth!(
+            low.iter().all(|l| !left.contains_key(l)),
+            "the low-priority pods are still bound: {left:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -175,6 +175,43 @@ pub fn task_members_missing(
     )
 }
 
+/// A gathered gang (behind muster's gate) waits for members not created yet, holding nothing.
+pub fn gathered_members_missing(
+    key: &GangKey,
+    task: Option<&str>,
+    existing: u32,
+    needed: u32,
+) -> String {
+    let what = task.map_or_else(|| "members".to_string(), |t| format!("members of task {t}"));
+    format!(
+        "gang {key}: waiting for {what}: {existing} of {needed} exist; it holds no room and \
+         its gates stay until every member its quorum needs exists"
+    )
+}
+
+/// An admitted gathered gang's seats no longer hold its quorum: every seat is released.
+pub fn gathered_seats_released(
+    key: &GangKey,
+    task: Option<&str>,
+    have: u32,
+    needed: u32,
+) -> String {
+    let what = task.map_or_else(|| "members".to_string(), |t| format!("members of task {t}"));
+    format!(
+        "gang {key}: seats released: {have} of {needed} {what} have a node or a seat (a member \
+         was deleted or gated, or its node went); it is let through again once every member \
+         its quorum needs exists and fits"
+    )
+}
+
+/// A gathered gang fits only by preempting pods of lower priority: let through for that.
+pub fn gathered_for_preemption(key: &GangKey) -> String {
+    format!(
+        "gang {key}: fits only if pods of lower priority are preempted; its gates are removed \
+         so kube-scheduler can preempt for it, whole gang or nothing"
+    )
+}
+
 /// No member declares the gang's size and members may still be arriving.
 pub fn quorum_undecided(key: &GangKey, existing: u32, window: Duration) -> String {
     format!(
@@ -201,6 +238,10 @@ pub fn window_over(key: &GangKey, facts: &GangCounts, window: Duration) -> Strin
 
 /// Logged with a `Retry` notice (the pod is annotated, no Event is made).
 pub const RETRY: &str = "room held by gangs was released; asking kube-scheduler to retry the pod";
+
+/// Logged with a `Retry` notice for a member let through whose gathered gang is seated again.
+pub const RETRY_GATHERED: &str =
+    "its gathered gang holds a seat for it again; asking kube-scheduler to retry the pod";
 
 /// Logged with a `Retry` notice for a pod refused while a node it was offered was unknown.
 pub const RETRY_AFTER_NODE_ARRIVED: &str =

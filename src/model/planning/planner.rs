@@ -74,6 +74,13 @@ pub(in crate::model) enum GangShortfall {
         existing: u32,
         min: u32,
     },
+    /// Members (of `task`, when a task is below its minimum) are missing from a gathered gang,
+    /// which holds nothing for members not created yet, whatever the creation window.
+    GatheredMembersMissing {
+        task: Option<Arc<str>>,
+        existing: u32,
+        needed: u32,
+    },
     /// No member declares the count, and members may still be appearing: the quorum is not
     /// decided yet.
     QuorumUndecided { existing: u32 },
@@ -133,6 +140,11 @@ impl GangShortfall {
                 existing,
                 min,
             } => messages::task_members_missing(key, task, *existing, *min, window),
+            GangShortfall::GatheredMembersMissing {
+                task,
+                existing,
+                needed,
+            } => messages::gathered_members_missing(key, task.as_deref(), *existing, *needed),
             GangShortfall::PodGroupMissing { api } => messages::pod_group_missing(key, *api),
             GangShortfall::BeyondCluster(b) => {
                 messages::beyond_cluster(key, b.quorum, b.nodes, b.at_most)
@@ -153,6 +165,9 @@ impl GangShortfall {
             GangShortfall::TaskMembersMissing { existing, min, .. } => {
                 min.saturating_sub(*existing)
             }
+            GangShortfall::GatheredMembersMissing {
+                existing, needed, ..
+            } => needed.saturating_sub(*existing),
             GangShortfall::QuorumUndecided { .. }
             | GangShortfall::PodGroupMissing { .. }
             | GangShortfall::BeyondCluster(_)
@@ -217,12 +232,24 @@ impl GangTable {
             .collect();
         let selection = choose(&facts, Some(pod), others);
         let missing = selection.missing();
-        if missing > 0 && !in_window {
-            let short = selection.not_created.iter().find_map(|(t, _)| {
+        let short = || {
+            selection.not_created.iter().find_map(|(t, _)| {
                 let t = t.as_ref()?;
                 facts.tasks.iter().find(|f| f.task == *t)
+            })
+        };
+        // A gathered gang (marked by the admission policy) has no creation window: it is let
+        // through its gate only once every member its quorum needs exists, and it holds no
+        // room for a member that does not (holds-nothing; see `verbs::gather`).
+        if missing > 0 && self.is_gathered(gang) {
+            return GangPlan::DoesNotFit(GangShortfall::GatheredMembersMissing {
+                task: short().map(|t| t.task.clone()),
+                existing: short().map_or(facts.existing, |t| t.existing),
+                needed: short().map_or(facts.spec.quorum, |t| t.min),
             });
-            return GangPlan::DoesNotFit(match short {
+        }
+        if missing > 0 && !in_window {
+            return GangPlan::DoesNotFit(match short() {
                 Some(t) => GangShortfall::TaskMembersMissing {
                     task: t.task.clone(),
                     existing: t.existing,

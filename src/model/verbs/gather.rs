@@ -30,9 +30,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
 use crate::model::notice::{Notice, NoticeKind, PodRef};
-use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::rules::scheduling_gates;
-use crate::model::table::gang::{Seat, SeatHolder};
 use crate::model::table::GangTable;
 
 pub use crate::model::inputs::resources::GANG_MARKER;
@@ -96,6 +94,8 @@ pub struct Gatherer {
     /// Members whose gate removal was written, and when: not released again until the watch
     /// shows the gate gone, or [`RELEASE_AGAIN_AFTER`] passed.
     released: HashMap<PodUid, Instant>,
+    /// When each waiting gathered gang was last asked whether only preemption could place it.
+    preemption_looked: HashMap<GangKey, Instant>,
     /// Members already warned about a missing marker.
     warned: HashSet<PodUid>,
     /// Gang members must carry the marker (the scheduler config names it in
@@ -136,6 +136,8 @@ impl Gatherer {
     /// One round over every gang: see the module notes.
     pub fn gather(&mut self, table: &mut GangTable, now: Instant) -> GatherPlan {
         let mut plan = GatherPlan::default();
+        self.preemption_looked
+            .retain(|k, _| table.gangs.contains_key(k));
         self.released.retain(|uid, at| {
             now.saturating_duration_since(*at) < RELEASE_AGAIN_AFTER
                 && table
@@ -146,6 +148,12 @@ impl Gatherer {
         let keys: Vec<GangKey> = table.gangs.keys().cloned().collect();
         for key in &keys {
             plan.markers_missing += self.warn_unmarked(table, key);
+            // An admitted gathered gang whose seats no longer hold its whole quorum (a member
+            // deleted or lost its seat, a node gone) holds nothing from now on; it is planned
+            // again from scratch next round (its held bind calls answer meanwhile).
+            if table.release_short_gathered(key) {
+                continue;
+            }
             let gated: Vec<PodInfo> = table
                 .pending_members(key)
                 .into_iter()
@@ -198,6 +206,16 @@ impl Gatherer {
             }
             gang.note_arrivals(now);
             gang.last_attempt = Some(now);
+            let on_its_way = table
+                .pending_members(key)
+                .iter()
+                .any(|p| self.released.contains_key(&p.info.uid));
+            // The outlook scans every pod: looked at once per gang per PREEMPTION_LOOK_EVERY.
+            let look_at_preemption = !on_its_way
+                && self
+                    .preemption_looked
+                    .get(key)
+                    .is_none_or(|t| now.saturating_duration_since(*t) >= PREEMPTION_LOOK_EVERY);
             if let Some(seats) = table.admit_gathered(key, first, now) {
                 let through: Vec<(&PodInfo, NodeName)> = gated
                     .iter()
@@ -207,6 +225,33 @@ impl Gatherer {
                     })
                     .collect();
                 plan.releases.push(release(key, through));
+                table.retry_let_through(&seats);
+            } else if let Some(need) = look_at_preemption
+                .then(|| {
+                    self.preemption_looked.insert(key.clone(), now);
+                    table.preemption_may_place(key, first, now)
+                })
+                .flatten()
+            {
+                // Only by preempting pods of lower priority: the quorum's gates go, without
+                // seats or nominations, so kube-scheduler's preemption runs for the members,
+                // through muster's preempt verb, which keeps a candidate only when the whole
+                // gang then fits and holds the room it frees while the victims terminate
+                // (evict-for-whole). Once, while none of them is on its way.
+                plan.releases.push(Release {
+                    gang: key.clone(),
+                    nominate: Vec::new(),
+                    ungate: gated
+                        .iter()
+                        .take(need)
+                        .filter_map(|p| {
+                            Some(Ungate {
+                                pod: PodRef::of(p),
+                                gate_index: gather_gate_index(p)?,
+                            })
+                        })
+                        .collect(),
+                });
             }
         }
         self.keep_nominations(table, &mut plan);
@@ -234,10 +279,11 @@ impl Gatherer {
                 if !p.is_pending() || releasing.contains(&p.info.uid) {
                     continue;
                 }
-                // Only members muster let through: a gang admitted through kube-scheduler's own
+                // Only members muster let through (also before a restart of muster: a marked
+                // member without muster's gate): a gang admitted through kube-scheduler's own
                 // calls (every pod through muster) keeps its nominations as kube-scheduler set
                 // them (see `hold`).
-                if self.nominated.contains_key(&p.info.uid)
+                if (self.nominated.contains_key(&p.info.uid) || let_through(&p.info))
                     && p.info.nominated_node.as_ref() != Some(&seat.node)
                 {
                     renominate.push((PodRef::of(&p.info), seat.node.clone()));
@@ -251,13 +297,16 @@ impl Gatherer {
             if !p.is_pending() {
                 return false;
             }
-            let seated = p
-                .info
-                .gang()
-                .and_then(|m| table.gangs.get(&m.gang))
+            let key = p.info.gang().map(|m| &m.gang);
+            let seated = key
+                .and_then(|k| table.gangs.get(k))
                 .and_then(|g| g.seat_of(uid))
                 .is_some();
-            if !seated && p.info.nominated_node.as_ref() == Some(node) {
+            // A member let through beyond the quorum, or to replace one, holds no seat (its
+            // gang is placed): its nomination keeps the room it was let through for until it
+            // binds.
+            let placed = key.is_some_and(|k| table.is_placed(k, &table.facts(k)));
+            if !seated && !placed && p.info.nominated_node.as_ref() == Some(node) {
                 clear.push(PodRef::of(&p.info));
             }
             true
@@ -317,9 +366,19 @@ impl Gatherer {
     }
 }
 
+/// A member muster let through: marked by the admission policy, without muster's gate (only
+/// muster removes it).
+fn let_through(pod: &PodInfo) -> bool {
+    pod.gang_marker && gather_gate_index(pod).is_none()
+}
+
 /// How long a member whose gate removal succeeded is not released again while the watch has
 /// not shown its gate gone yet.
 pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a waiting gathered gang that does not fit is asked whether preemption could place
+/// it (the outlook scans every pod; room changes are seen by the next look).
+pub const PREEMPTION_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Members remembered as warned at most (those gone are forgotten past it).
 const MAX_WARNED: usize = 10_000;
@@ -353,89 +412,8 @@ fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
     }
 }
 
-impl GangTable {
-    /// Plans the gathered gang `key` with `first` among its members; when its quorum is placed
-    /// now (every member it needs exists), admits it with a seat per member and returns the
-    /// seats. Otherwise it holds nothing and its members hear why (once per reason).
-    fn admit_gathered(
-        &mut self,
-        key: &GangKey,
-        first: &PodInfo,
-        now: Instant,
-    ) -> Option<Vec<(SeatHolder, NodeName)>> {
-        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
-        let plan = self.plan(key, first, &every_node, now);
-        self.note_verdict(key, &plan);
-        match plan {
-            GangPlan::Fits {
-                first_nodes, seats, ..
-            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => {
-                let chosen = self
-                    .ledger
-                    .tightest(&first.requests, first_nodes.iter().copied())?;
-                let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
-                placed.extend(seats);
-                let mut out = Vec::with_capacity(placed.len());
-                for (holder, position) in placed {
-                    let requests = holder
-                        .member()
-                        .and_then(|u| self.pods.get(u))
-                        .map(|p| p.info.requests.clone())?;
-                    let node = self.ledger.at(position).name().clone();
-                    // Planned, not confirmed: kube-scheduler has not chosen it yet; its bind
-                    // call confirms it (`take_seat`).
-                    let seat = Seat {
-                        node: node.clone(),
-                        requests,
-                        confirmed: false,
-                    };
-                    self.seat(key, holder.clone(), seat);
-                    out.push((holder, node));
-                }
-                if let Some(g) = self.gangs.get_mut(key) {
-                    g.admit(now);
-                    g.last_wait_message = None;
-                }
-                Some(out)
-            }
-            GangPlan::Fits { seats, .. } => {
-                // Room for the whole quorum, but members are not created yet: nothing is held
-                // and no gate goes until they exist (kube-scheduler would only wait for them).
-                let missing = seats.iter().filter(|(h, _)| h.is_not_created_yet()).count() as u32;
-                let quorum = self.facts(key).spec.quorum;
-                let why = GangShortfall::Room {
-                    fit: quorum,
-                    quorum,
-                    missing,
-                    rule: None,
-                    task: None,
-                };
-                let message = why.message(key, self.config.creation_window);
-                self.tell_waiting(key, &message, &GangPlan::DoesNotFit(why), first);
-                None
-            }
-            GangPlan::DoesNotFit(ref why) => {
-                let message = why.message(key, self.config.creation_window);
-                self.tell_waiting(key, &message, &plan, first);
-                None
-            }
-        }
-    }
-
-    /// Where a gathered member of a placed gang fits now, if anywhere (its rules and room).
-    fn gathered_fits(&self, key: &GangKey, pod: &PodInfo, now: Instant) -> Option<NodeName> {
-        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
-        match self.plan(key, pod, &every_node, now) {
-            GangPlan::Fits { first_nodes, .. } => {
-                let i = self
-                    .ledger
-                    .tightest(&pod.requests, first_nodes.iter().copied())?;
-                Some(self.ledger.at(i).name().clone())
-            }
-            GangPlan::DoesNotFit(_) => None,
-        }
-    }
-}
+#[path = "gather/seats.rs"]
+mod seats;
 
 #[cfg(test)]
 #[path = "gather/tests.rs"]

@@ -369,3 +369,288 @@ fn a_partly_bound_gathered_gang_is_finished_through_its_seats_after_a_restart() 
     assert!(released[0].starts_with("c@"), "{released:?}");
     assert_eq!(plan.releases[0].ungate.len(), 1);
 }
+
+fn bind(w: &mut World, p: &PodInfo, node: &str) -> crate::model::BindDecision {
+    let req = crate::model::BindRequest {
+        namespace: &p.namespace,
+        name: &p.name,
+        uid: &p.uid,
+        node,
+    };
+    w.table.bind(req, w.now)
+}
+
+/// Three members seated, nominated and let through; then the rule of a gathered gang's seats
+/// (quorum met by members with nodes and seated members that exist and wait for no foreign
+/// gate) holds after `a`, `b` and `c` are let through.
+fn three_let_through() -> (World, [PodInfo; 3]) {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let m = ["a", "b", "c"].map(|n| gathered(pod(n).cpu(600).gang("g", 3).build()));
+    w.add(&[&m[0], &m[1], &m[2]]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    w.written(&plan);
+    for (p, n) in &plan.releases[0].nominate {
+        let member = m.iter().find(|x| x.uid == p.uid).unwrap();
+        w.table.apply_pod(let_through(member.clone(), Some(n)));
+    }
+    assert_eq!(w.state("g"), "admitted");
+    (w, m)
+}
+
+/// A seated member deleted after its gang was let through: the gang's quorum is short, so every
+/// seat goes at once (holds-nothing), not at the gang's timeout, and the members' nominations
+/// are cleared; they hear why.
+#[test]
+fn a_gathered_gang_that_loses_a_seated_member_releases_every_seat_at_once() {
+    let (mut w, [a, b, c]) = three_let_through();
+    w.table.remove_pod(&c.uid);
+    let plan = w.round();
+    assert!(plan.releases.is_empty(), "{plan:?}");
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 0);
+    let mut cleared: Vec<&str> = plan.clear.iter().map(|p| &*p.name).collect();
+    cleared.sort();
+    assert_eq!(cleared, ["a", "b"], "{plan:?}");
+    let notices = w.table.take_notices();
+    for p in [&a, &b] {
+        assert!(
+            notices.iter().any(|n| n.pod.uid == p.uid
+                && n.kind == NoticeKind::Waiting
+                && n.message.contains("seats released: 2 of 3 members")),
+            "{notices:?}"
+        );
+    }
+    assert!(w.table.take_released().contains(&GangKey::new("ml", "g")));
+}
+
+/// A member that never arrives keeps nobody's room: the members let through are refused by
+/// kube-scheduler's calls while one is missing, even within the creation window (a gathered
+/// gang has none), and hold nothing.
+#[test]
+fn a_gathered_gang_holds_no_room_for_a_member_not_created_yet() {
+    let (mut w, [a, _b, c]) = three_let_through();
+    w.table.remove_pod(&c.uid);
+    w.round();
+    match bind(&mut w, &a, "n1") {
+        crate::model::BindDecision::Reject(r) => assert!(
+            r.to_string()
+                .contains("waiting for members: 2 of 3 exist; it holds no room"),
+            "{r}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 0);
+}
+
+/// The replacement arrives gated by another component too: SchedulingGates keeps it out of
+/// scheduling, so the gang still holds nothing; once that gate goes, the gang is seated again
+/// in one round, the replacement let through and the members let through before nominated to
+/// their new seats and asked to retry.
+#[test]
+fn a_replacement_gated_by_another_component_seats_nothing_until_its_gate_goes() {
+    let (mut w, [a, b, c]) = three_let_through();
+    w.table.remove_pod(&c.uid);
+    let plan = w.round();
+    w.written(&plan);
+    for p in [&a, &b] {
+        w.table.apply_pod(let_through(p.clone(), None));
+    }
+    let r = gathered(with_gate(
+        pod("r").cpu(600).gang("g", 3).build(),
+        "example.com/quota",
+    ));
+    w.add(&[&r]);
+    let plan = w.round();
+    assert!(plan.is_empty(), "{plan:?}");
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 0);
+    w.table.take_notices();
+
+    // The other component removes its gate.
+    w.table
+        .apply_pod(gathered(pod("r").cpu(600).gang("g", 3).build()));
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 1, "{plan:?}");
+    assert_eq!(&*plan.releases[0].ungate[0].pod.name, "r");
+    let mut renominated: Vec<&str> = plan.renominate.iter().map(|(p, _)| &*p.name).collect();
+    renominated.sort();
+    assert_eq!(renominated, ["a", "b"], "{plan:?}");
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 1800);
+    let mut retried: Vec<String> = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::Retry)
+        .map(|n| n.pod.name.to_string())
+        .collect();
+    retried.sort();
+    assert_eq!(retried, ["a", "b"]);
+}
+
+/// A node going away with a seat on it shortens the quorum like a member lost: every seat goes.
+#[test]
+fn a_gathered_gang_whose_seat_node_goes_releases_every_seat() {
+    let (mut w, _) = three_let_through();
+    w.table.remove_node("n3");
+    w.round();
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0);
+}
+
+/// The seats still hold the quorum (a member confirmed its seat through kube-scheduler's bind):
+/// nothing is released.
+#[test]
+fn a_gathered_gang_whose_seats_hold_its_quorum_keeps_them() {
+    let (mut w, [a, ..]) = three_let_through();
+    let seat = w.table.gangs[&GangKey::new("ml", "g")]
+        .seat_of(&a.uid)
+        .unwrap()
+        .node
+        .clone();
+    assert!(matches!(
+        bind(&mut w, &a, &seat),
+        crate::model::BindDecision::Wait { .. }
+    ));
+    let plan = w.round();
+    assert!(plan.is_empty(), "{plan:?}");
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 1800);
+}
+
+/// A member let through to replace one of a placed gang holds no seat: the nomination muster
+/// wrote for it stays until it binds (it was written, then cleared the next round).
+#[test]
+fn a_replacements_nomination_stays_until_it_binds() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let m: Vec<PodInfo> = (0..3)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 2).build()))
+        .collect();
+    for p in &m[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(p.clone(), None)
+        });
+    }
+    w.add(&[&m[2]]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan), ["m2@n1"]);
+    w.written(&plan);
+    w.table.apply_pod(let_through(m[2].clone(), Some("n1")));
+    let plan = w.round();
+    assert!(plan.clear.is_empty(), "{plan:?}");
+    assert!(plan.is_empty(), "{plan:?}");
+}
+
+/// After a restart (a gatherer with no memory), seats rebuilt through kube-scheduler's calls
+/// for members muster let through before are published again where kube-scheduler cleared them.
+#[test]
+fn after_a_restart_rebuilt_seats_are_nominated_again() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = let_through(gathered(pod("a").cpu(1000).gang("g", 2).build()), None);
+    let b = let_through(gathered(pod("b").cpu(1000).gang("g", 2).build()), None);
+    w.add(&[&a, &b]);
+    assert!(matches!(
+        bind(&mut w, &a, "n1"),
+        crate::model::BindDecision::Wait { .. }
+    ));
+    let plan = w.round();
+    let mut renominated: Vec<String> = plan
+        .renominate
+        .iter()
+        .map(|(p, n)| format!("{}@{n}", p.name))
+        .collect();
+    renominated.sort();
+    assert_eq!(renominated, ["a@n1", "b@n2"], "{plan:?}");
+}
+
+/// A placed gang loses a bound member (deleted, evicted): it is below quorum, and its
+/// replacement, gated, is gathered into the room the lost member left, seated and let through
+/// in one round; a member let through beyond the quorum is not needed for that.
+#[test]
+fn a_placed_gang_that_loses_a_bound_member_gathers_its_replacement_into_the_room() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let m: Vec<PodInfo> = (0..3)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 3).build()))
+        .collect();
+    for (p, n) in m.iter().zip(["n1", "n2", "n3"]) {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from(n)),
+            ..let_through(p.clone(), None)
+        });
+    }
+    assert_eq!(w.state("g"), "placed");
+    w.table.remove_pod(&m[1].uid);
+    assert_ne!(w.state("g"), "placed");
+    let r = gathered(pod("r").cpu(1000).gang("g", 3).build());
+    w.add(&[&r]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan), ["r@n2"], "{plan:?}");
+    assert_eq!(w.state("g"), "admitted");
+    assert_eq!(w.reserved("n2"), 1000);
+    // kube-scheduler binds it on its seat: the gang is whole again.
+    w.written(&plan);
+    w.table.apply_pod(let_through(r.clone(), Some("n2")));
+    assert!(matches!(
+        bind(&mut w, &r, "n2"),
+        crate::model::BindDecision::BindGang { .. } | crate::model::BindDecision::BindNow { .. }
+    ));
+}
+
+/// A gathered gang that fits only if pods of lower priority go: its quorum's gates are removed
+/// together, with no seat and no nomination, so kube-scheduler's preemption runs for its
+/// members through muster's preempt verb (evict-for-whole); once, not every round. A gang of
+/// the victims' priority stays gated (preemption never evicts for equal priority).
+#[test]
+fn a_gathered_gang_that_fits_only_by_preemption_is_let_through_without_seats() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(0).bound("n1").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&low, &a, &b]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    let r = &plan.releases[0];
+    assert!(r.nominate.is_empty(), "{r:?}");
+    let mut through: Vec<&str> = r.ungate.iter().map(|u| &*u.pod.name).collect();
+    through.sort();
+    assert_eq!(through, ["a", "b"]);
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0);
+    let notices = w.table.take_notices();
+    assert!(
+        notices.iter().any(|n| n
+            .message
+            .contains("fits only if pods of lower priority are preempted")),
+        "{notices:?}"
+    );
+    w.written(&plan);
+    assert!(w.round().is_empty(), "let through once");
+
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = gathered(pod("a").cpu(1000).priority(0).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(0).gang("g", 2).build());
+    w.add(&[&low, &a, &b]);
+    assert!(w.round().is_empty());
+}
+
+/// The preemption outlook scans every pod, so a waiting gang is asked at most once per
+/// PREEMPTION_LOOK_EVERY: victims that become evictable are seen by the next look.
+#[test]
+fn whether_preemption_could_place_a_gang_is_looked_at_once_per_period() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let same = pod("same").cpu(1000).priority(100).bound("n1").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&same, &a, &b]);
+    assert!(w.round().is_empty(), "equal priority: nothing to preempt");
+    // The pod on n1 is replaced by one of lower priority.
+    w.table.remove_pod(&same.uid);
+    let low = pod("low").cpu(1000).priority(0).bound("n1").build();
+    w.add(&[&low]);
+    w.now += Duration::from_secs(1);
+    assert!(w.round().is_empty(), "not looked at again yet");
+    w.now += PREEMPTION_LOOK_EVERY;
+    assert_eq!(w.round().releases.len(), 1);
+}

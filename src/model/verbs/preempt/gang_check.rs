@@ -112,7 +112,8 @@ impl GangTable {
         // The same choice as the planner's: every task below its minimum first.
         let selection = choose(&facts, Some(pod), pending);
         let missing = selection.missing();
-        if missing > 0 && !in_window {
+        // A gathered gang has no creation window (see `verbs::gather`).
+        if missing > 0 && (!in_window || self.is_gathered(gang)) {
             return GangCheck::CannotJudge(DropReason::MembersMissing {
                 existing: facts.existing,
                 quorum: facts.spec.quorum,

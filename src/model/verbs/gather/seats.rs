@@ -1,0 +1,235 @@
+//! What the table decides for a gathered gang: whether it is gathered, the rule of its seats,
+//! its admission with a seat per quorum member, and whether only preemption could place it.
+
+use std::time::Instant;
+
+use super::{gather_gate_index, let_through};
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::messages;
+use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::planning::selection::task_of;
+use crate::model::rules::scheduling_gates;
+use crate::model::table::gang::{Gang, Seat, SeatHolder};
+use crate::model::table::GangTable;
+use crate::model::verbs::preempt::PreemptionOutlook;
+
+impl GangTable {
+    /// Whether the gang is gathered behind muster's gate: a live member carries the marker the
+    /// admission policy adds with the gate (the marker stays after the gate goes).
+    pub(in crate::model) fn is_gathered(&self, gang: &Gang) -> bool {
+        self.members_of(gang)
+            .any(|p| p.info.gang_marker && p.is_live())
+    }
+
+    /// The rule of a gathered gang's seats: an admitted gathered gang holds seats only while
+    /// its quorum (and every task's minimum) is met by members with nodes and seated members
+    /// that exist, are live and wait for no gate but muster's. A member deleted (its seat goes
+    /// with it), a node gone, a seat held for a member not created yet: the quorum is short and
+    /// every seat goes at once (holds-nothing), never kept until the gang's timeout. Returns
+    /// whether the gang's seats were released.
+    pub(super) fn release_short_gathered(&mut self, key: &GangKey) -> bool {
+        let Some(gang) = self.gangs.get(key) else {
+            return false;
+        };
+        if !gang.is_admitted() || !self.is_gathered(gang) {
+            return false;
+        }
+        let facts = self.facts(key);
+        if !facts.spec.is_decided() || self.is_placed(key, &facts) {
+            return false;
+        }
+        let seated: Vec<&PodInfo> = gang
+            .seats()
+            .keys()
+            .filter_map(|h| self.pods.get(h.member()?))
+            .filter(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
+            .map(|p| &p.info)
+            .collect();
+        let have = facts.with_nodes + seated.len() as u32;
+        let short = if have < facts.spec.quorum {
+            Some((None, have, facts.spec.quorum))
+        } else {
+            facts.tasks.iter().find_map(|t| {
+                let have = t.with_nodes
+                    + seated
+                        .iter()
+                        .filter(|p| task_of(p) == Some(&*t.task))
+                        .count() as u32;
+                (have < t.min).then(|| (Some(t.task.clone()), have, t.min))
+            })
+        };
+        let Some((task, have, needed)) = short else {
+            return false;
+        };
+        let message = messages::gathered_seats_released(key, task.as_deref(), have, needed);
+        self.unseat_all(key);
+        self.released.push(key.clone());
+        let told: Vec<Notice> = self
+            .pending_members(key)
+            .into_iter()
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Waiting,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.settle_after_seats_removed();
+            g.last_wait_message = Some(message);
+        }
+        true
+    }
+
+    /// Members let through before, whose gang lost its seats since, wait in kube-scheduler's
+    /// queue refused (a status write, such as their nomination, does not requeue a pod): with
+    /// seats again, each is asked to retry.
+    pub(super) fn retry_let_through(&mut self, seats: &[(SeatHolder, NodeName)]) {
+        let told: Vec<Notice> = seats
+            .iter()
+            .filter_map(|(h, _)| self.pods.get(h.member()?))
+            .filter(|p| p.is_pending() && let_through(&p.info))
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Retry,
+                message: messages::RETRY_GATHERED.to_string(),
+            })
+            .collect();
+        self.notices.extend(told);
+    }
+
+    /// A gathered gang that does not fit now may fit once pods of lower priority than its
+    /// members are evicted (the preempt verb's own outlook: every lower-priority pod counted
+    /// as gone, under every rule): how many of its members the quorum still needs, to be let
+    /// through for kube-scheduler's preemption; its members hear so.
+    pub(super) fn preemption_may_place(
+        &mut self,
+        key: &GangKey,
+        first: &PodInfo,
+        now: Instant,
+    ) -> Option<usize> {
+        // Room alone stopped it (a rule, or a member missing, preemption is not tried for).
+        if self.gangs.get(key)?.blocked_by_rule {
+            return None;
+        }
+        // Members already let through are kube-scheduler's to preempt for.
+        if self
+            .pending_members(key)
+            .iter()
+            .any(|p| gather_gate_index(&p.info).is_none())
+        {
+            return None;
+        }
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        let outlook = self.preemption_outlook(first, &every_node, now)?;
+        if outlook != PreemptionOutlook::MayHelp {
+            return None;
+        }
+        let facts = self.facts(key);
+        let need = facts.spec.quorum.saturating_sub(facts.with_nodes) as usize;
+        let message = messages::gathered_for_preemption(key);
+        let told: Vec<Notice> = self
+            .pending_members(key)
+            .into_iter()
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind: NoticeKind::Waiting,
+                message: message.clone(),
+            })
+            .collect();
+        self.notices.extend(told);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = Some(message);
+        }
+        Some(need)
+    }
+
+    /// Plans the gathered gang `key` with `first` among its members; when its quorum is placed
+    /// now (every member it needs exists), admits it with a seat per member and returns the
+    /// seats. Otherwise it holds nothing and its members hear why (once per reason).
+    pub(super) fn admit_gathered(
+        &mut self,
+        key: &GangKey,
+        first: &PodInfo,
+        now: Instant,
+    ) -> Option<Vec<(SeatHolder, NodeName)>> {
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        let plan = self.plan(key, first, &every_node, now);
+        self.note_verdict(key, &plan);
+        match plan {
+            GangPlan::Fits {
+                first_nodes, seats, ..
+            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => {
+                let chosen = self
+                    .ledger
+                    .tightest(&first.requests, first_nodes.iter().copied())?;
+                let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
+                placed.extend(seats);
+                let mut out = Vec::with_capacity(placed.len());
+                for (holder, position) in placed {
+                    let requests = holder
+                        .member()
+                        .and_then(|u| self.pods.get(u))
+                        .map(|p| p.info.requests.clone())?;
+                    let node = self.ledger.at(position).name().clone();
+                    // Planned, not confirmed: kube-scheduler has not chosen it yet; its bind
+                    // call confirms it (`take_seat`).
+                    let seat = Seat {
+                        node: node.clone(),
+                        requests,
+                        confirmed: false,
+                    };
+                    self.seat(key, holder.clone(), seat);
+                    out.push((holder, node));
+                }
+                if let Some(g) = self.gangs.get_mut(key) {
+                    g.admit(now);
+                    g.last_wait_message = None;
+                }
+                Some(out)
+            }
+            GangPlan::Fits { seats, .. } => {
+                // Room for the whole quorum, but members are not created yet: nothing is held
+                // and no gate goes until they exist (kube-scheduler would only wait for them).
+                let missing = seats.iter().filter(|(h, _)| h.is_not_created_yet()).count() as u32;
+                let quorum = self.facts(key).spec.quorum;
+                let why = GangShortfall::Room {
+                    fit: quorum,
+                    quorum,
+                    missing,
+                    rule: None,
+                    task: None,
+                };
+                let message = why.message(key, self.config.creation_window);
+                self.tell_waiting(key, &message, &GangPlan::DoesNotFit(why), first);
+                None
+            }
+            GangPlan::DoesNotFit(ref why) => {
+                let message = why.message(key, self.config.creation_window);
+                self.tell_waiting(key, &message, &plan, first);
+                None
+            }
+        }
+    }
+
+    /// Where a gathered member of a placed gang fits now, if anywhere (its rules and room).
+    pub(super) fn gathered_fits(
+        &self,
+        key: &GangKey,
+        pod: &PodInfo,
+        now: Instant,
+    ) -> Option<NodeName> {
+        let every_node: Vec<usize> = (0..self.ledger.len()).collect();
+        match self.plan(key, pod, &every_node, now) {
+            GangPlan::Fits { first_nodes, .. } => {
+                let i = self
+                    .ledger
+                    .tightest(&pod.requests, first_nodes.iter().copied())?;
+                Some(self.ledger.at(i).name().clone())
+            }
+            GangPlan::DoesNotFit(_) => None,
+        }
+    }
+}

@@ -44,7 +44,10 @@ impl GangTable {
         let Some(key) = info.gang().map(|m| m.gang.clone()) else {
             return;
         };
-        if !entry.is_pending() || self.verdicts.is_musters_own(uid, message) {
+        if !entry.is_pending()
+            || self.verdicts.is_musters_own(uid, message)
+            || names_only_simulated_rules(message)
+        {
             return;
         }
         let (message, pod) = (message.clone(), info.display_name());
@@ -52,11 +55,15 @@ impl GangTable {
         if self.facts(&key).quorum_met() {
             return;
         }
-        let message = messages::refused_by_scheduler(&key, &pod, &message);
-        let released = !self.unseat_all(&key).is_empty();
-        if released {
-            self.released.push(key.clone());
+        // Only a gang that held seats is told now: one that holds nothing keeps its own
+        // reason (the verdict still stands, and the planner quotes it when muster's own
+        // simulation would place the gang), so a member NodeResourcesFit refused reads as the
+        // room the gang lacks, with muster's numbers (explained).
+        if self.unseat_all(&key).is_empty() {
+            return;
         }
+        self.released.push(key.clone());
+        let message = messages::refused_by_scheduler(&key, &pod, &message);
         let Some(gang) = self.gangs.get_mut(&key) else {
             return;
         };
@@ -108,4 +115,74 @@ fn changed_for_scheduling(old: &PodInfo, new: &PodInfo) -> bool {
         || old.labels != new.labels
         || old.membership != new.membership
         || old.priority != new.priority
+}
+
+/// What kube-scheduler says, per node, for the filters muster simulates itself (v1.37.2:
+/// NodeResourcesFit `Insufficient <resource>` and `Too many pods`, NodeUnschedulable,
+/// TaintToleration, NodeAffinity, NodePorts, InterPodAffinity, PodTopologySpread).
+const SIMULATED_RULE_TEXTS: &[&str] = &[
+    "Insufficient ",
+    "Too many pods",
+    "node(s) were unschedulable",
+    "node(s) had untolerated taint",
+    "node(s) didn't match Pod's node affinity/selector",
+    "node(s) didn't have free ports for the requested pod ports",
+    "node(s) didn't match pod affinity rules",
+    "node(s) didn't match pod anti-affinity rules",
+    "node(s) didn't satisfy existing pods anti-affinity rules",
+    "node(s) didn't match pod topology spread constraints",
+];
+
+/// Whether kube-scheduler's `0/N nodes are available: …` names only rules muster simulates: then
+/// muster's own simulation already knows the member's shortfall and says it with its numbers;
+/// the verdict is evidence only for what muster does not simulate (a volume, a DRA part, an
+/// out-of-tree plugin). A message in another form counts as evidence.
+fn names_only_simulated_rules(message: &str) -> bool {
+    let Some((_, reasons)) = message.split_once("nodes are available: ") else {
+        return false;
+    };
+    let reasons = reasons.split(" preemption:").next().unwrap_or(reasons);
+    let reasons = reasons.trim_end().trim_end_matches('.');
+    !reasons.is_empty()
+        && reasons.split(", ").all(|part| {
+            let text = part
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start();
+            SIMULATED_RULE_TEXTS.iter().any(|t| text.starts_with(t))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_only_simulated_rules;
+
+    /// kube-scheduler's FitError text (pkg/scheduler/framework/types.go) for NodeResourcesFit,
+    /// TaintToleration and NodeAffinity: muster simulates them, so it is not outside evidence.
+    #[test]
+    fn a_verdict_naming_only_simulated_plugins_is_not_evidence() {
+        for m in [
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+             1 Preemption is not helpful for scheduling.",
+            "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint \
+             {node-role.kubernetes.io/control-plane: }, 1 node(s) didn't match Pod's node \
+             affinity/selector.",
+            "0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports.",
+        ] {
+            assert!(names_only_simulated_rules(m), "{m}");
+        }
+    }
+
+    /// VolumeBinding, DynamicResources, an out-of-tree plugin: what muster does not simulate.
+    #[test]
+    fn a_verdict_naming_an_unsimulated_plugin_is_evidence() {
+        for m in [
+            "0/1 nodes are available: persistentvolumeclaim \"data\" not found. preemption: \
+             0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            "0/2 nodes are available: 1 Insufficient cpu, 1 cannot allocate all claims.",
+            "0/1 nodes are available: 1 node(s) had volume node affinity conflict.",
+            "something else entirely",
+        ] {
+            assert!(!names_only_simulated_rules(m), "{m}");
+        }
+    }
 }

@@ -503,3 +503,49 @@ pub fn gang_disrupted(key: &GangKey, by: &PodInfo, node: &str) -> String {
 pub fn beyond_preemption(does_not_fit: &str) -> String {
     format!("{does_not_fit}, even with every lower-priority pod evicted: preemption cannot help")
 }
+
+/// A gang whose quorum must be inside one domain of `label` fits in none: the best domain
+/// (`best`, if any has a node the member asking may use) holds `fit` of `quorum`.
+pub fn domain_short(
+    key: &GangKey,
+    label: &str,
+    quorum: u32,
+    fit: u32,
+    best: Option<&str>,
+    domains: usize,
+) -> String {
+    match best {
+        Some(best) => format!(
+            "gang {key} needs {quorum} members in one {label}; the best {label} ({best}) fits {fit} \
+             (of {domains} domains)"
+        ),
+        None => format!(
+            "gang {key} needs {quorum} members in one {label}; no node with that label can take \
+             this member ({domains} domains)"
+        ),
+    }
+}
+
+/// Members of gang `key` ask for different topologies (`values`: `key="what"` each).
+pub fn topology_disagreement(key: &GangKey, values: &[String]) -> String {
+    format!(
+        "gang {key}: members ask for different topologies: {}; give every member the same \
+         topology key, and nothing is held meanwhile",
+        values.join(", ")
+    )
+}
+
+/// Gang `key`'s Volcano PodGroup asks for a hard network topology, which names HyperNode
+/// tiers muster cannot read.
+pub fn volcano_hypernodes(key: &GangKey, tier: &str) -> String {
+    format!(
+        "gang {key}: its Volcano PodGroup sets spec.networkTopology mode hard ({tier}), whose \
+         HyperNode tiers muster cannot read; add muster.dev/topology-required: <node label of \
+         that tier> to the members, or use mode soft; nothing is held meanwhile"
+    )
+}
+
+/// A node refused to a member of a gang held to domain `value` of `label`.
+pub fn outside_domain(label: &str, value: &str) -> String {
+    format!("node is outside its gang's {label} {value}")
+}

@@ -24,12 +24,14 @@ use std::time::{Duration, Instant};
 use super::quorum_bound::BeyondCluster;
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
-    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules, CHECK_BUDGET,
+    admits, diagnose, first_fit_among, first_fit_each, GangRules, Member, Overlay, Rules,
+    StaticRules, CHECK_BUDGET,
 };
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::topology::{GangTopology, TopologyRefusal};
 use crate::model::messages;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
@@ -80,6 +82,18 @@ pub(in crate::model) enum GangShortfall {
     PodGroupMissing { api: PodGroupApi },
     /// The quorum is more than the cluster could ever hold: refused before any simulation.
     BeyondCluster(BeyondCluster),
+    /// The quorum must be inside one domain of `label` and no domain holds it: at most `fit`
+    /// of `quorum` fit in the best one (`best`), of `domains`.
+    Domain {
+        label: Arc<str>,
+        best: Option<Arc<str>>,
+        fit: u32,
+        quorum: u32,
+        missing: u32,
+        domains: usize,
+    },
+    /// The gang's topology cannot be kept as asked (see [`TopologyRefusal`]).
+    Topology(TopologyRefusal),
 }
 
 /// How many members of a task can have nodes at once, of its minimum.
@@ -136,19 +150,34 @@ impl GangShortfall {
             GangShortfall::QuorumUndecided { existing } => {
                 messages::quorum_undecided(key, *existing, window)
             }
+            GangShortfall::Domain {
+                label,
+                best,
+                fit,
+                quorum,
+                missing: _,
+                domains,
+            } => messages::domain_short(key, label, *quorum, *fit, best.as_deref(), *domains),
+            GangShortfall::Topology(TopologyRefusal::MembersDisagree(values)) => {
+                messages::topology_disagreement(key, values)
+            }
+            GangShortfall::Topology(TopologyRefusal::VolcanoHyperNodes { tier }) => {
+                messages::volcano_hypernodes(key, tier)
+            }
         }
     }
 
     pub fn missing(&self) -> u32 {
         match self {
-            GangShortfall::Room { missing, .. } => *missing,
+            GangShortfall::Room { missing, .. } | GangShortfall::Domain { missing, .. } => *missing,
             GangShortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
             GangShortfall::TaskMembersMissing { existing, min, .. } => {
                 min.saturating_sub(*existing)
             }
             GangShortfall::QuorumUndecided { .. }
             | GangShortfall::PodGroupMissing { .. }
-            | GangShortfall::BeyondCluster(_) => 0,
+            | GangShortfall::BeyondCluster(_)
+            | GangShortfall::Topology(_) => 0,
         }
     }
 
@@ -185,6 +214,9 @@ impl GangTable {
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
             return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
+        }
+        if let GangTopology::Refused(why) = &facts.spec.topology {
+            return GangPlan::DoesNotFit(GangShortfall::Topology(why.clone()));
         }
         // Before anything is simulated: a quorum no placement could meet (fail-safe: the
         // simulation of 100,000 members held the table's lock for seconds).
@@ -288,6 +320,72 @@ impl GangTable {
         let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
         };
+
+        if let Some(label) = facts.spec.topology.required().cloned() {
+            // The same simulation, one domain at a time (see `planning::domains`).
+            let only = self.gang_domain(key, &label);
+            let largest = self.largest_requests(gang, pod);
+            let domains = self.domains(&label, &largest, need, only.as_deref());
+            let mut best: Option<(usize, Arc<str>)> = None;
+            for d in &domains {
+                let mine: Vec<usize> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|&i| d.contains(i) && first_fits(&rules, &overlay, i))
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let seats =
+                    first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
+                let mut got = seats.len();
+                if seats.len() == chosen.len() {
+                    let first_nodes: Vec<usize> = mine
+                        .iter()
+                        .copied()
+                        .filter(|&i| first_fits(&rules, &overlay, i))
+                        .collect();
+                    if !first_nodes.is_empty() {
+                        return fits(first_nodes, seats);
+                    }
+                } else {
+                    got += usize::from(mine.iter().any(|&i| first_fits(&rules, &overlay, i)));
+                }
+                overlay.rollback(base);
+                rules.rollback(rules_base);
+                for &first in mine.iter().take(self.config.max_first_node_attempts) {
+                    if overlay.exhausted() {
+                        break;
+                    }
+                    overlay.take(first, &pod.requests);
+                    rules.place(0, self.ledger.at(first).info());
+                    let seats =
+                        first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
+                    if seats.len() == chosen.len() {
+                        return fits(vec![first], seats);
+                    }
+                    got = got.max(seats.len() + 1);
+                    overlay.rollback(base);
+                    rules.rollback(rules_base);
+                }
+                if best.as_ref().is_none_or(|(b, _)| got > *b) {
+                    best = Some((got, d.value.clone()));
+                }
+                if overlay.exhausted() {
+                    let placed = best.map_or(0, |(b, _)| b);
+                    return GangPlan::DoesNotFit(self.out_of_budget(&facts, placed, need, missing));
+                }
+            }
+            let already = facts.with_nodes + facts.confirmed_seats;
+            return GangPlan::DoesNotFit(GangShortfall::Domain {
+                label,
+                fit: already + best.as_ref().map_or(0, |(b, _)| *b as u32),
+                best: best.map(|(_, v)| v),
+                quorum: facts.spec.quorum,
+                missing: missing as u32,
+                domains: domains.len(),
+            });
+        }
 
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.

@@ -20,6 +20,7 @@ mod preemption;
 mod preemption_hold;
 mod retries;
 mod tasks;
+mod topology;
 mod verbs;
 
 pub(super) use crate::testkit::pod;

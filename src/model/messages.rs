@@ -549,3 +549,8 @@ pub fn volcano_hypernodes(key: &GangKey, tier: &str) -> String {
 pub fn outside_domain(label: &str, value: &str) -> String {
     format!("node is outside its gang's {label} {value}")
 }
+
+/// `message` about a gang, with the domain of `label` it is in.
+pub fn in_domain(message: &str, label: &str, value: &str) -> String {
+    format!("{message}; all in {label} {value}")
+}

@@ -58,4 +58,5 @@ pub use verbs::preempt::{
 };
 pub use verbs::views::{
     GangGauges, GangState, GangView, MemberState, MemberView, SpecSourceView, TaskView,
+    TopologyView,
 };

@@ -31,8 +31,9 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
-use crate::model::inputs::topology::{GangTopology, TopologyRefusal};
+use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
+use crate::model::planning::domains::domain_of;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::PodEntry;
@@ -321,11 +322,13 @@ impl GangTable {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
         };
 
-        if let Some(label) = facts.spec.topology.required().cloned() {
-            // The same simulation, one domain at a time (see `planning::domains`).
-            let only = self.gang_domain(key, &label);
-            let largest = self.largest_requests(gang, pod);
-            let domains = self.domains(&label, &largest, need, only.as_deref());
+        // Topology: the same simulation, one domain of `label` at a time (see
+        // `planning::domains`); `Ok` a plan (or the budget ran out), `Err` why none holds it.
+        let largest = self.largest_requests(gang, pod);
+        let mut in_domains = |label: &Arc<str>,
+                              only: Option<Arc<str>>|
+         -> Result<GangPlan, GangShortfall> {
+            let domains = self.domains(label, &largest, need, only.as_deref());
             let mut best: Option<(usize, Arc<str>)> = None;
             for d in &domains {
                 let mine: Vec<usize> = candidates
@@ -346,7 +349,7 @@ impl GangTable {
                         .filter(|&i| first_fits(&rules, &overlay, i))
                         .collect();
                     if !first_nodes.is_empty() {
-                        return fits(first_nodes, seats);
+                        return Ok(fits(first_nodes, seats));
                     }
                 } else {
                     got += usize::from(mine.iter().any(|&i| first_fits(&rules, &overlay, i)));
@@ -362,7 +365,7 @@ impl GangTable {
                     let seats =
                         first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
                     if seats.len() == chosen.len() {
-                        return fits(vec![first], seats);
+                        return Ok(fits(vec![first], seats));
                     }
                     got = got.max(seats.len() + 1);
                     overlay.rollback(base);
@@ -373,32 +376,90 @@ impl GangTable {
                 }
                 if overlay.exhausted() {
                     let placed = best.map_or(0, |(b, _)| b);
-                    return GangPlan::DoesNotFit(self.out_of_budget(&facts, placed, need, missing));
+                    return Ok(GangPlan::DoesNotFit(
+                        self.out_of_budget(&facts, placed, need, missing),
+                    ));
                 }
             }
             let already = facts.with_nodes + facts.confirmed_seats;
-            return GangPlan::DoesNotFit(GangShortfall::Domain {
-                label,
+            Err(GangShortfall::Domain {
+                label: label.clone(),
                 fit: already + best.as_ref().map_or(0, |(b, _)| *b as u32),
                 best: best.map(|(_, v)| v),
                 quorum: facts.spec.quorum,
                 missing: missing as u32,
                 domains: domains.len(),
-            });
+            })
+        };
+        // The nodes first-fit walks, when not the ledger's order.
+        let order: Option<Vec<usize>> = match facts.spec.topology.constraint().map(|c| &c.topology)
+        {
+            Some(Topology::Required(label)) => {
+                let only = self.gang_domain(key, label);
+                return in_domains(label, only).unwrap_or_else(GangPlan::DoesNotFit);
+            }
+            Some(Topology::Preferred(levels)) => {
+                // The narrowest level one domain of which holds the quorum.
+                for level in levels {
+                    if let Ok(plan) = in_domains(level, None) {
+                        return plan;
+                    }
+                }
+                // None: as few domains of the widest level as first-fit finds when it fills
+                // the roomiest domain first, then the next (greedy), then unlabelled nodes.
+                // Locality alone never makes the gang wait.
+                let widest = levels.last().cloned().unwrap_or_default();
+                let mut order: Vec<usize> = self
+                    .domains(&widest, &largest, 0, None)
+                    .into_iter()
+                    .rev()
+                    .flat_map(|d| d.nodes)
+                    .collect();
+                order.extend(
+                    self.ledger
+                        .iter()
+                        .filter(|(_, e)| domain_of(e.info(), &widest).is_none())
+                        .map(|(i, _)| i),
+                );
+                Some(order)
+            }
+            None => None,
+        };
+        // The first-fit loop over `order` (or every node in ledger order).
+        macro_rules! fit_others {
+            () => {
+                match &order {
+                    Some(o) => first_fit_among(&self.ledger, o, &chosen, &mut overlay, &mut rules),
+                    None => first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules),
+                }
+            };
         }
 
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
-        let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        let seats = fit_others!();
         if overlay.exhausted() {
             return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
         }
         if seats.len() == chosen.len() {
-            let first_nodes: Vec<usize> = candidates
-                .iter()
-                .copied()
-                .filter(|&i| first_fits(&rules, &overlay, i))
-                .collect();
+            let first_nodes: Vec<usize> = match &order {
+                // Preferred topology: the first node in `order` too, so the member asking
+                // joins the domains the others fill.
+                Some(o) => {
+                    let offered: rustc_hash::FxHashSet<usize> =
+                        candidates.iter().copied().collect();
+                    o.iter()
+                        .copied()
+                        .find(|&i| offered.contains(&i) && first_fits(&rules, &overlay, i))
+                        .into_iter()
+                        .collect()
+                }
+                None => candidates
+                    .iter()
+                    .copied()
+                    .filter(|&i| first_fits(&rules, &overlay, i))
+                    .collect(),
+            };
             if !first_nodes.is_empty() {
                 return fits(first_nodes, seats);
             }
@@ -422,7 +483,7 @@ impl GangTable {
             }
             overlay.take(first, &pod.requests);
             rules.place(0, self.ledger.at(first).info());
-            let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+            let seats = fit_others!();
             if seats.len() == chosen.len() {
                 return fits(vec![first], seats);
             }
@@ -438,7 +499,7 @@ impl GangTable {
         // is feasible): the others are placed again as in the first attempt (the state is back
         // at `base`, so the same members land on the same nodes), and the member they stopped
         // at is diagnosed.
-        first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        fit_others!();
         let (stuck, stuck_pod) = match chosen.get(placed_first) {
             Some(m) => (m.index, m.pod),
             None => (0, pod),

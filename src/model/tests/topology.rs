@@ -268,3 +268,143 @@ fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused()
         "{refused:?}"
     );
 }
+
+#[test]
+fn gangs_view_shows_the_constraint_and_the_domain() {
+    let (mut w, _) = racks(&[4, 4], &[1, 0]);
+    let members: Vec<PodInfo> = (0..4).map(|i| member(i, 4, TOPOLOGY_REQUIRED)).collect();
+    run(&mut w, &members).unwrap();
+    let view = w
+        .table
+        .views(w.now)
+        .into_iter()
+        .find(|v| v.name == "g")
+        .unwrap();
+    let t = view.topology.unwrap();
+    assert_eq!(t.constraint, "required example.com/rack");
+    assert_eq!(t.source, TOPOLOGY_REQUIRED);
+    assert_eq!(t.domain.as_deref(), Some("rack-1"));
+}
+
+/// Preemption inside one domain: racks 0 and 1 of two 1-CPU nodes, each node running a
+/// low-priority plain pod. A high-priority gang of 2 held to one rack: a candidate whose
+/// rack can hold the rest of the gang once its low pods go is kept; kube-scheduler's
+/// candidates in a rack where the rest cannot follow are dropped (nothing evicted for them).
+#[test]
+fn a_required_gang_preempts_only_inside_one_rack() {
+    let mut w = World::new(&[
+        testkit::node("r0-0")
+            .cpu(1000)
+            .label(RACK, "rack-0")
+            .build(),
+        testkit::node("r0-1")
+            .cpu(1000)
+            .label(RACK, "rack-0")
+            .build(),
+        testkit::node("r1-0")
+            .cpu(1000)
+            .label(RACK, "rack-1")
+            .build(),
+        testkit::node("solo")
+            .cpu(1000)
+            .label(RACK, "rack-2")
+            .build(),
+    ]);
+    // rack-0's two nodes run low pods; rack-1's only node too; rack-2's one node is free.
+    let low: Vec<PodInfo> = ["r0-0", "r0-1", "r1-0"]
+        .iter()
+        .map(|n| {
+            pod(&format!("low-{n}"))
+                .cpu(1000)
+                .priority(100)
+                .bound(n)
+                .build()
+        })
+        .collect();
+    w.add(&low.iter().collect::<Vec<_>>());
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 2)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let cand = |node: &str, victim: &PodInfo| PreemptCandidate {
+        node: node.to_string(),
+        victims: vec![victim.uid.to_string()],
+        pdb_violations: 0,
+    };
+    // Without the rack, r1-0 (with the free node "solo" for the other member) would do.
+    let d = w.preempt(&gang[0], vec![cand("r1-0", &low[2]), cand("r0-0", &low[0])]);
+    let kept: Vec<&str> = d.kept.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(kept, vec!["r0-0"], "{d:?}");
+    assert!(d.dropped.iter().any(|(n, _)| n == "r1-0"), "{d:?}");
+}
+
+/// `muster.dev/topology-preferred: <host>,<rack>,<block>`, from the narrowest level: the
+/// narrowest level one domain of which holds the quorum.
+fn preferred(i: usize, quorum: u32) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(1000)
+        .gang("g", quorum)
+        .annotation(
+            crate::model::topology::TOPOLOGY_PREFERRED,
+            "example.com/rack,example.com/block",
+        )
+        .build()
+}
+
+/// Racks of 2 nodes `b<block>r<rack>-<i>`; `free[block][rack]` of them with room.
+fn blocks(free: &[&[usize]]) -> World {
+    let mut nodes = Vec::new();
+    for (b, racks) in free.iter().enumerate() {
+        for (r, &f) in racks.iter().enumerate() {
+            for i in 0..2 {
+                nodes.push(
+                    testkit::node(&format!("b{b}r{r}-{i}"))
+                        .cpu(if i < f { 1000 } else { 100 })
+                        .label(RACK, &format!("rack-{b}-{r}"))
+                        .label("example.com/block", &format!("block-{b}"))
+                        .build(),
+                );
+            }
+        }
+    }
+    World::new(&nodes)
+}
+
+#[test]
+fn preferred_takes_the_narrowest_level_that_holds_the_quorum() {
+    // A gang of 2: block 0's racks have 1 free node each, block 1's second rack has 2.
+    let mut w = blocks(&[&[1, 1], &[1, 2]]);
+    let members: Vec<PodInfo> = (0..2).map(|i| preferred(i, 2)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(
+        bound.iter().all(|b| b.contains("@b1r1-")),
+        "one rack: {bound:?}"
+    );
+
+    // A gang of 3: no rack holds it; block 1 does (3 free), block 0 does not (2).
+    let mut w = blocks(&[&[1, 1], &[1, 2]]);
+    let members: Vec<PodInfo> = (0..3).map(|i| preferred(i, 3)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(
+        bound.iter().all(|b| b.contains("@b1")),
+        "one block: {bound:?}"
+    );
+}
+
+#[test]
+fn preferred_never_waits_for_locality_and_spans_the_fewest_blocks() {
+    // A gang of 5: no block holds it (3 and 2 free, and block 2 has 1): the roomiest block
+    // first, then the next: blocks 1 and 0, never block 2.
+    let mut w = blocks(&[&[1, 1], &[1, 2], &[1, 0]]);
+    let members: Vec<PodInfo> = (0..5).map(|i| preferred(i, 5)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert_eq!(bound.len(), 5);
+    assert!(!bound.iter().any(|b| b.contains("@b2")), "{bound:?}");
+}

@@ -84,7 +84,7 @@ impl GangTable {
             self.notices.push(Notice {
                 pod: first.clone(),
                 kind: NoticeKind::Placed,
-                message: messages::placed(key, &members, facts.with_nodes),
+                message: self.placed_message(key, &members, &facts),
             });
         }
         BindDecision::BindGang {
@@ -271,5 +271,26 @@ impl GangTable {
             kind: NoticeKind::BindFailed,
             message: messages::gang_bind_failed(&key, pod, node, &error, &facts.counts()),
         });
+    }
+}
+
+impl GangTable {
+    /// The Placed Event's text; for a gang held to a domain, naming it.
+    fn placed_message(
+        &self,
+        key: &GangKey,
+        members: &[(PodRef, NodeName)],
+        facts: &GangFacts,
+    ) -> String {
+        let placed = messages::placed(key, members, facts.with_nodes);
+        let domain = facts
+            .spec
+            .topology
+            .required()
+            .and_then(|label| Some((label, self.gang_domain(key, label)?)));
+        match domain {
+            Some((label, value)) => messages::in_domain(&placed, label, &value),
+            None => placed,
+        }
     }
 }

@@ -8,7 +8,9 @@
 //!    no member is bound in rack 0 (members are never unbound or deleted here, so the final
 //!    bindings are every binding there ever was);
 //! 2. no rack has 8 nodes with room (6, 6, 4, 4): the gang binds nothing and says the numbers
-//!    ("needs 8 members in one topology.kubernetes.io/rack; the best … fits 6").
+//!    ("needs 8 members in one topology.kubernetes.io/rack; the best … fits 6");
+//! 3. `muster.dev/topology-preferred: topology.kubernetes.io/rack` and no rack holds 8 (5, 3, 6,
+//!    2 nodes with room): the gang is placed whole, in the fewest racks that can hold it (2).
 //!
 //! Without muster (`tests/control-run`) kube-scheduler places members one by one wherever
 //! there is room, so both fail there on cluster truth.
@@ -96,6 +98,40 @@ async fn a_required_rack_gang_no_rack_holds_binds_nothing_and_says_the_numbers()
         c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, REASON)
             .await?;
         c.assert_none_bound_for(ns, &gang, REASON / 3).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn a_preferred_rack_gang_no_rack_holds_spans_the_fewest_racks() -> Result<()> {
+    let _t = Timer(
+        "a_preferred_rack_gang_spans_the_fewest_racks",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "preferred";
+    let r = async {
+        c.namespace(ns).await?;
+        racks(&c, [5, 3, 6, 2]).await?;
+        let gang = c
+            .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+                p.cpu("1").annotation("muster.dev/topology-preferred", RACK)
+            })
+            .await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        let in_racks: BTreeSet<&str> = bound
+            .values()
+            .map(|(n, _)| n.split('-').next().unwrap_or_default())
+            .collect();
+        // No rack holds 8; two do (the roomiest, rack 2 with 6, and any other with 2 more).
+        ensure_truth!(
+            in_racks.len() == 2 && in_racks.contains("r2"),
+            "not in the fewest racks (2, rack 2 among them): {bound:?}"
+        );
+        c.assert_no_overcommit().await?;
         Ok(())
     }
     .await;

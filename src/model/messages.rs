@@ -554,3 +554,12 @@ pub fn outside_domain(label: &str, value: &str) -> String {
 pub fn in_domain(message: &str, label: &str, value: &str) -> String {
     format!("{message}; all in {label} {value}")
 }
+
+/// A confirmed seat of gang `key` on `node`, which is no longer in the gang's domain `value` of
+/// `label`: nothing is bound, and the members seated there are planned again.
+pub fn seat_outside_domain(key: &GangKey, node: &str, label: &str, value: &str) -> String {
+    format!(
+        "gang {key}: node {node} is no longer in its {label} {value}; nothing was bound, and \
+         the members seated there are placed again"
+    )
+}

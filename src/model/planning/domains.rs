@@ -23,6 +23,9 @@ use crate::model::table::GangTable;
 pub(in crate::model) struct Domain {
     pub value: Arc<str>,
     pub nodes: Vec<usize>,
+    /// How many copies of the smallest member's requests its free room holds: no more members
+    /// than that fit there, so a domain below the quorum is not simulated.
+    pub at_most: i64,
 }
 
 impl Domain {
@@ -36,8 +39,8 @@ pub(in crate::model) fn domain_of<'n>(node: &'n NodeInfo, label: &str) -> Option
     node.labels.get(label).map(String::as_str)
 }
 
-/// How many copies of `request` fit in the free room of `position` (no upper bound on
-/// resources the request does not ask for; a request of nothing counts one per pod slot).
+/// How many copies of `request` fit in the free room of `position` (resources the request
+/// does not ask for set no bound).
 fn copies(ledger: &NodeLedger, position: usize, request: &Resources) -> i64 {
     let e = ledger.at(position);
     let a = &e.info().allocatable;
@@ -70,11 +73,8 @@ fn copies(ledger: &NodeLedger, position: usize, request: &Resources) -> i64 {
             *want,
         );
     }
-    if n == i64::MAX {
-        0
-    } else {
-        n
-    }
+    // A request of nothing: no bound from room (large, and sums saturate).
+    n.min(i64::MAX >> 8)
 }
 
 impl GangTable {
@@ -86,11 +86,11 @@ impl GangTable {
     pub(in crate::model) fn domains(
         &self,
         label: &str,
-        largest: &Resources,
+        (largest, smallest): (&Resources, &Resources),
         need: usize,
         only: Option<&str>,
     ) -> Vec<Domain> {
-        let mut by_value: std::collections::BTreeMap<&str, (i64, Vec<usize>)> =
+        let mut by_value: std::collections::BTreeMap<&str, (i64, Vec<usize>, i64)> =
             std::collections::BTreeMap::new();
         for (i, e) in self.ledger.iter() {
             let Some(value) = domain_of(e.info(), label) else {
@@ -102,23 +102,31 @@ impl GangTable {
             let d = by_value.entry(value).or_default();
             d.0 = d.0.saturating_add(copies(&self.ledger, i, largest));
             d.1.push(i);
+            d.2 = d.2.saturating_add(copies(&self.ledger, i, smallest));
         }
         let need = need as i64;
-        let mut domains: Vec<(bool, i64, &str, Vec<usize>)> = by_value
+        let mut domains: Vec<(bool, i64, &str, Vec<usize>, i64)> = by_value
             .into_iter()
-            .map(|(value, (room, nodes))| {
+            .map(|(value, (room, nodes, at_most))| {
                 let holds = room >= need;
                 // Ascending sort: holding domains first, fewest copies first; then the rest,
                 // most copies first.
-                (!holds, if holds { room } else { -room }, value, nodes)
+                (
+                    !holds,
+                    if holds { room } else { -room },
+                    value,
+                    nodes,
+                    at_most,
+                )
             })
             .collect();
         domains.sort();
         domains
             .into_iter()
-            .map(|(_, _, value, nodes)| Domain {
+            .map(|(_, _, value, nodes, at_most)| Domain {
                 value: Arc::from(value),
                 nodes,
+                at_most,
             })
             .collect()
     }
@@ -143,4 +151,30 @@ impl GangTable {
             .find_map(|e| domain_of(e.info(), label))
             .map(Arc::from)
     }
+}
+
+/// The element-wise minimum of `requests` (a resource one of them does not ask for is not
+/// asked): no member asks for less of anything.
+pub(in crate::model) fn smallest_of<'r>(
+    mut requests: impl Iterator<Item = &'r Resources>,
+) -> Resources {
+    let Some(first) = requests.next() else {
+        return Resources::default();
+    };
+    let mut min = first.clone();
+    for r in requests {
+        min.cpu_milli = min.cpu_milli.min(r.cpu_milli);
+        min.memory = min.memory.min(r.memory);
+        min.ephemeral_storage = min.ephemeral_storage.min(r.ephemeral_storage);
+        min.pods = min.pods.min(r.pods);
+        min.extended = min
+            .extended
+            .iter()
+            .filter_map(|(name, v)| {
+                let theirs = r.extended(name);
+                (theirs > 0).then(|| (name.clone(), (*v).min(theirs)))
+            })
+            .collect();
+    }
+    min
 }

@@ -33,7 +33,7 @@ use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
-use crate::model::planning::domains::domain_of;
+use crate::model::planning::domains::{domain_of, smallest_of};
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::PodEntry;
@@ -325,12 +325,22 @@ impl GangTable {
         // Topology: the same simulation, one domain of `label` at a time (see
         // `planning::domains`); `Ok` a plan (or the budget ran out), `Err` why none holds it.
         let largest = self.largest_requests(gang, pod);
+        let smallest = smallest_of(judged.iter().map(|p| &p.requests));
         let mut in_domains = |label: &Arc<str>,
                               only: Option<Arc<str>>|
          -> Result<GangPlan, GangShortfall> {
-            let domains = self.domains(label, &largest, need, only.as_deref());
+            let domains = self.domains(label, (&largest, &smallest), need, only.as_deref());
             let mut best: Option<(usize, Arc<str>)> = None;
             for d in &domains {
+                // Room for fewer members than the quorum needs, even of the smallest: not
+                // simulated; what room holds is what the message says it fits.
+                let at_most = usize::try_from(d.at_most).unwrap_or(0);
+                if at_most < need {
+                    if best.as_ref().is_none_or(|(b, _)| at_most > *b) {
+                        best = Some((at_most, d.value.clone()));
+                    }
+                    continue;
+                }
                 let mine: Vec<usize> = candidates
                     .iter()
                     .copied()
@@ -410,7 +420,7 @@ impl GangTable {
                 // Locality alone never makes the gang wait.
                 let widest = levels.last().cloned().unwrap_or_default();
                 let mut order: Vec<usize> = self
-                    .domains(&widest, &largest, 0, None)
+                    .domains(&widest, (&largest, &smallest), 0, None)
                     .into_iter()
                     .rev()
                     .flat_map(|d| d.nodes)

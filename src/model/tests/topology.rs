@@ -408,3 +408,38 @@ fn preferred_never_waits_for_locality_and_spans_the_fewest_blocks() {
     assert_eq!(bound.len(), 5);
     assert!(!bound.iter().any(|b| b.contains("@b2")), "{bound:?}");
 }
+
+/// The last look before binding: a seat's node relabelled into another rack while the gang
+/// gathered is not bound; nothing is.
+#[test]
+fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
+    let (mut w, _) = racks(&[2, 2], &[0, 2]);
+    let members: Vec<PodInfo> = (0..2).map(|i| member(i, 2, TOPOLOGY_REQUIRED)).collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    let (ok, _) = w.filter(&members[0]);
+    let first = ok[0].clone();
+    wait_message(&w.bind(&members[0], &first));
+    let (ok, _) = w.filter(&members[1]);
+    let second = ok[0].clone();
+    assert_eq!(rack_of(&first), rack_of(&second));
+    // The second node moves to rack 1 before the second member's bind.
+    w.table.apply_node(
+        testkit::node(&second)
+            .cpu(1000)
+            .label(RACK, "rack-1")
+            .build(),
+    );
+    let d = w.bind(&members[1], &second);
+    assert!(!matches!(d, BindDecision::BindGang { .. }), "{d:?}");
+    let said = match &d {
+        BindDecision::Wait { message, .. } => message.clone(),
+        BindDecision::Reject(r) => r.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        said.contains(&format!(
+            "node {second} is no longer in its example.com/rack rack-0"
+        )),
+        "{said}"
+    );
+}

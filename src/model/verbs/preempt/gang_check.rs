@@ -169,7 +169,12 @@ impl GangTable {
         // A gang held to one domain: each candidate's domain, by value.
         let domains: HashMap<Arc<str>, Vec<usize>> = match &need.required {
             Some(label) => self
-                .domains(label, &Resources::default(), 0, None)
+                .domains(
+                    label,
+                    (&Resources::default(), &Resources::default()),
+                    0,
+                    None,
+                )
                 .into_iter()
                 .map(|d| (d.value, d.nodes))
                 .collect(),
@@ -256,7 +261,12 @@ impl GangTable {
         if let Some(label) = &need.required {
             // Some one domain must hold the whole gang once its lower-priority pods are gone.
             let (base, rules_base) = (overlay.checkpoint(), rules.checkpoint());
-            for d in self.domains(label, &Resources::default(), 0, None) {
+            for d in self.domains(
+                label,
+                (&Resources::default(), &Resources::default()),
+                0,
+                None,
+            ) {
                 let placed =
                     first_fit_among(&self.ledger, &d.nodes, &members, &mut overlay, &mut rules)
                         .len();

@@ -158,7 +158,7 @@ impl GangTable {
             .members_of(gang)
             .filter(|p| p.is_live())
             .filter_map(|p| p.charged_node())
-            .find_map(|n| value_at(n));
+            .find_map(&value_at);
         let value = bound.or_else(|| seated.first().and_then(|(_, n)| value_at(n)))?;
         seated
             .iter()

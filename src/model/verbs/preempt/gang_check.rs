@@ -257,8 +257,13 @@ impl GangTable {
             allowed: vec![None; judged.len()],
         };
         let members = members(&judged, &need);
+        let evictable_empty = evictable.is_empty();
         let mut overlay = Overlay::with_credit(evictable);
         if let Some(label) = &need.required {
+            if evictable_empty {
+                // Nothing to evict: the planner's own verdict stands.
+                return Some(hopeless);
+            }
             // Some one domain must hold the whole gang once its lower-priority pods are gone.
             let (base, rules_base) = (overlay.checkpoint(), rules.checkpoint());
             for d in self.domains(

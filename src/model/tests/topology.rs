@@ -174,6 +174,22 @@ fn a_malformed_or_conflicting_topology_is_refused_with_its_reason() {
         ]
     );
     assert_eq!(w.reserved("r0-0") + w.reserved("r0-1"), 0);
+    // Preemption cannot help it: every node unresolvable, and no candidate kept.
+    let names = w.all_nodes();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdicts = w.table.filter(&a, &refs, w.now);
+    assert!(verdicts
+        .iter()
+        .all(|v| matches!(v, NodeVerdict::Unresolvable(_))));
+    let d = w.preempt(
+        &a,
+        vec![PreemptCandidate {
+            node: "r0-0".into(),
+            victims: vec![],
+            pdb_violations: 0,
+        }],
+    );
+    assert!(d.kept.is_empty(), "{d:?}");
 }
 
 #[test]

@@ -141,7 +141,9 @@ impl GangTable {
                 // quorum is beyond what the cluster could ever hold.
                 let evicting_cannot_help = matches!(
                     why,
-                    GangShortfall::PodGroupMissing { .. } | GangShortfall::BeyondCluster(_)
+                    GangShortfall::PodGroupMissing { .. }
+                        | GangShortfall::BeyondCluster(_)
+                        | GangShortfall::Topology(_)
                 );
                 let outlook = if evicting_cannot_help {
                     None

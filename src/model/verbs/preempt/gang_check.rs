@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::{DropReason, PreemptCandidate};
 use crate::model::inputs::objects::PodInfo;
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::topology::GangTopology;
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::selection::choose;
 use crate::model::planning::simulation::{
@@ -97,6 +98,14 @@ impl GangTable {
         // seats is evicting for nothing.
         if let Some(left) = gang.backoff_left(now) {
             return GangCheck::CannotJudge(DropReason::GangBackingOff { left });
+        }
+        // A topology muster cannot keep (members disagree, a Volcano hard tier): the gang is
+        // not placed whatever is evicted.
+        if matches!(facts.spec.topology, GangTopology::Refused(_)) {
+            return GangCheck::CannotJudge(DropReason::GangCannotFollow {
+                fit: facts.with_nodes + facts.confirmed_seats,
+                quorum: facts.spec.quorum,
+            });
         }
         // Nothing evicted lets a quorum beyond the cluster run; judged before any simulation.
         if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {

@@ -37,6 +37,7 @@ use serde::Deserialize;
 
 use super::watch::{Indexed, Read};
 use crate::metrics::PodGroupGauge;
+use crate::model::topology::{parse_label_key, PodGroupTopology, KUBERNETES_TOPOLOGY};
 use crate::model::{GangKey, GangTable, PodGroupApi, PodGroupDef};
 use crate::state::Shared;
 
@@ -75,6 +76,7 @@ pub struct SpecRead {
     pub min_member: u32,
     pub min_task_member: BTreeMap<String, u32>,
     pub timeout: Option<Duration>,
+    pub topology: Option<PodGroupTopology>,
 }
 
 #[derive(Clone, Debug)]
@@ -90,6 +92,18 @@ pub struct Kubernetes;
 struct VolcanoSpec {
     min_member: Option<i32>,
     min_task_member: Option<BTreeMap<String, i32>>,
+    network_topology: Option<VolcanoNetworkTopology>,
+}
+
+/// Volcano's `NetworkTopologySpec` (`pkg/apis/scheduling/v1beta1/types.go` of volcano.sh/apis):
+/// `mode` (`hard`, the default, or `soft`), and the highest tier a job may cross, by number or
+/// by name (one of them).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VolcanoNetworkTopology {
+    mode: Option<String>,
+    highest_tier_allowed: Option<i64>,
+    highest_tier_name: Option<String>,
 }
 
 /// scheduler-plugins' `PodGroupSpec`, the fields muster uses.
@@ -115,10 +129,34 @@ impl PodGroupKind for Volcano {
             let min = count::<Self>(key, &format!("spec.minTaskMember.{task}"), min)?;
             min_task_member.insert(task, min);
         }
+        let topology = match s.network_topology {
+            None => None,
+            Some(t) => {
+                let hard = match t.mode.as_deref() {
+                    None | Some("") | Some("hard") => true,
+                    Some("soft") => false,
+                    Some(other) => {
+                        return Err(bad_field::<Self>(
+                            key,
+                            "spec.networkTopology.mode",
+                            format!("must be hard or soft, got {other:?}"),
+                        ))
+                    }
+                };
+                let tier = match (t.highest_tier_allowed, t.highest_tier_name) {
+                    (Some(n), _) => format!("highestTierAllowed {n}"),
+                    (None, Some(name)) => format!("highestTierName {name}"),
+                    // The CRD defaults highestTierAllowed to 1.
+                    (None, None) => "highestTierAllowed 1".to_string(),
+                };
+                Some(PodGroupTopology::VolcanoNetwork { hard, tier })
+            }
+        };
         Ok(SpecRead {
             min_member: count::<Self>(key, "spec.minMember", s.min_member.unwrap_or(0))?,
             min_task_member,
             timeout: None,
+            topology,
         })
     }
 }
@@ -146,6 +184,7 @@ impl PodGroupKind for SchedulerPlugins {
             min_member: count::<Self>(key, "spec.minMember", s.min_member.unwrap_or(0))?,
             min_task_member: BTreeMap::new(),
             timeout,
+            topology: None,
         })
     }
 }
@@ -175,10 +214,36 @@ impl PodGroupKind for Kubernetes {
             }
             (None, None) => return Err(bad("sets neither basic nor gang")),
         };
+        // One constraint at most (`+k8s:maxItems=1`); its key is a node label.
+        let topology = match s
+            .scheduling_constraints
+            .map(|c| c.topology.unwrap_or_default())
+            .unwrap_or_default()
+            .as_slice()
+        {
+            [] => None,
+            [one] => Some(PodGroupTopology::Required(
+                parse_label_key(KUBERNETES_TOPOLOGY, &one.key, &one.key).map_err(|e| {
+                    bad_field::<Self>(
+                        key,
+                        "spec.schedulingConstraints.topology[0].key",
+                        e.to_string(),
+                    )
+                })?,
+            )),
+            _ => {
+                return Err(bad_field::<Self>(
+                    key,
+                    "spec.schedulingConstraints.topology",
+                    "lists more than one constraint; the API allows one".into(),
+                ))
+            }
+        };
         Ok(SpecRead {
             min_member,
             min_task_member: BTreeMap::new(),
             timeout: None,
+            topology,
         })
     }
 }
@@ -281,6 +346,7 @@ pub fn pod_group_def<A: PodGroupKind>(
         min_member: read.min_member,
         min_task_member: read.min_task_member,
         timeout: read.timeout,
+        topology: read.topology,
     })
 }
 

@@ -622,3 +622,63 @@ pub fn partly_bound_timed_out(timeout: Duration) -> String {
         timeout.as_secs()
     )
 }
+
+/// A gang whose quorum must be inside one domain of `label` fits in none: the best domain
+/// (`best`, if any has a node the member asking may use) holds `fit` of `quorum`.
+pub fn domain_short(
+    key: &GangKey,
+    label: &str,
+    quorum: u32,
+    fit: u32,
+    best: Option<&str>,
+    domains: usize,
+) -> String {
+    match best {
+        Some(best) => format!(
+            "gang {key} needs {quorum} members in one {label}; the best {label} ({best}) fits {fit} \
+             (of {domains} domains)"
+        ),
+        None => format!(
+            "gang {key} needs {quorum} members in one {label}; no node with that label can take \
+             this member ({domains} domains)"
+        ),
+    }
+}
+
+/// Members of gang `key` ask for different topologies (`values`: `key="what"` each).
+pub fn topology_disagreement(key: &GangKey, values: &[String]) -> String {
+    format!(
+        "gang {key}: members ask for different topologies: {}; give every member the same \
+         topology key, and nothing is held meanwhile",
+        values.join(", ")
+    )
+}
+
+/// Gang `key`'s Volcano PodGroup asks for a hard network topology, which names HyperNode
+/// tiers muster cannot read.
+pub fn volcano_hypernodes(key: &GangKey, tier: &str) -> String {
+    format!(
+        "gang {key}: its Volcano PodGroup sets spec.networkTopology mode hard ({tier}), whose \
+         HyperNode tiers muster cannot read; add muster.dev/topology-required: <node label of \
+         that tier> to the members, or use mode soft; nothing is held meanwhile"
+    )
+}
+
+/// A node refused to a member of a gang held to domain `value` of `label`.
+pub fn outside_domain(label: &str, value: &str) -> String {
+    format!("node is outside its gang's {label} {value}")
+}
+
+/// `message` about a gang, with the domain of `label` it is in.
+pub fn in_domain(message: &str, label: &str, value: &str) -> String {
+    format!("{message}; all in {label} {value}")
+}
+
+/// A confirmed seat of gang `key` on `node`, which is no longer in the gang's domain `value` of
+/// `label`: nothing is bound, and the members seated there are planned again.
+pub fn seat_outside_domain(key: &GangKey, node: &str, label: &str, value: &str) -> String {
+    format!(
+        "gang {key}: node {node} is no longer in its {label} {value}; nothing was bound, and \
+         the members seated there are placed again"
+    )
+}

@@ -34,7 +34,7 @@ pub mod rules;
 mod table;
 mod verbs;
 
-pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
+pub use inputs::{membership, objects, podgroup, quantity, resources, tasks, topology};
 pub use verbs::gather;
 pub use verbs::podgroup_status;
 
@@ -60,4 +60,5 @@ pub use verbs::preempt::{
 };
 pub use verbs::views::{
     GangGauges, GangState, GangView, MemberState, MemberView, SpecSourceView, TaskView,
+    TopologyView,
 };

@@ -48,6 +48,7 @@ fn a_volcano_pod_group_gives_its_quorum_and_task_minimums() {
             min_member: 2,
             min_task_member: tasks(&[("master", 1), ("worker", 1)]),
             timeout: None,
+            topology: None,
         }
     );
     // minMember is omitempty in Volcano's Go type: absent is 0.
@@ -443,4 +444,74 @@ fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
         .lock()
         .pod_groups()
         .is_served(PodGroupApi::Volcano));
+}
+
+/// Kubernetes' `scheduling.k8s.io/v1beta1` PodGroup (`TopologyConstraint` in
+/// `k8s.io/api/scheduling/v1beta1/types.go`): `schedulingConstraints.topology[].key`, one at most.
+#[test]
+fn a_kubernetes_pod_group_gives_its_required_topology_key() {
+    use crate::model::topology::PodGroupTopology;
+    let def = read::<Kubernetes>(json!({
+        "schedulingPolicy": {"gang": {"minCount": 8}},
+        "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]},
+    }))
+    .unwrap();
+    assert_eq!(
+        def.topology,
+        Some(PodGroupTopology::Required(
+            "topology.kubernetes.io/rack".into()
+        ))
+    );
+    let none = read::<Kubernetes>(json!({"schedulingPolicy": {"gang": {"minCount": 8}}})).unwrap();
+    assert_eq!(none.topology, None);
+    let bad = read::<Kubernetes>(json!({
+        "schedulingPolicy": {"gang": {"minCount": 8}},
+        "schedulingConstraints": {"topology": [{"key": "rack!"}]},
+    }))
+    .unwrap_err();
+    assert!(
+        bad.contains("spec.schedulingConstraints.topology[0].key"),
+        "{bad}"
+    );
+    let two = read::<Kubernetes>(json!({
+        "schedulingPolicy": {"gang": {"minCount": 8}},
+        "schedulingConstraints": {"topology": [{"key": "a"}, {"key": "b"}]},
+    }))
+    .unwrap_err();
+    assert!(two.contains("more than one constraint"), "{two}");
+}
+
+/// Volcano's PodGroup `spec.networkTopology` (`NetworkTopologySpec` in volcano.sh/apis
+/// `pkg/apis/scheduling/v1beta1/types.go`), as in Volcano's network-topology user guide:
+/// `mode: hard, highestTierAllowed: 2`. Read, but its tiers name HyperNodes (see
+/// `model::topology`).
+#[test]
+fn a_volcano_network_topology_is_read_with_its_mode_and_tier() {
+    use crate::model::topology::PodGroupTopology;
+    let hard = read::<Volcano>(json!({
+        "minMember": 4,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+    }))
+    .unwrap();
+    assert_eq!(
+        hard.topology,
+        Some(PodGroupTopology::VolcanoNetwork {
+            hard: true,
+            tier: "highestTierAllowed 2".into()
+        })
+    );
+    let soft = read::<Volcano>(json!({
+        "minMember": 4,
+        "networkTopology": {"mode": "soft", "highestTierName": "spine"},
+    }))
+    .unwrap();
+    assert_eq!(
+        soft.topology,
+        Some(PodGroupTopology::VolcanoNetwork {
+            hard: false,
+            tier: "highestTierName spine".into()
+        })
+    );
+    let bad = read::<Volcano>(json!({"networkTopology": {"mode": "strict"}})).unwrap_err();
+    assert!(bad.contains("spec.networkTopology.mode"), "{bad}");
 }

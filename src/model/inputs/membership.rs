@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use super::podgroup::PodGroupApi;
 use super::tasks::{parse_task, parse_task_minimums, TaskMinimums};
+use super::topology::{topology_of, TopologyConstraint, TopologyError};
 
 /// muster's group-name key; read as an annotation, or as a label.
 pub const GROUP: &str = "muster.dev/group";
@@ -89,6 +90,8 @@ pub struct Membership {
     pub task: Option<Arc<str>>,
     /// Per-task minimums this pod asks for (`muster.dev/task-min-available`).
     pub task_minimums: TaskMinimums,
+    /// Where this pod asks its gang to be (muster's or Kueue's topology keys).
+    pub topology: Option<TopologyConstraint>,
 }
 
 /// How a running gang may lose members to preemption; compare the `disruptionMode` of
@@ -132,6 +135,8 @@ pub enum MembershipError {
     BadTask { key: &'static str, value: String },
     #[error("{TASK_MIN_AVAILABLE} must list tasks and their minimums, such as \"master=1,worker=2\": {why}; got {value:?}")]
     BadTaskMinimums { value: String, why: String },
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
 }
 
 /// Largest quorum accepted from an annotation: far beyond any real job, small enough that
@@ -244,6 +249,7 @@ pub fn membership_of(
         Some(v) => parse_task_minimums(v)?,
         None => TaskMinimums::default(),
     };
+    let topology = topology_of(|k| annotations.get(k).cloned())?;
     Ok(Some(Membership {
         gang: GangKey::new(namespace, name),
         min_available,
@@ -254,6 +260,7 @@ pub fn membership_of(
         pod_group,
         task,
         task_minimums,
+        topology,
     }))
 }
 

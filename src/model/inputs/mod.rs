@@ -10,3 +10,4 @@ pub mod quantity;
 pub mod resources;
 pub(crate) mod spec;
 pub mod tasks;
+pub mod topology;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::membership::GangKey;
+use super::topology::PodGroupTopology;
 
 /// Which API a PodGroup object comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,6 +64,8 @@ pub struct PodGroupDef {
     pub min_task_member: BTreeMap<String, u32>,
     /// `scheduleTimeoutSeconds` (scheduler-plugins).
     pub timeout: Option<Duration>,
+    /// `spec.schedulingConstraints.topology` (Kubernetes), `spec.networkTopology` (Volcano).
+    pub topology: Option<PodGroupTopology>,
 }
 
 /// The PodGroups the watches have seen, and which APIs the cluster serves.

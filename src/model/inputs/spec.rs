@@ -23,6 +23,7 @@ use super::membership::{
 use super::objects::PodInfo;
 use super::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
 use super::tasks::TaskMinimums;
+use super::topology::GangTopology;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GangSpec {
@@ -41,6 +42,8 @@ pub struct GangSpec {
     pub priority: i32,
     /// The oldest member's creation time, in seconds since the epoch.
     pub created: i64,
+    /// Where the quorum must (or should) be: the members' topology keys, or the PodGroup's.
+    pub topology: GangTopology,
 }
 
 /// Where a gang's spec came from.
@@ -79,6 +82,7 @@ impl Default for GangSpec {
             timeout: None,
             priority: i32::MIN,
             created: i64::MAX,
+            topology: GangTopology::Unconstrained,
         }
     }
 }
@@ -126,6 +130,7 @@ impl GangSpec {
         let mut count = 0u32;
         let mut declared: Option<(u32, &'static str)> = None;
         let mut tasks = TaskMinimums::default();
+        let mut topologies = Vec::new();
         for p in members {
             count += 1;
             spec.priority = spec.priority.max(p.priority);
@@ -141,8 +146,10 @@ impl GangSpec {
                     spec.timeout = Some(spec.timeout.map_or(t, |d: Duration| d.max(t)));
                 }
                 tasks = tasks.max_with(&m.task_minimums);
+                topologies.extend(m.topology.as_ref());
             }
         }
+        spec.topology = GangTopology::of_members(topologies);
         if count == 0 {
             return spec;
         }
@@ -185,6 +192,7 @@ impl GangSpec {
             },
             // muster's timeout key still applies where the PodGroup says nothing.
             timeout: def.timeout.or(self.timeout),
+            topology: self.topology.clone().with_pod_group(def.topology.as_ref()),
             ..self
         }
     }
@@ -214,7 +222,8 @@ impl GangSpec {
         (pod_group(self) || pod_group(next))
             && (self.source != next.source
                 || self.quorum != next.quorum
-                || self.tasks != next.tasks)
+                || self.tasks != next.tasks
+                || self.topology != next.topology)
     }
 
     pub fn timeout_or(&self, default: Duration) -> Duration {

@@ -3,6 +3,7 @@
 //! (`planner`), and the bound that refuses at once a quorum the cluster could never hold
 //! (`quorum_bound`). Reads the table; changes nothing.
 
+pub(crate) mod domains;
 pub(crate) mod planner;
 pub(crate) mod quorum_bound;
 pub(crate) mod selection;

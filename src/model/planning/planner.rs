@@ -24,13 +24,16 @@ use std::time::{Duration, Instant};
 use super::quorum_bound::BeyondCluster;
 use super::selection::{choose, task_of, Selection};
 use super::simulation::{
-    admits, diagnose, first_fit_each, GangRules, Member, Overlay, Rules, StaticRules, CHECK_BUDGET,
+    admits, diagnose, first_fit_among, first_fit_each, GangRules, Member, Overlay, Rules,
+    StaticRules, CHECK_BUDGET,
 };
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
+use crate::model::planning::domains::{domain_of, smallest_of};
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
@@ -91,6 +94,18 @@ pub(in crate::model) enum GangShortfall {
     /// kube-scheduler refused a member in a cycle that never reached muster (a filter muster
     /// does not simulate): its verdict stands until that member or a node changes.
     RefusedByScheduler(Refused),
+    /// The quorum must be inside one domain of `label` and no domain holds it: at most `fit`
+    /// of `quorum` fit in the best one (`best`), of `domains`.
+    Domain {
+        label: Arc<str>,
+        best: Option<Arc<str>>,
+        fit: u32,
+        quorum: u32,
+        missing: u32,
+        domains: usize,
+    },
+    /// The gang's topology cannot be kept as asked (see [`TopologyRefusal`]).
+    Topology(TopologyRefusal),
 }
 
 /// How many members of a task can have nodes at once, of its minimum.
@@ -155,12 +170,26 @@ impl GangShortfall {
             GangShortfall::RefusedByScheduler(r) => {
                 messages::refused_by_scheduler(key, &r.pod, &r.message)
             }
+            GangShortfall::Domain {
+                label,
+                best,
+                fit,
+                quorum,
+                missing: _,
+                domains,
+            } => messages::domain_short(key, label, *quorum, *fit, best.as_deref(), *domains),
+            GangShortfall::Topology(TopologyRefusal::MembersDisagree(values)) => {
+                messages::topology_disagreement(key, values)
+            }
+            GangShortfall::Topology(TopologyRefusal::VolcanoHyperNodes { tier }) => {
+                messages::volcano_hypernodes(key, tier)
+            }
         }
     }
 
     pub fn missing(&self) -> u32 {
         match self {
-            GangShortfall::Room { missing, .. } => *missing,
+            GangShortfall::Room { missing, .. } | GangShortfall::Domain { missing, .. } => *missing,
             GangShortfall::MembersMissing { existing, quorum } => quorum.saturating_sub(*existing),
             GangShortfall::TaskMembersMissing { existing, min, .. } => {
                 min.saturating_sub(*existing)
@@ -172,6 +201,7 @@ impl GangShortfall {
             | GangShortfall::PodGroupMissing { .. }
             | GangShortfall::BeyondCluster(_)
             | GangShortfall::RefusedByScheduler(_) => 0,
+            | GangShortfall::Topology(_) => 0,
         }
     }
 
@@ -208,6 +238,9 @@ impl GangTable {
         };
         if let Some((api, _)) = facts.spec.awaited_pod_group() {
             return GangPlan::DoesNotFit(GangShortfall::PodGroupMissing { api });
+        }
+        if let GangTopology::Refused(why) = &facts.spec.topology {
+            return GangPlan::DoesNotFit(GangShortfall::Topology(why.clone()));
         }
         // kube-scheduler's own verdict on a member, for what muster does not simulate
         // (holds-nothing).
@@ -329,18 +362,154 @@ impl GangTable {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
         };
 
+        // Topology: the same simulation, one domain of `label` at a time (see
+        // `planning::domains`); `Ok` a plan (or the budget ran out), `Err` why none holds it.
+        let largest = self.largest_requests(gang, pod);
+        let smallest = smallest_of(judged.iter().map(|p| &p.requests));
+        let mut in_domains = |label: &Arc<str>,
+                              only: Option<Arc<str>>|
+         -> Result<GangPlan, GangShortfall> {
+            let domains = self.domains(label, (&largest, &smallest), need, only.as_deref());
+            let mut best: Option<(usize, Arc<str>)> = None;
+            for d in &domains {
+                // Room for fewer members than the quorum needs, even of the smallest: not
+                // simulated; what room holds is what the message says it fits.
+                let at_most = usize::try_from(d.at_most).unwrap_or(0);
+                if at_most < need {
+                    if best.as_ref().is_none_or(|(b, _)| at_most > *b) {
+                        best = Some((at_most, d.value.clone()));
+                    }
+                    continue;
+                }
+                let mine: Vec<usize> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|&i| d.contains(i) && first_fits(&rules, &overlay, i))
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let seats =
+                    first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
+                let mut got = seats.len();
+                if seats.len() == chosen.len() {
+                    let first_nodes: Vec<usize> = mine
+                        .iter()
+                        .copied()
+                        .filter(|&i| first_fits(&rules, &overlay, i))
+                        .collect();
+                    if !first_nodes.is_empty() {
+                        return Ok(fits(first_nodes, seats));
+                    }
+                } else {
+                    got += usize::from(mine.iter().any(|&i| first_fits(&rules, &overlay, i)));
+                }
+                overlay.rollback(base);
+                rules.rollback(rules_base);
+                for &first in mine.iter().take(self.config.max_first_node_attempts) {
+                    if overlay.exhausted() {
+                        break;
+                    }
+                    overlay.take(first, &pod.requests);
+                    rules.place(0, self.ledger.at(first).info());
+                    let seats =
+                        first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
+                    if seats.len() == chosen.len() {
+                        return Ok(fits(vec![first], seats));
+                    }
+                    got = got.max(seats.len() + 1);
+                    overlay.rollback(base);
+                    rules.rollback(rules_base);
+                }
+                if best.as_ref().is_none_or(|(b, _)| got > *b) {
+                    best = Some((got, d.value.clone()));
+                }
+                if overlay.exhausted() {
+                    let placed = best.map_or(0, |(b, _)| b);
+                    return Ok(GangPlan::DoesNotFit(
+                        self.out_of_budget(&facts, placed, need, missing),
+                    ));
+                }
+            }
+            let already = facts.with_nodes + facts.confirmed_seats;
+            Err(GangShortfall::Domain {
+                label: label.clone(),
+                fit: already + best.as_ref().map_or(0, |(b, _)| *b as u32),
+                best: best.map(|(_, v)| v),
+                quorum: facts.spec.quorum,
+                missing: missing as u32,
+                domains: domains.len(),
+            })
+        };
+        // The nodes first-fit walks, when not the ledger's order.
+        let order: Option<Vec<usize>> = match facts.spec.topology.constraint().map(|c| &c.topology)
+        {
+            Some(Topology::Required(label)) => {
+                let only = self.gang_domain(key, label);
+                return in_domains(label, only).unwrap_or_else(GangPlan::DoesNotFit);
+            }
+            Some(Topology::Preferred(levels)) => {
+                // The narrowest level one domain of which holds the quorum.
+                for level in levels {
+                    if let Ok(plan) = in_domains(level, None) {
+                        return plan;
+                    }
+                }
+                // None: as few domains of the widest level as first-fit finds when it fills
+                // the roomiest domain first, then the next (greedy), then unlabelled nodes.
+                // Locality alone never makes the gang wait.
+                let widest = levels.last().cloned().unwrap_or_default();
+                let mut order: Vec<usize> = self
+                    .domains(&widest, (&largest, &smallest), 0, None)
+                    .into_iter()
+                    .rev()
+                    .flat_map(|d| d.nodes)
+                    .collect();
+                order.extend(
+                    self.ledger
+                        .iter()
+                        .filter(|(_, e)| domain_of(e.info(), &widest).is_none())
+                        .map(|(i, _)| i),
+                );
+                Some(order)
+            }
+            None => None,
+        };
+        // The first-fit loop over `order` (or every node in ledger order).
+        macro_rules! fit_others {
+            () => {
+                match &order {
+                    Some(o) => first_fit_among(&self.ledger, o, &chosen, &mut overlay, &mut rules),
+                    None => first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules),
+                }
+            };
+        }
+
         // Others first, then see which candidates are left for this pod: sound, and gives
         // kube-scheduler a choice of nodes.
-        let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        let seats = fit_others!();
         if overlay.exhausted() {
             return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
         }
         if seats.len() == chosen.len() {
-            let first_nodes: Vec<usize> = candidates
-                .iter()
-                .copied()
-                .filter(|&i| first_fits(&rules, &overlay, i))
-                .collect();
+            let first_nodes: Vec<usize> = match &order {
+                // Preferred topology: the first node in `order` too, so the member asking
+                // joins the domains the others fill.
+                Some(o) => {
+                    let offered: rustc_hash::FxHashSet<usize> =
+                        candidates.iter().copied().collect();
+                    o.iter()
+                        .copied()
+                        .find(|&i| offered.contains(&i) && first_fits(&rules, &overlay, i))
+                        .into_iter()
+                        .collect()
+                }
+                None => candidates
+                    .iter()
+                    .copied()
+                    .filter(|&i| first_fits(&rules, &overlay, i))
+                    .collect(),
+            };
             if !first_nodes.is_empty() {
                 return fits(first_nodes, seats);
             }
@@ -364,7 +533,7 @@ impl GangTable {
             }
             overlay.take(first, &pod.requests);
             rules.place(0, self.ledger.at(first).info());
-            let seats = first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+            let seats = fit_others!();
             if seats.len() == chosen.len() {
                 return fits(vec![first], seats);
             }
@@ -380,7 +549,7 @@ impl GangTable {
         // is feasible): the others are placed again as in the first attempt (the state is back
         // at `base`, so the same members land on the same nodes), and the member they stopped
         // at is diagnosed.
-        first_fit_each(&self.ledger, &chosen, &mut overlay, &mut rules);
+        fit_others!();
         let (stuck, stuck_pod) = match chosen.get(placed_first) {
             Some(m) => (m.index, m.pod),
             None => (0, pod),

@@ -205,6 +205,30 @@ pub(in crate::model) fn first_fit_each<'a, H: Clone>(
     overlay: &mut Overlay,
     rules: &mut dyn Rules<'a>,
 ) -> Vec<(H, usize)> {
+    first_fit_over(ledger, ledger.len(), |j| j, members, overlay, rules)
+}
+
+/// [`first_fit_each`] over `nodes` only (ledger positions, in ledger order): one topology
+/// domain's nodes, for a gang that must be inside one (see `planning::domains`). The same
+/// loop, the same budget; nodes outside are never looked at, so a domain costs its own size.
+pub(in crate::model) fn first_fit_among<'a, H: Clone>(
+    ledger: &'a NodeLedger,
+    nodes: &[usize],
+    members: &[Member<'_, H>],
+    overlay: &mut Overlay,
+    rules: &mut dyn Rules<'a>,
+) -> Vec<(H, usize)> {
+    first_fit_over(ledger, nodes.len(), |j| nodes[j], members, overlay, rules)
+}
+
+fn first_fit_over<'a, H: Clone>(
+    ledger: &'a NodeLedger,
+    len: usize,
+    node_at: impl Fn(usize) -> usize,
+    members: &[Member<'_, H>],
+    overlay: &mut Overlay,
+    rules: &mut dyn Rules<'a>,
+) -> Vec<(H, usize)> {
     let mut placed = Vec::with_capacity(members.len());
     let resume = rules.placement_independent();
     let mut previous: Option<(&PodInfo, usize)> = None;
@@ -213,16 +237,17 @@ pub(in crate::model) fn first_fit_each<'a, H: Clone>(
             break;
         }
         let start = match previous {
-            Some((pod, i)) if resume && std::ptr::eq(pod, m.pod) => i,
+            Some((pod, j)) if resume && std::ptr::eq(pod, m.pod) => j,
             _ => 0,
         };
-        let found = (start..ledger.len())
-            .find(|&i| admits(ledger, rules, overlay, m.index, m.pod, i).is_ok());
-        overlay.checks += (found.map_or(ledger.len(), |i| i + 1) - start) as u64;
-        let Some(i) = found else {
+        let found = (start..len)
+            .find(|&j| admits(ledger, rules, overlay, m.index, m.pod, node_at(j)).is_ok());
+        overlay.checks += (found.map_or(len, |j| j + 1) - start) as u64;
+        let Some(j) = found else {
             break;
         };
-        previous = Some((m.pod, i));
+        previous = Some((m.pod, j));
+        let i = node_at(j);
         overlay.take(i, &m.pod.requests);
         rules.place(m.index, ledger.at(i).info());
         placed.push((m.holder.clone(), i));

@@ -32,7 +32,6 @@ impl NodeEntry {
         &self.info.name
     }
 
-    #[cfg(test)]
     pub fn used(&self) -> &Resources {
         &self.used
     }

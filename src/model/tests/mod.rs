@@ -21,6 +21,7 @@ mod preemption;
 mod preemption_hold;
 mod retries;
 mod tasks;
+mod topology;
 mod verbs;
 mod verdicts;
 

@@ -21,6 +21,7 @@ pub(super) fn pod_group(api: PodGroupApi, min_member: u32, tasks: &[(&str, u32)]
             .map(|(t, n)| (t.to_string(), *n))
             .collect::<BTreeMap<_, _>>(),
         timeout: None,
+        topology: None,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::table::evidence::EvidenceStore;
 use crate::model::table::GangTable;
@@ -94,7 +95,9 @@ impl GangTable {
         };
         let facts = self.facts(&key);
         if self.is_placed(&key, &facts) {
-            return self.filter_by_room(pod, candidates, &positions, None);
+            // A placed gang's later members go where room is; one held to a domain, only there.
+            let held = facts.spec.topology.required().is_some().then_some(&key);
+            return self.filter_by_room(pod, candidates, &positions, held);
         }
         let Some(gang) = self.gangs.get_mut(&key) else {
             // The cached pod names another gang than this request (labels changed in
@@ -168,6 +171,7 @@ impl GangTable {
                     GangShortfall::PodGroupMissing { .. }
                         | GangShortfall::BeyondCluster(_)
                         | GangShortfall::RefusedByScheduler(_)
+                        | GangShortfall::Topology(_)
                 );
                 let outlook = if evicting_cannot_help {
                     None
@@ -229,6 +233,18 @@ impl GangTable {
         positions: &[Option<usize>],
         gang: Option<&GangKey>,
     ) -> (Vec<NodeVerdict>, bool) {
+        // A gang held to one domain of a node label (topology required) has members only
+        // there once it uses one: later members and replacements wait for room in it.
+        let domain = gang.and_then(|k| {
+            let label = self.gangs.get(k)?.spec().topology.required()?.clone();
+            let value = self.gang_domain(k, &label)?;
+            Some((label, value))
+        });
+        let in_domain = |i: usize| {
+            domain.as_ref().is_none_or(|(label, value)| {
+                domain_of(self.ledger.at(i).info(), label) == Some(&**value)
+            })
+        };
         let gang = gang.and_then(|k| self.gangs.get(k));
         let own_seat = gang
             .and_then(|g| g.seat_of(&pod.uid))
@@ -254,6 +270,9 @@ impl GangTable {
                 let Some(i) = *p else {
                     return NodeVerdict::NotOffered;
                 };
+                if !in_domain(i) {
+                    return NodeVerdict::NotOffered;
+                }
                 let preference = if own_seat == Some(i) {
                     2
                 } else if donors.get(&i).is_some_and(|d| {
@@ -303,6 +322,11 @@ impl GangTable {
                 let Some(i) = *p else {
                     return unknown_node_verdict(name);
                 };
+                if let Some((label, value)) = domain.as_ref().filter(|_| !in_domain(i)) {
+                    return NodeVerdict::Unresolvable(Arc::from(messages::outside_domain(
+                        label, value,
+                    )));
+                }
                 let short = self
                     .ledger
                     .shortfall(i, &pod.requests, None, None)

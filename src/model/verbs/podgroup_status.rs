@@ -295,6 +295,7 @@ mod tests {
                 .then(|| "gang ml/job: 1 of 2 members fit".to_string()),
             marker_warning: None,
             partly_bound: None,
+            topology: None,
             seconds_until_timeout: None,
             seconds_of_backoff_left: None,
         }

@@ -26,6 +26,7 @@
 //! server's answer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::bind::{BindDecision, BindRejection};
@@ -34,6 +35,7 @@ use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::domains::domain_of;
 use crate::model::rules::{GangPlacement, Reason};
 use crate::model::table::gang::{Seat, SeatHolder};
 use crate::model::table::{GangFacts, GangTable};
@@ -44,6 +46,9 @@ enum SeatLost {
     Room(InsufficientResource),
     /// The node now refuses member `pod` under a kube-scheduler rule.
     Rule { pod: String, reason: Reason },
+    /// The node is not (any more) in the gang's domain of `label` (`value`): its label changed
+    /// while the gang gathered.
+    Domain { label: Arc<str>, value: Arc<str> },
 }
 
 impl GangTable {
@@ -56,6 +61,9 @@ impl GangTable {
     ) -> BindDecision {
         if let Some((node, shortfall)) = self.seated_node_without_room(key) {
             return self.replan_off(key, requester, node, SeatLost::Room(shortfall));
+        }
+        if let Some((node, label, value)) = self.seated_node_outside_domain(key) {
+            return self.replan_off(key, requester, node, SeatLost::Domain { label, value });
         }
         if let Some((node, pod, reason)) = self.seated_node_refusing(key) {
             return self.replan_off(key, requester, node, SeatLost::Rule { pod, reason });
@@ -84,7 +92,7 @@ impl GangTable {
             self.notices.push(Notice {
                 pod: first.clone(),
                 kind: NoticeKind::Placed,
-                message: messages::placed(key, &members, facts.with_nodes),
+                message: self.placed_message(key, &members, &facts),
             });
         }
         BindDecision::BindGang {
@@ -123,6 +131,41 @@ impl GangTable {
     /// taken (a spread constraint may admit `a, b, a` but not `a, a, b`); a seat that passes in
     /// no order is the refusal, the first by member name. Scheduling gates are not a node's
     /// rule: a member with a confirmed seat came through a bind call, so it had none.
+    /// For a gang held to one domain of a node label: a confirmed seat whose node is not in
+    /// the gang's domain (members with nodes decide it, else the first confirmed seat by
+    /// member name), with the label and that domain. The plan put every seat in one domain;
+    /// a node relabelled since is caught here (holds-nothing, never-half).
+    fn seated_node_outside_domain(&self, key: &GangKey) -> Option<(NodeName, Arc<str>, Arc<str>)> {
+        let gang = self.gangs.get(key)?;
+        let label = gang.spec().topology.required()?.clone();
+        let mut seated: Vec<(&str, &NodeName)> = gang
+            .seats()
+            .iter()
+            .filter(|(_, s)| s.confirmed)
+            .filter_map(|(h, s)| match h {
+                SeatHolder::Member(uid) => Some((&*self.pods.get(uid)?.info.name, &s.node)),
+                SeatHolder::NotCreatedYet { .. } => None,
+            })
+            .collect();
+        seated.sort();
+        let value_at = |n: &NodeName| {
+            self.ledger
+                .get(n)
+                .and_then(|e| domain_of(e.info(), &label))
+                .map(Arc::<str>::from)
+        };
+        let bound = self
+            .members_of(gang)
+            .filter(|p| p.is_live())
+            .filter_map(|p| p.charged_node())
+            .find_map(&value_at);
+        let value = bound.or_else(|| seated.first().and_then(|(_, n)| value_at(n)))?;
+        seated
+            .iter()
+            .find(|(_, n)| self.ledger.get(n).is_some() && value_at(n).as_ref() != Some(&value))
+            .map(|(_, n)| ((*n).clone(), label.clone(), value.clone()))
+    }
+
     fn seated_node_refusing(&self, key: &GangKey) -> Option<(NodeName, String, Reason)> {
         let gang = self.gangs.get(key)?;
         let mut seated: Vec<(&PodInfo, &NodeName)> = gang
@@ -189,6 +232,9 @@ impl GangTable {
             SeatLost::Rule { pod, reason } => {
                 messages::seat_node_refuses(key, &node, pod, reason.plugin(), reason.message())
             }
+            SeatLost::Domain { label, value } => {
+                messages::seat_outside_domain(key, &node, label, value)
+            }
         };
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = Some(message.clone());
@@ -200,7 +246,9 @@ impl GangTable {
                     node: node.to_string(),
                     shortfall,
                 },
-                SeatLost::Rule { .. } => BindRejection::GangCannotBePlaced(message),
+                SeatLost::Rule { .. } | SeatLost::Domain { .. } => {
+                    BindRejection::GangCannotBePlaced(message)
+                }
             });
         }
         BindDecision::Wait {
@@ -271,5 +319,26 @@ impl GangTable {
             kind: NoticeKind::BindFailed,
             message: messages::gang_bind_failed(&key, pod, node, &error, &facts.counts()),
         });
+    }
+}
+
+impl GangTable {
+    /// The Placed Event's text; for a gang held to a domain, naming it.
+    fn placed_message(
+        &self,
+        key: &GangKey,
+        members: &[(PodRef, NodeName)],
+        facts: &GangFacts,
+    ) -> String {
+        let placed = messages::placed(key, members, facts.with_nodes);
+        let domain = facts
+            .spec
+            .topology
+            .required()
+            .and_then(|label| Some((label, self.gang_domain(key, label)?)));
+        match domain {
+            Some((label, value)) => messages::in_domain(&placed, label, &value),
+            None => placed,
+        }
     }
 }

@@ -8,6 +8,8 @@ use serde::Serialize;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::PodPhase;
 use crate::model::inputs::spec::SpecSource;
+use crate::model::inputs::topology::GangTopology;
+use crate::model::planning::domains::domain_of;
 use crate::model::planning::selection::task_of;
 use crate::model::table::gang::{Gang, Phase};
 use crate::model::table::GangTable;
@@ -101,6 +103,22 @@ pub struct GangView {
     pub partly_bound: Option<String>,
     pub seconds_until_timeout: Option<u64>,
     pub seconds_of_backoff_left: Option<u64>,
+    /// The gang's topology constraint and the domain it uses; absent for a gang without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyView>,
+}
+
+/// A gang's topology, as `/gangs` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TopologyView {
+    /// `required <label>` or `preferred <label> < …`; `refused` when muster cannot keep it.
+    pub constraint: String,
+    /// The key or field it was read from.
+    pub source: &'static str,
+    /// The node label the domain is named by, and the gang's domain (value of that label on
+    /// its members' nodes and seats), once it has one.
+    pub label: Option<String>,
+    pub domain: Option<String>,
 }
 
 /// Where a gang's spec came from, as `/gangs` shows it.
@@ -310,6 +328,35 @@ impl GangTable {
                 _ => None,
             },
             seconds_of_backoff_left: gang.backoff_left(now).map(|d| d.as_secs()),
+            topology: self.topology_view(gang, &facts.spec.topology),
+        }
+    }
+
+    fn topology_view(&self, gang: &Gang, topology: &GangTopology) -> Option<TopologyView> {
+        match topology {
+            GangTopology::Unconstrained => None,
+            GangTopology::Refused(_) => Some(TopologyView {
+                constraint: "refused".into(),
+                source: "see waitingReason",
+                label: None,
+                domain: None,
+            }),
+            GangTopology::Constrained(c) => {
+                let label = c.topology.narrowest();
+                let on_node = self.members_of(gang).filter_map(|p| p.charged_node());
+                let seated = gang.seats().values().map(|s| &s.node);
+                let domain = on_node
+                    .chain(seated)
+                    .filter_map(|n| self.ledger.get(n))
+                    .find_map(|e| domain_of(e.info(), label))
+                    .map(str::to_string);
+                Some(TopologyView {
+                    constraint: c.topology.to_string(),
+                    source: c.source,
+                    label: Some(label.to_string()),
+                    domain,
+                })
+            }
         }
     }
 }

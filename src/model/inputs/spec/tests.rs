@@ -112,6 +112,7 @@ fn def(min_member: u32, tasks: &[(&str, u32)]) -> PodGroupDef {
             .map(|(t, n)| (t.to_string(), *n))
             .collect::<BTreeMap<_, _>>(),
         timeout: None,
+        topology: None,
     }
 }
 

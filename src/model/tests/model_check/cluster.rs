@@ -38,6 +38,7 @@ pub fn g1_pod_group() -> PodGroupDef {
         min_member: 3,
         min_task_member: G1_TASKS.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
         timeout: None,
+        topology: None,
     }
 }
 

@@ -21,9 +21,11 @@ use rustc_hash::FxHashMap as HashMap;
 use super::{DropReason, PreemptCandidate};
 use crate::model::inputs::objects::PodInfo;
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::topology::GangTopology;
+use crate::model::planning::domains::domain_of;
 use crate::model::planning::selection::choose;
 use crate::model::planning::simulation::{
-    admits, first_fit_each, GangRules, Member, Overlay, Rules,
+    admits, first_fit_among, first_fit_each, GangRules, Member, Overlay, Rules,
 };
 use crate::model::rules::GangPlacement;
 use crate::model::table::gang::SeatHolder;
@@ -42,6 +44,9 @@ pub(in crate::model) struct GangNeed<'a> {
     quorum: u32,
     /// Members with nodes or confirmed seats already.
     already: u32,
+    /// The node label whose one domain must hold the quorum (topology required), if any: the
+    /// rest of the gang follows the preemptor only inside the candidate's domain.
+    required: Option<Arc<str>>,
 }
 
 /// Whether muster can judge the preemptor's gang now.
@@ -94,6 +99,14 @@ impl GangTable {
         if let Some(left) = gang.backoff_left(now) {
             return GangCheck::CannotJudge(DropReason::GangBackingOff { left });
         }
+        // A topology muster cannot keep (members disagree, a Volcano hard tier): the gang is
+        // not placed whatever is evicted.
+        if matches!(facts.spec.topology, GangTopology::Refused(_)) {
+            return GangCheck::CannotJudge(DropReason::GangCannotFollow {
+                fit: facts.with_nodes + facts.confirmed_seats,
+                quorum: facts.spec.quorum,
+            });
+        }
         // Nothing evicted lets a quorum beyond the cluster run; judged before any simulation.
         if let Some(beyond) = self.quorum_beyond_cluster(gang, facts.spec.quorum) {
             return GangCheck::CannotJudge(DropReason::BeyondCluster(beyond));
@@ -132,6 +145,7 @@ impl GangTable {
             existing,
             quorum: facts.spec.quorum,
             already: facts.with_nodes + facts.confirmed_seats,
+            required: facts.spec.topology.required().cloned(),
         }))
     }
 
@@ -162,6 +176,20 @@ impl GangTable {
             let fit = need.already + bound as u32 + 1;
             return candidates.iter().map(|_| Err((fit, need.quorum))).collect();
         }
+        // A gang held to one domain: each candidate's domain, by value.
+        let domains: HashMap<Arc<str>, Vec<usize>> = match &need.required {
+            Some(label) => self
+                .domains(
+                    label,
+                    (&Resources::default(), &Resources::default()),
+                    0,
+                    None,
+                )
+                .into_iter()
+                .map(|d| (d.value, d.nodes))
+                .collect(),
+            None => HashMap::default(),
+        };
         candidates
             .iter()
             .map(|c| {
@@ -170,6 +198,18 @@ impl GangTable {
                 };
                 let Some(n) = self.ledger.position(&c.node) else {
                     return refuse(0);
+                };
+                // Inside the candidate's domain only; a node in no domain cannot help.
+                let domain = match &need.required {
+                    Some(label) => {
+                        match domain_of(self.ledger.at(n).info(), label)
+                            .and_then(|v| domains.get(v))
+                        {
+                            Some(nodes) => Some(nodes.as_slice()),
+                            None => return refuse(0),
+                        }
+                    }
+                    None => None,
                 };
                 // On the candidate's node only its own victims go.
                 let saved = overlay.replace_credit(n, Some(self.freed_by(c)));
@@ -183,7 +223,12 @@ impl GangTable {
                 } else {
                     overlay.take(n, &pod.requests);
                     rules.place(0, self.ledger.at(n).info());
-                    let seats = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules);
+                    let seats = match domain {
+                        Some(nodes) => {
+                            first_fit_among(&self.ledger, nodes, &members, &mut overlay, &mut rules)
+                        }
+                        None => first_fit_each(&self.ledger, &members, &mut overlay, &mut rules),
+                    };
                     if seats.len() < members.len() {
                         refuse(seats.len() + 1)
                     } else {
@@ -222,7 +267,36 @@ impl GangTable {
             allowed: vec![None; judged.len()],
         };
         let members = members(&judged, &need);
+        let evictable_empty = evictable.is_empty();
         let mut overlay = Overlay::with_credit(evictable);
+        if let Some(label) = &need.required {
+            if evictable_empty {
+                // Nothing to evict: the planner's own verdict stands.
+                return Some(hopeless);
+            }
+            // Some one domain must hold the whole gang once its lower-priority pods are gone.
+            let (base, rules_base) = (overlay.checkpoint(), rules.checkpoint());
+            for d in self.domains(
+                label,
+                (&Resources::default(), &Resources::default()),
+                0,
+                None,
+            ) {
+                let placed =
+                    first_fit_among(&self.ledger, &d.nodes, &members, &mut overlay, &mut rules)
+                        .len();
+                let first_fits = placed == members.len()
+                    && candidates.iter().any(|&i| {
+                        d.contains(i) && admits(&self.ledger, &rules, &overlay, 0, pod, i).is_ok()
+                    });
+                overlay.rollback(base);
+                rules.rollback(rules_base);
+                if first_fits {
+                    return Some(PreemptionOutlook::MayHelp);
+                }
+            }
+            return Some(hopeless);
+        }
         let placed = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules).len();
         if placed < members.len() {
             return Some(hopeless);

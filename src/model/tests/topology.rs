@@ -1,0 +1,461 @@
+//! Topology domains: a gang whose quorum must be inside one domain of a node label
+//! (`muster.dev/topology-required`, Kueue's `kueue.x-k8s.io/podset-required-topology`,
+//! Kubernetes' PodGroup `spec.schedulingConstraints.topology[].key`).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::topology::{KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUIRED};
+
+const RACK: &str = "example.com/rack";
+
+/// `racks[r]` nodes of 1000m in rack `r`, named `r<r>-<i>`; the first `full[r]` of them are
+/// taken by a plain pod.
+fn racks(racks: &[usize], full: &[usize]) -> (World, Vec<PodInfo>) {
+    let mut nodes = Vec::new();
+    let mut plain = Vec::new();
+    for (r, &n) in racks.iter().enumerate() {
+        for i in 0..n {
+            let name = format!("r{r}-{i}");
+            nodes.push(
+                testkit::node(&name)
+                    .cpu(1000)
+                    .label(RACK, &format!("rack-{r}"))
+                    .build(),
+            );
+            if i < full.get(r).copied().unwrap_or(0) {
+                plain.push(pod(&format!("busy-{name}")).cpu(1000).bound(&name).build());
+            }
+        }
+    }
+    let mut w = World::new(&nodes);
+    for p in &plain {
+        w.table.apply_pod(p.clone());
+    }
+    (w, plain)
+}
+
+fn member(i: usize, quorum: u32, key: &str) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(1000)
+        .gang("g", quorum)
+        .annotation(key, RACK)
+        .build()
+}
+
+fn rack_of(node: &str) -> &str {
+    node.split('-').next().unwrap()
+}
+
+/// Filters and binds every member in turn; the bindings at quorum, or the first refusal.
+fn run(w: &mut World, members: &[PodInfo]) -> Result<Vec<String>, Vec<String>> {
+    w.add(&members.iter().collect::<Vec<_>>());
+    for m in members {
+        let (ok, reasons) = w.filter(m);
+        let Some(node) = ok.first() else {
+            return Err(reasons);
+        };
+        assert_eq!(ok.len(), 1, "one node offered");
+        match w.bind(m, node) {
+            d @ BindDecision::BindGang { .. } => {
+                w.confirm(&d);
+                return Ok(names(&d));
+            }
+            BindDecision::Wait { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    Err(vec!["no quorum".into()])
+}
+
+#[test]
+fn a_required_gang_lands_wholly_in_the_one_rack_that_holds_it() {
+    // Rack 0: 3 free of 4; rack 1: 4 free; racks 2 and 3: 1 free each.
+    let (mut w, _) = racks(&[4, 4, 4, 4], &[1, 0, 3, 3]);
+    let members: Vec<PodInfo> = (0..4).map(|i| member(i, 4, TOPOLOGY_REQUIRED)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert_eq!(bound.len(), 4);
+    assert!(
+        bound
+            .iter()
+            .all(|b| b.split('@').nth(1).map(rack_of) == Some("r1")),
+        "{bound:?}"
+    );
+}
+
+#[test]
+fn best_fit_takes_the_rack_that_strands_the_least_room() {
+    // Rack 0 has 8 free nodes, rack 1 exactly 4: a gang of 4 takes rack 1, leaving rack 0
+    // whole for a gang of 8.
+    let (mut w, _) = racks(&[8, 4], &[0, 0]);
+    let members: Vec<PodInfo> = (0..4).map(|i| member(i, 4, TOPOLOGY_REQUIRED)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(bound.iter().all(|b| b.contains("@r1-")), "{bound:?}");
+}
+
+#[test]
+fn no_rack_holds_the_gang_it_holds_nothing_and_says_the_numbers() {
+    let (mut w, _) = racks(&[4, 4, 4, 4], &[1, 2, 3, 4]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| member(i, 4, KUEUE_REQUIRED_TOPOLOGY))
+        .collect();
+    let refused = run(&mut w, &members).unwrap_err();
+    assert_eq!(
+        refused,
+        vec![
+            "gang ml/g needs 4 members in one example.com/rack; the best example.com/rack \
+             (rack-0) fits 3 (of 4 domains)"
+        ]
+    );
+    for r in 0..4 {
+        for i in 0..4 {
+            assert_eq!(w.reserved(&format!("r{r}-{i}")), 0, "holds nothing");
+        }
+    }
+    // Unconstrained, the same gang fits across racks.
+    let (mut w, _) = racks(&[4, 4, 4, 4], &[1, 2, 3, 4]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| pod(&format!("m{i}")).cpu(1000).gang("g", 4).build())
+        .collect();
+    assert_eq!(run(&mut w, &members).unwrap().len(), 4);
+}
+
+#[test]
+fn nodes_without_the_label_are_in_no_domain() {
+    let mut w = World::new(&[
+        testkit::node("bare-0").cpu(1000).build(),
+        testkit::node("bare-1").cpu(1000).build(),
+        testkit::node("r0-0")
+            .cpu(1000)
+            .label(RACK, "rack-0")
+            .build(),
+    ]);
+    let members: Vec<PodInfo> = (0..2).map(|i| member(i, 2, TOPOLOGY_REQUIRED)).collect();
+    let refused = run(&mut w, &members).unwrap_err();
+    assert!(
+        refused[0].contains("the best example.com/rack (rack-0) fits 1"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_malformed_or_conflicting_topology_is_refused_with_its_reason() {
+    let (mut w, _) = racks(&[4], &[0]);
+    let bad = pod("bad")
+        .gang("g", 2)
+        .annotation(TOPOLOGY_REQUIRED, "rack!")
+        .build();
+    let (ok, reasons) = w.filter(&bad);
+    assert!(ok.is_empty());
+    assert!(
+        reasons[0].contains("muster.dev/topology-required must name node labels"),
+        "{reasons:?}"
+    );
+
+    // Two members asking for different topologies: the gang holds nothing and says why.
+    let a = pod("a")
+        .gang("h", 2)
+        .annotation(TOPOLOGY_REQUIRED, RACK)
+        .build();
+    let b = pod("b")
+        .gang("h", 2)
+        .annotation(TOPOLOGY_REQUIRED, "example.com/block")
+        .build();
+    w.add(&[&a, &b]);
+    let (ok, reasons) = w.filter(&a);
+    assert!(ok.is_empty());
+    assert_eq!(
+        reasons,
+        vec![
+            "gang ml/h: members ask for different topologies: \
+             muster.dev/topology-required=\"required example.com/block\", \
+             muster.dev/topology-required=\"required example.com/rack\"; give every member the \
+             same topology key, and nothing is held meanwhile"
+        ]
+    );
+    assert_eq!(w.reserved("r0-0") + w.reserved("r0-1"), 0);
+    // Preemption cannot help it: every node unresolvable, and no candidate kept.
+    let names = w.all_nodes();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let verdicts = w.table.filter(&a, &refs, w.now);
+    assert!(verdicts
+        .iter()
+        .all(|v| matches!(v, NodeVerdict::Unresolvable(_))));
+    let d = w.preempt(
+        &a,
+        vec![PreemptCandidate {
+            node: "r0-0".into(),
+            victims: vec![],
+            pdb_violations: 0,
+        }],
+    );
+    assert!(d.kept.is_empty(), "{d:?}");
+}
+
+#[test]
+fn a_replacement_member_of_a_placed_gang_goes_only_into_its_rack() {
+    let (mut w, _) = racks(&[2, 4], &[0, 2]);
+    let members: Vec<PodInfo> = (0..2).map(|i| member(i, 2, TOPOLOGY_REQUIRED)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(bound.iter().all(|b| b.contains("@r0-")), "{bound:?}");
+    // A third member (beyond the quorum): rack 0 is full, rack 1 has room, but the gang is
+    // held to rack 0, so it waits.
+    let extra = member(2, 2, TOPOLOGY_REQUIRED);
+    let (ok, reasons) = w.filter(&extra);
+    assert!(ok.is_empty(), "{ok:?}");
+    assert!(
+        reasons.contains(&"node is outside its gang's example.com/rack rack-0".to_string()),
+        "{reasons:?}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// A required gang's seats are always in one domain, and it is seated exactly when some
+    /// rack has room for its whole quorum.
+    #[test]
+    fn a_required_gangs_seats_are_always_in_one_domain(
+        free in proptest::collection::vec(0usize..5, 1..5),
+        quorum in 1u32..5,
+    ) {
+        let sizes = vec![4usize; free.len()];
+        let full: Vec<usize> = free.iter().map(|f| 4 - f).collect();
+        let (mut w, _) = racks(&sizes, &full);
+        let members: Vec<PodInfo> =
+            (0..quorum as usize).map(|i| member(i, quorum, TOPOLOGY_REQUIRED)).collect();
+        w.add(&members.iter().collect::<Vec<_>>());
+        let (ok, _) = w.filter(&members[0]);
+        let fits = free.iter().any(|&f| f >= quorum as usize);
+        prop_assert_eq!(!ok.is_empty(), fits);
+        if let Some(node) = ok.first() {
+            let _ = w.bind(&members[0], node);
+            let key = GangKey::new("ml", "g");
+            let seats: Vec<String> = w.table.gangs.get(&key)
+                .map(|g| g.seats().values().map(|s| s.node.to_string()).collect())
+                .unwrap_or_default();
+            let mut all = seats.clone();
+            all.push(node.clone());
+            let first = rack_of(&all[0]).to_string();
+            prop_assert!(all.iter().all(|n| rack_of(n) == first), "{:?}", all);
+        }
+    }
+}
+
+#[test]
+fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused() {
+    use crate::model::topology::PodGroupTopology;
+    let (mut w, _) = racks(&[4, 4], &[1, 0]);
+    w.table
+        .set_pod_group_api_served(PodGroupApi::Kubernetes, true);
+    w.table.apply_pod_group(PodGroupDef {
+        topology: Some(PodGroupTopology::Required(RACK.into())),
+        ..podgroups::pod_group(PodGroupApi::Kubernetes, 4, &[])
+    });
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("m{i}"))
+                .cpu(1000)
+                .scheduling_group("job")
+                .build()
+        })
+        .collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(bound.iter().all(|b| b.contains("@r1-")), "{bound:?}");
+
+    let (mut w, _) = racks(&[4], &[0]);
+    w.table.set_pod_group_api_served(PodGroupApi::Volcano, true);
+    w.table.apply_pod_group(PodGroupDef {
+        topology: Some(PodGroupTopology::VolcanoNetwork {
+            hard: true,
+            tier: "highestTierAllowed 1".into(),
+        }),
+        ..podgroups::pod_group(PodGroupApi::Volcano, 2, &[])
+    });
+    let v: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("v{i}"))
+                .annotation("scheduling.k8s.io/group-name", "job")
+                .build()
+        })
+        .collect();
+    let refused = run(&mut w, &v).unwrap_err();
+    assert!(
+        refused[0].contains("spec.networkTopology mode hard (highestTierAllowed 1)"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn gangs_view_shows_the_constraint_and_the_domain() {
+    let (mut w, _) = racks(&[4, 4], &[1, 0]);
+    let members: Vec<PodInfo> = (0..4).map(|i| member(i, 4, TOPOLOGY_REQUIRED)).collect();
+    run(&mut w, &members).unwrap();
+    let view = w
+        .table
+        .views(w.now)
+        .into_iter()
+        .find(|v| v.name == "g")
+        .unwrap();
+    let t = view.topology.unwrap();
+    assert_eq!(t.constraint, "required example.com/rack");
+    assert_eq!(t.source, TOPOLOGY_REQUIRED);
+    assert_eq!(t.domain.as_deref(), Some("rack-1"));
+}
+
+/// Preemption inside one domain: racks 0 and 1 of two 1-CPU nodes, each node running a
+/// low-priority plain pod. A high-priority gang of 2 held to one rack: a candidate whose
+/// rack can hold the rest of the gang once its low pods go is kept; kube-scheduler's
+/// candidates in a rack where the rest cannot follow are dropped (nothing evicted for them).
+#[test]
+fn a_required_gang_preempts_only_inside_one_rack() {
+    let mut w = World::new(&[
+        testkit::node("r0-0")
+            .cpu(1000)
+            .label(RACK, "rack-0")
+            .build(),
+        testkit::node("r0-1")
+            .cpu(1000)
+            .label(RACK, "rack-0")
+            .build(),
+        testkit::node("r1-0")
+            .cpu(1000)
+            .label(RACK, "rack-1")
+            .build(),
+        testkit::node("solo")
+            .cpu(1000)
+            .label(RACK, "rack-2")
+            .build(),
+    ]);
+    // rack-0's two nodes run low pods; rack-1's only node too; rack-2's one node is free.
+    let low: Vec<PodInfo> = ["r0-0", "r0-1", "r1-0"]
+        .iter()
+        .map(|n| {
+            pod(&format!("low-{n}"))
+                .cpu(1000)
+                .priority(100)
+                .bound(n)
+                .build()
+        })
+        .collect();
+    w.add(&low.iter().collect::<Vec<_>>());
+    let gang: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 2)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let cand = |node: &str, victim: &PodInfo| PreemptCandidate {
+        node: node.to_string(),
+        victims: vec![victim.uid.to_string()],
+        pdb_violations: 0,
+    };
+    // Without the rack, r1-0 (with the free node "solo" for the other member) would do.
+    let d = w.preempt(&gang[0], vec![cand("r1-0", &low[2]), cand("r0-0", &low[0])]);
+    let kept: Vec<&str> = d.kept.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(kept, vec!["r0-0"], "{d:?}");
+    assert!(d.dropped.iter().any(|(n, _)| n == "r1-0"), "{d:?}");
+}
+
+/// `muster.dev/topology-preferred: <host>,<rack>,<block>`, from the narrowest level: the
+/// narrowest level one domain of which holds the quorum.
+fn preferred(i: usize, quorum: u32) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(1000)
+        .gang("g", quorum)
+        .annotation(
+            crate::model::topology::TOPOLOGY_PREFERRED,
+            "example.com/rack,example.com/block",
+        )
+        .build()
+}
+
+/// Racks of 2 nodes `b<block>r<rack>-<i>`; `free[block][rack]` of them with room.
+fn blocks(free: &[&[usize]]) -> World {
+    let mut nodes = Vec::new();
+    for (b, racks) in free.iter().enumerate() {
+        for (r, &f) in racks.iter().enumerate() {
+            for i in 0..2 {
+                nodes.push(
+                    testkit::node(&format!("b{b}r{r}-{i}"))
+                        .cpu(if i < f { 1000 } else { 100 })
+                        .label(RACK, &format!("rack-{b}-{r}"))
+                        .label("example.com/block", &format!("block-{b}"))
+                        .build(),
+                );
+            }
+        }
+    }
+    World::new(&nodes)
+}
+
+#[test]
+fn preferred_takes_the_narrowest_level_that_holds_the_quorum() {
+    // A gang of 2: block 0's racks have 1 free node each, block 1's second rack has 2.
+    let mut w = blocks(&[&[1, 1], &[1, 2]]);
+    let members: Vec<PodInfo> = (0..2).map(|i| preferred(i, 2)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(
+        bound.iter().all(|b| b.contains("@b1r1-")),
+        "one rack: {bound:?}"
+    );
+
+    // A gang of 3: no rack holds it; block 1 does (3 free), block 0 does not (2).
+    let mut w = blocks(&[&[1, 1], &[1, 2]]);
+    let members: Vec<PodInfo> = (0..3).map(|i| preferred(i, 3)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert!(
+        bound.iter().all(|b| b.contains("@b1")),
+        "one block: {bound:?}"
+    );
+}
+
+#[test]
+fn preferred_never_waits_for_locality_and_spans_the_fewest_blocks() {
+    // A gang of 5: no block holds it (3 and 2 free, and block 2 has 1): the roomiest block
+    // first, then the next: blocks 1 and 0, never block 2.
+    let mut w = blocks(&[&[1, 1], &[1, 2], &[1, 0]]);
+    let members: Vec<PodInfo> = (0..5).map(|i| preferred(i, 5)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    assert_eq!(bound.len(), 5);
+    assert!(!bound.iter().any(|b| b.contains("@b2")), "{bound:?}");
+}
+
+/// The last look before binding: a seat's node relabelled into another rack while the gang
+/// gathered is not bound; nothing is.
+#[test]
+fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
+    let (mut w, _) = racks(&[2, 2], &[0, 2]);
+    let members: Vec<PodInfo> = (0..2).map(|i| member(i, 2, TOPOLOGY_REQUIRED)).collect();
+    w.add(&members.iter().collect::<Vec<_>>());
+    let (ok, _) = w.filter(&members[0]);
+    let first = ok[0].clone();
+    wait_message(&w.bind(&members[0], &first));
+    let (ok, _) = w.filter(&members[1]);
+    let second = ok[0].clone();
+    assert_eq!(rack_of(&first), rack_of(&second));
+    // The second node moves to rack 1 before the second member's bind.
+    w.table.apply_node(
+        testkit::node(&second)
+            .cpu(1000)
+            .label(RACK, "rack-1")
+            .build(),
+    );
+    let d = w.bind(&members[1], &second);
+    assert!(!matches!(d, BindDecision::BindGang { .. }), "{d:?}");
+    let said = match &d {
+        BindDecision::Wait { message, .. } => message.clone(),
+        BindDecision::Reject(r) => r.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        said.contains(&format!(
+            "node {second} is no longer in its example.com/rack rack-0"
+        )),
+        "{said}"
+    );
+}

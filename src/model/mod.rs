@@ -34,7 +34,7 @@ pub mod rules;
 mod table;
 mod verbs;
 
-pub use inputs::{membership, objects, podgroup, quantity, resources, tasks};
+pub use inputs::{devices, membership, objects, podgroup, quantity, resources, tasks};
 pub use verbs::gather;
 
 #[cfg(test)]

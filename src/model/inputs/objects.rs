@@ -64,6 +64,9 @@ pub struct PodRules {
     pub spread: Vec<SpreadConstraint>,
     /// `spec.schedulingGates` names: while any remains, the pod is not ready to be placed.
     pub scheduling_gates: Vec<String>,
+    /// `spec.resourceClaims` (Dynamic Resource Allocation), each with the claim made for it
+    /// when it comes from a template.
+    pub claims: Vec<super::devices::PodClaim>,
 }
 
 impl PodRules {

@@ -19,10 +19,12 @@ pub enum Reason {
     PodAffinity,
     PodAntiAffinity,
     ExistingPodsAntiAffinity,
+    /// The member's ResourceClaims cannot all be allocated on the node.
+    DynamicResources,
 }
 
 impl Reason {
-    const ALL: [Reason; 10] = [
+    const ALL: [Reason; 11] = [
         Reason::SchedulingGated,
         Reason::NodeUnschedulable,
         Reason::UntoleratedTaint,
@@ -33,6 +35,7 @@ impl Reason {
         Reason::PodAffinity,
         Reason::PodAntiAffinity,
         Reason::ExistingPodsAntiAffinity,
+        Reason::DynamicResources,
     ];
 
     /// The kube-scheduler plugin whose rule this is.
@@ -47,6 +50,7 @@ impl Reason {
             Reason::PodAffinity | Reason::PodAntiAffinity | Reason::ExistingPodsAntiAffinity => {
                 "InterPodAffinity"
             }
+            Reason::DynamicResources => "DynamicResources",
         }
     }
 
@@ -67,6 +71,7 @@ impl Reason {
             Reason::ExistingPodsAntiAffinity => {
                 "node(s) didn't satisfy existing pods anti-affinity rules"
             }
+            Reason::DynamicResources => "cannot allocate all claims",
         }
     }
 

@@ -33,6 +33,7 @@ use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlan;
 use crate::model::inputs::config::ModelConfig;
+use crate::model::inputs::devices::DeviceInventory;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
 use crate::model::inputs::podgroup::PodGroupIndex;
@@ -80,6 +81,8 @@ pub struct GangTable {
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
     /// `verbs::preempt::commit`), and then until the evictor takes them.
     pub(super) disruptions: Disruptions,
+    /// Dynamic Resource Allocation: slices, classes, claims and templates.
+    pub(super) devices: DeviceInventory,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -187,6 +190,7 @@ impl GangTable {
             preempt_plans: HashMap::default(),
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
+            devices: DeviceInventory::default(),
         }
     }
 

@@ -1,9 +1,11 @@
 //! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
-//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild` and `views`.
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `views`
+//! and `devices` (Dynamic Resource Allocation objects).
 
 pub(crate) mod apply;
 pub(crate) mod bind;
+pub(crate) mod devices;
 pub(crate) mod expiry;
 pub(crate) mod filter;
 pub mod gather;

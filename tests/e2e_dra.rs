@@ -113,7 +113,7 @@ async fn create_with_claim(
                 "uid": created.metadata.uid, "controller": true, "blockOwnerDeletion": true
             }]
         },
-        "spec": template.spec.spec,
+        "spec": template.spec.and_then(|s| s.spec),
     }))?;
     Api::<ResourceClaim>::namespaced(c.client(), ns)
         .create(&PostParams::default(), &claim)

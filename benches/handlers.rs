@@ -404,9 +404,7 @@ fn dra(c: &mut Criterion) {
             },
         );
     }
-    let model = table.compile_selector(&format!(
-        "device.attributes['{DRIVER}'].model == 'a100'"
-    ));
+    let model = table.compile_selector(&format!("device.attributes['{DRIVER}'].model == 'a100'"));
     table.apply_claim_template(
         ("bench".into(), "eight-gpus".into()),
         ClaimSpec {
@@ -437,10 +435,19 @@ fn dra(c: &mut Criterion) {
         for m in 0..64 {
             let name = format!("gang{g}-{m}");
             let gang = format!("gang{g}");
-            table.apply_pod(with_claim(support::pod(&name, 1000, Some((&gang, 64)), None)));
+            table.apply_pod(with_claim(support::pod(
+                &name,
+                1000,
+                Some((&gang, 64)),
+                None,
+            )));
         }
     }
-    let sample: Vec<&str> = names.iter().step_by(NODES / 500).map(String::as_str).collect();
+    let sample: Vec<&str> = names
+        .iter()
+        .step_by(NODES / 500)
+        .map(String::as_str)
+        .collect();
     let member = with_claim(support::pod("gang0-0", 1000, Some(("gang0", 64)), None));
     let verdicts = table.filter(&member, &sample, Instant::now());
     assert!(

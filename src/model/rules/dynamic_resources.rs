@@ -135,6 +135,9 @@ pub fn device_value(driver: &str, device: &Device) -> Value {
     d.into()
 }
 
+/// Whether a device matches a request's selectors, or why they could not be evaluated.
+type Verdict = Result<bool, Arc<str>>;
+
 /// One claim of a member, as the simulation judges it.
 enum Resolved<'a> {
     /// Already allocated: usable from the nodes its node selector admits.
@@ -167,7 +170,7 @@ pub struct DynamicResources<'a> {
     log: Vec<Placed>,
     root: Context<'static, 'static>,
     /// Per request and device, the verdict of its selectors (each evaluated once).
-    memo: RefCell<HashMap<(usize, usize), Result<bool, Arc<str>>>>,
+    memo: RefCell<HashMap<(usize, usize), Verdict>>,
 }
 
 impl<'a> DynamicResources<'a> {
@@ -329,7 +332,7 @@ impl<'a> DynamicResources<'a> {
     }
 
     /// The class's selectors, then the request's, on one device; remembered per request.
-    fn matches(&self, request: &Request, id: &DeviceId, d: &Device) -> Result<bool, Arc<str>> {
+    fn matches(&self, request: &Request, id: &DeviceId, d: &Device) -> Verdict {
         let key = (
             request as *const Request as usize,
             d as *const Device as usize,

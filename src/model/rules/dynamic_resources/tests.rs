@@ -71,15 +71,17 @@ fn template(inv: &mut DeviceInventory, name: &str, mode: AllocationMode) {
 }
 
 fn with_claims(mut p: PodInfo, claims: &[ClaimSource]) -> PodInfo {
-    let mut rules = PodRules::default();
-    rules.claims = claims
-        .iter()
-        .enumerate()
-        .map(|(i, source)| PodClaim {
-            name: format!("c{i}"),
-            source: source.clone(),
-        })
-        .collect();
+    let rules = PodRules {
+        claims: claims
+            .iter()
+            .enumerate()
+            .map(|(i, source)| PodClaim {
+                name: format!("c{i}"),
+                source: source.clone(),
+            })
+            .collect(),
+        ..PodRules::default()
+    };
     p.rules = Some(Box::new(rules));
     p
 }

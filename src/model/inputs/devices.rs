@@ -15,10 +15,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::objects::NodeInfo;
-use crate::model::rules::dynamic_resources::Selector;
+use crate::model::rules::dynamic_resources::{Selector, Verdict};
 use crate::model::rules::NodeSelector;
 
 /// A device as kube-scheduler names it: driver, pool and device name.
@@ -183,8 +184,12 @@ pub struct DeviceInventory {
     templates: HashMap<ObjectKey, ClaimSpec>,
     /// Devices allocated to some claim, counted per claim.
     allocated: HashMap<DeviceId, u32>,
-    /// Compiled selectors by expression: each expression is compiled once.
+    /// Compiled selectors by expression: each expression is compiled once (and kept, so a
+    /// selector's address names it for good).
     compiled: HashMap<String, Arc<Selector>>,
+    /// Per selector and device (by address), its verdict: a selector is evaluated once per
+    /// device, across simulations. Emptied whenever a slice changes (devices are replaced).
+    verdicts: Mutex<HashMap<(usize, usize), Verdict>>,
 }
 
 impl DeviceInventory {
@@ -198,7 +203,27 @@ impl DeviceInventory {
         s
     }
 
+    /// The verdict of `selector` on `device`, from `evaluate` the first time.
+    pub fn selector_verdict(
+        &self,
+        selector: &Arc<Selector>,
+        device: &Device,
+        evaluate: impl FnOnce() -> Verdict,
+    ) -> Verdict {
+        let key = (
+            Arc::as_ptr(selector) as usize,
+            device as *const Device as usize,
+        );
+        if let Some(v) = self.verdicts.lock().get(&key) {
+            return v.clone();
+        }
+        let v = evaluate();
+        self.verdicts.lock().insert(key, v.clone());
+        v
+    }
+
     pub fn apply_slice(&mut self, name: Arc<str>, slice: Slice) {
+        self.verdicts.get_mut().clear();
         self.remove_slice(&name);
         match &slice.scope {
             Some(NodeScope::Node(node)) => {
@@ -225,6 +250,7 @@ impl DeviceInventory {
         let Some(old) = self.slices.remove(name) else {
             return;
         };
+        self.verdicts.get_mut().clear();
         if let Some(NodeScope::Node(node)) = &old.scope {
             if let Some(set) = self.by_node.get_mut(node) {
                 set.remove(name);

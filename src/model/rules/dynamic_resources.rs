@@ -28,7 +28,7 @@
 //! message; no gang is seated that cannot be placed whole). Competing gangs ahead are simulated
 //! without devices, like their other rules (`StaticRules`).
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap as StdHashMap};
 use std::sync::Arc;
 
@@ -136,7 +136,7 @@ pub fn device_value(driver: &str, device: &Device) -> Value {
 }
 
 /// Whether a device matches a request's selectors, or why they could not be evaluated.
-type Verdict = Result<bool, Arc<str>>;
+pub type Verdict = Result<bool, Arc<str>>;
 
 /// One claim of a member, as the simulation judges it.
 enum Resolved<'a> {
@@ -168,7 +168,8 @@ pub struct DynamicResources<'a> {
     /// Shared claims the simulation allocated, with their devices.
     allocated: HashMap<ObjectKey, Vec<DeviceId>>,
     log: Vec<Placed>,
-    root: Context<'static, 'static>,
+    /// The CEL context, made at the first evaluation a simulation needs.
+    root: OnceCell<Context<'static, 'static>>,
     /// Per request and device, the verdict of its selectors (each evaluated once).
     memo: RefCell<HashMap<(usize, usize), Verdict>>,
 }
@@ -202,7 +203,7 @@ impl<'a> DynamicResources<'a> {
             taken: HashSet::default(),
             allocated: HashMap::default(),
             log: Vec::new(),
-            root: Context::default(),
+            root: OnceCell::new(),
             memo: RefCell::default(),
         })
     }
@@ -343,7 +344,8 @@ impl<'a> DynamicResources<'a> {
         let verdict = match self.inventory.class(&request.class) {
             None => Ok(false),
             Some(class) => {
-                let value = device_value(&id.driver, d);
+                // Built only if some selector's verdict on this device is not known yet.
+                let mut value = None;
                 class
                     .selectors
                     .iter()
@@ -352,8 +354,15 @@ impl<'a> DynamicResources<'a> {
                         if !ok {
                             return Ok(false);
                         }
-                        s.matches(&self.root, &value).map_err(|e| {
-                            Arc::from(format!("selector `{}` on device {id}: {e}", s.expression))
+                        self.inventory.selector_verdict(s, d, || {
+                            let root = self.root.get_or_init(Context::default);
+                            let value = value.get_or_insert_with(|| device_value(&id.driver, d));
+                            s.matches(root, value).map_err(|e| {
+                                Arc::from(format!(
+                                    "selector `{}` on device {id}: {e}",
+                                    s.expression
+                                ))
+                            })
                         })
                     })
             }
@@ -467,7 +476,7 @@ fn resolve<'a>(
         if let Some(a) = &claim.allocation {
             return Ok(Resolved::Allocated(a));
         }
-        supported(&claim.spec, claim_name)?;
+        supported(&claim.spec, &format!("claim {ns}/{claim_name}"))?;
         Ok(Resolved::Open {
             shared: Some((Arc::from(ns), Arc::from(claim_name))),
             name: format!("{ns}/{claim_name}"),
@@ -486,7 +495,7 @@ fn resolve<'a>(
                     pod.name
                 )
             })?;
-            supported(spec, template)?;
+            supported(spec, &format!("ResourceClaimTemplate {ns}/{template}"))?;
             Ok(Resolved::Open {
                 shared: None,
                 name: format!("{name} (from template {ns}/{template})"),
@@ -496,10 +505,11 @@ fn resolve<'a>(
     }
 }
 
-fn supported(spec: &ClaimSpec, name: &str) -> Result<(), String> {
+/// `what`: the claim or template, named for the message.
+fn supported(spec: &ClaimSpec, what: &str) -> Result<(), String> {
     match &spec.unsupported {
-        Some(what) => Err(format!(
-            "claim {name} uses {what}, which muster does not simulate: the gang holds nothing"
+        Some(feature) => Err(format!(
+            "{what} uses {feature}, which muster does not simulate: the gang holds nothing"
         )),
         None => Ok(()),
     }

@@ -313,9 +313,10 @@ fn dynamic_resources_what_muster_does_not_simulate_never_fits() {
     let n1 = node("n1");
     assert_eq!(dra.check(0, &n1), Err(Reason::DynamicResources));
     let m = dra.shortfall(0, &[&n1]).unwrap();
-    assert!(
-        m.contains("firstAvailable") && m.contains("muster does not simulate"),
-        "{m}"
+    assert_eq!(
+        m,
+        "ResourceClaimTemplate ml/alternatives uses request gpus: prioritized alternatives \
+         (firstAvailable), which muster does not simulate: the gang holds nothing"
     );
     // A partitionable device is never counted as free.
     let mut inv = inventory(&[]);
@@ -387,4 +388,29 @@ fn dynamic_resources_pods_without_claims_need_no_state() {
     let inv = inventory(&[("n1", 4)]);
     let p = pod("plain");
     assert!(DynamicResources::new(&inv, &[&p], |_| false).is_none());
+}
+
+#[test]
+fn dynamic_resources_verdicts_are_kept_across_simulations_until_a_slice_changes() {
+    let mut inv = inventory(&[]);
+    gpus(&mut inv, "n1", 2, "t4");
+    let want_h100 = inv.selector(&format!("device.attributes['{GPU}'].model == 'h100'"));
+    inv.apply_template(
+        ("ml".into(), "h100".into()),
+        ClaimSpec {
+            requests: vec![request(AllocationMode::Exact(2), vec![want_h100])],
+            unsupported: None,
+        },
+    );
+    let p = with_claims(pod("w"), &[from_template("h100")]);
+    let members = [&p];
+    let n1 = node("n1");
+    for _ in 0..2 {
+        let dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+        assert_eq!(dra.check(0, &n1), Err(Reason::DynamicResources));
+    }
+    // The driver republishes n1's devices as h100s: the kept verdicts are dropped.
+    gpus(&mut inv, "n1", 2, "h100");
+    let dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    assert_eq!(dra.check(0, &n1), Ok(()));
 }

@@ -397,10 +397,13 @@ impl DeviceInventory {
 
     /// Every device usable from `node`, in a stable order (node-local slices first, by slice
     /// name), with its id, from the pools' current generation only.
-    pub fn devices_on<'a>(
+    pub fn devices_on<'a, 'n>(
         &'a self,
-        node: &'a NodeInfo,
-    ) -> impl Iterator<Item = (DeviceId, &'a Device)> + 'a {
+        node: &'n NodeInfo,
+    ) -> impl Iterator<Item = (DeviceId, &'a Device)> + 'n
+    where
+        'a: 'n,
+    {
         let local = self.by_node.get(&*node.name).into_iter().flatten();
         local
             .chain(self.wide.iter())

@@ -30,6 +30,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap as StdHashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use cel::{Context, Program, Value};
@@ -172,7 +173,13 @@ pub struct DynamicResources<'a> {
     root: OnceCell<Context<'static, 'static>>,
     /// Per request and device, the verdict of its selectors (each evaluated once).
     memo: RefCell<HashMap<(usize, usize), Verdict>>,
+    /// Per node, the devices usable there and whether a claim holds each: first fit checks the
+    /// same nodes again for every member.
+    nodes: RefCell<HashMap<Arc<str>, Rc<[Usable<'a>]>>>,
 }
+
+/// A device usable from a node: its id, itself, and whether a claim holds it.
+type Usable<'a> = (DeviceId, &'a Device, bool);
 
 impl<'a> DynamicResources<'a> {
     /// The state for `members` (as judged by the simulation); `not_created(i)`: member `i` is a
@@ -205,6 +212,7 @@ impl<'a> DynamicResources<'a> {
             log: Vec::new(),
             root: OnceCell::new(),
             memo: RefCell::default(),
+            nodes: RefCell::default(),
         })
     }
 
@@ -249,7 +257,7 @@ impl<'a> DynamicResources<'a> {
             Some(Ok(c)) if c.is_empty() => return Ok(Placed::default()),
             Some(Ok(c)) => c,
         };
-        let here: Vec<(DeviceId, &Device)> = self.inventory.devices_on(node).collect();
+        let here = self.usable(node);
         let mut out = Placed::default();
         for claim in claims {
             let (shared, spec) = match claim {
@@ -264,7 +272,10 @@ impl<'a> DynamicResources<'a> {
             if let Some(key) = shared {
                 if let Some(devices) = self.allocated.get(key) {
                     // Allocated by a member placed before: usable where its devices are.
-                    if devices.iter().all(|d| here.iter().any(|(id, _)| id == d)) {
+                    if devices
+                        .iter()
+                        .all(|d| here.iter().any(|(id, _, _)| id == d))
+                    {
                         continue;
                     }
                     return Err(Reason::DynamicResources);
@@ -283,28 +294,44 @@ impl<'a> DynamicResources<'a> {
         Ok(out)
     }
 
+    /// The devices usable from `node`, listed once per simulation.
+    fn usable(&self, node: &NodeInfo) -> Rc<[Usable<'a>]> {
+        if let Some(here) = self.nodes.borrow().get(&node.name) {
+            return here.clone();
+        }
+        let here: Rc<[Usable<'a>]> = self
+            .inventory
+            .devices_on(node)
+            .map(|(id, d)| {
+                let held = self.inventory.is_allocated(&id);
+                (id, d, held)
+            })
+            .collect();
+        self.nodes
+            .borrow_mut()
+            .insert(node.name.clone(), here.clone());
+        here
+    }
+
     /// The devices `request` takes among `here`, besides `already` (this member's earlier
     /// requests).
     fn pick(
         &self,
         request: &Request,
-        here: &[(DeviceId, &Device)],
+        here: &[Usable<'a>],
         already: &[DeviceId],
     ) -> Result<Vec<DeviceId>, Reason> {
-        let free = |id: &DeviceId, d: &Device| {
-            d.unsupported.is_none()
-                && !self.inventory.is_allocated(id)
-                && !self.taken.contains(id)
-                && !already.contains(id)
+        let free = |id: &DeviceId, d: &Device, held: bool| {
+            d.unsupported.is_none() && !held && !self.taken.contains(id) && !already.contains(id)
         };
         match request.mode {
             AllocationMode::Exact(n) => {
                 let mut picked = Vec::with_capacity(n as usize);
-                for (id, d) in here {
+                for (id, d, held) in here {
                     if picked.len() == n as usize {
                         break;
                     }
-                    if free(id, d) && self.matches(request, id, d) == Ok(true) {
+                    if free(id, d, *held) && self.matches(request, id, d) == Ok(true) {
                         picked.push(id.clone());
                     }
                 }
@@ -316,9 +343,9 @@ impl<'a> DynamicResources<'a> {
             }
             AllocationMode::All => {
                 let mut picked = Vec::new();
-                for (id, d) in here {
+                for (id, d, held) in here {
                     match self.matches(request, id, d) {
-                        Ok(true) if free(id, d) => picked.push(id.clone()),
+                        Ok(true) if free(id, d, *held) => picked.push(id.clone()),
                         Ok(false) => {}
                         _ => return Err(Reason::DynamicResources),
                     }

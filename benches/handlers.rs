@@ -440,9 +440,115 @@ fn topology(c: &mut Criterion) {
     group.finish();
 }
 
+/// Dynamic Resource Allocation: 5,000 nodes with a slice of 8 devices each, a class with a CEL
+/// selector, and waiting gangs of 64 whose members each claim 8 devices from a template (a whole
+/// node's). The filter call of a member (500 node names) simulates the whole gang, allocating
+/// every member's claim node by node. Criterion's estimate, and the p99 of single calls printed
+/// (`dra p99`).
+fn dra(c: &mut Criterion) {
+    use muster::model::devices::{
+        AllocationMode, AttrValue, ClaimSource, ClaimSpec, Device, DeviceClass, NodeScope,
+        PodClaim, Request, Slice,
+    };
+    use muster::model::objects::PodRules;
+    const NODES: usize = 5_000;
+    const DRIVER: &str = "gpu.example.com";
+    let mut group = c.benchmark_group("dra");
+    let (mut table, names) = support::cluster_with_gangs(NODES, 20_000, 0, 0);
+    let class = DeviceClass {
+        selectors: vec![table.compile_selector(&format!("device.driver == '{DRIVER}'"))],
+    };
+    table.apply_device_class(DRIVER.into(), class);
+    for (i, name) in names.iter().enumerate() {
+        let devices = (0..8)
+            .map(|d| Device {
+                name: format!("gpu-{d}").into(),
+                attributes: [("model".to_string(), AttrValue::String("a100".into()))].into(),
+                capacity: Default::default(),
+                scope: None,
+                unsupported: None,
+            })
+            .collect();
+        table.apply_resource_slice(
+            format!("{name}-gpus").into(),
+            Slice {
+                driver: DRIVER.into(),
+                pool: format!("pool-{i}").into(),
+                generation: 1,
+                slice_count: 1,
+                scope: Some(NodeScope::Node(name.as_str().into())),
+                devices,
+            },
+        );
+    }
+    let model = table.compile_selector(&format!("device.attributes['{DRIVER}'].model == 'a100'"));
+    table.apply_claim_template(
+        ("bench".into(), "eight-gpus".into()),
+        ClaimSpec {
+            requests: vec![Request {
+                name: "gpus".into(),
+                class: DRIVER.into(),
+                mode: AllocationMode::Exact(8),
+                selectors: vec![model],
+            }],
+            unsupported: None,
+        },
+    );
+    let with_claim = |mut p: muster::model::PodInfo| {
+        let rules = PodRules {
+            claims: vec![PodClaim {
+                name: "gpus".into(),
+                source: ClaimSource::Template {
+                    template: "eight-gpus".into(),
+                    generated: None,
+                },
+            }],
+            ..PodRules::default()
+        };
+        p.rules = Some(Box::new(rules));
+        p
+    };
+    for g in 0..10 {
+        for m in 0..64 {
+            let name = format!("gang{g}-{m}");
+            let gang = format!("gang{g}");
+            table.apply_pod(with_claim(support::pod(
+                &name,
+                1000,
+                Some((&gang, 64)),
+                None,
+            )));
+        }
+    }
+    let sample: Vec<&str> = names
+        .iter()
+        .step_by(NODES / 500)
+        .map(String::as_str)
+        .collect();
+    let member = with_claim(support::pod("gang0-0", 1000, Some(("gang0", 64)), None));
+    let verdicts = table.filter(&member, &sample, Instant::now());
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| matches!(v, muster::model::NodeVerdict::Fits)),
+        "the gang fits"
+    );
+    let took = p99(|| {
+        std::hint::black_box(table.filter(&member, &sample, Instant::now()));
+    });
+    eprintln!(
+        "dra p99 over {P99_CALLS} calls, {NODES} nodes x 8 devices/20000 pods, gang of 64 x 8 \
+         devices: {took:?}"
+    );
+    group.bench_function("filter_gang64_member/5000n_x_8dev/500names", |b| {
+        b.iter(|| table.filter(&member, &sample, Instant::now()))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode, preempt, scale, huge_quorum, topology
+    targets = filter, prioritize, bind_decision, decode, preempt, scale, huge_quorum, topology, dra
 }
 criterion_main!(benches);

@@ -183,6 +183,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     shared.readiness.expect_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
+    tasks.spawn(cluster::devices::watch_devices(
+        client.clone(),
+        shared.clone(),
+    ));
     tasks.spawn(cluster::podgroups::watch_pod_groups(
         client.clone(),
         shared.clone(),

@@ -628,6 +628,7 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
     const VOLCANO: &str = "scheduling.volcano.sh";
     const COSCHEDULING: &str = "scheduling.x-k8s.io";
     const SCHEDULING: &str = "scheduling.k8s.io";
+    const RESOURCE: &str = "resource.k8s.io";
     let team = "team-a";
     let muster_may = [
         access("get", CORE, "pods").ns(team),
@@ -660,6 +661,15 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("patch", SCHEDULING, "podgroups")
             .sub("status")
             .ns(team),
+        // Dynamic Resource Allocation objects, read only.
+        access("list", RESOURCE, "resourceslices"),
+        access("watch", RESOURCE, "resourceslices"),
+        access("list", RESOURCE, "deviceclasses"),
+        access("watch", RESOURCE, "deviceclasses"),
+        access("list", RESOURCE, "resourceclaims"),
+        access("watch", RESOURCE, "resourceclaims"),
+        access("list", RESOURCE, "resourceclaimtemplates"),
+        access("watch", RESOURCE, "resourceclaimtemplates"),
         // The leader label on its own pod, and a stale one on another replica's pod.
         access("list", CORE, "pods").ns(NS),
         access("patch", CORE, "pods")
@@ -709,6 +719,10 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("patch", SCHEDULING, "podgroups").ns(team),
         access("delete", VOLCANO, "podgroups").ns(team),
         access("list", SCHEDULING, "workloads"),
+        access("update", RESOURCE, "resourceclaims")
+            .sub("status")
+            .ns(team),
+        access("create", RESOURCE, "resourceclaims").ns(team),
         access("list", VOLCANO, "queues"),
         access("list", SCHEDULING, "priorityclasses"),
     ];
@@ -867,6 +881,18 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "scheduling.volcano.sh podgroups patch",
         "scheduling.x-k8s.io podgroups/status patch",
         "scheduling.k8s.io podgroups/status patch",
+        "resource.k8s.io resourceslices get",
+        "resource.k8s.io resourceslices list",
+        "resource.k8s.io resourceslices watch",
+        "resource.k8s.io deviceclasses get",
+        "resource.k8s.io deviceclasses list",
+        "resource.k8s.io deviceclasses watch",
+        "resource.k8s.io resourceclaims get",
+        "resource.k8s.io resourceclaims list",
+        "resource.k8s.io resourceclaims watch",
+        "resource.k8s.io resourceclaimtemplates get",
+        "resource.k8s.io resourceclaimtemplates list",
+        "resource.k8s.io resourceclaimtemplates watch",
     ]
     .map(String::from)
     .into();

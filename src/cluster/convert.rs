@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as ApiPodAffinityTerm, PodSpec,
+    Container, Node, NodeSelector as ApiNodeSelector, NodeSelectorRequirement, Pod,
+    PodAffinityTerm as ApiPodAffinityTerm, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSelector;
 
+use crate::model::devices::{ClaimSource, PodClaim};
 use crate::model::gather::GANG_MARKER;
 use crate::model::membership::membership_of;
 use crate::model::objects::{
@@ -91,7 +93,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
     let annotations = meta.annotations.as_ref().unwrap_or(&empty);
 
     let rules = match &pod.spec {
-        Some(spec) => rules_of(spec, namespace, &display)?,
+        Some(spec) => rules_of(spec, namespace, &display, pod.status.as_ref())?,
         None => None,
     };
     let (requests, node_name, priority, node_selector, tolerations) = match &pod.spec {
@@ -223,6 +225,7 @@ fn rules_of(
     spec: &PodSpec,
     namespace: &str,
     pod: &str,
+    status: Option<&PodStatus>,
 ) -> Result<Option<Box<PodRules>>, ConvertError> {
     let bad = |field: String| {
         move |why: String| ConvertError::BadRule {
@@ -238,35 +241,7 @@ fn rules_of(
             na.required_during_scheduling_ignored_during_execution
                 .as_ref()
         })
-        .map(|required| NodeSelector {
-            terms: required
-                .node_selector_terms
-                .iter()
-                .map(|t| {
-                    let raw = |list: &Option<Vec<NodeSelectorRequirement>>| {
-                        list.iter()
-                            .flatten()
-                            .map(|r| {
-                                (
-                                    r.key.clone(),
-                                    r.operator.clone(),
-                                    r.values.clone().unwrap_or_default(),
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                    };
-                    let (exprs, fields) = (raw(&t.match_expressions), raw(&t.match_fields));
-                    NodeSelectorTerm::parse(
-                        exprs
-                            .iter()
-                            .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
-                        fields
-                            .iter()
-                            .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
-                    )
-                })
-                .collect(),
-        });
+        .map(node_selector_of);
     let terms = |kind: &str, list: Option<&Vec<ApiPodAffinityTerm>>| {
         list.into_iter()
             .flatten()
@@ -342,6 +317,7 @@ fn rules_of(
             .map(|g| g.name.clone())
             .collect(),
         host_ports: host_ports_of(spec),
+        claims: pod_claims(spec, status),
     };
     Ok((!rules.is_empty()).then(|| Box::new(rules)))
 }
@@ -381,6 +357,73 @@ fn host_ports_of(spec: &PodSpec) -> Vec<HostPort> {
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| HostPort::new(p.host_ip.as_deref(), p.protocol.as_deref(), p.host_port))
         .collect()
+}
+
+/// `spec.resourceClaims`, each from a claim or a template; a template's claim is named by
+/// `status.resourceClaimStatuses` once the claim is made for the pod.
+fn pod_claims(spec: &PodSpec, status: Option<&PodStatus>) -> Vec<PodClaim> {
+    let generated = |name: &str| {
+        status
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|s| s.name == name)
+            .and_then(|s| s.resource_claim_name.as_deref())
+            .map(Arc::from)
+    };
+    spec.resource_claims
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            let source = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+                (Some(claim), _) => ClaimSource::Claim(claim.as_str().into()),
+                (None, Some(template)) => ClaimSource::Template {
+                    template: template.as_str().into(),
+                    generated: generated(&c.name),
+                },
+                // The API server refuses a pod claim with neither.
+                (None, None) => return None,
+            };
+            Some(PodClaim {
+                name: c.name.clone(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// A Kubernetes node selector (required node affinity, a ResourceSlice's or an allocation's
+/// `nodeSelector`) in the model's form.
+pub(crate) fn node_selector_of(required: &ApiNodeSelector) -> NodeSelector {
+    NodeSelector {
+        terms: required
+            .node_selector_terms
+            .iter()
+            .map(|t| {
+                let raw = |list: &Option<Vec<NodeSelectorRequirement>>| {
+                    list.iter()
+                        .flatten()
+                        .map(|r| {
+                            (
+                                r.key.clone(),
+                                r.operator.clone(),
+                                r.values.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let (exprs, fields) = (raw(&t.match_expressions), raw(&t.match_fields));
+                NodeSelectorTerm::parse(
+                    exprs
+                        .iter()
+                        .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
+                    fields
+                        .iter()
+                        .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice())),
+                )
+            })
+            .collect(),
+    }
 }
 
 /// `metav1.LabelSelectorAsSelector`: absent selects nothing.

@@ -5,6 +5,7 @@
 pub mod binder;
 pub mod certs;
 pub mod convert;
+pub mod devices;
 pub mod events;
 pub mod evictor;
 pub mod gather;

@@ -34,7 +34,7 @@ pub mod rules;
 mod table;
 mod verbs;
 
-pub use inputs::{membership, objects, podgroup, quantity, resources, tasks, topology};
+pub use inputs::{devices, membership, objects, podgroup, quantity, resources, tasks, topology};
 pub use verbs::gather;
 pub use verbs::podgroup_status;
 

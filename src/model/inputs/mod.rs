@@ -3,6 +3,7 @@
 //! model's configuration. Depends on nothing else in the model but `rules`' pod terms.
 
 pub(crate) mod config;
+pub mod devices;
 pub mod membership;
 pub mod objects;
 pub mod podgroup;

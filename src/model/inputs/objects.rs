@@ -97,6 +97,9 @@ pub struct PodRules {
     pub scheduling_gates: Vec<String>,
     /// The host ports of its containers and sidecars (kube-scheduler's NodePorts).
     pub host_ports: Vec<HostPort>,
+    /// `spec.resourceClaims` (Dynamic Resource Allocation), each with the claim made for it
+    /// when it comes from a template.
+    pub claims: Vec<super::devices::PodClaim>,
 }
 
 impl PodRules {

@@ -34,6 +34,7 @@ use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
 use crate::model::planning::domains::{domain_of, smallest_of};
+use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
@@ -201,7 +202,7 @@ impl GangShortfall {
             | GangShortfall::PodGroupMissing { .. }
             | GangShortfall::BeyondCluster(_)
             | GangShortfall::RefusedByScheduler(_) => 0,
-            | GangShortfall::Topology(_) => 0,
+            GangShortfall::Topology(_) => 0,
         }
     }
 
@@ -331,6 +332,7 @@ impl GangTable {
                         .then(|| self.evidence.passed(&p.uid, now, self.config.evidence_age))?
                 })
                 .collect(),
+            devices: self.dynamic_resources(&judged, missing),
         };
         let chosen: Vec<Member<SeatHolder>> = holders
             .iter()
@@ -571,7 +573,18 @@ impl GangTable {
         let by_rule = diagnosis.nodes()
             - diagnosis.available()
             - diagnosis.refused_by(Reason::InsufficientResources);
-        let rule = (by_rule > 0).then(|| shortfall_message(stuck_pod, need, best, &diagnosis));
+        let rule = (by_rule > 0).then(|| {
+            // DynamicResources words its own shortfall, with the class and the numbers.
+            rules
+                .devices
+                .as_ref()
+                .filter(|_| diagnosis.refused_by(Reason::DynamicResources) > 0)
+                .and_then(|d| {
+                    let nodes: Vec<&NodeInfo> = self.ledger.iter().map(|(_, e)| e.info()).collect();
+                    d.shortfall(stuck, &nodes)
+                })
+                .unwrap_or_else(|| shortfall_message(stuck_pod, need, best, &diagnosis))
+        });
         GangPlan::DoesNotFit(GangShortfall::Room {
             fit: facts.with_nodes + facts.confirmed_seats + best as u32,
             quorum: facts.spec.quorum,
@@ -648,6 +661,16 @@ impl GangTable {
             max.max_with(&p.info.requests);
         }
         max
+    }
+
+    /// The DynamicResources state for `judged` (members `1..=missing` stand for members not
+    /// created yet), when any has a ResourceClaim.
+    pub(in crate::model) fn dynamic_resources<'a>(
+        &'a self,
+        judged: &[&'a PodInfo],
+        missing: usize,
+    ) -> Option<DynamicResources<'a>> {
+        DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))
     }
 
     /// What the rules of `members` read about the cluster: every node, and the pods on nodes

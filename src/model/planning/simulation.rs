@@ -11,6 +11,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::model::inputs::objects::{node_admits, NodeInfo, NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
+use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::rules::{Diagnosis, GangPlacement, Reason};
 use crate::model::table::ledger::NodeLedger;
 
@@ -136,6 +137,8 @@ impl<'a> Rules<'a> for StaticRules {
 pub(in crate::model) struct GangRules<'a> {
     pub placement: GangPlacement<'a>,
     pub allowed: Vec<Option<&'a HashSet<NodeName>>>,
+    /// The members' ResourceClaims, when any has one (DynamicResources).
+    pub devices: Option<DynamicResources<'a>>,
 }
 
 impl<'a> Rules<'a> for GangRules<'a> {
@@ -147,16 +150,31 @@ impl<'a> Rules<'a> for GangRules<'a> {
                 return Err(Reason::NodeAffinity);
             }
         }
-        self.placement.check(member, node)
+        self.placement.check(member, node)?;
+        match &self.devices {
+            Some(d) => d.check(member, node),
+            None => Ok(()),
+        }
     }
     fn place(&mut self, member: usize, node: &'a NodeInfo) {
         self.placement.place(member, node);
+        if let Some(d) = &mut self.devices {
+            d.place(member, node);
+        }
     }
     fn checkpoint(&self) -> usize {
+        // One entry per placement in both, so one number serves both.
+        debug_assert!(self
+            .devices
+            .as_ref()
+            .is_none_or(|d| d.checkpoint() == self.placement.checkpoint()));
         self.placement.checkpoint()
     }
     fn rollback(&mut self, checkpoint: usize) {
         self.placement.rollback(checkpoint);
+        if let Some(d) = &mut self.devices {
+            d.rollback(checkpoint);
+        }
     }
     fn placement_independent(&self) -> bool {
         self.placement.placement_independent()

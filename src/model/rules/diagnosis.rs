@@ -20,10 +20,12 @@ pub enum Reason {
     PodAffinity,
     PodAntiAffinity,
     ExistingPodsAntiAffinity,
+    /// The member's ResourceClaims cannot all be allocated on the node.
+    DynamicResources,
 }
 
 impl Reason {
-    const ALL: [Reason; 11] = [
+    const ALL: [Reason; 12] = [
         Reason::SchedulingGated,
         Reason::NodeUnschedulable,
         Reason::UntoleratedTaint,
@@ -35,6 +37,7 @@ impl Reason {
         Reason::PodAffinity,
         Reason::PodAntiAffinity,
         Reason::ExistingPodsAntiAffinity,
+        Reason::DynamicResources,
     ];
 
     /// The kube-scheduler plugin whose rule this is.
@@ -50,6 +53,7 @@ impl Reason {
             Reason::PodAffinity | Reason::PodAntiAffinity | Reason::ExistingPodsAntiAffinity => {
                 "InterPodAffinity"
             }
+            Reason::DynamicResources => "DynamicResources",
         }
     }
 
@@ -71,6 +75,7 @@ impl Reason {
             Reason::ExistingPodsAntiAffinity => {
                 "node(s) didn't satisfy existing pods anti-affinity rules"
             }
+            Reason::DynamicResources => "cannot allocate all claims",
         }
     }
 

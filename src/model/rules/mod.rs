@@ -13,6 +13,7 @@
 //! [`crate::model::Resources`]) stay with the capacity ledger.
 
 mod diagnosis;
+pub mod dynamic_resources;
 pub mod inter_pod_affinity;
 pub mod labels;
 pub mod node_affinity;

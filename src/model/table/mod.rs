@@ -34,6 +34,7 @@ use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlan;
 use crate::model::inputs::config::ModelConfig;
+use crate::model::inputs::devices::DeviceInventory;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
 use crate::model::inputs::podgroup::PodGroupIndex;
@@ -86,6 +87,8 @@ pub struct GangTable {
     /// What was done about each gang found partly bound since the last call of
     /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
     pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
+    /// Dynamic Resource Allocation: slices, classes, claims and templates.
+    pub(super) devices: DeviceInventory,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -195,6 +198,7 @@ impl GangTable {
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),
+            devices: DeviceInventory::default(),
         }
     }
 

@@ -183,6 +183,7 @@ impl GangTable {
         // is added as it passes.
         let snapshot = self.snapshot(&members, |_| true);
         let mut placement = GangPlacement::new(&members, &snapshot);
+        let mut devices = self.dynamic_resources(&members, 0);
         let mut left: Vec<usize> = (0..seated.len()).collect();
         loop {
             let mut refused = Vec::new();
@@ -192,8 +193,16 @@ impl GangTable {
                     // A deleted node's seats are released by the watch; not this check's.
                     continue;
                 };
-                match placement.check(i, node) {
-                    Ok(()) | Err(Reason::SchedulingGated) => placement.place(i, node),
+                let verdict = placement
+                    .check(i, node)
+                    .and_then(|()| devices.as_ref().map_or(Ok(()), |d| d.check(i, node)));
+                match verdict {
+                    Ok(()) | Err(Reason::SchedulingGated) => {
+                        placement.place(i, node);
+                        if let Some(d) = &mut devices {
+                            d.place(i, node);
+                        }
+                    }
                     Err(reason) => refused.push((i, reason)),
                 }
             }

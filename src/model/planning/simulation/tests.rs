@@ -129,6 +129,7 @@ fn members_placed_by_the_simulation_count_for_the_next_members_anti_affinity() {
     let nodes: Vec<&NodeInfo> = two.iter().map(|(_, e)| e.info()).collect();
     let cluster = ClusterSnapshot::new(nodes, vec![], &ns);
     let mut rules = GangRules {
+        devices: None,
         placement: GangPlacement::new(&refs, &cluster),
         allowed: vec![None; 3],
     };
@@ -147,6 +148,7 @@ fn members_placed_by_the_simulation_count_for_the_next_members_anti_affinity() {
     let nodes: Vec<&NodeInfo> = three.iter().map(|(_, e)| e.info()).collect();
     let cluster = ClusterSnapshot::new(nodes, vec![], &ns);
     let mut rules = GangRules {
+        devices: None,
         placement: GangPlacement::new(&refs, &cluster),
         allowed: vec![None; 3],
     };
@@ -165,6 +167,7 @@ fn a_member_is_not_planned_onto_a_node_its_own_filter_call_excluded() {
     let cluster = ClusterSnapshot::new(nodes, vec![], &ns);
     let passed: HashSet<NodeName> = [NodeName::from("b")].into_iter().collect();
     let mut rules = GangRules {
+        devices: None,
         placement: GangPlacement::new(&refs, &cluster),
         allowed: vec![Some(&passed)],
     };

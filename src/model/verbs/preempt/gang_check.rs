@@ -162,6 +162,9 @@ impl GangTable {
         let mut rules = GangRules {
             placement: GangPlacement::new(&judged, &snapshot),
             allowed: vec![None; judged.len()],
+            // Devices evictions would free are not counted: preemption is judged as if they
+            // stayed taken (never assumed to fit).
+            devices: self.dynamic_resources(&judged, need.missing),
         };
         let members = members(&judged, need);
         let mut overlay = Overlay::with_credit(self.evictable_below(pod.priority));
@@ -265,6 +268,9 @@ impl GangTable {
         let mut rules = GangRules {
             placement: GangPlacement::new(&judged, &snapshot),
             allowed: vec![None; judged.len()],
+            // Devices evictions would free are not counted: preemption is judged as if they
+            // stayed taken (never assumed to fit).
+            devices: self.dynamic_resources(&judged, need.missing),
         };
         let members = members(&judged, &need);
         let evictable_empty = evictable.is_empty();

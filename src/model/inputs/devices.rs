@@ -1,0 +1,527 @@
+//! Dynamic Resource Allocation (resource.k8s.io/v1) as the model reads it: the devices each
+//! ResourceSlice publishes, the DeviceClasses, the ResourceClaims (what they ask for and which
+//! devices they were given) and the ResourceClaimTemplates pods' claims are made from.
+//!
+//! The cluster adapter (`crate::cluster::devices`) builds these from the API objects; the rule
+//! that reads them is `rules::dynamic_resources`. What muster does not simulate is kept as a
+//! named reason (`unsupported`), never dropped: a device muster cannot judge is not counted as
+//! free, and a claim muster cannot judge fits on no node (see the rule).
+//!
+//! Which slices count, as kube-scheduler's structured allocator takes them: per pool (driver,
+//! pool name), only the slices of the newest generation, and only when all
+//! `resourceSliceCount` slices of that generation are there (a pool being updated offers
+//! nothing).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap as HashMap;
+
+use super::objects::NodeInfo;
+use crate::model::rules::dynamic_resources::{Selector, Verdict};
+use crate::model::rules::NodeSelector;
+
+/// A device as kube-scheduler names it: driver, pool and device name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.name)
+    }
+}
+
+/// One attribute value, as the CEL environment of DRA selectors sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    Bool(bool),
+    Int(i64),
+    String(String),
+    /// A semantic version: a `semver` value in Kubernetes' CEL, which muster does not
+    /// evaluate (a selector reading it cannot be evaluated; see the rule).
+    Version(String),
+    /// A list-typed attribute (`bools`, `ints`, `strings`, `versions`).
+    List(Vec<AttrValue>),
+}
+
+/// Which nodes a device can be used from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeScope {
+    /// A node-local device (`nodeName`).
+    Node(Arc<str>),
+    /// `nodeSelector`.
+    Selector(NodeSelector),
+    /// `allNodes: true`.
+    AllNodes,
+}
+
+impl NodeScope {
+    pub fn admits(&self, node: &NodeInfo) -> bool {
+        match self {
+            NodeScope::Node(n) => **n == *node.name,
+            NodeScope::Selector(s) => s.matches(node),
+            NodeScope::AllNodes => true,
+        }
+    }
+}
+
+/// One device of a slice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Device {
+    pub name: Arc<str>,
+    /// Qualified attribute names (`domain/name`, or `name` in the driver's domain).
+    pub attributes: BTreeMap<String, AttrValue>,
+    /// Qualified capacity names and their quantities as written.
+    pub capacity: BTreeMap<String, String>,
+    /// Its own node scope, in a slice with `perDeviceNodeSelection`.
+    pub scope: Option<NodeScope>,
+    /// Why muster cannot tell whether allocating this device is possible (shared counters of
+    /// partitionable devices, multiple allocations of consumable capacity, taints): such a
+    /// device is never counted as free.
+    pub unsupported: Option<&'static str>,
+}
+
+/// A ResourceSlice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub generation: i64,
+    pub slice_count: i64,
+    /// The slice's node scope; `None` with `perDeviceNodeSelection` (each device has one).
+    pub scope: Option<NodeScope>,
+    pub devices: Vec<Device>,
+}
+
+/// One request of a claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub name: String,
+    pub class: Arc<str>,
+    pub mode: AllocationMode,
+    pub selectors: Vec<Arc<Selector>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocationMode {
+    /// `ExactCount` with `count` (1 when not given).
+    Exact(u32),
+    /// `All`: every matching device of the node, at least one.
+    All,
+}
+
+/// What a claim (or a template's claim) asks for.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ClaimSpec {
+    pub requests: Vec<Request>,
+    /// What muster does not simulate in it (`firstAvailable`, `adminAccess`, capacity
+    /// requests, constraints, tolerations…), named for the message: such a claim fits nowhere.
+    pub unsupported: Option<String>,
+}
+
+/// Where a claim's devices were allocated (`status.allocation`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub devices: Vec<DeviceId>,
+    /// The nodes the allocation can be used from; `None`: every node.
+    pub node_selector: Option<NodeSelector>,
+}
+
+/// A ResourceClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    pub spec: ClaimSpec,
+    pub allocation: Option<Allocation>,
+}
+
+/// A DeviceClass.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct DeviceClass {
+    pub selectors: Vec<Arc<Selector>>,
+}
+
+/// One entry of a pod's `spec.resourceClaims`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodClaim {
+    /// The name within the pod.
+    pub name: String,
+    pub source: ClaimSource,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimSource {
+    /// `resourceClaimName`: a claim that exists on its own (maybe shared by several pods).
+    Claim(Arc<str>),
+    /// `resourceClaimTemplateName`; `generated`: the claim made for this pod, from
+    /// `status.resourceClaimStatuses`, once it exists.
+    Template {
+        template: Arc<str>,
+        generated: Option<Arc<str>>,
+    },
+}
+
+type PoolKey = (Arc<str>, Arc<str>);
+/// Namespace and name.
+pub type ObjectKey = (Arc<str>, Arc<str>);
+
+/// Every DRA object muster reads, with the indexes the rule asks.
+#[derive(Default)]
+pub struct DeviceInventory {
+    slices: HashMap<Arc<str>, Slice>,
+    /// Node name → names of its node-local slices.
+    by_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    /// Slices with a node selector, `allNodes` or per-device node selection.
+    wide: BTreeSet<Arc<str>>,
+    /// Per pool, its slices; and the generation that counts (`None`: the pool is incomplete).
+    pools: HashMap<PoolKey, (BTreeSet<Arc<str>>, Option<i64>)>,
+    classes: HashMap<Arc<str>, DeviceClass>,
+    claims: HashMap<ObjectKey, Claim>,
+    templates: HashMap<ObjectKey, ClaimSpec>,
+    /// Devices allocated to some claim, counted per claim.
+    allocated: HashMap<DeviceId, u32>,
+    /// Compiled selectors by expression: each expression is compiled once (and kept, so a
+    /// selector's address names it for good).
+    compiled: HashMap<String, Arc<Selector>>,
+    /// Per selector and device (by address), its verdict: a selector is evaluated once per
+    /// device, across simulations. Emptied whenever a slice changes (devices are replaced).
+    verdicts: Mutex<HashMap<(usize, usize), Verdict>>,
+}
+
+impl DeviceInventory {
+    /// The compiled selector for `expression`, compiled on first use.
+    pub fn selector(&mut self, expression: &str) -> Arc<Selector> {
+        if let Some(s) = self.compiled.get(expression) {
+            return s.clone();
+        }
+        let s = Arc::new(Selector::compile(expression));
+        self.compiled.insert(expression.to_string(), s.clone());
+        s
+    }
+
+    /// The verdict of `selector` on `device`, from `evaluate` the first time.
+    pub fn selector_verdict(
+        &self,
+        selector: &Arc<Selector>,
+        device: &Device,
+        evaluate: impl FnOnce() -> Verdict,
+    ) -> Verdict {
+        let key = (
+            Arc::as_ptr(selector) as usize,
+            device as *const Device as usize,
+        );
+        if let Some(v) = self.verdicts.lock().get(&key) {
+            return v.clone();
+        }
+        let v = evaluate();
+        self.verdicts.lock().insert(key, v.clone());
+        v
+    }
+
+    pub fn apply_slice(&mut self, name: Arc<str>, slice: Slice) {
+        self.verdicts.get_mut().clear();
+        self.remove_slice(&name);
+        match &slice.scope {
+            Some(NodeScope::Node(node)) => {
+                self.by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .insert(name.clone());
+            }
+            _ => {
+                self.wide.insert(name.clone());
+            }
+        }
+        let pool = (slice.driver.clone(), slice.pool.clone());
+        self.pools
+            .entry(pool.clone())
+            .or_default()
+            .0
+            .insert(name.clone());
+        self.slices.insert(name, slice);
+        self.recount_pool(&pool);
+    }
+
+    pub fn remove_slice(&mut self, name: &str) {
+        let Some(old) = self.slices.remove(name) else {
+            return;
+        };
+        self.verdicts.get_mut().clear();
+        if let Some(NodeScope::Node(node)) = &old.scope {
+            if let Some(set) = self.by_node.get_mut(node) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.by_node.remove(node);
+                }
+            }
+        } else {
+            self.wide.remove(name);
+        }
+        let pool = (old.driver, old.pool);
+        if let Some((set, _)) = self.pools.get_mut(&pool) {
+            set.remove(name);
+            if set.is_empty() {
+                self.pools.remove(&pool);
+                return;
+            }
+        }
+        self.recount_pool(&pool);
+    }
+
+    /// The generation that counts in `pool`: the newest, when all its slices are there.
+    fn recount_pool(&mut self, pool: &PoolKey) {
+        let Some((names, _)) = self.pools.get(pool) else {
+            return;
+        };
+        let newest = names
+            .iter()
+            .filter_map(|n| self.slices.get(n))
+            .map(|s| s.generation)
+            .max();
+        let current = newest.filter(|&g| {
+            let of_newest: Vec<&Slice> = names
+                .iter()
+                .filter_map(|n| self.slices.get(n))
+                .filter(|s| s.generation == g)
+                .collect();
+            of_newest
+                .iter()
+                .all(|s| s.slice_count <= of_newest.len() as i64)
+        });
+        if let Some(entry) = self.pools.get_mut(pool) {
+            entry.1 = current;
+        }
+    }
+
+    pub fn retain_slices(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<Arc<str>> = self.slices.keys().filter(|k| !keep(k)).cloned().collect();
+        for name in gone {
+            self.remove_slice(&name);
+        }
+    }
+
+    pub fn slice_count(&self) -> usize {
+        self.slices.len()
+    }
+
+    pub fn apply_class(&mut self, name: Arc<str>, class: DeviceClass) {
+        self.classes.insert(name, class);
+    }
+
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn retain_classes(&mut self, keep: impl Fn(&str) -> bool) {
+        self.classes.retain(|k, _| keep(k));
+    }
+
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    pub fn class(&self, name: &str) -> Option<&DeviceClass> {
+        self.classes.get(name)
+    }
+
+    pub fn apply_claim(&mut self, key: ObjectKey, claim: Claim) {
+        self.remove_claim(&key);
+        for d in claim.allocation.iter().flat_map(|a| &a.devices) {
+            *self.allocated.entry(d.clone()).or_default() += 1;
+        }
+        self.claims.insert(key, claim);
+    }
+
+    pub fn remove_claim(&mut self, key: &ObjectKey) {
+        let Some(old) = self.claims.remove(key) else {
+            return;
+        };
+        for d in old.allocation.iter().flat_map(|a| &a.devices) {
+            if let Some(n) = self.allocated.get_mut(d) {
+                *n -= 1;
+                if *n == 0 {
+                    self.allocated.remove(d);
+                }
+            }
+        }
+    }
+
+    pub fn retain_claims(&mut self, keep: impl Fn(&ObjectKey) -> bool) {
+        let gone: Vec<ObjectKey> = self.claims.keys().filter(|k| !keep(k)).cloned().collect();
+        for key in gone {
+            self.remove_claim(&key);
+        }
+    }
+
+    pub fn claim_count(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&Claim> {
+        self.claims.get(&(Arc::from(namespace), Arc::from(name)))
+    }
+
+    pub fn apply_template(&mut self, key: ObjectKey, spec: ClaimSpec) {
+        self.templates.insert(key, spec);
+    }
+
+    pub fn remove_template(&mut self, key: &ObjectKey) {
+        self.templates.remove(key);
+    }
+
+    pub fn retain_templates(&mut self, keep: impl Fn(&ObjectKey) -> bool) {
+        self.templates.retain(|k, _| keep(k));
+    }
+
+    pub fn template_count(&self) -> usize {
+        self.templates.len()
+    }
+
+    pub fn template(&self, namespace: &str, name: &str) -> Option<&ClaimSpec> {
+        self.templates.get(&(Arc::from(namespace), Arc::from(name)))
+    }
+
+    /// Whether some claim holds the device.
+    pub fn is_allocated(&self, id: &DeviceId) -> bool {
+        self.allocated.contains_key(id)
+    }
+
+    /// Whether any slice is known (a cluster without DRA skips the rule's work).
+    pub fn is_empty(&self) -> bool {
+        self.slices.is_empty() && self.claims.is_empty()
+    }
+
+    /// Every device usable from `node`, in a stable order (node-local slices first, by slice
+    /// name), with its id, from the pools' current generation only.
+    pub fn devices_on<'a, 'n>(
+        &'a self,
+        node: &'n NodeInfo,
+    ) -> impl Iterator<Item = (DeviceId, &'a Device)> + 'n
+    where
+        'a: 'n,
+    {
+        let local = self.by_node.get(&*node.name).into_iter().flatten();
+        local
+            .chain(self.wide.iter())
+            .filter_map(move |name| {
+                let s = self.slices.get(name)?;
+                let current = self
+                    .pools
+                    .get(&(s.driver.clone(), s.pool.clone()))
+                    .and_then(|p| p.1);
+                (current == Some(s.generation)).then_some(s)
+            })
+            .flat_map(move |s| {
+                let slice_admits = s.scope.as_ref().is_none_or(|sc| sc.admits(node));
+                s.devices.iter().filter_map(move |d| {
+                    let admits = match &d.scope {
+                        Some(scope) => scope.admits(node),
+                        None => s.scope.is_some() && slice_admits,
+                    };
+                    admits.then(|| {
+                        (
+                            DeviceId {
+                                driver: s.driver.clone(),
+                                pool: s.pool.clone(),
+                                name: d.name.clone(),
+                            },
+                            d,
+                        )
+                    })
+                })
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::rules::fixtures::node;
+
+    fn slice(node: &str, pool: &str, generation: i64, count: i64, devices: &[&str]) -> Slice {
+        Slice {
+            driver: "gpu.example.com".into(),
+            pool: pool.into(),
+            generation,
+            slice_count: count,
+            scope: Some(NodeScope::Node(node.into())),
+            devices: devices
+                .iter()
+                .map(|n| Device {
+                    name: (*n).into(),
+                    attributes: BTreeMap::new(),
+                    capacity: BTreeMap::new(),
+                    scope: None,
+                    unsupported: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn names(inv: &DeviceInventory, n: &NodeInfo) -> Vec<String> {
+        inv.devices_on(n).map(|(id, _)| id.to_string()).collect()
+    }
+
+    #[test]
+    fn node_local_slices_belong_to_their_node() {
+        let mut inv = DeviceInventory::default();
+        inv.apply_slice("a".into(), slice("n1", "n1", 1, 1, &["g0", "g1"]));
+        inv.apply_slice("b".into(), slice("n2", "n2", 1, 1, &["g0"]));
+        assert_eq!(
+            names(&inv, &node("n1")),
+            ["gpu.example.com/n1/g0", "gpu.example.com/n1/g1"]
+        );
+        assert_eq!(names(&inv, &node("n2")), ["gpu.example.com/n2/g0"]);
+        inv.remove_slice("a");
+        assert!(names(&inv, &node("n1")).is_empty());
+    }
+
+    #[test]
+    fn only_the_newest_complete_generation_of_a_pool_counts() {
+        let mut inv = DeviceInventory::default();
+        inv.apply_slice("old".into(), slice("n1", "p", 1, 1, &["g0"]));
+        // Generation 2 announces two slices; one is there: the pool is being updated.
+        inv.apply_slice("new-a".into(), slice("n1", "p", 2, 2, &["g1"]));
+        assert!(names(&inv, &node("n1")).is_empty(), "incomplete pool");
+        inv.apply_slice("new-b".into(), slice("n1", "p", 2, 2, &["g2"]));
+        assert_eq!(
+            names(&inv, &node("n1")),
+            ["gpu.example.com/p/g1", "gpu.example.com/p/g2"]
+        );
+    }
+
+    #[test]
+    fn wide_slices_reach_the_nodes_they_select() {
+        let mut inv = DeviceInventory::default();
+        let mut s = slice("x", "net", 1, 1, &["nic"]);
+        s.scope = Some(NodeScope::AllNodes);
+        inv.apply_slice("net".into(), s);
+        assert_eq!(names(&inv, &node("n9")), ["gpu.example.com/net/nic"]);
+    }
+
+    #[test]
+    fn allocations_are_counted_per_claim() {
+        let mut inv = DeviceInventory::default();
+        let id = DeviceId {
+            driver: "d".into(),
+            pool: "p".into(),
+            name: "g0".into(),
+        };
+        let claim = Claim {
+            spec: ClaimSpec::default(),
+            allocation: Some(Allocation {
+                devices: vec![id.clone()],
+                node_selector: None,
+            }),
+        };
+        inv.apply_claim(("ns".into(), "c".into()), claim.clone());
+        inv.apply_claim(("ns".into(), "c".into()), claim);
+        assert!(inv.is_allocated(&id));
+        inv.remove_claim(&("ns".into(), "c".into()));
+        assert!(!inv.is_allocated(&id), "an update does not count twice");
+    }
+}

@@ -1,0 +1,554 @@
+//! kube-scheduler's DynamicResources filter (`pkg/scheduler/framework/plugins/dynamicresources`)
+//! with the structured allocator it runs (`k8s.io/dynamic-resource-allocation/structured`), for a
+//! simulation that places a gang's members one by one: each member's ResourceClaims are
+//! allocated on the node it is tried on, from the devices usable from that node that no claim
+//! holds and no member placed before took (a claim shared by several members is allocated once,
+//! by the first, and the others must reach its devices).
+//!
+//! What is simulated: requests `exactly` with `count` (`ExactCount`) or `allocationMode: All`;
+//! the DeviceClass's selectors and the request's, as CEL over `device.driver`,
+//! `device.attributes["domain"].name` (bool, int, string and list values) and
+//! `device.allowMultipleAllocations`; claims already allocated (`status.allocation`: their
+//! devices are taken, and the pod must be on a node their node selector admits).
+//!
+//! What is not, and what muster does instead (never assumed to fit, fail-safe):
+//! - a claim with `firstAvailable`, `adminAccess`, capacity requests, `constraints`,
+//!   device tolerations or an unknown allocation mode fits on no node: the gang holds nothing,
+//!   and its message names what muster does not simulate;
+//! - a device with shared counters (partitionable), `allowMultipleAllocations`, taints, or
+//!   binding conditions is never counted as free;
+//! - a selector muster cannot evaluate (capacity `quantity` values, `semver`, regular
+//!   expressions, extension functions) makes the device match nothing on that node, as a CEL
+//!   runtime error makes kube-scheduler's allocation fail there; the message quotes the error.
+//!
+//! Differences from the Go allocator: requests are allocated greedily, in order, each taking the
+//! first free matching devices (in slice order); the Go allocator backtracks when an earlier
+//! request's pick leaves a later request without devices. muster can only find fewer
+//! placements than kube-scheduler, never more (a gang that does fit is then refused with a
+//! message; no gang is seated that cannot be placed whole). Competing gangs ahead are simulated
+//! without devices, like their other rules (`StaticRules`).
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap as StdHashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use cel::{Context, Program, Value};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use super::Reason;
+use crate::model::inputs::devices::{
+    AllocationMode, AttrValue, ClaimSource, ClaimSpec, Device, DeviceId, DeviceInventory,
+    ObjectKey, Request,
+};
+use crate::model::inputs::objects::{NodeInfo, PodInfo};
+
+/// A CEL selector, compiled once.
+pub struct Selector {
+    pub expression: String,
+    program: Result<Program, String>,
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.expression)
+    }
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.expression == other.expression
+    }
+}
+
+impl Selector {
+    pub fn compile(expression: &str) -> Self {
+        Selector {
+            expression: expression.to_string(),
+            program: Program::compile(expression).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Whether the device (its CEL value, see [`device_value`]) matches; an error says why it
+    /// could not be evaluated.
+    fn matches(&self, root: &Context<'_, '_>, device: &Value) -> Result<bool, String> {
+        let program = self
+            .program
+            .as_ref()
+            .map_err(|e| format!("CEL compile error: {e}"))?;
+        let mut scope = root.new_inner_scope();
+        scope.add_variable_from_value("device", device.clone());
+        match program.execute(&scope) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(format!(
+                "CEL result of type {:?} is not a bool",
+                other.type_of()
+            )),
+            Err(e) => Err(format!("CEL runtime error: {e}")),
+        }
+    }
+}
+
+/// `parseQualifiedName`: `domain/name`, or `name` in the driver's domain.
+fn qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
+    name.split_once('/').unwrap_or((driver, name))
+}
+
+fn attr_value(v: &AttrValue) -> Option<Value> {
+    Some(match v {
+        AttrValue::Bool(b) => Value::Bool(*b),
+        AttrValue::Int(i) => Value::Int(*i),
+        AttrValue::String(s) => Value::String(Arc::new(s.clone())),
+        // A semver value in Kubernetes' CEL: left out, so a selector reading it fails to
+        // evaluate instead of comparing a string.
+        AttrValue::Version(_) => return None,
+        AttrValue::List(l) => {
+            Value::List(Arc::new(l.iter().map(attr_value).collect::<Option<_>>()?))
+        }
+    })
+}
+
+/// The `device` variable of DRA's CEL environment (`cel.DeviceMatches`). Capacities are
+/// Kubernetes quantities, which muster does not evaluate: the map is there, its domains empty,
+/// so a selector reading one fails to evaluate.
+pub fn device_value(driver: &str, device: &Device) -> Value {
+    let mut attributes: StdHashMap<String, StdHashMap<String, Value>> = StdHashMap::new();
+    for (name, v) in &device.attributes {
+        let (domain, id) = qualified(name, driver);
+        if let Some(v) = attr_value(v) {
+            attributes
+                .entry(domain.to_string())
+                .or_default()
+                .insert(id.to_string(), v);
+        }
+    }
+    let mut capacity: StdHashMap<String, StdHashMap<String, Value>> = StdHashMap::new();
+    for name in device.capacity.keys() {
+        capacity
+            .entry(qualified(name, driver).0.to_string())
+            .or_default();
+    }
+    let mut d: StdHashMap<String, Value> = StdHashMap::new();
+    d.insert("driver".into(), Value::String(Arc::new(driver.to_string())));
+    d.insert("allowMultipleAllocations".into(), Value::Bool(false));
+    d.insert("attributes".into(), attributes.into());
+    d.insert("capacity".into(), capacity.into());
+    d.into()
+}
+
+/// Whether a device matches a request's selectors, or why they could not be evaluated.
+pub type Verdict = Result<bool, Arc<str>>;
+
+/// One claim of a member, as the simulation judges it.
+enum Resolved<'a> {
+    /// Already allocated: usable from the nodes its node selector admits.
+    Allocated(&'a crate::model::inputs::devices::Allocation),
+    /// To allocate; `shared`: the claim object, when several members may use it.
+    Open {
+        shared: Option<ObjectKey>,
+        name: String,
+        spec: &'a ClaimSpec,
+    },
+}
+
+/// What one `place` took, to undo it.
+#[derive(Default)]
+struct Placed {
+    devices: Vec<DeviceId>,
+    /// Shared claims allocated, with their devices.
+    claims: Vec<(ObjectKey, Vec<DeviceId>)>,
+}
+
+/// The DynamicResources state of one gang simulation.
+pub struct DynamicResources<'a> {
+    inventory: &'a DeviceInventory,
+    /// Per member: its claims, or why muster cannot judge them (it then fits nowhere).
+    members: Vec<Result<Vec<Resolved<'a>>, String>>,
+    /// Devices the simulation gave to members placed so far.
+    taken: HashSet<DeviceId>,
+    /// Shared claims the simulation allocated, with their devices.
+    allocated: HashMap<ObjectKey, Vec<DeviceId>>,
+    log: Vec<Placed>,
+    /// The CEL context, made at the first evaluation a simulation needs.
+    root: OnceCell<Context<'static, 'static>>,
+    /// Per request and device, the verdict of its selectors (each evaluated once).
+    memo: RefCell<HashMap<(usize, usize), Verdict>>,
+    /// Per node, the devices usable there and whether a claim holds each: first fit checks the
+    /// same nodes again for every member.
+    nodes: RefCell<HashMap<Arc<str>, Rc<[Usable<'a>]>>>,
+}
+
+/// A device usable from a node: its id, itself, and whether a claim holds it.
+type Usable<'a> = (DeviceId, &'a Device, bool);
+
+impl<'a> DynamicResources<'a> {
+    /// The state for `members` (as judged by the simulation); `not_created(i)`: member `i` is a
+    /// copy standing for a member not created yet (its template claims are its own, new).
+    /// `None` when no member has a claim.
+    pub fn new(
+        inventory: &'a DeviceInventory,
+        members: &[&'a PodInfo],
+        not_created: impl Fn(usize) -> bool,
+    ) -> Option<Self> {
+        let claims_of = |p: &'a PodInfo| p.rules.as_ref().map_or(&[][..], |r| &r.claims[..]);
+        if members.iter().all(|p| claims_of(p).is_empty()) {
+            return None;
+        }
+        let members = members
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                claims_of(p)
+                    .iter()
+                    .map(|c| resolve(inventory, p, &c.name, &c.source, not_created(i)))
+                    .collect()
+            })
+            .collect();
+        Some(DynamicResources {
+            inventory,
+            members,
+            taken: HashSet::default(),
+            allocated: HashMap::default(),
+            log: Vec::new(),
+            root: OnceCell::new(),
+            memo: RefCell::default(),
+            nodes: RefCell::default(),
+        })
+    }
+
+    /// Whether member `member` may go on `node`: every claim of it can be allocated there.
+    pub fn check(&self, member: usize, node: &NodeInfo) -> Result<(), Reason> {
+        self.allocate(member, node).map(|_| ())
+    }
+
+    /// Member `member` now runs on `node`: the devices its claims get are taken.
+    pub fn place(&mut self, member: usize, node: &NodeInfo) {
+        let placed = self.allocate(member, node).unwrap_or_default();
+        for d in &placed.devices {
+            self.taken.insert(d.clone());
+        }
+        for (key, devices) in &placed.claims {
+            self.allocated.insert(key.clone(), devices.clone());
+        }
+        self.log.push(placed);
+    }
+
+    pub fn checkpoint(&self) -> usize {
+        self.log.len()
+    }
+
+    pub fn rollback(&mut self, checkpoint: usize) {
+        while self.log.len() > checkpoint {
+            let placed = self.log.pop().expect("longer than the checkpoint");
+            for d in &placed.devices {
+                self.taken.remove(d);
+            }
+            for (c, _) in &placed.claims {
+                self.allocated.remove(c);
+            }
+        }
+    }
+
+    /// The allocator for one member on one node: what it would take, or the refusal.
+    fn allocate(&self, member: usize, node: &NodeInfo) -> Result<Placed, Reason> {
+        let claims = match self.members.get(member) {
+            None => return Ok(Placed::default()),
+            Some(Err(_)) => return Err(Reason::DynamicResources),
+            Some(Ok(c)) if c.is_empty() => return Ok(Placed::default()),
+            Some(Ok(c)) => c,
+        };
+        let here = self.usable(node);
+        let mut out = Placed::default();
+        for claim in claims {
+            let (shared, spec) = match claim {
+                Resolved::Allocated(a) => {
+                    if a.node_selector.as_ref().is_some_and(|s| !s.matches(node)) {
+                        return Err(Reason::DynamicResources);
+                    }
+                    continue;
+                }
+                Resolved::Open { shared, spec, .. } => (shared, spec),
+            };
+            if let Some(key) = shared {
+                if let Some(devices) = self.allocated.get(key) {
+                    // Allocated by a member placed before: usable where its devices are.
+                    if devices
+                        .iter()
+                        .all(|d| here.iter().any(|(id, _, _)| id == d))
+                    {
+                        continue;
+                    }
+                    return Err(Reason::DynamicResources);
+                }
+            }
+            let start = out.devices.len();
+            for request in &spec.requests {
+                let picked = self.pick(request, &here, &out.devices)?;
+                out.devices.extend(picked);
+            }
+            if let Some(key) = shared {
+                out.claims
+                    .push((key.clone(), out.devices[start..].to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The devices usable from `node`, listed once per simulation.
+    fn usable(&self, node: &NodeInfo) -> Rc<[Usable<'a>]> {
+        if let Some(here) = self.nodes.borrow().get(&node.name) {
+            return here.clone();
+        }
+        let here: Rc<[Usable<'a>]> = self
+            .inventory
+            .devices_on(node)
+            .map(|(id, d)| {
+                let held = self.inventory.is_allocated(&id);
+                (id, d, held)
+            })
+            .collect();
+        self.nodes
+            .borrow_mut()
+            .insert(node.name.clone(), here.clone());
+        here
+    }
+
+    /// The devices `request` takes among `here`, besides `already` (this member's earlier
+    /// requests).
+    fn pick(
+        &self,
+        request: &Request,
+        here: &[Usable<'a>],
+        already: &[DeviceId],
+    ) -> Result<Vec<DeviceId>, Reason> {
+        let free = |id: &DeviceId, d: &Device, held: bool| {
+            d.unsupported.is_none() && !held && !self.taken.contains(id) && !already.contains(id)
+        };
+        match request.mode {
+            AllocationMode::Exact(n) => {
+                let mut picked = Vec::with_capacity(n as usize);
+                for (id, d, held) in here {
+                    if picked.len() == n as usize {
+                        break;
+                    }
+                    if free(id, d, *held) && self.matches(request, id, d) == Ok(true) {
+                        picked.push(id.clone());
+                    }
+                }
+                if picked.len() == n as usize {
+                    Ok(picked)
+                } else {
+                    Err(Reason::DynamicResources)
+                }
+            }
+            AllocationMode::All => {
+                let mut picked = Vec::new();
+                for (id, d, held) in here {
+                    match self.matches(request, id, d) {
+                        Ok(true) if free(id, d, *held) => picked.push(id.clone()),
+                        Ok(false) => {}
+                        _ => return Err(Reason::DynamicResources),
+                    }
+                }
+                if picked.is_empty() {
+                    Err(Reason::DynamicResources)
+                } else {
+                    Ok(picked)
+                }
+            }
+        }
+    }
+
+    /// The class's selectors, then the request's, on one device; remembered per request.
+    fn matches(&self, request: &Request, id: &DeviceId, d: &Device) -> Verdict {
+        let key = (
+            request as *const Request as usize,
+            d as *const Device as usize,
+        );
+        if let Some(v) = self.memo.borrow().get(&key) {
+            return v.clone();
+        }
+        let verdict = match self.inventory.class(&request.class) {
+            None => Ok(false),
+            Some(class) => {
+                // Built only if some selector's verdict on this device is not known yet.
+                let mut value = None;
+                class
+                    .selectors
+                    .iter()
+                    .chain(&request.selectors)
+                    .try_fold(true, |ok, s| {
+                        if !ok {
+                            return Ok(false);
+                        }
+                        self.inventory.selector_verdict(s, d, || {
+                            let root = self.root.get_or_init(Context::default);
+                            let value = value.get_or_insert_with(|| device_value(&id.driver, d));
+                            s.matches(root, value).map_err(|e| {
+                                Arc::from(format!(
+                                    "selector `{}` on device {id}: {e}",
+                                    s.expression
+                                ))
+                            })
+                        })
+                    })
+            }
+        };
+        self.memo.borrow_mut().insert(key, verdict.clone());
+        verdict
+    }
+
+    /// Why member `member` fits nowhere, with the numbers, when DynamicResources is why:
+    /// "2 members need 4 devices of class gpu.example.com each; nodes with 4 free: 1".
+    pub fn shortfall(&self, member: usize, nodes: &[&NodeInfo]) -> Option<String> {
+        let claims = match self.members.get(member)? {
+            Err(why) => return Some(why.clone()),
+            Ok(c) => c,
+        };
+        for claim in claims {
+            let Resolved::Open { spec, name, .. } = claim else {
+                continue;
+            };
+            for request in &spec.requests {
+                let Some(_) = self.inventory.class(&request.class) else {
+                    return Some(format!(
+                        "claim {name}: request {}: device class {} does not exist",
+                        request.name, request.class
+                    ));
+                };
+                // Nodes where this request alone fits, with only the cluster's allocations.
+                let mut fits = 0;
+                let mut error = None;
+                for n in nodes.iter().copied() {
+                    let here: Vec<(DeviceId, &Device)> = self.inventory.devices_on(n).collect();
+                    let mut free = 0;
+                    let mut all_free = true;
+                    for (id, d) in &here {
+                        match self.matches(request, id, d) {
+                            Ok(true) => {
+                                if d.unsupported.is_none() && !self.inventory.is_allocated(id) {
+                                    free += 1;
+                                } else {
+                                    all_free = false;
+                                }
+                            }
+                            Ok(false) => {}
+                            Err(e) => {
+                                error.get_or_insert(e);
+                            }
+                        }
+                    }
+                    let ok = match request.mode {
+                        AllocationMode::Exact(c) => free >= c,
+                        AllocationMode::All => free > 0 && all_free,
+                    };
+                    fits += u32::from(ok);
+                }
+                let need = self.members_with_request(request).max(1);
+                let what = match request.mode {
+                    AllocationMode::Exact(c) => (format!("{c} devices"), format!("{c} free")),
+                    AllocationMode::All => (
+                        "all devices on its node".to_string(),
+                        "all of them free".to_string(),
+                    ),
+                };
+                let mut m = format!(
+                    "{need} members need {} of class {} each; nodes with {}: {fits}",
+                    what.0, request.class, what.1
+                );
+                if let Some(e) = &error {
+                    m.push_str(&format!(" (muster could not evaluate a {e})"));
+                }
+                if (fits as usize) < need || error.is_some() {
+                    return Some(m);
+                }
+            }
+        }
+        Some("cannot allocate all claims of the next member on any node".to_string())
+    }
+
+    /// How many members ask for a request like `request` (same class, mode and selectors).
+    fn members_with_request(&self, request: &Request) -> usize {
+        self.members
+            .iter()
+            .filter(|m| {
+                m.as_ref().is_ok_and(|claims| {
+                    claims.iter().any(|c| match c {
+                        Resolved::Open { spec, .. } => spec.requests.iter().any(|r| {
+                            r.class == request.class
+                                && r.mode == request.mode
+                                && r.selectors == request.selectors
+                        }),
+                        Resolved::Allocated(_) => false,
+                    })
+                })
+            })
+            .count()
+    }
+}
+
+/// A member's claim as the simulation judges it.
+fn resolve<'a>(
+    inventory: &'a DeviceInventory,
+    pod: &PodInfo,
+    name: &str,
+    source: &ClaimSource,
+    not_created: bool,
+) -> Result<Resolved<'a>, String> {
+    let ns = &*pod.namespace;
+    let from_claim = |claim_name: &str| -> Result<Resolved<'a>, String> {
+        let claim = inventory
+            .claim(ns, claim_name)
+            .ok_or_else(|| format!("claim {ns}/{claim_name} of pod {} does not exist", pod.name))?;
+        if let Some(a) = &claim.allocation {
+            return Ok(Resolved::Allocated(a));
+        }
+        supported(&claim.spec, &format!("claim {ns}/{claim_name}"))?;
+        Ok(Resolved::Open {
+            shared: Some((Arc::from(ns), Arc::from(claim_name))),
+            name: format!("{ns}/{claim_name}"),
+            spec: &claim.spec,
+        })
+    };
+    match source {
+        ClaimSource::Claim(c) => from_claim(c),
+        ClaimSource::Template {
+            generated: Some(c), ..
+        } if !not_created && inventory.claim(ns, c).is_some() => from_claim(c),
+        ClaimSource::Template { template, .. } => {
+            let spec = inventory.template(ns, template).ok_or_else(|| {
+                format!(
+                    "ResourceClaimTemplate {ns}/{template} of pod {} does not exist",
+                    pod.name
+                )
+            })?;
+            supported(spec, &format!("ResourceClaimTemplate {ns}/{template}"))?;
+            Ok(Resolved::Open {
+                shared: None,
+                name: format!("{name} (from template {ns}/{template})"),
+                spec,
+            })
+        }
+    }
+}
+
+/// `what`: the claim or template, named for the message.
+fn supported(spec: &ClaimSpec, what: &str) -> Result<(), String> {
+    match &spec.unsupported {
+        Some(feature) => Err(format!(
+            "{what} uses {feature}, which muster does not simulate: the gang holds nothing"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A device's attributes from `(name, value)` pairs, for tests and benches.
+pub fn attributes<'s>(
+    pairs: impl IntoIterator<Item = (&'s str, AttrValue)>,
+) -> BTreeMap<String, AttrValue> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+#[cfg(test)]
+#[path = "dynamic_resources/tests.rs"]
+mod tests;

@@ -336,10 +336,14 @@ async fn volcano_status(
     .await
 }
 
-/// A Volcano PodGroup with `spec.minResources`.
+/// A Volcano PodGroup with `spec.minResources` as its job controller fills them: the quota
+/// usage of the quorum's pods (`requests.cpu`, `limits.cpu`, `count/pods`: not counted).
 fn volcano_with_min_resources(ns: &str, name: &str, min_member: u32, cpu: &str) -> Value {
     let mut pg = podgroups::volcano(ns, name, min_member, &[]);
-    pg["spec"]["minResources"] = serde_json::json!({"cpu": cpu});
+    pg["spec"]["minResources"] = serde_json::json!({
+        "cpu": cpu, "requests.cpu": cpu, "limits.cpu": cpu,
+        "pods": min_member.to_string(), "count/pods": min_member.to_string(),
+    });
     pg
 }
 

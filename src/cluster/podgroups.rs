@@ -37,6 +37,7 @@ use serde::Deserialize;
 
 use super::watch::{Indexed, Read};
 use crate::metrics::PodGroupGauge;
+use crate::model::enqueue::volcano_counts_min_resource;
 use crate::model::topology::{parse_label_key, PodGroupTopology, KUBERNETES_TOPOLOGY};
 use crate::model::{GangKey, GangTable, PodGroupApi, PodGroupDef, Resources};
 use crate::state::Shared;
@@ -160,6 +161,9 @@ impl PodGroupKind for Volcano {
             Some(list) => {
                 let mut r = Resources::default();
                 for (name, q) in list {
+                    if !volcano_counts_min_resource(&name) {
+                        continue;
+                    }
                     let q = match q {
                         serde_json::Value::String(s) => s,
                         serde_json::Value::Number(n) => n.to_string(),

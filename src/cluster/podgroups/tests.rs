@@ -519,10 +519,15 @@ fn a_volcano_network_topology_is_read_with_its_mode_and_tier() {
 
 #[test]
 fn a_volcano_pod_groups_min_resources_are_read_and_a_bad_quantity_is_named() {
-    let def = read::<Volcano>(json!({"minMember": 2, "minResources": {"cpu": 3, "memory": "1Gi"}}))
-        .unwrap();
+    // As Volcano's job controller writes it: the quota usage of the quorum's pods.
+    let def = read::<Volcano>(json!({"minMember": 2, "minResources": {
+        "cpu": 3, "memory": "1Gi", "pods": "2", "count/pods": "2",
+        "requests.cpu": "3", "limits.cpu": "6", "requests.memory": "1Gi",
+    }}))
+    .unwrap();
     let min = def.min_resources.expect("minResources");
-    assert_eq!((min.cpu_milli, min.memory), (3000, 1 << 30));
+    assert_eq!((min.cpu_milli, min.memory, min.pods), (3000, 1 << 30, 2));
+    assert!(min.extended.is_empty(), "{min:?}");
     assert_eq!(
         read::<Volcano>(json!({"minMember": 2}))
             .unwrap()

@@ -22,6 +22,24 @@ use crate::model::table::GangTable;
 
 use super::podgroup_status::{Condition, DesiredStatus, VOLCANO_UNSCHEDULABLE};
 
+/// Whether Volcano's scheduler counts resource `name` of a PodGroup's `minResources`
+/// (`NewResource` in its `pkg/scheduler/api/resource_info.go`). Volcano's job controller fills
+/// `minResources` from the quota usage of the quorum's pods, which also lists `requests.cpu`,
+/// `limits.memory`, `count/pods` and the like: the scheduler skips count quotas and every name
+/// that is neither cpu, memory, pods, ephemeral-storage nor a scalar resource (extended,
+/// `kubernetes.io/`-prefixed, `hugepages-*`, `attachable-volumes-*`), and so does muster.
+pub fn volcano_counts_min_resource(name: &str) -> bool {
+    match name {
+        "cpu" | "memory" | "pods" | "ephemeral-storage" => true,
+        _ if name.starts_with("count/") || name.starts_with("requests.") => false,
+        _ => {
+            name.contains('/')
+                || name.starts_with("hugepages-")
+                || name.starts_with("attachable-volumes-")
+        }
+    }
+}
+
 /// The reason of the condition on a PodGroup that is not enqueued (Volcano's
 /// `NotEnoughResourcesReason`).
 pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
@@ -187,5 +205,28 @@ mod tests {
                 .build(),
         );
         assert!(enqueued(&t).is_empty());
+    }
+
+    #[test]
+    fn volcano_min_resources_count_what_its_new_resource_counts() {
+        for counted in [
+            "cpu",
+            "memory",
+            "pods",
+            "ephemeral-storage",
+            "nvidia.com/gpu",
+            "hugepages-2Mi",
+        ] {
+            assert!(volcano_counts_min_resource(counted), "{counted}");
+        }
+        // The quota usage Volcano's job controller also writes there.
+        for skipped in [
+            "requests.cpu",
+            "limits.memory",
+            "count/pods",
+            "requests.nvidia.com/gpu",
+        ] {
+            assert!(!volcano_counts_min_resource(skipped), "{skipped}");
+        }
     }
 }

@@ -54,6 +54,13 @@ pub struct Args {
     #[arg(long, env = "MUSTER_PODGROUP_STATUS_INTERVAL", default_value = "2s", value_parser = parse_status_interval)]
     pub podgroup_status_interval: Duration,
 
+    /// In those same rounds, move Volcano PodGroups without members from Pending to Inqueue
+    /// when their spec.minResources (if any) fit the cluster's free allocatable in sum, so
+    /// Volcano's job controller creates their pods. false where Volcano's scheduler still
+    /// runs its enqueue action.
+    #[arg(long, env = "MUSTER_ENQUEUE_VOLCANO_PODGROUPS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enqueue_volcano_podgroups: bool,
+
     /// Path under which the verbs are served: the path part of the extender `urlPrefix`
     /// ("" serves /filter, /prioritize, /bind).
     #[arg(long, env = "MUSTER_URL_PREFIX", default_value = "", value_parser = parse_prefix)]
@@ -478,6 +485,14 @@ mod tests {
         assert_eq!(a.pod_group_discovery_interval, Duration::from_secs(30));
         assert_eq!(a.podgroup_status_interval, Duration::from_secs(2));
         assert!(!a.ops_gangs);
+        assert!(a.enqueue_volcano_podgroups);
+    }
+
+    #[test]
+    fn enqueue_volcano_podgroups_can_be_turned_off() {
+        let a = parse(&["--enqueue-volcano-podgroups=false"]).unwrap();
+        assert!(!a.enqueue_volcano_podgroups);
+        assert!(parse(&["--enqueue-volcano-podgroups=maybe"]).is_err());
     }
 
     #[test]

@@ -239,6 +239,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             client.clone(),
             shared.clone(),
             args.podgroup_status_interval,
+            args.enqueue_volcano_podgroups,
         ));
     }
     let expiry = shared.clone();

@@ -64,7 +64,11 @@ async fn kubectl_muster_says_why_a_volcano_job_waits_in_one_command() -> Result<
     let c = Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
+            .crd(podgroups::VOLCANO_CRD)
+            // The pods are created right after their PodGroup, not by Volcano's job controller:
+            // a status round between the two could enqueue the member-less PodGroup, and never
+            // back to Pending, while this test reads phase Pending.
+            .muster_args(["--enqueue-volcano-podgroups=false"]),
     )
     .await?;
     let r = async {

@@ -8,6 +8,10 @@
 //!   PreScheduling while waiting, Scheduled with `scheduled` and `scheduleStartTime` once placed;
 //! - Kubernetes `scheduling.k8s.io/v1beta1`: `PodGroupInitiallyScheduled` False/Unschedulable
 //!   with muster's reason, then True/Scheduled.
+//! - A Volcano PodGroup without members is enqueued (`Inqueue`, `--enqueue-volcano-podgroups`)
+//!   when its `minResources` fit the cluster's free allocatable in sum, so that Volcano's job
+//!   controller (played by the test) creates its pods; one whose `minResources` do not fit
+//!   stays `Pending` with `NotEnoughResources` until a node brings the room.
 //!
 //! Each gang has room for only part of its quorum first, where kube-scheduler alone binds the
 //! members that fit: every poll checks first that no member is bound (cluster truth), so
@@ -124,7 +128,11 @@ async fn volcano_podgroup_status_shows_pending_and_why_then_running() -> Result<
     let c = Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
+            .crd(podgroups::VOLCANO_CRD)
+            // The pods are created right after their PodGroup, not by Volcano's job controller:
+            // a status round between the two could enqueue the member-less PodGroup, and never
+            // back to Pending, while this test reads phase Pending.
+            .muster_args(["--enqueue-volcano-podgroups=false"]),
     )
     .await?;
     let r = async {
@@ -307,4 +315,167 @@ async fn kubernetes_podgroup_status_initially_scheduled_false_with_reason_then_t
     }
     .await;
     c.report(&["workloads"], r).await
+}
+
+/// Polls until the Volcano PodGroup's status satisfies `want` (no members exist meanwhile).
+async fn volcano_status(
+    c: &Cluster,
+    ns: &str,
+    name: &str,
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    wait_for(what, REASON, || async {
+        let s = status(c, PodGroupApi::Volcano, ns, name).await?;
+        Ok(if want(&s) {
+            Progress::Done(s)
+        } else {
+            Progress::NotYet(format!("status {s}"))
+        })
+    })
+    .await
+}
+
+/// A Volcano PodGroup with `spec.minResources` as its job controller fills them: the quota
+/// usage of the quorum's pods (`requests.cpu`, `limits.cpu`, `count/pods`: not counted).
+fn volcano_with_min_resources(ns: &str, name: &str, min_member: u32, cpu: &str) -> Value {
+    let mut pg = podgroups::volcano(ns, name, min_member, &[]);
+    pg["spec"]["minResources"] = serde_json::json!({
+        "cpu": cpu, "requests.cpu": cpu, "limits.cpu": cpu,
+        "pods": min_member.to_string(), "count/pods": min_member.to_string(),
+    });
+    pg
+}
+
+#[tokio::test]
+async fn volcano_podgroup_without_members_is_enqueued_then_its_pods_are_placed_whole() -> Result<()>
+{
+    let _t = Timer(
+        "volcano_podgroup_without_members_is_enqueued_then_its_pods_are_placed_whole",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .scheduler_config("muster-second-scheduler.yaml")
+            .crd(podgroups::VOLCANO_CRD),
+    )
+    .await?;
+    let r = async {
+        let ns = "ml";
+        c.namespace(ns).await?;
+        // 150m free in sum: minResources 100m fit (Volcano's check is a sum), the gang of two
+        // 100m members does not fit whole until node-2 comes.
+        c.add_node("node-1", NodeShape::cpu("150m")).await?;
+        podgroups::create(
+            &c.client(),
+            PodGroupApi::Volcano,
+            volcano_with_min_resources(ns, "job", 2, "100m"),
+        )
+        .await?;
+        volcano_status(
+            &c,
+            ns,
+            "job",
+            "the member-less PodGroup to be Inqueue",
+            |s| s["phase"] == "Inqueue",
+        )
+        .await?;
+        // Volcano's job controller creates the pods only now, past Pending.
+        let members = names(&["job-worker-0", "job-worker-1"]);
+        for m in &members {
+            c.create(
+                PodBuilder::new(ns, m)
+                    .cpu("100m")
+                    .annotation("scheduling.k8s.io/group-name", "job")
+                    .annotation("volcano.sh/task-spec", "worker")
+                    .scheduler_name(SECOND_SCHEDULER),
+            )
+            .await?;
+        }
+        let s = status_while_waiting(
+            &c,
+            PodGroupApi::Volcano,
+            ns,
+            "job",
+            &members,
+            "Unschedulable: 1 of 2 members fit, still Inqueue",
+            |s| {
+                condition(s, "Unschedulable").is_some_and(|c| {
+                    c["status"] == "True" && c["message"] == "gang ml/job: 1 of 2 members fit"
+                })
+            },
+        )
+        .await?;
+        // Never back to Pending: the job controller keeps managing the pods.
+        ensure!(s["phase"] == "Inqueue", "phase left Inqueue: {s}");
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
+        status_once_placed(&c, PodGroupApi::Volcano, ns, "job", &members, |s| {
+            s["phase"] == "Running"
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+#[tokio::test]
+async fn volcano_podgroup_whose_min_resources_exceed_the_cluster_stays_pending_with_the_reason(
+) -> Result<()> {
+    let _t = Timer(
+        "volcano_podgroup_whose_min_resources_exceed_the_cluster_stays_pending_with_the_reason",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .scheduler_config("muster-second-scheduler.yaml")
+            .crd(podgroups::VOLCANO_CRD),
+    )
+    .await?;
+    let r = async {
+        let ns = "ml";
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("150m")).await?;
+        podgroups::create(
+            &c.client(),
+            PodGroupApi::Volcano,
+            volcano_with_min_resources(ns, "big", 2, "3"),
+        )
+        .await?;
+        volcano_status(
+            &c,
+            ns,
+            "big",
+            "Pending, Unschedulable NotEnoughResources with the numbers",
+            |s| {
+                s["phase"] == "Pending"
+                    && condition(s, "Unschedulable").is_some_and(|c| {
+                        c["status"] == "True"
+                            && c["reason"] == "NotEnoughResources"
+                            && c["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("insufficient cpu: requested 3000m"))
+                    })
+            },
+        )
+        .await?;
+        holds_for("the PodGroup to stay Pending", WINDOW, || async {
+            let s = status(&c, PodGroupApi::Volcano, ns, "big").await?;
+            Ok(if s["phase"] == "Pending" {
+                Ok(())
+            } else {
+                Err(format!("status {s}"))
+            })
+        })
+        .await?;
+        // Checked again every round: room arrives, it is enqueued.
+        c.add_node("node-2", NodeShape::cpu("3")).await?;
+        volcano_status(&c, ns, "big", "Inqueue once the room exists", |s| {
+            s["phase"] == "Inqueue"
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
 }

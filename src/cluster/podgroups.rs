@@ -37,8 +37,9 @@ use serde::Deserialize;
 
 use super::watch::{Indexed, Read};
 use crate::metrics::PodGroupGauge;
+use crate::model::enqueue::volcano_counts_min_resource;
 use crate::model::topology::{parse_label_key, PodGroupTopology, KUBERNETES_TOPOLOGY};
-use crate::model::{GangKey, GangTable, PodGroupApi, PodGroupDef};
+use crate::model::{GangKey, GangTable, PodGroupApi, PodGroupDef, Resources};
 use crate::state::Shared;
 
 /// Why a PodGroup object could not be read; the watch skips it and counts it as unreadable.
@@ -77,6 +78,7 @@ pub struct SpecRead {
     pub min_task_member: BTreeMap<String, u32>,
     pub timeout: Option<Duration>,
     pub topology: Option<PodGroupTopology>,
+    pub min_resources: Option<Resources>,
 }
 
 #[derive(Clone, Debug)]
@@ -93,6 +95,8 @@ struct VolcanoSpec {
     min_member: Option<i32>,
     min_task_member: Option<BTreeMap<String, i32>>,
     network_topology: Option<VolcanoNetworkTopology>,
+    /// A resource list: quantities as strings (or numbers, as YAML may give them).
+    min_resources: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// Volcano's `NetworkTopologySpec` (`pkg/apis/scheduling/v1beta1/types.go` of volcano.sh/apis):
@@ -152,11 +156,38 @@ impl PodGroupKind for Volcano {
                 Some(PodGroupTopology::VolcanoNetwork { hard, tier })
             }
         };
+        let min_resources = match s.min_resources {
+            None => None,
+            Some(list) => {
+                let mut r = Resources::default();
+                for (name, q) in list {
+                    if !volcano_counts_min_resource(&name) {
+                        continue;
+                    }
+                    let q = match q {
+                        serde_json::Value::String(s) => s,
+                        serde_json::Value::Number(n) => n.to_string(),
+                        other => {
+                            return Err(bad_field::<Self>(
+                                key,
+                                &format!("spec.minResources.{name}"),
+                                format!("must be a quantity, got {other}"),
+                            ))
+                        }
+                    };
+                    r.set(&name, &q).map_err(|e| {
+                        bad_field::<Self>(key, &format!("spec.minResources.{name}"), e.to_string())
+                    })?;
+                }
+                Some(r)
+            }
+        };
         Ok(SpecRead {
             min_member: count::<Self>(key, "spec.minMember", s.min_member.unwrap_or(0))?,
             min_task_member,
             timeout: None,
             topology,
+            min_resources,
         })
     }
 }
@@ -185,6 +216,7 @@ impl PodGroupKind for SchedulerPlugins {
             min_task_member: BTreeMap::new(),
             timeout,
             topology: None,
+            min_resources: None,
         })
     }
 }
@@ -244,6 +276,7 @@ impl PodGroupKind for Kubernetes {
             min_task_member: BTreeMap::new(),
             timeout: None,
             topology,
+            min_resources: None,
         })
     }
 }
@@ -347,6 +380,7 @@ pub fn pod_group_def<A: PodGroupKind>(
         min_task_member: read.min_task_member,
         timeout: read.timeout,
         topology: read.topology,
+        min_resources: read.min_resources,
     })
 }
 

@@ -12,6 +12,9 @@
 //!   read (on the object itself where the API has no status subresource: Volcano's CRD has
 //!   none, its scheduler updates the whole object; the patch still holds only `status`): a write that raced another writer fails with a conflict and is tried again next
 //!   round, on the fresh object.
+//! - With `enqueue` (`--enqueue-volcano-podgroups`), Volcano PodGroups without members are
+//!   moved from `Pending` to `Inqueue` in the same rounds, writes and metric
+//!   (`model::enqueue` decides which), so Volcano's job controller creates their pods.
 //! - Every outcome is counted in `muster_podgroup_status_writes_total{api,outcome}`.
 
 pub mod render;
@@ -38,7 +41,7 @@ pub const WRITES_PER_ROUND: usize = 50;
 type Key = (PodGroupApi, String, String);
 
 /// Runs rounds until the task is dropped.
-pub async fn run(client: Client, shared: Arc<Shared>, every: Duration) {
+pub async fn run(client: Client, shared: Arc<Shared>, every: Duration, enqueue: bool) {
     let mut written: HashMap<Key, DesiredStatus> = HashMap::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -49,21 +52,41 @@ pub async fn run(client: Client, shared: Arc<Shared>, every: Duration) {
             written.clear();
             continue;
         }
-        round(&client, &shared, &mut written).await;
+        round(&client, &shared, &mut written, enqueue).await;
     }
 }
 
-/// One round: the desired status of every PodGroup gang, written where it changed.
-pub async fn round(client: &Client, shared: &Shared, written: &mut HashMap<Key, DesiredStatus>) {
+/// One round: the desired status of every PodGroup gang (and, with `enqueue`, of every
+/// Volcano PodGroup without members), written where it changed.
+pub async fn round(
+    client: &Client,
+    shared: &Shared,
+    written: &mut HashMap<Key, DesiredStatus>,
+    enqueue: bool,
+) {
     let desired: Vec<(Key, DesiredStatus)> = {
-        let views = shared.table.lock().views(Instant::now());
-        views
+        let table = shared.table.lock();
+        let views = table.views(Instant::now());
+        let mut desired: Vec<(Key, DesiredStatus)> = views
             .iter()
             .filter_map(|v| {
                 let (api, name, status) = desired_status(v)?;
                 Some(((api, v.namespace.clone(), name), status))
             })
-            .collect()
+            .collect();
+        if enqueue {
+            desired.extend(table.volcano_enqueue().into_iter().map(|(k, s)| {
+                (
+                    (
+                        PodGroupApi::Volcano,
+                        k.namespace.to_string(),
+                        k.name.to_string(),
+                    ),
+                    s,
+                )
+            }));
+        }
+        desired
     };
     // Forget gangs that are gone, so a PodGroup created again under the same name is written.
     written.retain(|k, _| desired.iter().any(|(d, _)| d == k));

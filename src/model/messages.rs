@@ -569,6 +569,18 @@ pub fn podgroup_waiting(
     )
 }
 
+/// The condition on a Volcano PodGroup muster does not enqueue: its `minResources` exceed
+/// the cluster's free allocatable in sum.
+pub fn podgroup_not_enqueued(
+    key: &GangKey,
+    short: &crate::model::inputs::resources::InsufficientResource,
+) -> String {
+    format!(
+        "gang {key}: spec.minResources do not fit the cluster's free allocatable in sum \
+         ({short}); the PodGroup stays Pending, holds nothing, and is checked again"
+    )
+}
+
 /// A PodGroup's status once its gang is placed.
 pub fn podgroup_placed(namespace: &str, name: &str, scheduled: u32, quorum: u32) -> String {
     format!("gang {namespace}/{name}: {scheduled} of {quorum} members have nodes")

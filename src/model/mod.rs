@@ -35,6 +35,7 @@ mod table;
 mod verbs;
 
 pub use inputs::{devices, membership, objects, podgroup, quantity, resources, tasks, topology};
+pub use verbs::enqueue;
 pub use verbs::gather;
 pub use verbs::podgroup_status;
 

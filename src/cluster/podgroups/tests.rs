@@ -49,6 +49,7 @@ fn a_volcano_pod_group_gives_its_quorum_and_task_minimums() {
             min_task_member: tasks(&[("master", 1), ("worker", 1)]),
             timeout: None,
             topology: None,
+            min_resources: Some(crate::model::Resources::cpu(200)),
         }
     );
     // minMember is omitempty in Volcano's Go type: absent is 0.
@@ -514,4 +515,27 @@ fn a_volcano_network_topology_is_read_with_its_mode_and_tier() {
     );
     let bad = read::<Volcano>(json!({"networkTopology": {"mode": "strict"}})).unwrap_err();
     assert!(bad.contains("spec.networkTopology.mode"), "{bad}");
+}
+
+#[test]
+fn a_volcano_pod_groups_min_resources_are_read_and_a_bad_quantity_is_named() {
+    // As Volcano's job controller writes it: the quota usage of the quorum's pods.
+    let def = read::<Volcano>(json!({"minMember": 2, "minResources": {
+        "cpu": 3, "memory": "1Gi", "pods": "2", "count/pods": "2",
+        "requests.cpu": "3", "limits.cpu": "6", "requests.memory": "1Gi",
+    }}))
+    .unwrap();
+    let min = def.min_resources.expect("minResources");
+    assert_eq!((min.cpu_milli, min.memory, min.pods), (3000, 1 << 30, 2));
+    assert!(min.extended.is_empty(), "{min:?}");
+    assert_eq!(
+        read::<Volcano>(json!({"minMember": 2}))
+            .unwrap()
+            .min_resources,
+        None
+    );
+    let bad = read::<Volcano>(json!({"minResources": {"cpu": "lots"}}))
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("spec.minResources.cpu"), "{bad}");
 }

@@ -6,6 +6,8 @@
 //!   `updatePodGroupCondition` never takes it back to `False`, and neither does muster);
 //! - Volcano's `Inqueue` is never taken back to `Pending` (its scheduler's `jobStatus` does not,
 //!   and its job controller creates pods only past `Pending`);
+//! - a Volcano PodGroup without members is enqueued (or given its reason) only while its phase
+//!   is `Pending` or empty;
 //! - scheduler-plugins' `scheduleStartTime` is set once, when the phase first leaves `Pending`.
 //!
 //! A JSON merge patch replaces a list whole, so `conditions` is written as the full merged list.
@@ -61,6 +63,26 @@ pub fn status_patch(
             set_count(&mut next, "failed", *failed);
             if phase.as_str() != "Pending" && !next.contains_key("scheduleStartTime") {
                 next.insert("scheduleStartTime".into(), json!(now));
+            }
+        }
+        DesiredStatus::VolcanoEnqueue { condition } => {
+            // Only a PodGroup no one has moved past `Pending` (Volcano's scheduler, an earlier
+            // round, or a finished job whose pods are gone: `Completed`) is touched.
+            let phase = current["phase"].as_str().unwrap_or("");
+            if !(phase.is_empty() || phase == VolcanoPhase::Pending.as_str()) {
+                return None;
+            }
+            match condition {
+                None => {
+                    next.insert("phase".into(), json!(VolcanoPhase::Inqueue.as_str()));
+                }
+                Some(c) => {
+                    next.insert("phase".into(), json!(VolcanoPhase::Pending.as_str()));
+                    let merged = merge_conditions(current, std::slice::from_ref(c), now, |c, _| {
+                        volcano_condition(c)
+                    });
+                    next.insert("conditions".into(), Value::Array(merged));
+                }
             }
         }
         DesiredStatus::Kubernetes { condition } => {
@@ -284,6 +306,42 @@ mod tests {
         // A gang that fell below quorum later: the condition stays True, nothing is written.
         assert_eq!(
             status_patch(&s, &cond(false, "Unschedulable"), T1, Some(3)),
+            None
+        );
+    }
+
+    #[test]
+    fn volcano_enqueue_moves_pending_or_no_phase_to_inqueue_and_nothing_else() {
+        let d = DesiredStatus::VolcanoEnqueue { condition: None };
+        assert_eq!(
+            status_patch(&Value::Null, &d, T0, None),
+            Some(json!({"phase": "Inqueue"}))
+        );
+        assert_eq!(
+            status_patch(&json!({"phase": "Pending"}), &d, T0, None),
+            Some(json!({"phase": "Inqueue"}))
+        );
+        for past in ["Inqueue", "Running", "Completed", "Unknown"] {
+            assert_eq!(
+                status_patch(&json!({"phase": past}), &d, T0, None),
+                None,
+                "{past}"
+            );
+        }
+    }
+
+    #[test]
+    fn volcano_not_enqueued_stays_pending_with_not_enough_resources() {
+        let d = DesiredStatus::VolcanoEnqueue {
+            condition: Some(waiting("gang ml/a: spec.minResources do not fit")),
+        };
+        let s = status_patch(&Value::Null, &d, T0, None).expect("a write");
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["conditions"][0]["reason"], "NotEnoughResources");
+        assert_eq!(status_patch(&s, &d, T1, None), None);
+        // Once Inqueue (whoever did it), never taken back to Pending.
+        assert_eq!(
+            status_patch(&json!({"phase": "Inqueue"}), &d, T1, None),
             None
         );
     }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::membership::GangKey;
+use super::resources::Resources;
 use super::topology::PodGroupTopology;
 
 /// Which API a PodGroup object comes from.
@@ -66,6 +67,9 @@ pub struct PodGroupDef {
     pub timeout: Option<Duration>,
     /// `spec.schedulingConstraints.topology` (Kubernetes), `spec.networkTopology` (Volcano).
     pub topology: Option<PodGroupTopology>,
+    /// `spec.minResources` (Volcano): what its job controller sums over the quorum's members;
+    /// muster enqueues the PodGroup only while it fits the cluster's free allocatable in sum.
+    pub min_resources: Option<Resources>,
 }
 
 /// The PodGroups the watches have seen, and which APIs the cluster serves.

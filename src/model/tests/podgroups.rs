@@ -22,6 +22,7 @@ pub(super) fn pod_group(api: PodGroupApi, min_member: u32, tasks: &[(&str, u32)]
             .collect::<BTreeMap<_, _>>(),
         timeout: None,
         topology: None,
+        min_resources: None,
     }
 }
 

@@ -2,12 +2,14 @@
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
 //! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `repair`
 //! (a gang found partly bound when muster starts deciding), `views`, `podgroup_status` (the
-//! status written back to PodGroups), `verdict` (kube-scheduler's own verdict on a member, as
+//! status written back to PodGroups), `enqueue` (Volcano PodGroups without members moved to
+//! `Inqueue`), `verdict` (kube-scheduler's own verdict on a member, as
 //! evidence) and `devices` (Dynamic Resource Allocation objects).
 
 pub(crate) mod apply;
 pub(crate) mod bind;
 pub(crate) mod devices;
+pub mod enqueue;
 pub(crate) mod expiry;
 pub(crate) mod filter;
 pub mod gather;

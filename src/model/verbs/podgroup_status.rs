@@ -104,6 +104,9 @@ pub enum DesiredStatus {
         /// `PodGroupInitiallyScheduled`.
         condition: Condition,
     },
+    /// A Volcano PodGroup without members (`verbs::enqueue`): `Inqueue` (no condition), or
+    /// `Pending` with its `Unschedulable` condition. Written only over `Pending` or no phase.
+    VolcanoEnqueue { condition: Option<Condition> },
 }
 
 impl DesiredStatus {
@@ -114,6 +117,8 @@ impl DesiredStatus {
             DesiredStatus::Volcano { phase, .. } => phase.as_str(),
             DesiredStatus::SchedulerPlugins { phase, .. } => phase.as_str(),
             DesiredStatus::Kubernetes { condition } => condition.reason,
+            DesiredStatus::VolcanoEnqueue { condition: None } => VolcanoPhase::Inqueue.as_str(),
+            DesiredStatus::VolcanoEnqueue { .. } => VolcanoPhase::Pending.as_str(),
         }
     }
 }

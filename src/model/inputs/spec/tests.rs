@@ -113,6 +113,7 @@ fn def(min_member: u32, tasks: &[(&str, u32)]) -> PodGroupDef {
             .collect::<BTreeMap<_, _>>(),
         timeout: None,
         topology: None,
+        min_resources: None,
     }
 }
 

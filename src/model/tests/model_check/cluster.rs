@@ -39,6 +39,7 @@ pub fn g1_pod_group() -> PodGroupDef {
         min_task_member: G1_TASKS.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
         timeout: None,
         topology: None,
+        min_resources: None,
     }
 }
 

@@ -469,6 +469,30 @@ impl GangTable {
             .collect()
     }
 
+    /// Tells the members of `key` that `which` selects, one notice of `kind` each (they become
+    /// the gang's Events): the one way a verb speaks to a gang's pods.
+    pub(super) fn tell(
+        &mut self,
+        key: &GangKey,
+        kind: NoticeKind,
+        message: &str,
+        which: impl Fn(&PodEntry) -> bool,
+    ) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let told: Vec<Notice> = self
+            .members_of(gang)
+            .filter(|p| which(p))
+            .map(|p| Notice {
+                pod: PodRef::of(&p.info),
+                kind,
+                message: message.to_owned(),
+            })
+            .collect();
+        self.notices.extend(told);
+    }
+
     /// Members of the gang muster knows, in name order of UIDs.
     pub(super) fn members_of<'a>(
         &'a self,

@@ -47,16 +47,7 @@ impl GangTable {
                 &facts.counts(),
                 backoff,
             );
-            let told: Vec<Notice> = self
-                .members_of(&self.gangs[key])
-                .filter(|p| p.node().is_none())
-                .map(|p| Notice {
-                    pod: PodRef::of(&p.info),
-                    kind: NoticeKind::TimedOut,
-                    message: message.clone(),
-                })
-                .collect();
-            self.notices.extend(told);
+            self.tell(key, NoticeKind::TimedOut, &message, |p| p.node().is_none());
             self.partly_bound_timed_out(key, facts.spec.timeout_or(default_timeout));
         }
         expired
@@ -109,16 +100,9 @@ impl GangTable {
             }
             let facts = self.facts(&key);
             let message = messages::window_over(&key, &facts.counts(), window);
-            let told: Vec<Notice> = self
-                .members_of(&self.gangs[&key])
-                .filter(|p| p.node().is_none() && !p.info.terminal)
-                .map(|p| Notice {
-                    pod: PodRef::of(&p.info),
-                    kind: NoticeKind::Waiting,
-                    message: message.clone(),
-                })
-                .collect();
-            self.notices.extend(told);
+            self.tell(&key, NoticeKind::Waiting, &message, |p| {
+                p.node().is_none() && !p.info.terminal
+            });
             if let Some(g) = self.gangs.get_mut(&key) {
                 g.last_wait_message = Some(message);
             }

@@ -4,7 +4,7 @@
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
 use crate::model::messages;
-use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::notice::NoticeKind;
 use crate::model::table::GangTable;
 
 impl GangTable {
@@ -76,16 +76,7 @@ impl GangTable {
             (false, None) => (NoticeKind::Retry, messages::RETRY_POD_GROUP.to_string()),
             _ => return self.finish_pod_group_change(key),
         };
-        let told: Vec<Notice> = self
-            .members_of(&self.gangs[key])
-            .filter(|p| p.is_pending())
-            .map(|p| Notice {
-                pod: PodRef::of(&p.info),
-                kind,
-                message: message.clone(),
-            })
-            .collect();
-        self.notices.extend(told);
+        self.tell(key, kind, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = (kind == NoticeKind::Waiting).then_some(message);
         }

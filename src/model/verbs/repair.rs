@@ -208,18 +208,6 @@ impl GangTable {
 
     /// One notice of `kind` per live member of the gang.
     fn tell_members(&mut self, key: &GangKey, kind: NoticeKind, message: &str) {
-        let Some(gang) = self.gangs.get(key) else {
-            return;
-        };
-        let told: Vec<Notice> = self
-            .members_of(gang)
-            .filter(|p| p.is_live())
-            .map(|p| Notice {
-                pod: PodRef::of(&p.info),
-                kind,
-                message: message.to_string(),
-            })
-            .collect();
-        self.notices.extend(told);
+        self.tell(key, kind, message, |p| p.is_live());
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{PodInfo, PodUid};
 use crate::model::messages;
-use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::notice::NoticeKind;
 use crate::model::table::GangTable;
 
 /// A gang member kube-scheduler refused, and what it said.
@@ -72,16 +72,9 @@ impl GangTable {
             return;
         }
         gang.last_wait_message = Some(message.clone());
-        let told: Vec<Notice> = self
-            .members_of(&self.gangs[&key])
-            .filter(|p| p.node().is_none() && p.is_live())
-            .map(|p| Notice {
-                pod: PodRef::of(&p.info),
-                kind: NoticeKind::Waiting,
-                message: message.clone(),
-            })
-            .collect();
-        self.notices.extend(told);
+        self.tell(&key, NoticeKind::Waiting, &message, |p| {
+            p.node().is_none() && p.is_live()
+        });
     }
 
     /// The first pending member of `key` with a standing verdict of kube-scheduler's, other

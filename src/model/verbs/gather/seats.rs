@@ -66,16 +66,7 @@ impl GangTable {
         let message = messages::gathered_seats_released(key, task.as_deref(), have, needed);
         self.unseat_all(key);
         self.released.push(key.clone());
-        let told: Vec<Notice> = self
-            .pending_members(key)
-            .into_iter()
-            .map(|p| Notice {
-                pod: PodRef::of(&p.info),
-                kind: NoticeKind::Waiting,
-                message: message.clone(),
-            })
-            .collect();
-        self.notices.extend(told);
+        self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
             g.settle_after_seats_removed();
             g.last_wait_message = Some(message);
@@ -130,16 +121,7 @@ impl GangTable {
         let facts = self.facts(key);
         let need = facts.spec.quorum.saturating_sub(facts.with_nodes) as usize;
         let message = messages::gathered_for_preemption(key);
-        let told: Vec<Notice> = self
-            .pending_members(key)
-            .into_iter()
-            .map(|p| Notice {
-                pod: PodRef::of(&p.info),
-                kind: NoticeKind::Waiting,
-                message: message.clone(),
-            })
-            .collect();
-        self.notices.extend(told);
+        self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = Some(message);
         }

@@ -15,15 +15,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Result};
-use muster_harness::podgroups::{self, PodGroupApi};
-use muster_harness::{
-    pod_names as names, truth, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
-    Timer, REASON,
-};
+use muster_harness::podgroups;
+use muster_harness::{truth, wait_for, Cluster, PodBuilder, Progress, Timer, REASON};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-muster");
-const SECOND_SCHEDULER: &str = "muster-scheduler";
 
 struct Run {
     ok: bool,
@@ -61,37 +57,11 @@ async fn kubectl_muster_says_why_a_volcano_job_waits_in_one_command() -> Result<
         "kubectl_muster_says_why_a_volcano_job_waits_in_one_command",
         Instant::now(),
     );
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD)
-            // The pods are created right after their PodGroup, not by Volcano's job controller:
-            // a status round between the two could enqueue the member-less PodGroup, and never
-            // back to Pending, while this test reads phase Pending.
-            .muster_args(["--enqueue-volcano-podgroups=false"]),
-    )
-    .await?;
+    let c = Cluster::start_with(podgroups::waiting_volcano_job_cluster(MUSTER)).await?;
     let r = async {
         let ns = "ml";
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one 100m member
-        podgroups::create(
-            &c.client(),
-            PodGroupApi::Volcano,
-            podgroups::volcano(ns, "job", 2, &[]),
-        )
-        .await?;
-        let members = names(&["job-worker-0", "job-worker-1"]);
-        for m in &members {
-            c.create(
-                PodBuilder::new(ns, m)
-                    .cpu("100m")
-                    .annotation("scheduling.k8s.io/group-name", "job")
-                    .annotation("volcano.sh/task-spec", "worker")
-                    .scheduler_name(SECOND_SCHEDULER),
-            )
-            .await?;
-        }
+        // Room for one of its two 100m members.
+        let members = podgroups::create_waiting_volcano_job(&c, ns).await?;
         c.create(PodBuilder::new(ns, "plain").cpu("10m")).await?;
         let url = c.muster.url();
         let why = "gang ml/job: 1 of 2 members fit";

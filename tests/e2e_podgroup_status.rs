@@ -125,37 +125,11 @@ async fn volcano_podgroup_status_shows_pending_and_why_then_running() -> Result<
         "volcano_podgroup_status_shows_pending_and_why_then_running",
         Instant::now(),
     );
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD)
-            // The pods are created right after their PodGroup, not by Volcano's job controller:
-            // a status round between the two could enqueue the member-less PodGroup, and never
-            // back to Pending, while this test reads phase Pending.
-            .muster_args(["--enqueue-volcano-podgroups=false"]),
-    )
-    .await?;
+    let c = Cluster::start_with(podgroups::waiting_volcano_job_cluster(MUSTER)).await?;
     let r = async {
         let ns = "ml";
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one 100m member
-        podgroups::create(
-            &c.client(),
-            PodGroupApi::Volcano,
-            podgroups::volcano(ns, "job", 2, &[]),
-        )
-        .await?;
-        let members = names(&["job-worker-0", "job-worker-1"]);
-        for m in &members {
-            c.create(
-                PodBuilder::new(ns, m)
-                    .cpu("100m")
-                    .annotation("scheduling.k8s.io/group-name", "job")
-                    .annotation("volcano.sh/task-spec", "worker")
-                    .scheduler_name(SECOND_SCHEDULER),
-            )
-            .await?;
-        }
+        // Room for one of its two 100m members.
+        let members = podgroups::create_waiting_volcano_job(&c, ns).await?;
         let reason = format!("gang {ns}/job: 1 of 2 members fit");
         let s = status_while_waiting(
             &c,

@@ -193,3 +193,42 @@ fn read_crd(path: &Path) -> Result<CustomResourceDefinition> {
         _ => bail!("{} should hold exactly one CRD", path.display()),
     }
 }
+
+/// The second scheduler's name in `scheduler-config/muster-second-scheduler.yaml`.
+const SECOND_SCHEDULER: &str = "muster-scheduler";
+
+/// A cluster for a Volcano job that waits: the second scheduler calling muster, Volcano's CRD,
+/// and muster's enqueueing off, since the tests create the pods right after their PodGroup (not
+/// Volcano's job controller): a status round between the two could enqueue the member-less
+/// PodGroup, never back to Pending, while the tests read phase Pending.
+pub fn waiting_volcano_job_cluster(muster: &str) -> crate::ClusterOptions {
+    crate::ClusterOptions::new(muster)
+        .scheduler_config("muster-second-scheduler.yaml")
+        .crd(VOLCANO_CRD)
+        .muster_args(["--enqueue-volcano-podgroups=false"])
+}
+
+/// The Volcano job `ns/job` (minMember 2) of two 100m workers on one node with room for one
+/// (`gang ns/job: 1 of 2 members fit`); returns the members' names.
+pub async fn create_waiting_volcano_job(c: &crate::Cluster, ns: &str) -> Result<Vec<String>> {
+    c.namespace(ns).await?;
+    c.add_node("node-1", crate::NodeShape::cpu("150m")).await?;
+    create(
+        &c.client(),
+        PodGroupApi::Volcano,
+        volcano(ns, "job", 2, &[]),
+    )
+    .await?;
+    let members = crate::pod_names(&["job-worker-0", "job-worker-1"]);
+    for m in &members {
+        c.create(
+            crate::PodBuilder::new(ns, m)
+                .cpu("100m")
+                .annotation("scheduling.k8s.io/group-name", "job")
+                .annotation("volcano.sh/task-spec", "worker")
+                .scheduler_name(SECOND_SCHEDULER),
+        )
+        .await?;
+    }
+    Ok(members)
+}

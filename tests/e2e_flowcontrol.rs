@@ -5,14 +5,25 @@
 //! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use kube::api::PostParams;
 use kube::Api;
+use muster_harness::checks::metric;
 use muster_harness::control_plane::client_from_kubeconfig;
+use muster_harness::k8s::{self, GangKey};
 use muster_harness::paths::{control_plane_bin_dir, repo_root};
-use muster_harness::{rbac, wait_for, ControlPlane, ControlPlaneOptions, Progress};
+use muster_harness::truth::TruthContext;
+use muster_harness::{
+    control_run_requested, ensure_truth, holds_for, muster_view_is_checked, names, rbac,
+    wait_for, ControlPlane, ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder,
+    Progress, SchedulerOptions, PLACE, WINDOW,
+};
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 
 const NAME: &str = "muster-leader-election";
 
@@ -38,39 +49,11 @@ async fn classified(client: &kube::Client, path: &str) -> Result<(String, String
 
 #[tokio::test]
 async fn musters_lease_requests_have_a_priority_level_of_their_own() -> Result<()> {
-    // The harness turns APF off for speed; this test turns it back on (later flags win).
-    let cp = ControlPlane::start(ControlPlaneOptions {
-        apiserver_args: [
-            "--enable-priority-and-fairness=true",
-            "--max-requests-inflight=400",
-            "--max-mutating-requests-inflight=200",
-        ]
-        .map(String::from)
-        .to_vec(),
-        ..ControlPlaneOptions::default()
-    })
-    .await?;
+    let cp = control_plane_with_apf().await?;
     let admin = cp.client();
     let sa_kubeconfig =
         rbac::service_account_kubeconfig(&admin, cp.kubeconfig_path(), cp.dir(), 1).await?;
-    let kubectl = control_plane_bin_dir().join("kubectl");
-    let out = Command::new(if kubectl.is_file() {
-        kubectl
-    } else {
-        "kubectl".into()
-    })
-    .current_dir(repo_root())
-    .env_remove("KUBECONFIG")
-    .args(["--kubeconfig"])
-    .arg(cp.kubeconfig_path())
-    .args(["apply", "-f", "deploy/flowcontrol.yaml"])
-    .output()
-    .context("running kubectl")?;
-    ensure!(
-        out.status.success(),
-        "kubectl apply -f deploy/flowcontrol.yaml: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_shipped_flowcontrol(&cp)?;
     let schema = Api::<FlowSchema>::all(admin.clone()).get(NAME).await?;
     let level = Api::<PriorityLevelConfiguration>::all(admin.clone())
         .get(NAME)
@@ -101,5 +84,332 @@ async fn musters_lease_requests_have_a_priority_level_of_their_own() -> Result<(
         pods.0 != ours.0 && pods.1 != ours.1,
         "a pod list of muster's landed in its Lease level: {pods:?}"
     );
+    Ok(())
+}
+
+/// The test-only priority level that throttles muster's bulk traffic: one share of the API
+/// server's concurrency (a few seats), nothing borrowed or lent, one queue of two.
+const THROTTLED: &str = "muster-throttled";
+const MUSTER_NS: &str = "muster-system";
+const IDENTITY: &str = "muster-under-apf";
+const GANG_NS: &str = "apf";
+/// How long the API server is loaded, and by how many clients at once (loopback only).
+const LOAD: Duration = Duration::from_secs(25);
+const LOADERS: usize = 48;
+
+/// `deploy/flowcontrol.yaml`, applied with kubectl as an operator would.
+fn apply_shipped_flowcontrol(cp: &ControlPlane) -> Result<()> {
+    let kubectl = control_plane_bin_dir().join("kubectl");
+    let out = Command::new(if kubectl.is_file() {
+        kubectl
+    } else {
+        "kubectl".into()
+    })
+    .current_dir(repo_root())
+    .env_remove("KUBECONFIG")
+    .args(["--kubeconfig"])
+    .arg(cp.kubeconfig_path())
+    .args(["apply", "-f", "deploy/flowcontrol.yaml"])
+    .output()
+    .context("running kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl apply -f deploy/flowcontrol.yaml: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// A control plane with APF on (the harness turns it off for speed; later flags win).
+async fn control_plane_with_apf() -> Result<ControlPlane> {
+    ControlPlane::start(ControlPlaneOptions {
+        apiserver_args: [
+            "--enable-priority-and-fairness=true",
+            "--max-requests-inflight=400",
+            "--max-mutating-requests-inflight=200",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ControlPlaneOptions::default()
+    })
+    .await
+}
+
+/// Every request of muster's ServiceAccount into [`THROTTLED`], at a precedence ahead of the
+/// cluster's `service-accounts` (9000) and behind `deploy/flowcontrol.yaml`'s Lease schema
+/// (190), which still takes the Lease requests.
+async fn throttle_muster(admin: &kube::Client) -> Result<()> {
+    let level: PriorityLevelConfiguration = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": THROTTLED},
+        "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 1,
+            "lendablePercent": 0,
+            "borrowingLimitPercent": 0,
+            "limitResponse": {"type": "Queue", "queuing": {
+                "queues": 1, "handSize": 1, "queueLengthLimit": 2}}}}
+    }))?;
+    let schema: FlowSchema = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": THROTTLED},
+        "spec": {
+            "priorityLevelConfiguration": {"name": THROTTLED},
+            "matchingPrecedence": 500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{
+                "subjects": [{"kind": "ServiceAccount",
+                    "serviceAccount": {"name": "muster", "namespace": MUSTER_NS}}],
+                "resourceRules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"],
+                    "clusterScope": true, "namespaces": ["*"]}],
+                "nonResourceRules": [{"nonResourceURLs": ["*"], "verbs": ["*"]}]
+            }]
+        }
+    }))?;
+    let pp = PostParams::default();
+    Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .create(&pp, &level)
+        .await
+        .context("creating the throttling priority level")?;
+    Api::<FlowSchema>::all(admin.clone())
+        .create(&pp, &schema)
+        .await
+        .context("creating the throttling FlowSchema")?;
+    Ok(())
+}
+
+/// The API server's count of requests of `level` it refused (429), from its own `/metrics`.
+async fn rejected_in(admin: &kube::Client, level: &str) -> Result<f64> {
+    let req = axum::http::Request::get("/metrics").body(Vec::new())?;
+    let text = admin.request_text(req).await.context("GET /metrics")?;
+    let label = format!("priority_level=\"{level}\"");
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total{"))
+        .filter(|l| l.contains(&label))
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .sum())
+}
+
+/// One look at muster's Lease: holder, transitions, renew time (microseconds).
+#[derive(Clone, Debug, PartialEq)]
+struct LeaseSeen {
+    holder: Option<String>,
+    transitions: Option<i32>,
+    renewed: Option<i64>,
+}
+
+async fn lease_seen(leases: &Api<Lease>) -> Result<Option<LeaseSeen>> {
+    Ok(leases.get_opt("muster").await?.map(|l| {
+        let spec = l.spec.unwrap_or_default();
+        LeaseSeen {
+            holder: spec.holder_identity,
+            transitions: spec.lease_transitions,
+            renewed: spec.renew_time.map(|t| t.0.as_microsecond()),
+        }
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priority_level_throttles_it(
+) -> Result<()> {
+    let mut cp = control_plane_with_apf().await?;
+    let admin = cp.client();
+    let sa_kubeconfig =
+        rbac::service_account_kubeconfig(&admin, cp.kubeconfig_path(), cp.dir(), 1).await?;
+    apply_shipped_flowcontrol(&cp)?;
+    throttle_muster(&admin).await?;
+    let level_uid = |name: &'static str| {
+        let admin = admin.clone();
+        async move {
+            Api::<PriorityLevelConfiguration>::all(admin)
+                .get(name)
+                .await?
+                .metadata
+                .uid
+                .context("level without uid")
+        }
+    };
+    let (lease_level, throttled) = (level_uid(NAME).await?, level_uid(THROTTLED).await?);
+    let sa = client_from_kubeconfig(&sa_kubeconfig).await?;
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/muster-system/leases/muster";
+    wait_for(
+        "muster's Lease requests in their level, its pod lists in the throttled one",
+        Duration::from_secs(30),
+        || async {
+            let lease = classified(&sa, lease_path).await?.1;
+            let pods = classified(&sa, "/api/v1/pods?limit=1").await?.1;
+            Ok(if lease == lease_level && pods == throttled {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("Lease in {lease}, pods in {pods}"))
+            })
+        },
+    )
+    .await?;
+
+    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
+    mo.args = [
+        "--leader-elect",
+        "--leader-elect-lease-name=muster",
+        "--leader-elect-lease-namespace",
+        MUSTER_NS,
+        "--leader-elect-identity",
+        IDENTITY,
+    ]
+    .map(String::from)
+    .to_vec();
+    let muster = Muster::start(mo).await?;
+    cp.start_scheduler(SchedulerOptions {
+        extender_base_url: Some(muster.url()),
+        without_extenders: control_run_requested(),
+        ..SchedulerOptions::default()
+    })
+    .await?;
+    k8s::create_namespace(&admin, GANG_NS).await?;
+    k8s::add_node(&admin, "node-0", &NodeShape::cpu("1")).await?;
+    let leases = Api::<Lease>::namespaced(admin.clone(), MUSTER_NS);
+    let first = wait_for("muster to take its Lease", PLACE, || async {
+        Ok(match lease_seen(&leases).await? {
+            Some(l) if l.holder.as_deref() == Some(IDENTITY) => Progress::Done(l),
+            other => Progress::NotYet(format!("Lease: {other:?}")),
+        })
+    })
+    .await?;
+    let rejected_before = rejected_in(&admin, THROTTLED).await?;
+
+    // The load: LOADERS clients of muster's ServiceAccount listing pods back to back for LOAD.
+    let started = Instant::now();
+    let until = started + LOAD;
+    let mut loaders = tokio::task::JoinSet::new();
+    for _ in 0..LOADERS {
+        let sa = client_from_kubeconfig(&sa_kubeconfig).await?;
+        loaders.spawn(async move {
+            let mut sent = 0u32;
+            while Instant::now() < until {
+                let req = axum::http::Request::get("/api/v1/pods?limit=50")
+                    .body(kube::client::Body::from(Vec::new()))
+                    .expect("a request");
+                let _ = tokio::time::timeout(Duration::from_secs(5), sa.send(req)).await;
+                sent += 1;
+            }
+            sent
+        });
+    }
+    // The Lease as the API server holds it, every 200 ms while loaded (the admin client is
+    // exempt from APF).
+    let sampler = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while Instant::now() < until {
+                if let Ok(Some(l)) = lease_seen(&leases).await {
+                    seen.push((Instant::now(), l));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            seen
+        })
+    };
+
+    let r = async {
+        // A gang created under the load: three members of 500m where two fit (kube-scheduler
+        // alone binds two): none bound; then room for all three: bound whole.
+        let client = cp.client();
+        for i in 0..3 {
+            PodBuilder::new(GANG_NS, &format!("g-{i}"))
+                .gang(GangKey::Muster, "g", 3)
+                .cpu("500m")
+                .create(&client)
+                .await?;
+        }
+        holds_for("no member of g bound while only 2 fit", WINDOW, || async {
+            let bound = k8s::bound_pods(&client, GANG_NS).await?;
+            Ok(if bound.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("bound: {bound:?}"))
+            })
+        })
+        .await
+        .truth()?;
+        k8s::add_node(&client, "node-1", &NodeShape::cpu("1")).await?;
+        let names = names("g", 3);
+        let bound_at = wait_for("every member of g bound", PLACE, || async {
+            let bound = k8s::bound_pods(&client, GANG_NS).await?;
+            Ok(if names.iter().all(|n| bound.contains_key(n)) {
+                Progress::Done(started.elapsed())
+            } else {
+                Progress::NotYet(format!("bound: {bound:?}"))
+            })
+        })
+        .await
+        .truth()?;
+        eprintln!("gang g bound whole {bound_at:?} into the load");
+        Ok::<_, anyhow::Error>(bound_at)
+    }
+    .await;
+    let mut sent = 0;
+    while let Some(n) = loaders.join_next().await {
+        sent += n?;
+    }
+    let samples = sampler.await?;
+    let bound_at = match r {
+        Ok(t) => t,
+        Err(e) => {
+            let pods = k8s::list_pods(&admin, GANG_NS).await.unwrap_or_default();
+            eprintln!(
+                "pods:\n{}\nmuster:\n{}",
+                k8s::describe_pods(&pods),
+                muster.log_tail(40)
+            );
+            return Err(e);
+        }
+    };
+    ensure!(
+        bound_at < LOAD,
+        "the gang was bound {bound_at:?} into the load, after the load ({LOAD:?}) ended"
+    );
+    let rejected = rejected_in(&admin, THROTTLED).await? - rejected_before;
+    eprintln!(
+        "{sent} pod lists of the loaders; {rejected} requests of the throttled level refused; \
+         {} Lease samples",
+        samples.len()
+    );
+    ensure_truth!(
+        rejected > 0.0,
+        "the load never made the API server refuse a request of {THROTTLED} ({sent} lists)"
+    );
+    // The Lease, as the API server held it throughout: the same holder and transitions, and
+    // renewed more often than its 3 s duration (a standby could otherwise have taken it).
+    let mut last_renewal = (started, first.renewed);
+    let mut longest = Duration::ZERO;
+    for (at, l) in &samples {
+        ensure_truth!(
+            l.holder == first.holder && l.transitions == first.transitions,
+            "muster's Lease changed hands under the load: {l:?}, before it: {first:?}"
+        );
+        if l.renewed != last_renewal.1 {
+            longest = longest.max(*at - last_renewal.0);
+            last_renewal = (*at, l.renewed);
+        }
+    }
+    longest = longest.max(until - last_renewal.0);
+    eprintln!("longest time the Lease was seen unrenewed under the load: {longest:?}");
+    ensure_truth!(
+        longest < Duration::from_secs(3),
+        "muster's Lease went {longest:?} without a renewal under the load (lease duration 3 s)"
+    );
+    if muster_view_is_checked() {
+        let log = muster.log_tail(2000);
+        ensure!(
+            !log.contains("lost the leader Lease"),
+            "muster stepped down under the load:\n{log}"
+        );
+        let metrics = muster.metrics().await?;
+        let takeovers = metric(&metrics, "muster_leader_takeovers_total")?;
+        ensure!(takeovers == 1.0, "muster took its Lease {takeovers} times");
+        eprintln!(
+            "muster's binding retries: {}",
+            metric(&metrics, "muster_bind_retries_total")?
+        );
+    }
     Ok(())
 }

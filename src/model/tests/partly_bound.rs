@@ -276,7 +276,10 @@ fn a_replacement_created_after_the_bound_members_were_bound_leaves_the_gang_wait
     // The replacement waits as a running muster would have it wait: no room, no node.
     let g3 = member_info(&w, "g3");
     assert!(w.filter(&g3).0.is_empty(), "g3 does not fit");
-    assert!(w.table.take_disruptions().is_empty(), "still nothing evicted");
+    assert!(
+        w.table.take_disruptions().is_empty(),
+        "still nothing evicted"
+    );
 }
 
 #[test]

@@ -18,9 +18,9 @@ use muster_harness::k8s::{self, GangKey};
 use muster_harness::paths::{control_plane_bin_dir, repo_root};
 use muster_harness::truth::TruthContext;
 use muster_harness::{
-    control_run_requested, ensure_truth, holds_for, muster_view_is_checked, names, rbac,
-    wait_for, ControlPlane, ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder,
-    Progress, SchedulerOptions, PLACE, WINDOW,
+    control_run_requested, ensure_truth, holds_for, muster_view_is_checked, names, rbac, wait_for,
+    ControlPlane, ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder, Progress,
+    SchedulerOptions, PLACE, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -88,7 +88,8 @@ async fn musters_lease_requests_have_a_priority_level_of_their_own() -> Result<(
 }
 
 /// The test-only priority level that throttles muster's bulk traffic: one share of the API
-/// server's concurrency (a few seats), nothing borrowed or lent, one queue of two.
+/// server's concurrency (a few seats), nothing borrowed or lent, no queue (a request finding
+/// every seat taken is refused 429 at once).
 const THROTTLED: &str = "muster-throttled";
 const MUSTER_NS: &str = "muster-system";
 const IDENTITY: &str = "muster-under-apf";
@@ -145,8 +146,7 @@ async fn throttle_muster(admin: &kube::Client) -> Result<()> {
             "nominalConcurrencyShares": 1,
             "lendablePercent": 0,
             "borrowingLimitPercent": 0,
-            "limitResponse": {"type": "Queue", "queuing": {
-                "queues": 1, "handSize": 1, "queueLengthLimit": 2}}}}
+            "limitResponse": {"type": "Reject"}}}
     }))?;
     let schema: FlowSchema = serde_json::from_value(serde_json::json!({
         "metadata": {"name": THROTTLED},

@@ -3,6 +3,13 @@
 //! (`muster-leader-election`), and its other requests are not. The API server names the
 //! FlowSchema and priority level of every request it classifies in the response headers
 //! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
+//!
+//! Under throttling: a test-only priority level of one seat takes muster's other requests and
+//! is loaded from loopback until the API server refuses some of muster's own (its per-FlowSchema
+//! refusal count); the leader keeps its Lease (same holder and transitions, renewed well within
+//! the lease duration), never steps down, and a gang created under the load waits whole (2 of 3
+//! fit; kube-scheduler alone binds two, so the control run requires it to fail) and is then
+//! bound whole (never-half, fail-safe).
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -396,7 +396,7 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         .await
         .truth()?;
         eprintln!("gang g bound whole {bound_at:?} into the load");
-        Ok::<_, anyhow::Error>(bound_at)
+        Ok::<_, anyhow::Error>(())
     }
     .await;
     // At least LOAD, and until one of muster's own requests was refused (at most MAX_LOAD).
@@ -423,19 +423,15 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         sent += n?;
     }
     let samples = sampler.await?;
-    let bound_at = match r {
-        Ok(t) => t,
-        Err(e) => {
-            let pods = k8s::list_pods(&admin, GANG_NS).await.unwrap_or_default();
-            eprintln!(
-                "pods:\n{}\nmuster:\n{}",
-                k8s::describe_pods(&pods),
-                muster.log_tail(40)
-            );
-            return Err(e);
-        }
-    };
-    let _ = bound_at;
+    if let Err(e) = r {
+        let pods = k8s::list_pods(&admin, GANG_NS).await.unwrap_or_default();
+        eprintln!(
+            "pods:\n{}\nmuster:\n{}",
+            k8s::describe_pods(&pods),
+            muster.log_tail(40)
+        );
+        return Err(e);
+    }
     let rejected = rejected_in(&admin, "priority_level", THROTTLED).await? - rejected_before;
     let musters_rejected = musters_refused
         .with_context(|| format!("{rejected} refused in {THROTTLED}, {sent} lists"))

@@ -478,3 +478,198 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
     }
     Ok(())
 }
+
+/// Holds the throttled level's seat for `hold` with one request of muster's ServiceAccount: an
+/// Event created with its body sent slowly (the API server reads a request's body only once
+/// APF has admitted it). curl uploads the body from a pipe this test writes to. Returns the
+/// HTTP status.
+async fn slow_post(url: &str, ca: &str, token: &str, hold: Duration) -> Result<u16> {
+    use tokio::io::AsyncWriteExt;
+    let mut curl = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "20",
+        ])
+        .args(["--cacert", ca, "-X", "POST", "-T", "-"])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["-H", "Content-Type: application/json", "-H", "Expect:"])
+        .arg(url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running curl")?;
+    let body = br#"{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"generateName":"slow-"},"eventTime":"2026-12-01T00:00:00.000000Z","reportingController":"test/slow","reportingInstance":"slow","action":"Test","reason":"Test","type":"Normal","regarding":{"kind":"Pod","namespace":"apf-load","name":"none"}}"#;
+    let mut stdin = curl.stdin.take().context("curl's stdin")?;
+    stdin.write_all(&body[..10]).await?;
+    stdin.flush().await?;
+    tokio::time::sleep(hold).await;
+    stdin.write_all(&body[10..]).await?;
+    drop(stdin);
+    let out = curl.wait_with_output().await?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0))
+}
+
+/// What happened to muster's Lease while its level was starved.
+#[derive(Debug)]
+struct Starved {
+    /// The longest time the API server held the Lease unrenewed (sampled every 200 ms).
+    longest_unrenewed: Duration,
+    /// Its holder or transitions changed.
+    changed_hands: bool,
+    /// muster's log says it lost the Lease (muster's view).
+    stepped_down: bool,
+    /// The seat holders' answers: HTTP status → count (0: no answer).
+    statuses: std::collections::BTreeMap<u16, u32>,
+}
+
+impl Starved {
+    /// The level was starved: seat holders were admitted (201 after holding it) and the rest
+    /// refused (429) meanwhile.
+    fn check_starved(&self) -> Result<()> {
+        let got = |code| self.statuses.get(&code).copied().unwrap_or(0);
+        ensure_truth!(
+            got(201) >= 2 && got(429) >= 5,
+            "the level was not starved: answers {:?}",
+            self.statuses
+        );
+        Ok(())
+    }
+}
+
+/// A control plane with muster's requests in the one-seat level (and, `with_lease_level`, its
+/// Lease requests in `deploy/flowcontrol.yaml`'s), muster leading; then for 15 s eight clients
+/// keep that seat taken, each request holding it 3 s and a refused one tried again after its
+/// `Retry-After` (loopback, at most a few dozen requests). No gang: only the Lease is judged.
+async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
+    let cp = control_plane_with_apf(50, 25).await?;
+    let admin = cp.client();
+    let sa_kubeconfig =
+        rbac::service_account_kubeconfig(&admin, cp.kubeconfig_path(), cp.dir(), 1).await?;
+    if with_lease_level {
+        apply_shipped_flowcontrol(&cp)?;
+    }
+    throttle_muster(&admin).await?;
+    k8s::create_namespace(&admin, "apf-load").await?;
+    let text = std::fs::read_to_string(&sa_kubeconfig)?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+            .with_context(|| format!("{key} not in muster's kubeconfig"))
+    };
+    let (token, ca) = (field("token:")?, field("certificate-authority:")?);
+    let url = format!(
+        "{}/apis/events.k8s.io/v1/namespaces/apf-load/events",
+        cp.apiserver_url()
+    );
+    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
+    mo.args = [
+        "--leader-elect",
+        "--leader-elect-lease-name=muster",
+        "--leader-elect-lease-namespace",
+        MUSTER_NS,
+        "--leader-elect-identity",
+        IDENTITY,
+    ]
+    .map(String::from)
+    .to_vec();
+    let muster = Muster::start(mo).await?;
+    let leases = Api::<Lease>::namespaced(admin.clone(), MUSTER_NS);
+    let first = wait_for("muster to take its Lease", PLACE, || async {
+        Ok(match lease_seen(&leases).await? {
+            Some(l) if l.holder.as_deref() == Some(IDENTITY) => Progress::Done(l),
+            other => Progress::NotYet(format!("Lease: {other:?}")),
+        })
+    })
+    .await?;
+    let started = Instant::now();
+    let until = started + Duration::from_secs(15);
+    let mut holders = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (url, ca, token) = (url.clone(), ca.clone(), token.clone());
+        holders.spawn(async move {
+            let mut statuses = std::collections::BTreeMap::new();
+            while Instant::now() < until {
+                let status = slow_post(&url, &ca, &token, Duration::from_secs(3))
+                    .await
+                    .unwrap_or(0);
+                *statuses.entry(status).or_insert(0) += 1;
+                if status == 429 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            statuses
+        });
+    }
+    let mut samples = Vec::new();
+    while Instant::now() < until {
+        if let Ok(Some(l)) = lease_seen(&leases).await {
+            samples.push((Instant::now(), l));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    while let Some(s) = holders.join_next().await {
+        for (k, v) in s? {
+            *statuses.entry(k).or_insert(0) += v;
+        }
+    }
+    let mut last = (started, first.renewed);
+    let mut longest = Duration::ZERO;
+    let mut changed_hands = false;
+    for (at, l) in &samples {
+        changed_hands |= l.holder != first.holder || l.transitions != first.transitions;
+        if l.renewed != last.1 {
+            longest = longest.max(*at - last.0);
+            last = (*at, l.renewed);
+        }
+    }
+    longest = longest.max(until - last.0);
+    Ok(Starved {
+        longest_unrenewed: longest,
+        changed_hands,
+        stepped_down: muster.log_tail(5000).contains("lost the leader Lease"),
+        statuses,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn musters_leader_keeps_its_lease_while_its_other_requests_are_starved() -> Result<()> {
+    let s = starve_musters_level(true).await?;
+    eprintln!("with deploy/flowcontrol.yaml: {s:?}");
+    s.check_starved()?;
+    ensure_truth!(
+        !s.changed_hands && s.longest_unrenewed < Duration::from_secs(3),
+        "muster's Lease lapsed while its other requests were starved: {s:?}"
+    );
+    if muster_view_is_checked() {
+        ensure!(!s.stepped_down, "muster stepped down: {s:?}");
+    }
+    Ok(())
+}
+
+/// The same starvation without `deploy/flowcontrol.yaml`: the Lease requests share the starved
+/// level and the leader loses its Lease — so the Lease level is what keeps it in the test above,
+/// and that load is heavy enough to show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_lease_level_the_same_starvation_makes_musters_leader_step_down() -> Result<()>
+{
+    let s = starve_musters_level(false).await?;
+    eprintln!("without deploy/flowcontrol.yaml: {s:?}");
+    s.check_starved()?;
+    ensure_truth!(
+        s.longest_unrenewed >= Duration::from_secs(3),
+        "muster's Lease was renewed throughout although its requests shared the starved level: \
+         {s:?}"
+    );
+    ensure!(s.stepped_down, "muster did not step down: {s:?}");
+    Ok(())
+}

@@ -10,6 +10,11 @@
 //! the lease duration), never steps down, and a gang created under the load waits whole (2 of 3
 //! fit; kube-scheduler alone binds two, so the control run requires it to fail) and is then
 //! bound whole (never-half, fail-safe).
+//!
+//! Starved: the same one-seat level kept taken by requests that each hold it 3 s (their bodies
+//! sent slowly) — with `deploy/flowcontrol.yaml` the leader keeps its Lease; without it, the
+//! same load leaves the Lease unrenewed past its duration and the leader steps down, so the
+//! Lease level is what keeps it.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

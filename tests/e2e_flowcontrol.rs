@@ -404,6 +404,17 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         Ok::<_, anyhow::Error>(())
     }
     .await;
+    if let Err(e) = r {
+        // The loaders end with the test's runtime.
+        stop.store(true, Ordering::Relaxed);
+        let pods = k8s::list_pods(&admin, GANG_NS).await.unwrap_or_default();
+        eprintln!(
+            "pods:\n{}\nmuster:\n{}",
+            k8s::describe_pods(&pods),
+            muster.log_tail(40)
+        );
+        return Err(e);
+    }
     // At least LOAD, and until one of muster's own requests was refused (at most MAX_LOAD).
     let musters_refused = wait_for(
         "the API server to refuse one of muster's own requests",
@@ -428,15 +439,6 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         sent += n?;
     }
     let samples = sampler.await?;
-    if let Err(e) = r {
-        let pods = k8s::list_pods(&admin, GANG_NS).await.unwrap_or_default();
-        eprintln!(
-            "pods:\n{}\nmuster:\n{}",
-            k8s::describe_pods(&pods),
-            muster.log_tail(40)
-        );
-        return Err(e);
-    }
     let rejected = rejected_in(&admin, "priority_level", THROTTLED).await? - rejected_before;
     let musters_rejected = musters_refused
         .with_context(|| format!("{rejected} refused in {THROTTLED}, {sent} lists"))

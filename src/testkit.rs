@@ -40,6 +40,7 @@ pub fn pod(name: &str) -> PodBuilder {
             phase: Default::default(),
             priority: 0,
             created: 0,
+            bound_at: None,
             membership: Ok(None),
             node_selector: vec![],
             tolerations: vec![],
@@ -123,6 +124,12 @@ impl PodBuilder {
     /// Creation time, in seconds since the epoch.
     pub fn created(mut self, seconds: i64) -> Self {
         self.info.created = seconds;
+        self
+    }
+    /// When its binding was made (its `PodScheduled=True` condition), in seconds since the
+    /// epoch.
+    pub fn bound_at(mut self, seconds: i64) -> Self {
+        self.info.bound_at = Some(seconds);
         self
     }
     pub fn priority(mut self, p: i32) -> Self {

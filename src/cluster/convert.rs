@@ -199,6 +199,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             .as_ref()
             .map(|t| t.0.as_second())
             .unwrap_or(0),
+        bound_at: bound_at(pod),
         membership: membership_of(
             namespace,
             labels,
@@ -325,6 +326,26 @@ fn rules_of(
 /// The message of the pod's `PodScheduled=False` condition with reason `Unschedulable`, as
 /// kube-scheduler writes it for a pod no node passed (`handleSchedulingFailure`); `None` for a
 /// pod with a node or any other condition.
+/// When the bound pod's binding was made: its `PodScheduled=True` condition's
+/// `lastTransitionTime` (the binding sets the condition, with the time of the change,
+/// `podutil.UpdatePodCondition`, pkg/registry/core/pod/storage/storage.go, v1.37.2).
+fn bound_at(pod: &Pod) -> Option<i64> {
+    pod.spec
+        .as_ref()?
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())?;
+    pod.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0.as_second())
+}
+
 fn unschedulable_verdict(pod: &Pod) -> Option<Arc<str>> {
     if pod
         .spec
@@ -606,6 +627,28 @@ mod tests {
         let error = serde_json::json!({"type": "PodScheduled", "status": "False",
             "reason": "SchedulerError", "message": "extender failed"});
         assert_eq!(with(error, None), None);
+    }
+
+    /// When a bound pod's binding was made: its `PodScheduled=True` condition's time; none
+    /// for an unbound pod or one bound without the condition (created with `spec.nodeName`).
+    #[test]
+    fn reads_when_a_bound_pod_was_bound() {
+        let with = |conditions: serde_json::Value, node: Option<&str>| {
+            let p = pod_json(serde_json::json!({
+                "metadata": {"name": "m", "namespace": "ml", "uid": "u"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": node},
+                "status": {"conditions": conditions}
+            }));
+            pod_info(&p).unwrap().bound_at
+        };
+        let scheduled = serde_json::json!([{"type": "PodScheduled", "status": "True",
+            "lastTransitionTime": "2026-11-29T10:00:07Z"}]);
+        assert_eq!(with(scheduled.clone(), Some("n1")), Some(1_795_946_407));
+        assert_eq!(with(scheduled, None), None, "not bound");
+        assert_eq!(with(serde_json::json!([]), Some("n1")), None);
+        let refused = serde_json::json!([{"type": "PodScheduled", "status": "False",
+            "lastTransitionTime": "2026-11-29T10:00:07Z"}]);
+        assert_eq!(with(refused, Some("n1")), None);
     }
 
     #[test]

@@ -63,6 +63,11 @@ pub struct PodInfo {
     pub priority: i32,
     /// Seconds since the epoch of `metadata.creationTimestamp` (orders competing gangs).
     pub created: i64,
+    /// Seconds since the epoch of the bound pod's `PodScheduled=True` condition's
+    /// `lastTransitionTime`: when its binding was made (the API server's binding sets it; a
+    /// pod created with `spec.nodeName` has none). Tells a gang cut mid-binding from one that
+    /// lost a member later (see `verbs::repair`).
+    pub bound_at: Option<i64>,
     pub membership: Result<Option<Membership>, MembershipError>,
     /// Enough of the pod's placement rules to simulate where *other* members of its gang can
     /// go: kube-scheduler only tells us the feasible nodes of the pod being scheduled.

@@ -239,3 +239,75 @@ fn an_ordinary_gang_timing_out_is_not_evicted() {
     assert!(w.table.take_partly_bound().is_empty());
     assert!(w.table.take_disruptions().is_empty());
 }
+
+/// The table a restarted muster builds: g0 and g1 of gang `g` (quorum 3, 500m, created at
+/// 50 s) bound to n1 by bindings made at `bound_at`, the `pending` members created at the
+/// times given, and n2's room taken by a pod bound while muster was away.
+fn restarted_with_times(bound_at: i64, pending: &[(&str, i64)]) -> World {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let member = |name: &str, created: i64| pod(name).cpu(500).gang("g", 3).created(created);
+    for name in ["g0", "g1"] {
+        let p = member(name, 50).bound("n1").bound_at(bound_at).build();
+        w.add(&[&p]);
+    }
+    for (name, created) in pending {
+        w.add(&[&member(name, *created).build()]);
+    }
+    w.add(&[&pod("squatter").cpu(600).bound("n2").build()]);
+    w
+}
+
+#[test]
+fn a_replacement_created_after_the_bound_members_were_bound_leaves_the_gang_waiting_not_evicted() {
+    // g2 was deleted while muster was away (gone from the cluster) and g3 replaces it, created
+    // after g0's and g1's bindings: no fan-out was cut, the gang lost a member after it ran.
+    let mut w = restarted_with_times(100, &[("g3", 200)]);
+    let found = w.table.repair_partly_bound(w.now);
+    assert!(found.is_empty(), "not repaired: {found:?}");
+    assert!(w.table.take_disruptions().is_empty(), "nothing evicted");
+    assert!(
+        w.table
+            .take_notices()
+            .iter()
+            .all(|n| n.kind != NoticeKind::PartlyBound),
+        "no GangPartlyBound"
+    );
+    assert!(w.table.views(w.now)[0].partly_bound.is_none());
+    // The replacement waits as a running muster would have it wait: no room, no node.
+    let g3 = member_info(&w, "g3");
+    assert!(w.filter(&g3).0.is_empty(), "g3 does not fit");
+    assert!(
+        w.table.take_disruptions().is_empty(),
+        "still nothing evicted"
+    );
+}
+
+#[test]
+fn members_that_existed_at_the_bindings_make_a_cut_fan_out_and_the_same_second_counts_as_one() {
+    // (pending members and their creation times, bindings at 100 s): repaired (and, with the
+    // room gone, evicted) when the members there at the bindings complete the quorum.
+    let cases: [(&[(&str, i64)], bool); 4] = [
+        // A fan-out cut before g2's binding.
+        (&[("g2", 50)], true),
+        // Ambiguous: created in the same second as the bindings, counted as cut mid-binding.
+        (&[("g2", 100)], true),
+        // The cut fan-out's g2, and a later member beyond it: still a cut fan-out.
+        (&[("g2", 50), ("g3", 200)], true),
+        // Only a replacement.
+        (&[("g3", 101)], false),
+    ];
+    for (pending, repaired) in cases {
+        let mut w = restarted_with_times(100, pending);
+        let found = w.table.repair_partly_bound(w.now);
+        assert_eq!(found.len(), usize::from(repaired), "{pending:?}: {found:?}");
+        assert_eq!(
+            w.table.take_disruptions().len(),
+            usize::from(repaired),
+            "{pending:?}: evicted"
+        );
+    }
+    // Without the bindings' times (a member created with spec.nodeName), as before: repaired.
+    let mut w = restarted(&[("g0", "n1"), ("g1", "n1")], &["g3"], None);
+    w.add(&[&pod("squatter").cpu(600).bound("n2").build()]);
+    assert_eq!(w.table.repair_partly_bound(w.now).len(), 1);
+}

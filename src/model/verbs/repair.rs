@@ -89,7 +89,17 @@ impl GangTable {
 
     /// `(bound, quorum)` when the gang is partly bound as this module means it: its quorum
     /// decided, some but fewer than quorum live members bound (or a task below its minimum),
-    /// no member finished or being deleted, and enough pending members to complete it.
+    /// no member finished or being deleted, and enough pending members to complete it among
+    /// those that existed when the bound ones were bound.
+    ///
+    /// A fan-out binds members that exist when it starts, so a pending member created after
+    /// the latest binding of the bound ones (their `PodScheduled` condition's time) was not
+    /// part of it: it replaces a member the gang lost after it was placed (deleted while
+    /// muster was away, and gone from the cluster). Such a gang is a running gang short of a
+    /// member, and it waits as a running muster would have it wait — it is not repaired, and
+    /// never evicted for it (derived). Ambiguous — a member created in the same second as that
+    /// binding (the API server's times are in seconds), or a bound member without the
+    /// condition (created with `spec.nodeName`) — counts as part of the fan-out (repaired).
     pub(in crate::model) fn partly_bound_counts(&self, key: &GangKey) -> Option<(u32, u32)> {
         let gang = self.gangs.get(key)?;
         let facts = self.facts(key);
@@ -99,7 +109,17 @@ impl GangTable {
         if self.members_of(gang).any(|p| !p.is_live()) {
             return None;
         }
-        let pending = self.pending_members(key).len() as u32;
+        // The latest binding of the bound members, if every one of them says when it was made.
+        let latest_binding = self
+            .members_of(gang)
+            .filter(|p| p.info.node_name.is_some())
+            .map(|p| p.info.bound_at)
+            .try_fold(i64::MIN, |latest, at| at.map(|at| latest.max(at)));
+        let pending = self
+            .pending_members(key)
+            .iter()
+            .filter(|p| latest_binding.is_none_or(|latest| p.info.created <= latest))
+            .count() as u32;
         let members_enough = facts.with_nodes + pending >= facts.spec.quorum
             && facts.tasks.iter().all(|t| t.existing >= t.min);
         members_enough.then_some((facts.with_nodes, facts.spec.quorum))

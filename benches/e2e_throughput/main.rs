@@ -55,6 +55,7 @@ mod gangs;
 mod gather;
 mod metrics;
 mod params;
+mod per_member;
 mod process;
 mod prometheus;
 mod report;

@@ -12,6 +12,11 @@ pub enum Mode {
     Vanilla,
     Muster,
     Native,
+    /// Vanilla with kube-scheduler's `OpportunisticBatching` feature gate off: what vanilla
+    /// would do with batching disabled, as any extender in a profile disables it
+    /// (`computeBatchablePlugins`, pkg/scheduler/framework/runtime/framework.go:836 in
+    /// v1.37.2). Its ratio to vanilla is the ceiling an extender sets for plain pods.
+    VanillaUnbatched,
 }
 
 impl Mode {
@@ -20,6 +25,7 @@ impl Mode {
             Mode::Vanilla => "vanilla",
             Mode::Muster => "muster",
             Mode::Native => "native",
+            Mode::VanillaUnbatched => "vanilla-unbatched",
         }
     }
 
@@ -28,6 +34,7 @@ impl Mode {
             Mode::Vanilla => "(a) vanilla kube-scheduler",
             Mode::Muster => "(b) kube-scheduler + muster",
             Mode::Native => "(c) native gang scheduling",
+            Mode::VanillaUnbatched => "(a') vanilla, OpportunisticBatching off",
         }
     }
 
@@ -37,8 +44,9 @@ impl Mode {
             "vanilla" | "a" => Ok(Mode::Vanilla),
             "muster" | "b" => Ok(Mode::Muster),
             "native" | "c" => Ok(Mode::Native),
+            "vanilla-unbatched" => Ok(Mode::VanillaUnbatched),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched)")
             }
         }
     }

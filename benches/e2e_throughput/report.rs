@@ -202,6 +202,7 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
          configuration (rN: the round); every round's numbers are in e2e-throughput{}-rounds.csv.\n",
         if p.smoke { "-smoke" } else { "" }
     );
+    s.push_str(&crate::per_member::table(results, w));
 
     if p.rounds > 1 {
         let _ = writeln!(

@@ -51,6 +51,8 @@ pub struct RunResult {
     /// Per process at the end of the measured phase: name, resident MiB, peak resident MiB.
     pub memory: Vec<(String, f64, f64)>,
     pub wall_secs: f64,
+    /// Counts per gang member (see `per_member`).
+    pub per_member: crate::per_member::PerMember,
 }
 
 impl RunResult {
@@ -84,6 +86,7 @@ impl RunResult {
             events: Vec::new(),
             memory: Vec::new(),
             wall_secs: 0.0,
+            per_member: Default::default(),
         }
     }
 

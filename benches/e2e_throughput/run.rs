@@ -306,6 +306,15 @@ pub async fn run_mode_inner(
     }
 
     gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
+    match crate::per_member::list_failed(&client, w).await {
+        Ok((members, plain)) => {
+            r.per_member.failed_on_members = members;
+            r.per_member.failed_on_plain = plain;
+        }
+        Err(e) => r
+            .notes
+            .push(format!("listing FailedScheduling Events: {e:#}")),
+    }
 
     r.status = if r.bound == total {
         Status::Completed

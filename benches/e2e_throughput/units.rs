@@ -5,6 +5,7 @@
 
 mod gangs;
 mod params;
+mod per_member;
 mod prometheus;
 mod result;
 mod rounds;

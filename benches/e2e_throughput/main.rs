@@ -54,6 +54,7 @@ mod create;
 mod gangs;
 mod gather;
 mod metrics;
+mod outage;
 mod params;
 mod per_member;
 mod process;

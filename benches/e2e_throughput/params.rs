@@ -103,6 +103,9 @@ pub struct Params {
     /// runs scheduler-config/muster-as-default-scheduler.yaml, muster `--scope=gang-members`.
     /// Default: every pod through muster (scheduler-config/muster-every-pod.yaml).
     pub muster_scoped: bool,
+    /// `E2E_MUSTER_OUTAGE_SECS` / `E2E_MUSTER_OUTAGE_AT_SECS`: muster killed this long after
+    /// the first create, for this long (see `outage`).
+    pub muster_outage: Option<(Duration, Duration)>,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -217,6 +220,7 @@ impl Params {
                     })
                 }),
             muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
+            muster_outage: crate::outage::from_env()?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

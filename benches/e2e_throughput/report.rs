@@ -488,6 +488,9 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         for line in &r.scheduler_summary {
             let _ = writeln!(s, "- kube-scheduler: {line}");
         }
+        if let Some(o) = &r.outage {
+            s.push_str(&crate::outage::section(o, r.partial_observations));
+        }
         for line in &r.muster_summary {
             let _ = writeln!(s, "- muster: {line}");
         }

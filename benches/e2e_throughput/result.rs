@@ -53,6 +53,8 @@ pub struct RunResult {
     pub wall_secs: f64,
     /// Counts per gang member (see `per_member`).
     pub per_member: crate::per_member::PerMember,
+    /// The outage mode's numbers (muster runs with `E2E_MUSTER_OUTAGE_SECS`).
+    pub outage: Option<crate::outage::OutageResult>,
 }
 
 impl RunResult {
@@ -87,6 +89,7 @@ impl RunResult {
             memory: Vec::new(),
             wall_secs: 0.0,
             per_member: Default::default(),
+            outage: None,
         }
     }
 

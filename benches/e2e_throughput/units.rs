@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 mod gangs;
+mod outage;
 mod params;
 mod per_member;
 mod prometheus;

@@ -31,6 +31,10 @@ pub struct OutageResult {
     /// create→bound of plain pods created before the kill, and during the outage.
     pub plain_latency_before: Option<Dist>,
     pub plain_latency_during: Option<Dist>,
+    /// Plain pods created during the outage, and how many of them were bound before it ended
+    /// (the arrival rate bounds the per-second ratio under paced creation; this does not).
+    pub plain_created_during: usize,
+    pub plain_created_during_bound_during: usize,
     /// Gang members bound while muster was away.
     pub members_bound_during: usize,
     /// Gangs with a member created during the outage, and how many of them ended whole.
@@ -85,6 +89,16 @@ pub fn measure(
         plain_pps_during: bound_in(window.killed, window.back) as f64 / outage_secs,
         plain_latency_before: latency(&|t| t < window.killed),
         plain_latency_during: latency(&|t| during(t)),
+        plain_created_during: plain
+            .iter()
+            .filter(|&&i| created[i].map(rel).is_some_and(during))
+            .count(),
+        plain_created_during_bound_during: plain
+            .iter()
+            .filter(|&&i| {
+                created[i].map(rel).is_some_and(during) && bound[i].map(rel).is_some_and(during)
+            })
+            .count(),
         members_bound_during: (0..w.pods.len())
             .filter(|&i| w.pods[i].gang.is_some())
             .filter(|&i| bound[i].map(rel).is_some_and(during))
@@ -117,11 +131,14 @@ pub fn section(o: &OutageResult, partial_samples: usize) -> String {
     let _ = writeln!(
         s,
         "- outage: plain pods bound per second: {:.2} before, {:.2} during = **{ratio}**; \
-         create→bound before {}, during {}",
+         create→bound before {}, during {}; created during the outage {}, of them bound before \
+         it ended {}",
         o.plain_pps_before,
         o.plain_pps_during,
         lat(&o.plain_latency_before),
-        lat(&o.plain_latency_during)
+        lat(&o.plain_latency_during),
+        o.plain_created_during,
+        o.plain_created_during_bound_during
     );
     let _ = writeln!(
         s,
@@ -189,5 +206,9 @@ mod tests {
             (1, 1)
         );
         assert_eq!(o.plain_latency_during.unwrap().n, 1);
+        assert_eq!(
+            (o.plain_created_during, o.plain_created_during_bound_during),
+            (1, 1)
+        );
     }
 }

@@ -40,6 +40,13 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+/// Why a gathered member's nomination was written, and whether it was.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NominationLabel {
+    pub why: &'static str,
+    pub outcome: &'static str,
+}
+
 /// A PodGroup API, by its `group/version`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiLabel {
@@ -95,6 +102,10 @@ pub struct Metrics {
     pub leader_takeovers: Counter,
     /// Gathered gang members muster let through to kube-scheduler (gate removed).
     pub gates_removed: Counter,
+    /// `status.nominatedNodeName` writes of gathered members by why (`release`: a gang let
+    /// through; `renominate`: written again after kube-scheduler cleared it; `clear`: a seat
+    /// gone) and outcome (`ok`, `failed`).
+    pub nomination_writes: Family<NominationLabel, Counter>,
     /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
     pub gang_markers_missing: Counter,
     /// PodGroup status writes by API and outcome (`cluster::status`).
@@ -147,6 +158,7 @@ impl Metrics {
             leader: Gauge::default(),
             leader_takeovers: Counter::default(),
             gates_removed: Counter::default(),
+            nomination_writes: Family::default(),
             gang_markers_missing: Counter::default(),
             podgroup_status_writes: Family::default(),
             started: Instant::now(),
@@ -250,6 +262,11 @@ impl Metrics {
             "gates_removed",
             "Gang members whose muster.dev/gather scheduling gate muster removed once their gang could be placed",
             m.gates_removed.clone(),
+        );
+        registry.register(
+            "nomination_writes",
+            "status.nominatedNodeName writes of gathered gang members, by why (release, renominate, clear) and outcome",
+            m.nomination_writes.clone(),
         );
         registry.register(
             "gang_markers_missing",

@@ -11,6 +11,7 @@ pub fn svg_chart(results: &[RunResult], title: &str) -> String {
         (Mode::Vanilla, "#1f77b4"),
         (Mode::Muster, "#d62728"),
         (Mode::Native, "#2ca02c"),
+        (Mode::VanillaUnbatched, "#9467bd"),
     ];
     let color = |m: Mode| colors.iter().find(|(x, _)| *x == m).map_or("#000", |c| c.1);
     let (w, h) = (900.0, 640.0);

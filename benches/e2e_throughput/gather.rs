@@ -16,6 +16,7 @@ use crate::metrics::{
     scrape_scheduler_metrics, summarize_muster_metrics, summarize_scheduler_metrics,
 };
 use crate::params::{Mode, Params};
+use crate::per_member;
 use crate::result::RunResult;
 use crate::workload::NS;
 
@@ -79,6 +80,7 @@ pub async fn cluster_state(
         match m.get("/metrics").await {
             Ok((200, text)) => {
                 r.muster_summary = summarize_muster_metrics(&text);
+                per_member::read_muster(&text, &mut r.per_member);
                 let path = p
                     .out_dir
                     .join(format!("e2e-throughput{suffix}-muster-metrics.txt"));
@@ -92,6 +94,7 @@ pub async fn cluster_state(
         match scrape_scheduler_metrics(pid) {
             Ok(text) => {
                 r.scheduler_summary = summarize_scheduler_metrics(&text);
+                per_member::read_scheduler(&text, &mut r.per_member);
                 let path = p.out_dir.join(format!(
                     "e2e-throughput{suffix}-{}-scheduler-metrics.txt",
                     mode.slug()

@@ -12,6 +12,11 @@ pub enum Mode {
     Vanilla,
     Muster,
     Native,
+    /// Vanilla with kube-scheduler's `OpportunisticBatching` feature gate off: what vanilla
+    /// would do with batching disabled, as any extender in a profile disables it
+    /// (`computeBatchablePlugins`, pkg/scheduler/framework/runtime/framework.go:836 in
+    /// v1.37.2). Its ratio to vanilla is the ceiling an extender sets for plain pods.
+    VanillaUnbatched,
 }
 
 impl Mode {
@@ -20,6 +25,7 @@ impl Mode {
             Mode::Vanilla => "vanilla",
             Mode::Muster => "muster",
             Mode::Native => "native",
+            Mode::VanillaUnbatched => "vanilla-unbatched",
         }
     }
 
@@ -28,6 +34,7 @@ impl Mode {
             Mode::Vanilla => "(a) vanilla kube-scheduler",
             Mode::Muster => "(b) kube-scheduler + muster",
             Mode::Native => "(c) native gang scheduling",
+            Mode::VanillaUnbatched => "(a') vanilla, OpportunisticBatching off",
         }
     }
 
@@ -37,8 +44,9 @@ impl Mode {
             "vanilla" | "a" => Ok(Mode::Vanilla),
             "muster" | "b" => Ok(Mode::Muster),
             "native" | "c" => Ok(Mode::Native),
+            "vanilla-unbatched" => Ok(Mode::VanillaUnbatched),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched)")
             }
         }
     }
@@ -95,6 +103,9 @@ pub struct Params {
     /// runs scheduler-config/muster-as-default-scheduler.yaml, muster `--scope=gang-members`.
     /// Default: every pod through muster (scheduler-config/muster-every-pod.yaml).
     pub muster_scoped: bool,
+    /// `E2E_MUSTER_OUTAGE_SECS` / `E2E_MUSTER_OUTAGE_AT_SECS`: muster killed this long after
+    /// the first create, for this long (see `outage`).
+    pub muster_outage: Option<(Duration, Duration)>,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -209,6 +220,7 @@ impl Params {
                     })
                 }),
             muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
+            muster_outage: crate::outage::from_env()?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

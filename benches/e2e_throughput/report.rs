@@ -202,6 +202,7 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
          configuration (rN: the round); every round's numbers are in e2e-throughput{}-rounds.csv.\n",
         if p.smoke { "-smoke" } else { "" }
     );
+    s.push_str(&crate::per_member::table(results, w));
 
     if p.rounds > 1 {
         let _ = writeln!(
@@ -486,6 +487,9 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         }
         for line in &r.scheduler_summary {
             let _ = writeln!(s, "- kube-scheduler: {line}");
+        }
+        if let Some(o) = &r.outage {
+            s.push_str(&crate::outage::section(o, r.partial_observations));
         }
         for line in &r.muster_summary {
             let _ = writeln!(s, "- muster: {line}");

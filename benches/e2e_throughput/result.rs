@@ -51,6 +51,10 @@ pub struct RunResult {
     /// Per process at the end of the measured phase: name, resident MiB, peak resident MiB.
     pub memory: Vec<(String, f64, f64)>,
     pub wall_secs: f64,
+    /// Counts per gang member (see `per_member`).
+    pub per_member: crate::per_member::PerMember,
+    /// The outage mode's numbers (muster runs with `E2E_MUSTER_OUTAGE_SECS`).
+    pub outage: Option<crate::outage::OutageResult>,
 }
 
 impl RunResult {
@@ -84,6 +88,8 @@ impl RunResult {
             events: Vec::new(),
             memory: Vec::new(),
             wall_secs: 0.0,
+            per_member: Default::default(),
+            outage: None,
         }
     }
 

@@ -102,7 +102,7 @@ pub async fn run_mode_inner(
     r: &mut RunResult,
 ) -> Result<()> {
     let t_start = Instant::now();
-    let (cp, muster) = start(mode, p, w).await?;
+    let (cp, mut muster) = start(mode, p, w).await?;
     r.startup_secs = t_start.elapsed().as_secs_f64();
     let client = cp.client();
 
@@ -181,9 +181,29 @@ pub async fn run_mode_inner(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let total = w.pods.len();
     let mut last_progress = (0usize, Instant::now());
+    // The outage mode: when muster was killed, and when it was back.
+    let mut killed: Option<Instant> = None;
+    let mut back: Option<Instant> = None;
     loop {
         tick.tick().await;
         let now = Instant::now();
+        if let (Some((at, secs)), Some(m)) = (p.muster_outage, muster.as_mut()) {
+            if killed.is_none() && now >= t0 + at {
+                eprintln!("e2e_throughput: outage: killing muster (SIGKILL) for {secs:?}");
+                m.kill_hard();
+                killed = Some(Instant::now());
+            } else if let Some(k) = killed.filter(|k| back.is_none() && now >= *k + secs) {
+                if let Err(e) = m.restart().await {
+                    r.notes.push(format!("outage: restarting muster: {e:#}"));
+                }
+                back = Some(Instant::now());
+                eprintln!(
+                    "e2e_throughput: outage: muster back after {:.1}s",
+                    k.elapsed().as_secs_f64()
+                );
+            }
+        }
+        let outage_pending = muster.is_some() && p.muster_outage.is_some() && back.is_none();
         let bound = {
             let t = tracker.lock().unwrap();
             r.partial_observations +=
@@ -205,7 +225,7 @@ pub async fn run_mode_inner(
             );
         }
         let creating_failed = !created.lock().unwrap().errors.is_empty() && creator.is_finished();
-        if bound >= total || now >= deadline || creating_failed {
+        if (bound >= total && !outage_pending) || now >= deadline || creating_failed {
             break;
         }
     }
@@ -264,6 +284,18 @@ pub async fn run_mode_inner(
             r.overall_pps = Some(r.bound as f64 / secs);
         }
     }
+    if let (Some(k), Some(b)) = (killed, back) {
+        let window = crate::outage::Window {
+            killed: k.duration_since(t0).as_secs_f64(),
+            back: b.duration_since(t0).as_secs_f64(),
+        };
+        r.outage = Some(crate::outage::measure(w, t0, window, &c.at, &bound_at));
+        r.notes.push(
+            "outage: muster's metrics and CPU below are those of the process started after the \
+             outage"
+                .into(),
+        );
+    }
     let (gang_lat, spreads) = whole_gang_times(&w.gangs, &bound_at, &c.at);
     r.gangs_complete = gang_lat.len();
     r.gang_latency = dist(gang_lat);
@@ -306,6 +338,15 @@ pub async fn run_mode_inner(
     }
 
     gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
+    match crate::per_member::list_failed(&client, w).await {
+        Ok((members, plain)) => {
+            r.per_member.failed_on_members = members;
+            r.per_member.failed_on_plain = plain;
+        }
+        Err(e) => r
+            .notes
+            .push(format!("listing FailedScheduling Events: {e:#}")),
+    }
 
     r.status = if r.bound == total {
         Status::Completed

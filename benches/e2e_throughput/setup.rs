@@ -20,6 +20,9 @@ pub const NATIVE_APISERVER_ARGS: [&str; 2] = [
 ];
 /// kube-scheduler flag that turns on its GangScheduling plugin (added to the default plugins).
 pub const NATIVE_SCHEDULER_ARGS: [&str; 1] = ["--feature-gates=GenericWorkload=true"];
+/// kube-scheduler flag of configuration `vanilla-unbatched` (beta, on by default since 1.35:
+/// pkg/features/kube_features.go:1926 in v1.37.2).
+pub const UNBATCHED_SCHEDULER_ARG: &str = "--feature-gates=OpportunisticBatching=false";
 /// Lets the bench read kube-scheduler's /metrics without credentials (loopback only).
 pub const SCHEDULER_METRICS_ARG: &str =
     "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics";
@@ -95,6 +98,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     if mode == Mode::Native {
         so.args
             .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
+    }
+    if mode == Mode::VanillaUnbatched {
+        so.args.push(UNBATCHED_SCHEDULER_ARG.into());
     }
     cp.start_scheduler(so).await.with_context(|| {
         if mode == Mode::Native {

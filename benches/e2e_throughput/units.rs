@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 mod gangs;
+mod outage;
 mod params;
+mod per_member;
 mod prometheus;
 mod result;
 mod rounds;

@@ -18,6 +18,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use crate::metrics::NominationLabel;
 use crate::model::gather::{GatherPlan, Gatherer, Release, GATHER_GATE};
 use crate::model::{NodeName, PodRef};
 use crate::state::Shared;
@@ -89,8 +90,10 @@ async fn write(client: &Client, shared: &Shared, gatherer: &mut Gatherer, plan: 
     let now = Instant::now();
     for (r, nominated, ungated) in outcomes {
         for ((pod, node), ok) in r.nominate.iter().zip(&nominated) {
+            count(shared, "release", *ok);
             if *ok {
-                gatherer.nominated(&pod.uid, Some(node.clone()));
+                let gated = r.ungate.iter().any(|u| u.pod.uid == pod.uid);
+                gatherer.nominated(&pod.uid, Some(node.clone()), now, gated);
             }
         }
         let mut removed = 0;
@@ -106,9 +109,11 @@ async fn write(client: &Client, shared: &Shared, gatherer: &mut Gatherer, plan: 
         }
     }
     let renominated = nominate_all(client, renominate.clone()).await;
+    let now = Instant::now();
     for ((pod, node), ok) in renominate.into_iter().zip(renominated) {
+        count(shared, "renominate", ok);
         if ok {
-            gatherer.nominated(&pod.uid, Some(node));
+            gatherer.nominated(&pod.uid, Some(node), now, false);
         }
     }
     let cleared: Vec<bool> = stream::iter(clear.clone())
@@ -119,11 +124,22 @@ async fn write(client: &Client, shared: &Shared, gatherer: &mut Gatherer, plan: 
         .buffered(CONCURRENCY)
         .collect()
         .await;
+    let now = Instant::now();
     for (p, ok) in clear.iter().zip(cleared) {
+        count(shared, "clear", ok);
         if ok {
-            gatherer.nominated(&p.uid, None);
+            gatherer.nominated(&p.uid, None, now, false);
         }
     }
+}
+
+fn count(shared: &Shared, why: &'static str, ok: bool) {
+    let outcome = if ok { "ok" } else { "failed" };
+    shared
+        .metrics
+        .nomination_writes
+        .get_or_create(&NominationLabel { why, outcome })
+        .inc();
 }
 
 /// One gang's release: every nomination, then (only if all were written) every gate.

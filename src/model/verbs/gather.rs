@@ -91,6 +91,11 @@ impl GatherPlan {
 pub struct Gatherer {
     /// Nominations muster wrote and saw succeed, by pod.
     nominated: HashMap<PodUid, NodeName>,
+    /// Nomination writes (a node, or `None` for a clear) the watch has not shown yet, and when
+    /// they were written: not written again meanwhile. Under load the watch lags muster's own
+    /// writes by hundreds of milliseconds; without this, the next round saw the old value and
+    /// wrote the same nomination again (often after the member had bound: refused).
+    unseen: HashMap<PodUid, Unseen>,
     /// Members whose gate removal was written, and when: not released again until the watch
     /// shows the gate gone, or [`RELEASE_AGAIN_AFTER`] passed.
     released: HashMap<PodUid, Instant>,
@@ -111,8 +116,17 @@ impl Gatherer {
         }
     }
 
-    /// A nomination was written (`Some`) or cleared (`None`).
-    pub fn nominated(&mut self, uid: &PodUid, node: Option<NodeName>) {
+    /// A nomination was written (`Some`) or cleared (`None`) at `now`; `gated`: the pod
+    /// still carried muster's gate (a release writes the nomination before the gate goes).
+    pub fn nominated(&mut self, uid: &PodUid, node: Option<NodeName>, now: Instant, gated: bool) {
+        self.unseen.insert(
+            uid.clone(),
+            Unseen {
+                node: node.clone(),
+                at: now,
+                gated,
+            },
+        );
         match node {
             Some(n) => {
                 self.nominated.insert(uid.clone(), n);
@@ -144,6 +158,19 @@ impl Gatherer {
                     .pods
                     .get(uid)
                     .is_some_and(|p| gather_gate_index(&p.info).is_some())
+        });
+        // A write is no longer waited for once the watch shows it: its value, or for a
+        // release the gate gone (the watch delivers one pod's changes in order, and the gate
+        // went after the nomination, so a nomination missing then was cleared since). One the
+        // watch never showed within NOMINATION_SEEN_WITHIN (written and cleared again between
+        // two rounds) is written again if still wanted.
+        self.unseen.retain(|uid, w| {
+            now.saturating_duration_since(w.at) < NOMINATION_SEEN_WITHIN
+                && table.pods.get(uid).is_some_and(|p| {
+                    p.is_pending()
+                        && p.info.nominated_node != w.node
+                        && !(w.gated && gather_gate_index(&p.info).is_none())
+                })
         });
         let keys: Vec<GangKey> = table.gangs.keys().cloned().collect();
         for key in &keys {
@@ -276,7 +303,10 @@ impl Gatherer {
                 let Some(p) = holder.member().and_then(|u| table.pods.get(u)) else {
                     continue;
                 };
-                if !p.is_pending() || releasing.contains(&p.info.uid) {
+                if !p.is_pending()
+                    || releasing.contains(&p.info.uid)
+                    || self.unseen.contains_key(&p.info.uid)
+                {
                     continue;
                 }
                 // Only members muster let through (also before a restart of muster: a marked
@@ -306,7 +336,11 @@ impl Gatherer {
             // gang is placed): its nomination keeps the room it was let through for until it
             // binds.
             let placed = key.is_some_and(|k| table.is_placed(k, &table.facts(k)));
-            if !seated && !placed && p.info.nominated_node.as_ref() == Some(node) {
+            if !seated
+                && !placed
+                && p.info.nominated_node.as_ref() == Some(node)
+                && !self.unseen.contains_key(uid)
+            {
                 clear.push(PodRef::of(&p.info));
             }
             true
@@ -319,6 +353,7 @@ impl Gatherer {
                     && gather_gate_index(&p.info).is_some()
                     && gang.seat_of(&p.info.uid).is_none()
                     && !self.nominated.contains_key(&p.info.uid)
+                    && !self.unseen.contains_key(&p.info.uid)
                 {
                     clear.push(PodRef::of(&p.info));
                 }
@@ -375,6 +410,17 @@ fn let_through(pod: &PodInfo) -> bool {
 /// How long a member whose gate removal succeeded is not released again while the watch has
 /// not shown its gate gone yet.
 pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a nomination muster wrote is not written again while the watch has not shown it.
+pub const NOMINATION_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A nomination write the watch has not shown yet.
+#[derive(Debug)]
+struct Unseen {
+    node: Option<NodeName>,
+    at: Instant,
+    gated: bool,
+}
 
 /// How often a waiting gathered gang that does not fit is asked whether preemption could place
 /// it (the outlook scans every pod; room changes are seen by the next look).

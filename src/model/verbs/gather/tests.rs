@@ -69,17 +69,20 @@ impl World {
     fn written(&mut self, plan: &GatherPlan) {
         for r in &plan.releases {
             for (p, n) in &r.nominate {
-                self.gatherer.nominated(&p.uid, Some(n.clone()));
+                let gated = r.ungate.iter().any(|u| u.pod.uid == p.uid);
+                self.gatherer
+                    .nominated(&p.uid, Some(n.clone()), self.now, gated);
             }
             for u in &r.ungate {
                 self.gatherer.ungated(&u.pod.uid, self.now);
             }
         }
         for (p, n) in &plan.renominate {
-            self.gatherer.nominated(&p.uid, Some(n.clone()));
+            self.gatherer
+                .nominated(&p.uid, Some(n.clone()), self.now, false);
         }
         for p in &plan.clear {
-            self.gatherer.nominated(&p.uid, None);
+            self.gatherer.nominated(&p.uid, None, self.now, false);
         }
     }
 
@@ -280,6 +283,47 @@ fn nominations_follow_the_seats() {
     let mut cleared: Vec<&str> = plan.clear.iter().map(|p| &*p.name).collect();
     cleared.sort();
     assert_eq!(cleared, ["a", "b"], "{plan:?}");
+}
+
+/// The watch lags muster's own writes under load: a round that still sees a released gang's
+/// members gated and unnominated, or a renominated member still without its nomination, writes
+/// nothing again (one nomination per member, not one per round); a nomination the watch never
+/// shows is written again after NOMINATION_SEEN_WITHIN.
+#[test]
+fn nominations_are_not_written_again_while_the_watch_lags() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").gang("g", 2).build());
+    let b = gathered(pod("b").gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    w.written(&plan);
+    // The watch has shown none of the writes yet.
+    w.now += Duration::from_millis(300);
+    let plan = w.round();
+    assert!(plan.is_empty(), "{plan:?}");
+    // The gates gone, b's nomination shown, a's cleared since (by kube-scheduler): a only.
+    w.table.apply_pod(let_through(a.clone(), None));
+    w.table.apply_pod(let_through(b.clone(), Some("n1")));
+    let plan = w.round();
+    assert_eq!(
+        plan.renominate,
+        vec![(PodRef::of(&a), NodeName::from("n1"))],
+        "{plan:?}"
+    );
+    w.written(&plan);
+    // The renomination not shown yet: not written again.
+    w.now += Duration::from_millis(300);
+    let plan = w.round();
+    assert!(plan.is_empty(), "{plan:?}");
+    // Never shown within the period: written again.
+    w.now += NOMINATION_SEEN_WITHIN;
+    let plan = w.round();
+    assert_eq!(
+        plan.renominate,
+        vec![(PodRef::of(&a), NodeName::from("n1"))],
+        "{plan:?}"
+    );
 }
 
 /// A gated member whose nomination has no seat (written before a restart of muster) is

@@ -15,7 +15,7 @@ use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
 use crate::rbac;
 use crate::tls::MusterTls;
-use crate::truth::{truth, CLUSTER_TRUTH};
+use crate::truth::{truth, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};
 use crate::wait::{holds_for, wait_for, Progress};
 
 /// Set to `1` to make every [`Cluster`] a *control run*: kube-scheduler starts without the
@@ -415,6 +415,33 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The deadline of a wait on cluster truth that only muster brings about (the rest of a
+    /// gang evicted, say), asked once the test's pods have settled. With muster: `deadline`. In a
+    /// control run with no pod pending anywhere (each bound or being deleted), the truth is
+    /// already decided: kube-scheduler has nothing left to schedule, so nothing left to change
+    /// (it deletes pods only as victims of a pending preemptor), no controller runs in these
+    /// clusters and muster is never consulted; the wait then runs [`CONTROL_TRUTH_WINDOW`] only.
+    /// A pod still pending keeps `deadline` (kube-scheduler may yet act, after its back-off).
+    pub async fn settled_deadline(&self, deadline: Duration) -> Result<Duration> {
+        if !control_run_requested() {
+            return Ok(deadline);
+        }
+        let pods = k8s::list_all_pods(&self.client).await?;
+        let pending: Vec<String> = pods
+            .iter()
+            .filter(|p| k8s::pod_node(p).is_none() && p.metadata.deletion_timestamp.is_none())
+            .map(|p| k8s::pod_name(p).to_string())
+            .collect();
+        Ok(if pending.is_empty() {
+            deadline.min(CONTROL_TRUTH_WINDOW)
+        } else {
+            eprintln!(
+                "muster-harness: control run: {pending:?} pending, full deadline {deadline:?}"
+            );
+            deadline
+        })
     }
 
     /// Asserts that none of `names` gets bound during `window` (polling, not sleeping); a pod

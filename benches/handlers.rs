@@ -1,6 +1,12 @@
 //! Handler cost without HTTP: filter, prioritize and the bind decision over synthetic
 //! clusters, and the JSON decode of a realistic request as the floor to compare against.
 //! Run: `cargo bench --bench handlers` (add `-- filter` etc. to select).
+//!
+//! Under `cargo test` (no `--bench` argument: criterion's test mode, each benchmark run once,
+//! as `tests/run`'s benchmark smoke does) the single-call p99 loops make [`SMOKE_P99_CALLS`]
+//! calls instead of [`P99_CALLS`] and `scale` runs at 5,000 nodes only (the 20,000-node tables
+//! run the same code): every benchmark and every assertion still runs, in a fraction of the
+//! time (the p99 loops of 5,000 debug-build calls each were most of the smoke's minutes).
 
 use std::time::Instant;
 
@@ -190,7 +196,8 @@ fn scale(c: &mut Criterion) {
     use std::time::Duration;
     const GANGS: usize = 50;
     let mut group = c.benchmark_group("scale");
-    for nodes in [5_000usize, 20_000] {
+    let sizes: &[usize] = if smoke() { &[5_000] } else { &[5_000, 20_000] };
+    for &nodes in sizes {
         let (mut table, names) = support::cluster_with_gangs(nodes, 20_000, 64, GANGS);
         let step = nodes / 500;
         let sample: Vec<&str> = names.iter().step_by(step).map(String::as_str).collect();
@@ -298,12 +305,28 @@ fn scale(c: &mut Criterion) {
     group.finish();
 }
 
-/// Calls in each p99 measurement of [`huge_quorum`].
+/// Calls in each p99 measurement of [`huge_quorum`], [`topology`] and [`dra`].
 const P99_CALLS: usize = 5_000;
+/// The same in the smoke (criterion's test mode): the loop runs, its number is not a measure.
+const SMOKE_P99_CALLS: usize = 20;
 
-/// The 99th percentile of `P99_CALLS` single calls of `f`.
+/// Criterion's test mode (`cargo test`), not a measurement (`cargo bench` passes `--bench`).
+fn smoke() -> bool {
+    !std::env::args().any(|a| a == "--bench")
+}
+
+fn p99_calls() -> usize {
+    if smoke() {
+        SMOKE_P99_CALLS
+    } else {
+        P99_CALLS
+    }
+}
+
+/// The 99th percentile of [`p99_calls`] single calls of `f`.
 fn p99(mut f: impl FnMut()) -> std::time::Duration {
-    let mut took: Vec<std::time::Duration> = (0..P99_CALLS)
+    let calls = p99_calls();
+    let mut took: Vec<std::time::Duration> = (0..calls)
         .map(|_| {
             let t = Instant::now();
             f();
@@ -311,7 +334,7 @@ fn p99(mut f: impl FnMut()) -> std::time::Duration {
         })
         .collect();
     took.sort();
-    took[P99_CALLS * 99 / 100]
+    took[calls * 99 / 100]
 }
 
 /// A gang whose quorum (100,000) is more than the cluster could ever hold (500 nodes of 110 pod
@@ -351,8 +374,9 @@ fn huge_quorum(c: &mut Criterion) {
         std::hint::black_box(table.filter(&plain, &refs, Instant::now()));
     });
     eprintln!(
-        "huge_quorum p99 over {P99_CALLS} calls, 500 nodes/20000 pods: gang member of quorum \
-         100000 {member:?}; plain pod {before:?} without that gang, {after:?} beside it"
+        "huge_quorum p99 over {} calls, 500 nodes/20000 pods: gang member of quorum \
+         100000 {member:?}; plain pod {before:?} without that gang, {after:?} beside it",
+        p99_calls()
     );
     group.bench_function("filter_member_of_100000/500n/20000p", |b| {
         b.iter(|| table.filter(&huge, &refs, Instant::now()))
@@ -428,7 +452,7 @@ fn topology(c: &mut Criterion) {
         let took = p99(|| {
             std::hint::black_box(t.filter(&members[0], &refs, Instant::now()));
         });
-        eprintln!("topology p99 over {P99_CALLS} calls, gang64 required rack, 5000n/200 racks/4 blocks, {case}: {took:?}");
+        eprintln!("topology p99 over {} calls, gang64 required rack, 5000n/200 racks/4 blocks, {case}: {took:?}", p99_calls());
         group.bench_function(
             BenchmarkId::new(
                 "filter_gang64_required_rack",
@@ -537,8 +561,9 @@ fn dra(c: &mut Criterion) {
         std::hint::black_box(table.filter(&member, &sample, Instant::now()));
     });
     eprintln!(
-        "dra p99 over {P99_CALLS} calls, {NODES} nodes x 8 devices/20000 pods, gang of 64 x 8 \
-         devices: {took:?}"
+        "dra p99 over {} calls, {NODES} nodes x 8 devices/20000 pods, gang of 64 x 8 \
+         devices: {took:?}",
+        p99_calls()
     );
     group.bench_function("filter_gang64_member/5000n_x_8dev/500names", |b| {
         b.iter(|| table.filter(&member, &sample, Instant::now()))

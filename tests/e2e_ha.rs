@@ -6,6 +6,9 @@
 //!
 //! - `both_replicas_are_ready_...`: both replicas Ready, only the leader's pod labelled and
 //!   routed to, a gang placed through the Service by the leader (kube-scheduler-semantics).
+//! - `under_kube_schedulers_traffic_only_the_leader_decides_...`: the Service's endpoints lag
+//!   the label, so kube-scheduler's own filter and bind calls for three gangs reach the standby
+//!   too: it refuses each (never a decision), the leader decides all, every gang placed whole.
 //! - `sigkill_of_the_leader_...`: the leader is SIGKILLed while one gang is half seated and
 //!   another is being created; no gang is ever partly bound beyond the time its members'
 //!   concurrent bindings take (never-half), both gangs are placed, the new leader clears the
@@ -40,11 +43,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
+use muster_harness::checks::metric;
 use muster_harness::forward::http_post_json;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
-    control_run_requested, k8s, ControlPlane, ControlPlaneOptions, Forwarder, GangKey, Muster,
-    MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions, Timer,
+    control_run_requested, k8s, muster_view_is_checked, ControlPlane, ControlPlaneOptions,
+    Forwarder, GangKey, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
+    Timer, CONTROL_TRUTH_WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -180,6 +185,12 @@ impl Ha {
     /// muster-a starts first and takes the Lease; muster-b then stands by, Ready, having seen
     /// muster-a hold it; kube-scheduler calls the forwarder.
     async fn start(cut_able: bool) -> Result<Ha> {
+        Self::start_with(cut_able, &[]).await
+    }
+
+    /// [`start`](Self::start), the Service keeping the replicas of the `stale` pods among its
+    /// endpoints, labelled or not, first in the turn ([`Forwarder::to_leader_with_stale`]).
+    async fn start_with(cut_able: bool, stale: &[&str]) -> Result<Ha> {
         let cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
         let client = cp.client();
         k8s::create_namespace(&client, NS).await?;
@@ -221,8 +232,13 @@ impl Ha {
             ("muster-a".to_string(), a.port()),
             ("muster-b".to_string(), b.port()),
         ]));
-        let (front, endpoints) =
-            Forwarder::to_leader(client.clone(), MUSTER_NS, behind.clone()).await?;
+        let (front, endpoints) = Forwarder::to_leader_with_stale(
+            client.clone(),
+            MUSTER_NS,
+            behind.clone(),
+            stale.iter().map(|s| s.to_string()).collect(),
+        )
+        .await?;
         let mut ha = Ha {
             replicas: vec![
                 Replica {
@@ -492,6 +508,172 @@ async fn both_replicas_are_ready_and_the_service_routes_to_the_leaders_labelled_
             "muster-b placed a gang: {b}"
         );
         ensure!(labelled(&ha.cp).await? == vec!["muster-a".to_string()]);
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        eprintln!("{}", ha.logs());
+    }
+    r
+}
+
+/// `muster_requests_total{verb,outcome}` of one replica (0 when it has none yet).
+fn requests(metrics: &BTreeMap<String, f64>, verb: &str, outcome: &str) -> f64 {
+    metrics
+        .get(&format!(
+            "muster_requests_total{{verb=\"{verb}\",outcome=\"{outcome}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// The single decider under kube-scheduler's own traffic (kube-scheduler-semantics,
+/// never-half): the Service's endpoints lag the label, so kube-scheduler's calls reach the
+/// standby as well as the leader (its first connection goes to the standby). Gangs `left` and
+/// `right` of three are created whole, gang `late` with two of its three members first. The
+/// leader decides every call: `late`'s two members hold seats and nothing of it is bound until
+/// its third member comes, then every gang is placed whole. The standby refuses every call it
+/// receives, as designed (an `Error` kube-scheduler retries, never a decision): none answered
+/// `ok`, no gang placed, and kube-scheduler's log carries its refusal. kube-scheduler alone
+/// (the control run) binds `late`'s two members at once: a partial gang, on cluster truth.
+#[tokio::test]
+async fn under_kube_schedulers_traffic_only_the_leader_decides_and_every_gang_is_placed_whole(
+) -> Result<()> {
+    let _t = Timer("single_decider_under_traffic", Instant::now());
+    let ha = Ha::start_with(false, &["muster-b"]).await?;
+    let client = ha.cp.client();
+    let r = async {
+        ensure!(decides(ha.port(0)).await?, "muster-a should lead");
+        ensure!(!decides(ha.port(1)).await?, "muster-b should stand by");
+        let (a, b) = (ha.port(0), ha.port(1));
+        // Both replicas endpoints, the standby first in the turn: kube-scheduler's first call
+        // (no pod existed before) reaches the standby.
+        muster_harness::wait_for(
+            "the Service to list the standby, then the leader",
+            Duration::from_secs(10),
+            || async {
+                let e = ha.endpoints.lock().unwrap().clone();
+                Ok(if e == vec![b, a] {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("endpoints {e:?}"))
+                })
+            },
+        )
+        .await?;
+        let gangs: Vec<String> = ["left", "right", "late"].map(String::from).to_vec();
+        for g in &gangs[..2] {
+            for i in 0..3 {
+                member(g, i, "500m").create(&client).await?;
+            }
+        }
+        for i in 0..2 {
+            member("late", i, "500m").create(&client).await?;
+        }
+        let late_created = Instant::now();
+        let mut watch = PartialWatch::new();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        // Phase 1: left and right placed whole; late's two members seated by the leader,
+        // nothing of late bound (below its quorum every bound member is half a gang).
+        loop {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            watch.observe(&bound, &gangs)?;
+            let late: Vec<&String> = bound.keys().filter(|k| k.starts_with("late-")).collect();
+            muster_harness::ensure_truth!(
+                late.is_empty(),
+                "gang {NS}/late bound below its quorum of 3 ({late:?}): {bound:?}"
+            );
+            let whole = watch.placed.contains_key("left") && watch.placed.contains_key("right");
+            let seated = if muster_view_is_checked() {
+                ha.replicas[0]
+                    .muster
+                    .gang(NS, "late")
+                    .await?
+                    .is_some_and(|g| g.count("seated") == 2)
+            } else {
+                // A control run does not read muster's view: late's truth (none bound) is
+                // decided within a scheduling cycle of its members' creation.
+                late_created.elapsed() >= CONTROL_TRUTH_WINDOW
+            };
+            if whole && seated {
+                break;
+            }
+            muster_harness::ensure_truth!(
+                Instant::now() < deadline,
+                "left and right not placed whole (or late not seated) within 90 s: {bound:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ensure!(
+            muster_view_is_checked(),
+            "control run: late's seats are muster's view; the cluster truth (none of late bound) held"
+        );
+        // Phase 2: late's last member; every gang placed whole.
+        member("late", 2, "500m").create(&client).await?;
+        while watch.placed.len() < gangs.len() {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            watch.observe(&bound, &gangs)?;
+            muster_harness::ensure_truth!(
+                Instant::now() < deadline,
+                "not every gang placed whole within 90 s: {bound:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        k8s::check_no_overcommit(&client)
+            .await?
+            .map_err(anyhow::Error::msg)?;
+
+        // Only the leader decided: every decision in its metrics, none in the standby's.
+        let leader = ha.replicas[0].muster.metrics().await?;
+        let standby = ha.replicas[1].muster.metrics().await?;
+        for verb in ["filter", "bind", "preempt", "prioritize"] {
+            let ok = requests(&standby, verb, "ok");
+            ensure!(ok == 0.0, "the standby answered {ok} {verb} calls with a decision");
+        }
+        let refused: f64 = ["filter", "bind", "preempt", "prioritize"]
+            .iter()
+            .map(|v| requests(&standby, v, "refused"))
+            .sum();
+        ensure!(
+            refused >= 1.0,
+            "the standby received none of kube-scheduler's calls (the first should have gone to it)"
+        );
+        ensure!(
+            metric(&standby, "muster_gangs_placed_total")? == 0.0,
+            "the standby placed a gang"
+        );
+        ensure!(
+            metric(&leader, "muster_gangs_placed_total")? == 3.0,
+            "the leader placed {} gangs, not 3",
+            metric(&leader, "muster_gangs_placed_total")?
+        );
+        // Each member filtered by the leader at least once; each gang bound by the leader at
+        // the bind call that completed its quorum (a member whose own call comes after is
+        // answered that it is bound already, so not every member's call is `ok`).
+        let (filters, binds) = (
+            requests(&leader, "filter", "ok"),
+            requests(&leader, "bind", "ok"),
+        );
+        ensure!(
+            filters >= 9.0 && binds >= 3.0,
+            "the leader decided {filters} filter calls (9 members) and {binds} bind calls (3 gangs)"
+        );
+        // kube-scheduler heard the standby's refusal (and retried on the leader).
+        let said = ha
+            .cp
+            .processes()
+            .filter(|p| p.name().contains("scheduler"))
+            .map(|p| std::fs::read_to_string(p.log_path()).unwrap_or_default())
+            .any(|log| log.contains("muster replica muster-b is the standby, not the leader"));
+        ensure!(said, "kube-scheduler's log has no refusal of the standby");
+        eprintln!(
+            "single decider: the standby refused {refused} calls; the leader decided {filters} filter, {binds} bind calls; kube-scheduler logged {} failed cycles",
+            scheduler_errors(&ha.cp)
+        );
+        ensure!(
+            labelled(&ha.cp).await? == vec!["muster-a".to_string()],
+            "only the leader's pod is labelled"
+        );
         Ok(())
     }
     .await;

@@ -214,7 +214,10 @@ async fn a_plain_victim_is_chosen_over_a_member_of_a_running_gang() -> Result<()
         c.wait_bound(NS, &small, PLACE).await?;
         c.create(plain("urgent", "high", "1")).await?;
         c.wait_bound(NS, &names(&["urgent"]), PLACE).await?;
-        // urgent fits only once its victims are gone: REASON, not PLACE, once it is bound.
+        // urgent fits only once its victims are gone: whether they were the gang's member (as
+        // kube-scheduler alone picks) is decided now.
+        stay_bound_for(&c, &gang, Duration::ZERO).await?;
+        // REASON, not PLACE, once urgent is bound.
         wait_gone(&c, &small, REASON).await?;
         stay_bound_for(&c, &gang, WINDOW).await
     }
@@ -303,9 +306,10 @@ async fn a_gang_disrupted_by_preemption_is_evicted_whole() -> Result<()> {
         let gang = running_gang(&c, None).await?;
         c.create(plain("urgent", "high", "1")).await?;
         c.wait_bound(NS, &names(&["urgent"]), PLACE).await?;
-        // muster evicts the rest of the gang when it answers the preempt call that made room
-        // for urgent: REASON, not PLACE, once urgent is bound.
-        wait_gone(&c, &gang, REASON).await
+        // muster evicts the rest of the gang when kube-scheduler commits to the preemption that
+        // made room for urgent: REASON, not PLACE, once urgent is bound (in a control run,
+        // with nothing left pending, the truth is decided now: see settled_deadline).
+        wait_gone(&c, &gang, c.settled_deadline(REASON).await?).await
     }
     .await;
     c.report(&[NS], r).await
@@ -523,8 +527,9 @@ async fn a_gang_preempting_a_lower_gang_evicts_it_whole_and_is_placed_whole() ->
             muster_harness::spread(&bound) <= muster_harness::TOGETHER,
             "the preempting gang was not bound together: {bound:?}"
         );
-        // Both victims go, not one: the victim gang is never left half.
-        wait_gone(&c, &run, REASON).await?;
+        // Both victims go, not one: the victim gang is never left half (in a control run, with
+        // nothing left pending, decided now: see settled_deadline).
+        wait_gone(&c, &run, c.settled_deadline(REASON).await?).await?;
         c.assert_no_overcommit().await
     }
     .await;

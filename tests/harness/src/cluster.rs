@@ -15,7 +15,7 @@ use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
 use crate::rbac;
 use crate::tls::MusterTls;
-use crate::truth::{truth, CLUSTER_TRUTH};
+use crate::truth::{truth, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};
 use crate::wait::{holds_for, wait_for, Progress};
 
 /// Set to `1` to make every [`Cluster`] a *control run*: kube-scheduler starts without the
@@ -52,7 +52,8 @@ pub struct ClusterOptions {
     /// Only gang members pass through muster: deploy/gang-admission-policy.yaml is applied
     /// before muster starts, and kube-scheduler uses scheduler-config/muster-as-default-scheduler.yaml
     /// (see [`ClusterOptions::scoped`]). Otherwise muster runs with `--scope=every-pod` (the
-    /// harness's default, see [`MusterOptions::args`]).
+    /// harness's default, see [`MusterOptions::args`]). In a control run the policy is not
+    /// applied (see [`Cluster::gathers`]).
     pub scoped: bool,
 }
 
@@ -170,6 +171,7 @@ pub struct Cluster {
     pub cp: ControlPlane,
     client: Client,
     pub startup: StartupTimes,
+    gathers: bool,
 }
 
 impl Cluster {
@@ -184,8 +186,21 @@ impl Cluster {
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;
         }
-        if opts.scoped {
+        // The scoped mode without muster is the stock scheduler alone: neither muster's extender
+        // (dropped by start_scheduler below) nor its admission policy, whose marker
+        // (muster.dev/gang, which no node has) and gate (muster.dev/gather, which only muster
+        // removes) are muster's part of the install. Gang members are then plain pods that
+        // kube-scheduler schedules one by one, so a test's cluster truth is decided at once,
+        // instead of every member waiting out a deadline as "Insufficient muster.dev/gang".
+        let gathers = opts.scoped && !control_run_requested();
+        if gathers {
             crate::policy::apply_gang_admission_policy(&cp.client()).await?;
+        } else if opts.scoped {
+            eprintln!(
+                "muster-harness: control run ({CONTROL_RUN_ENV}), scoped mode: {} not applied; \
+                 gang members are created unmarked and ungated",
+                crate::policy::POLICY_FILE
+            );
         }
         let cp_time = t0.elapsed();
         let t1 = Instant::now();
@@ -238,7 +253,16 @@ impl Cluster {
             cp,
             client,
             startup,
+            gathers,
         })
+    }
+
+    /// Whether gang members are created marked and gated by deploy/gang-admission-policy.yaml
+    /// for muster to gather: a [`scoped`](ClusterOptions::scoped) cluster, except in a control
+    /// run, where the scoped mode without muster is kube-scheduler alone with neither the
+    /// extender nor the policy (members are plain pods).
+    pub fn gathers(&self) -> bool {
+        self.gathers
     }
 
     pub fn client(&self) -> Client {
@@ -342,6 +366,19 @@ impl Cluster {
         names: &[String],
         timeout: Duration,
     ) -> Result<BTreeMap<String, (String, Instant)>> {
+        self.wait_bound_while_unbound(ns, names, &[], timeout).await
+    }
+
+    /// [`wait_bound`](Self::wait_bound), failing at once (cluster truth) when one of `unbound`
+    /// is seen bound on a poll: for "the plain pods take the room and no member does", which
+    /// is decided the moment a member binds, not when the plain pods' deadline runs out.
+    pub async fn wait_bound_while_unbound(
+        &self,
+        ns: &str,
+        names: &[String],
+        unbound: &[String],
+        timeout: Duration,
+    ) -> Result<BTreeMap<String, (String, Instant)>> {
         let mut seen: BTreeMap<String, (String, Instant)> = BTreeMap::new();
         let deadline = Instant::now() + timeout;
         loop {
@@ -349,7 +386,14 @@ impl Cluster {
             let now = Instant::now();
             for p in &pods {
                 if let Some(node) = k8s::pod_node(p) {
-                    seen.entry(k8s::pod_name(p).to_string())
+                    let name = k8s::pod_name(p);
+                    if unbound.iter().any(|u| u == name) {
+                        return Err(truth(format!(
+                            "{name} was bound to {node} while waiting for {names:?} in {ns} to be \
+                             bound (none of {unbound:?} may be)"
+                        )));
+                    }
+                    seen.entry(name.to_string())
                         .or_insert_with(|| (node.to_string(), now));
                 }
             }
@@ -371,6 +415,33 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The deadline of a wait on cluster truth that only muster brings about (the rest of a
+    /// gang evicted, say), asked once the test's pods have settled. With muster: `deadline`. In a
+    /// control run with no pod pending anywhere (each bound or being deleted), the truth is
+    /// already decided: kube-scheduler has nothing left to schedule, so nothing left to change
+    /// (it deletes pods only as victims of a pending preemptor), no controller runs in these
+    /// clusters and muster is never consulted; the wait then runs [`CONTROL_TRUTH_WINDOW`] only.
+    /// A pod still pending keeps `deadline` (kube-scheduler may yet act, after its back-off).
+    pub async fn settled_deadline(&self, deadline: Duration) -> Result<Duration> {
+        if !control_run_requested() {
+            return Ok(deadline);
+        }
+        let pods = k8s::list_all_pods(&self.client).await?;
+        let pending: Vec<String> = pods
+            .iter()
+            .filter(|p| k8s::pod_node(p).is_none() && p.metadata.deletion_timestamp.is_none())
+            .map(|p| k8s::pod_name(p).to_string())
+            .collect();
+        Ok(if pending.is_empty() {
+            deadline.min(CONTROL_TRUTH_WINDOW)
+        } else {
+            eprintln!(
+                "muster-harness: control run: {pending:?} pending, full deadline {deadline:?}"
+            );
+            deadline
+        })
     }
 
     /// Asserts that none of `names` gets bound during `window` (polling, not sleeping); a pod

@@ -9,6 +9,9 @@
 //!   for a pod object it was told to label (`--pod-name`): each new connection goes to a
 //!   replica whose pod carries the leader label and whose `/readyz` answered 200 at the last
 //!   poll (every 100 ms), in turn when there are several.
+//!   [`Forwarder::to_leader_with_stale`] also keeps named replicas among the endpoints, labelled
+//!   or not, first in the turn: endpoints that lag the label, so kube-scheduler's calls reach a
+//!   standby too.
 //! - [`Forwarder::to`] sends everything to one address until [`Forwarder::cut`]: then every
 //!   open connection is dropped and new ones are closed at once — an API server that became
 //!   unreachable, for the process whose kubeconfig points here.
@@ -80,6 +83,19 @@ impl Forwarder {
         namespace: &str,
         pods: Arc<Mutex<Vec<(String, u16)>>>,
     ) -> Result<(Self, Arc<Mutex<Vec<u16>>>)> {
+        Self::to_leader_with_stale(client, namespace, pods, Vec::new()).await
+    }
+
+    /// [`to_leader`](Self::to_leader), with the replicas of the pods named in `stale` kept among
+    /// the endpoints while Ready, labelled or not, ahead of the labelled ones (so the first new
+    /// connection goes to one of them): a Service whose endpoints have not caught up with the
+    /// label, the case where a standby receives kube-scheduler's calls.
+    pub async fn to_leader_with_stale(
+        client: kube::Client,
+        namespace: &str,
+        pods: Arc<Mutex<Vec<(String, u16)>>>,
+        stale: Vec<String>,
+    ) -> Result<(Self, Arc<Mutex<Vec<u16>>>)> {
         let endpoints: Arc<Mutex<Vec<u16>>> = Arc::default();
         let poll = {
             let endpoints = endpoints.clone();
@@ -91,13 +107,15 @@ impl Forwarder {
                     // An API error keeps the last endpoints, as kube-proxy keeps its rules.
                     if let Ok(labelled) = api.list_metadata(&selector).await {
                         let mut found = Vec::new();
-                        let pods = pods.lock().unwrap().clone();
+                        let mut pods = pods.lock().unwrap().clone();
+                        // Stale endpoints first (a stable sort keeps the rest in order).
+                        pods.sort_by_key(|(pod, _)| !stale.contains(pod));
                         for (pod, port) in &pods {
-                            if !labelled
+                            let is_labelled = labelled
                                 .items
                                 .iter()
-                                .any(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
-                            {
+                                .any(|p| p.metadata.name.as_deref() == Some(pod.as_str()));
+                            if !is_labelled && !stale.contains(pod) {
                                 continue;
                             }
                             if let Ok((200, _)) =

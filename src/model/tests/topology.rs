@@ -459,3 +459,63 @@ fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
         "{said}"
     );
 }
+
+/// Preemption inside the domain with the fewest victims: racks of 4 one-CPU nodes; rack 0
+/// runs 2 plain pods of priority 0, rack 1 one, rack 2 three. A high-priority gang of 4 held to one
+/// rack fits only by evicting; every candidate has one victim, but the rest of the gang
+/// follows into rack 0 only with 1 more eviction and into rack 2 with 2 more: only rack 1's
+/// candidate is kept, and its plan seats the others on rack 1's free nodes.
+#[test]
+fn a_required_gang_preempts_in_the_rack_with_the_fewest_victims() {
+    // The plain pods have priority 0.
+    let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let candidates: Vec<PreemptCandidate> = low
+        .iter()
+        .map(|v| PreemptCandidate {
+            node: v.node_name.as_ref().unwrap().to_string(),
+            victims: vec![v.uid.to_string()],
+            pdb_violations: 0,
+        })
+        .collect();
+    let d = w.preempt(&gang[0], candidates);
+    let kept: Vec<&str> = d.kept.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(kept, vec!["r1-0"], "{d:?}");
+    let more: Vec<(&str, usize)> = d
+        .dropped
+        .iter()
+        .filter_map(|(n, why)| match why {
+            DropReason::DomainEvictsMore { victims, best: 1 } => Some((n.as_str(), *victims)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        more,
+        vec![
+            ("r0-0", 2),
+            ("r0-1", 2),
+            ("r2-0", 3),
+            ("r2-1", 3),
+            ("r2-2", 3)
+        ],
+        "{d:?}"
+    );
+    assert!(DropReason::DomainEvictsMore {
+        victims: 2,
+        best: 1
+    }
+    .explain(&gang[0])
+    .contains(
+        "would evict 2 pods inside this node's topology domain; another domain needs only 1"
+    ),);
+}

@@ -49,6 +49,13 @@ pub(in crate::model) struct GangNeed<'a> {
     required: Option<Arc<str>>,
 }
 
+impl GangNeed<'_> {
+    /// The gang's quorum must be inside one domain of a node label (topology required).
+    pub(in crate::model) fn is_held_to_a_domain(&self) -> bool {
+        self.required.is_some()
+    }
+}
+
 /// Whether muster can judge the preemptor's gang now.
 pub(in crate::model) enum GangCheck<'a> {
     /// Not a member of a gang below quorum, or its gang already holds seats: rule 3 does not
@@ -150,13 +157,22 @@ impl GangTable {
     }
 
     /// Rule 3 for each candidate: where the other members go with `pod` on the candidate's
-    /// node and its victims gone, or `Err((fit, quorum))` when they cannot all be placed.
+    /// node and its victims gone, and how many more lower-priority pods they would evict (of a
+    /// gang held to one domain; 0 otherwise), or `Err((fit, quorum))` when they cannot all be
+    /// placed.
+    ///
+    /// Inside a domain the others take room that needs no eviction first (nodes with no
+    /// lower-priority pod, and what is left on the candidate's node), then nodes with
+    /// lower-priority pods, each counted with all of them (kube-scheduler's dry run may spare
+    /// some: an upper bound). Members first fit stops at are placed in the second pass, which
+    /// may use a node with victims where a later free node would have done (greedy, as the
+    /// planner's first fit is).
     pub(in crate::model) fn follow(
         &self,
         pod: &PodInfo,
         need: &GangNeed<'_>,
         candidates: &[PreemptCandidate],
-    ) -> Vec<Result<Seats, (u32, u32)>> {
+    ) -> Vec<Result<(Seats, usize), (u32, u32)>> {
         let judged = judged(pod, need);
         let snapshot = self.snapshot(&judged, |p| p.priority >= pod.priority);
         let mut rules = GangRules {
@@ -179,7 +195,12 @@ impl GangTable {
             let fit = need.already + bound as u32 + 1;
             return candidates.iter().map(|_| Err((fit, need.quorum))).collect();
         }
-        // A gang held to one domain: each candidate's domain, by value.
+        // A gang held to one domain: each candidate's domain, by value, and how many
+        // lower-priority pods each node runs.
+        let victims_on = match &need.required {
+            Some(_) => self.evictable_count_below(pod.priority),
+            None => HashMap::default(),
+        };
         let domains: HashMap<Arc<str>, Vec<usize>> = match &need.required {
             Some(label) => self
                 .domains(
@@ -196,7 +217,7 @@ impl GangTable {
         candidates
             .iter()
             .map(|c| {
-                let refuse = |placed: usize| -> Result<Seats, (u32, u32)> {
+                let refuse = |placed: usize| -> Result<(Seats, usize), (u32, u32)> {
                     Err((need.already + placed as u32, need.quorum))
                 };
                 let Some(n) = self.ledger.position(&c.node) else {
@@ -226,16 +247,48 @@ impl GangTable {
                 } else {
                     overlay.take(n, &pod.requests);
                     rules.place(0, self.ledger.at(n).info());
-                    let seats = match domain {
+                    let (seats, more) = match domain {
                         Some(nodes) => {
-                            first_fit_among(&self.ledger, nodes, &members, &mut overlay, &mut rules)
+                            // Room that needs no eviction first, then the rest of the domain.
+                            let free: Vec<usize> = nodes
+                                .iter()
+                                .copied()
+                                .filter(|&i| i == n || !victims_on.contains_key(&i))
+                                .collect();
+                            let mut seats = first_fit_among(
+                                &self.ledger,
+                                &free,
+                                &members,
+                                &mut overlay,
+                                &mut rules,
+                            );
+                            let evicting = first_fit_among(
+                                &self.ledger,
+                                nodes,
+                                &members[seats.len()..],
+                                &mut overlay,
+                                &mut rules,
+                            );
+                            let mut on: Vec<usize> = evicting
+                                .iter()
+                                .map(|&(_, i)| i)
+                                .filter(|&i| i != n)
+                                .collect();
+                            on.sort_unstable();
+                            on.dedup();
+                            let more = on.iter().filter_map(|i| victims_on.get(i)).sum();
+                            seats.extend(evicting);
+                            (seats, more)
                         }
-                        None => first_fit_each(&self.ledger, &members, &mut overlay, &mut rules),
+                        None => (
+                            first_fit_each(&self.ledger, &members, &mut overlay, &mut rules),
+                            0,
+                        ),
                     };
                     if seats.len() < members.len() {
                         refuse(seats.len() + 1)
                     } else {
-                        Ok(seats)
+                        Ok((seats, more))
                     }
                 };
                 overlay.rollback(base);
@@ -331,6 +384,20 @@ impl GangTable {
             }
         }
         evictable
+    }
+
+    /// Per node position, how many pods of lower priority than `priority` run there.
+    fn evictable_count_below(&self, priority: i32) -> HashMap<usize, usize> {
+        let mut count: HashMap<usize, usize> = HashMap::default();
+        for p in self.pods.entries() {
+            if p.info.priority >= priority {
+                continue;
+            }
+            if let Some(i) = p.charged_node().and_then(|n| self.ledger.position(n)) {
+                *count.entry(i).or_default() += 1;
+            }
+        }
+        count
     }
 
     /// The seats of a kept candidate's plan, with their nodes and requests, for the hold.

@@ -30,8 +30,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use muster_harness::k8s::GangKey;
 use muster_harness::{
-    ensure_truth, holds_for, muster_view_is_checked, spread, wait_for, Cluster, NodeShape,
-    PodBuilder, Progress, Timer, CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
+    ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, NodeShape, PodBuilder, Timer,
+    CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");

@@ -519,3 +519,46 @@ fn a_required_gang_preempts_in_the_rack_with_the_fewest_victims() {
         "would evict 2 pods inside this node's topology domain; another domain needs only 1"
     ),);
 }
+
+/// A later member of a placed gang with `topology-preferred: rack,block` (a replacement, an
+/// elastic member beyond the quorum): prioritize scores nodes in the gang's rack highest, then
+/// nodes of the gang's block, then the rest; filter still offers every node with room, so when
+/// the gang's rack is full the member goes to the nearest room (same block first) and never
+/// waits for locality.
+#[test]
+fn a_later_member_of_a_preferred_gang_goes_to_the_nearest_domain() {
+    // Block 0: rack 0 with 2 free nodes, rack 1 with 2; block 1: rack 0 with 2.
+    let mut w = blocks(&[&[2, 2], &[2]]);
+    let members: Vec<PodInfo> = (0..2).map(|i| preferred(i, 2)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    let rack: Vec<&str> = bound
+        .iter()
+        .map(|b| b.split('@').nth(1).unwrap().split('-').next().unwrap())
+        .collect();
+    assert!(rack.iter().all(|r| *r == rack[0]), "one rack: {bound:?}");
+    let (block, gang_rack) = (&rack[0][..2], rack[0]);
+    let all = w.all_nodes();
+    let extra = preferred(2, 2);
+    w.add(&[&extra]);
+    let (ok, _) = w.filter(&extra);
+    // The gang's rack is full now: every other node with room is offered.
+    assert_eq!(ok.len(), 4, "{ok:?}");
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let scores = w.table.prioritize(&extra, &refs);
+    for (node, score) in all.iter().zip(&scores) {
+        let want = if node.starts_with(gang_rack) {
+            10
+        } else if node.starts_with(block) {
+            5
+        } else {
+            0
+        };
+        assert_eq!(*score, want, "{node}: {all:?} {scores:?}");
+    }
+    // The best-scored node with room is in the gang's block.
+    let best = ok
+        .iter()
+        .max_by_key(|n| scores[all.iter().position(|a| a == *n).unwrap()])
+        .unwrap();
+    assert!(best.starts_with(block), "{best} {ok:?}");
+}

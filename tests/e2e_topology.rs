@@ -18,6 +18,8 @@
 //! 5. no rack of 4 holds a gang of 5 even with every low-priority pod gone: nothing evicted,
 //!    nothing bound.
 //!
+//! 6. test 1 in the scoped mode (gang members only, gathered behind muster's gate).
+//!
 //! Without muster (`tests/control-run`) kube-scheduler places members one by one wherever
 //! there is room (and preempts per member), so each fails there on cluster truth.
 
@@ -30,8 +32,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use muster_harness::k8s::GangKey;
 use muster_harness::{
-    ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, NodeShape, PodBuilder, Timer,
-    CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
+    ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, ClusterOptions, NodeShape,
+    PodBuilder, Timer, CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -61,33 +63,52 @@ async fn a_required_rack_gang_lands_wholly_in_the_rack_that_holds_it() -> Result
     );
     let c = Cluster::start(MUSTER).await?;
     let ns = "racks";
-    let r = async {
-        c.namespace(ns).await?;
-        racks(&c, [6, 8, 4, 4]).await?;
-        let gang = c
-            .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
-                p.cpu("1").annotation("muster.dev/topology-required", RACK)
-            })
-            .await?;
-        let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
-        let in_rack: BTreeSet<&str> = bound
-            .values()
-            .map(|(n, _)| n.split('-').next().unwrap_or_default())
-            .collect();
-        ensure_truth!(
-            !in_rack.contains("r0"),
-            "a member was bound in rack 0: {bound:?}"
-        );
-        ensure_truth!(
-            in_rack == BTreeSet::from(["r1"]),
-            "not wholly in rack 1: {bound:?}"
-        );
-        c.assert_no_overcommit().await?;
-        Ok(())
-    }
-    .await;
+    let r = lands_wholly_in_rack_1(&c, ns).await;
     c.report(&[ns], r).await
+}
+
+/// The same in the scoped mode (only gang members pass through muster; the admission policy
+/// of deploy/ gates them and muster gathers the gang behind its gate, see `tests/e2e_scoped.rs`):
+/// the gathered gang's seats, published as nominations, are all in rack 1, and the gang lands
+/// wholly there. In the control run no gate is ever removed, so nothing binds.
+#[tokio::test]
+async fn a_required_rack_gang_gathered_in_the_scoped_mode_lands_wholly_in_one_rack() -> Result<()> {
+    let _t = Timer(
+        "a_required_rack_gang_gathered_in_the_scoped_mode",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await?;
+    let ns = "racks-scoped";
+    let r = lands_wholly_in_rack_1(&c, ns).await;
+    c.report(&[ns], r).await
+}
+
+/// Racks with 6, 8, 4 and 4 nodes with room; a gang of 8 with a required rack lands wholly in
+/// rack 1, and nothing is ever bound in rack 0.
+async fn lands_wholly_in_rack_1(c: &Cluster, ns: &str) -> Result<()> {
+    c.namespace(ns).await?;
+    racks(c, [6, 8, 4, 4]).await?;
+    let gang = c
+        .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+            p.cpu("1").annotation("muster.dev/topology-required", RACK)
+        })
+        .await?;
+    let bound = c.wait_bound(ns, &gang, PLACE).await?;
+    ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+    let in_rack: BTreeSet<&str> = bound
+        .values()
+        .map(|(n, _)| n.split('-').next().unwrap_or_default())
+        .collect();
+    ensure_truth!(
+        !in_rack.contains("r0"),
+        "a member was bound in rack 0: {bound:?}"
+    );
+    ensure_truth!(
+        in_rack == BTreeSet::from(["r1"]),
+        "not wholly in rack 1: {bound:?}"
+    );
+    c.assert_no_overcommit().await?;
+    Ok(())
 }
 
 #[tokio::test]

@@ -95,6 +95,9 @@ pub struct Params {
     /// runs scheduler-config/muster-as-default-scheduler.yaml, muster `--scope=gang-members`.
     /// Default: every pod through muster (scheduler-config/muster-every-pod.yaml).
     pub muster_scoped: bool,
+    /// `E2E_WORKLOAD=topology`: nodes in racks and blocks, gangs asking for one rack (see
+    /// [`crate::topology`]).
+    pub topology: Option<crate::topology::Layout>,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -209,6 +212,7 @@ impl Params {
                     })
                 }),
             muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
+            topology: crate::topology::Layout::from_env()?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

@@ -51,6 +51,8 @@ pub struct RunResult {
     /// Per process at the end of the measured phase: name, resident MiB, peak resident MiB.
     pub memory: Vec<(String, f64, f64)>,
     pub wall_secs: f64,
+    /// The topology workload: gangs bound whole within one domain.
+    pub topology: Option<crate::topology::Share>,
 }
 
 impl RunResult {
@@ -84,6 +86,7 @@ impl RunResult {
             events: Vec::new(),
             memory: Vec::new(),
             wall_secs: 0.0,
+            topology: None,
         }
     }
 

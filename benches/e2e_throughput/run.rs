@@ -306,6 +306,14 @@ pub async fn run_mode_inner(
     }
 
     gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
+    if let Some(l) = &w.topology {
+        match k8s::list_pods(&client, NS).await {
+            Ok(pods) => r.topology = Some(crate::topology::share(l, w, &pods)),
+            Err(e) => r
+                .notes
+                .push(format!("listing pods for the topology share: {e:#}")),
+        }
+    }
 
     r.status = if r.bound == total {
         Status::Completed

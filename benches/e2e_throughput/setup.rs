@@ -43,6 +43,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             .iter()
             .map(|s| s.to_string())
             .collect();
+        if p.topology.is_some() {
+            crate::topology::with_native_gate(&mut cpo.apiserver_args);
+        }
     }
     let mut cp = ControlPlane::start(cpo).await.with_context(|| {
         if mode == Mode::Native {
@@ -95,6 +98,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     if mode == Mode::Native {
         so.args
             .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
+        if p.topology.is_some() {
+            crate::topology::with_native_gate(&mut so.args);
+        }
     }
     cp.start_scheduler(so).await.with_context(|| {
         if mode == Mode::Native {

@@ -9,4 +9,5 @@ mod prometheus;
 mod result;
 mod rounds;
 mod stats;
+mod topology;
 mod workload;

@@ -490,7 +490,15 @@ pub fn dropped_members_missing(pod: &PodInfo, existing: u32, quorum: u32) -> Str
     )
 }
 
-/// Dropped: the preemptor's gang is backing off after a timeout.
+/// Dropped: another member of the preemptor's gang preempted a moment ago.
+pub fn dropped_sibling_preempting(pod: &PodInfo) -> String {
+    format!(
+        "another member of {} is preempting for the whole gang; this one waits for the room planned for it",
+        gang_of(pod)
+    )
+}
+
+/// Dropped: the preemptor's gang is backing off after its quorum timeout.
 pub fn dropped_backing_off(pod: &PodInfo, left: Duration) -> String {
     format!(
         "{} is backing off for {}s after its quorum timeout",

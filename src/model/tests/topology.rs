@@ -562,3 +562,45 @@ fn a_later_member_of_a_preferred_gang_goes_to_the_nearest_domain() {
         .unwrap();
     assert!(best.starts_with(block), "{best} {ok:?}");
 }
+
+/// Two members of a gang held to one rack ask to preempt at once (kube-scheduler works on
+/// both before the first one's nomination shows): the first is kept inside rack 1; the second,
+/// while that plan waits for its nomination, is refused (its room is planned already), so
+/// nothing is evicted for it in another rack.
+#[test]
+fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
+    let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let candidates: Vec<PreemptCandidate> = low
+        .iter()
+        .map(|v| PreemptCandidate {
+            node: v.node_name.as_ref().unwrap().to_string(),
+            victims: vec![v.uid.to_string()],
+            pdb_violations: 0,
+        })
+        .collect();
+    let d = w.preempt(&gang[0], candidates.clone());
+    assert_eq!(d.kept.len(), 1, "{d:?}");
+    let rest: Vec<PreemptCandidate> = candidates
+        .into_iter()
+        .filter(|c| !c.node.starts_with("r1"))
+        .collect();
+    let d = w.preempt(&gang[1], rest);
+    assert!(d.kept.is_empty(), "{d:?}");
+    assert!(
+        d.dropped
+            .iter()
+            .all(|(_, why)| *why == DropReason::SiblingPreempting),
+        "{d:?}"
+    );
+}

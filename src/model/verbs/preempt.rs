@@ -95,6 +95,9 @@ pub enum DropReason {
     MembersMissing { existing: u32, quorum: u32 },
     /// The preemptor's gang is backing off after a timeout.
     GangBackingOff { left: Duration },
+    /// Another member of the preemptor's gang preempted a moment ago; the room it frees is
+    /// planned for the whole gang.
+    SiblingPreempting,
     /// The preemptor's gang's quorum is more than the cluster could ever hold.
     BeyondCluster(BeyondCluster),
     /// The request's pod UID is another pod's in muster's cache.
@@ -200,6 +203,15 @@ impl GangTable {
         {
             // Rule 1: the preemptor's gang must be known.
             let check = self.gang_check(pod, now);
+            if let GangCheck::OnlyOwnSeat(seats) = &check {
+                survivors.retain(|c| {
+                    let own = seats.contains(&c.node);
+                    if !own {
+                        dropped.push((c.node.clone(), DropReason::SiblingPreempting));
+                    }
+                    own
+                });
+            }
             if let GangCheck::CannotJudge(why) = &check {
                 for c in survivors.drain(..) {
                     dropped.push((c.node, why.clone()));

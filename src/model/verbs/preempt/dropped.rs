@@ -28,6 +28,7 @@ impl DropReason {
                 messages::dropped_members_missing(pod, *existing, *quorum)
             }
             DropReason::GangBackingOff { left } => messages::dropped_backing_off(pod, *left),
+            DropReason::SiblingPreempting => messages::dropped_sibling_preempting(pod),
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
             DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),
             DropReason::VictimNotOnNode { victim, on } => {

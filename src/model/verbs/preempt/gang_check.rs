@@ -31,6 +31,7 @@ use crate::model::rules::GangPlacement;
 use crate::model::table::gang::SeatHolder;
 use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
+use crate::model::verbs::preemption_hold::NOMINATION_WAIT;
 
 /// What rule 3 reads about the preemptor's gang, computed once per request.
 pub(in crate::model) struct GangNeed<'a> {
@@ -63,6 +64,9 @@ pub(in crate::model) enum GangCheck<'a> {
     NotNeeded,
     /// muster cannot judge the gang now; the safe answer is no candidate.
     CannotJudge(DropReason),
+    /// Another member's preemption is under way and room is held or planned for this one:
+    /// only candidates on these nodes (its own seat, held or planned) may be kept.
+    OnlyOwnSeat(Vec<String>),
     /// The gang is known: rule 3 applies.
     Judge(Box<GangNeed<'a>>),
 }
@@ -98,6 +102,38 @@ impl GangTable {
             return GangCheck::CannotJudge(DropReason::NotSeenYet);
         };
         let facts = self.facts(key);
+        // Another member's preemption is under way: room is held for the whole gang while its
+        // victims terminate (`preemption_hold`), or its plan waits for kube-scheduler's
+        // nomination (and then holds room for this member too). Evicting more now, elsewhere,
+        // would be for nothing; kube-scheduler retries this member when the victims go.
+        let held = gang
+            .preemption_hold
+            .as_ref()
+            .is_some_and(|h| h.preemptor != pod.uid);
+        let planned = self.preempt_plans.iter().any(|(uid, plan)| {
+            plan.gang == *key
+                && *uid != pod.uid
+                && now.saturating_duration_since(plan.at) < NOMINATION_WAIT
+        });
+        if !self.is_placed(key, &facts) && (held || planned) {
+            // Its own seat's node, held or planned, is where it may still need room freed.
+            let mut seats: Vec<String> = gang
+                .seat_of(&pod.uid)
+                .map(|s| s.node.to_string())
+                .into_iter()
+                .collect();
+            for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+                for (_, planned) in &plan.by_node {
+                    seats.extend(
+                        planned
+                            .iter()
+                            .filter(|s| s.holder == SeatHolder::Member(pod.uid.clone()))
+                            .map(|s| s.node.to_string()),
+                    );
+                }
+            }
+            return GangCheck::OnlyOwnSeat(seats);
+        }
         if self.is_placed(key, &facts) || gang.is_admitted() {
             return GangCheck::NotNeeded;
         }

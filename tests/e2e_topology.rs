@@ -12,15 +12,29 @@
 //! 3. `muster.dev/topology-preferred: topology.kubernetes.io/rack` and no rack holds 8 (5, 3, 6,
 //!    2 nodes with room): the gang is placed whole, in the fewest racks that can hold it (2).
 //!
+//! 4. preemption inside one rack (3 racks × 4 one-CPU nodes, low-priority plain pods on some):
+//!    a high-priority gang of 4 held to one rack evicts only in the rack needing the fewest
+//!    evictions and is placed whole there; nothing is evicted in the other racks;
+//! 5. no rack of 4 holds a gang of 5 even with every low-priority pod gone: nothing evicted,
+//!    nothing bound.
+//!
+//! 6. test 1 in the scoped mode (gang members only, gathered behind muster's gate).
+//!
 //! Without muster (`tests/control-run`) kube-scheduler places members one by one wherever
-//! there is room, so both fail there on cluster truth.
+//! there is room (and preempts per member), so each fails there on cluster truth.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
 use muster_harness::k8s::GangKey;
-use muster_harness::{ensure_truth, spread, Cluster, NodeShape, Timer, PLACE, REASON, TOGETHER};
+use muster_harness::{
+    ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, ClusterOptions, NodeShape,
+    PodBuilder, Timer, CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
+};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const RACK: &str = "topology.kubernetes.io/rack";
@@ -49,33 +63,52 @@ async fn a_required_rack_gang_lands_wholly_in_the_rack_that_holds_it() -> Result
     );
     let c = Cluster::start(MUSTER).await?;
     let ns = "racks";
-    let r = async {
-        c.namespace(ns).await?;
-        racks(&c, [6, 8, 4, 4]).await?;
-        let gang = c
-            .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
-                p.cpu("1").annotation("muster.dev/topology-required", RACK)
-            })
-            .await?;
-        let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
-        let in_rack: BTreeSet<&str> = bound
-            .values()
-            .map(|(n, _)| n.split('-').next().unwrap_or_default())
-            .collect();
-        ensure_truth!(
-            !in_rack.contains("r0"),
-            "a member was bound in rack 0: {bound:?}"
-        );
-        ensure_truth!(
-            in_rack == BTreeSet::from(["r1"]),
-            "not wholly in rack 1: {bound:?}"
-        );
-        c.assert_no_overcommit().await?;
-        Ok(())
-    }
-    .await;
+    let r = lands_wholly_in_rack_1(&c, ns).await;
     c.report(&[ns], r).await
+}
+
+/// The same in the scoped mode (only gang members pass through muster; the admission policy
+/// of deploy/ gates them and muster gathers the gang behind its gate, see `tests/e2e_scoped.rs`):
+/// the gathered gang's seats, published as nominations, are all in rack 1, and the gang lands
+/// wholly there. In the control run no gate is ever removed, so nothing binds.
+#[tokio::test]
+async fn a_required_rack_gang_gathered_in_the_scoped_mode_lands_wholly_in_one_rack() -> Result<()> {
+    let _t = Timer(
+        "a_required_rack_gang_gathered_in_the_scoped_mode",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await?;
+    let ns = "racks-scoped";
+    let r = lands_wholly_in_rack_1(&c, ns).await;
+    c.report(&[ns], r).await
+}
+
+/// Racks with 6, 8, 4 and 4 nodes with room; a gang of 8 with a required rack lands wholly in
+/// rack 1, and nothing is ever bound in rack 0.
+async fn lands_wholly_in_rack_1(c: &Cluster, ns: &str) -> Result<()> {
+    c.namespace(ns).await?;
+    racks(c, [6, 8, 4, 4]).await?;
+    let gang = c
+        .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+            p.cpu("1").annotation("muster.dev/topology-required", RACK)
+        })
+        .await?;
+    let bound = c.wait_bound(ns, &gang, PLACE).await?;
+    ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+    let in_rack: BTreeSet<&str> = bound
+        .values()
+        .map(|(n, _)| n.split('-').next().unwrap_or_default())
+        .collect();
+    ensure_truth!(
+        !in_rack.contains("r0"),
+        "a member was bound in rack 0: {bound:?}"
+    );
+    ensure_truth!(
+        in_rack == BTreeSet::from(["r1"]),
+        "not wholly in rack 1: {bound:?}"
+    );
+    c.assert_no_overcommit().await?;
+    Ok(())
 }
 
 #[tokio::test]
@@ -132,6 +165,182 @@ async fn a_preferred_rack_gang_no_rack_holds_spans_the_fewest_racks() -> Result<
             "not in the fewest racks (2, rack 2 among them): {bound:?}"
         );
         c.assert_no_overcommit().await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Observation window for "nothing is evicted": kube-scheduler alone preempts within one
+/// scheduling cycle (about 300 ms on a loaded 2-core machine) of the gang's creation; 30 s is
+/// the margin `tests/e2e_preemption.rs` uses for the same claim.
+const NOTHING_EVICTED: Duration = Duration::from_secs(30);
+
+/// PriorityClasses `low` (100) and `high` (100000).
+async fn priorities(c: &Cluster) -> Result<()> {
+    for (name, value) in [("low", 100), ("high", 100_000)] {
+        let pc = PriorityClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            value: Some(value),
+            ..Default::default()
+        };
+        Api::<PriorityClass>::all(c.client())
+            .create(&PostParams::default(), &pc)
+            .await
+            .with_context(|| format!("creating PriorityClass {name}"))?;
+    }
+    Ok(())
+}
+
+/// `racks` racks of 4 one-CPU nodes `r<rack>-<i>`; in rack `r`, the first `busy[r]` nodes
+/// run a low-priority 1-CPU plain pod `low-r<rack>-<i>` (bound before this returns). Returns
+/// the low pods' names per rack.
+async fn racks_with_low_pods(c: &Cluster, ns: &str, busy: &[usize]) -> Result<Vec<Vec<String>>> {
+    priorities(c).await?;
+    let mut low = Vec::new();
+    for (r, &b) in busy.iter().enumerate() {
+        let mut in_rack = Vec::new();
+        for i in 0..4 {
+            let node = format!("r{r}-{i}");
+            c.add_node(&node, NodeShape::cpu("1").label(RACK, &format!("rack-{r}")))
+                .await?;
+            if i < b {
+                let name = format!("low-{node}");
+                c.create(
+                    PodBuilder::new(ns, &name)
+                        .cpu("1")
+                        .priority_class("low")
+                        .node_selector("kubernetes.io/hostname", &node),
+                )
+                .await?;
+                in_rack.push(name);
+            }
+        }
+        low.push(in_rack);
+    }
+    let all: Vec<String> = low.iter().flatten().cloned().collect();
+    c.wait_bound(ns, &all, PLACE).await?;
+    Ok(low)
+}
+
+/// The names of the pods that exist in `ns`.
+async fn existing(c: &Cluster, ns: &str) -> Result<BTreeSet<String>> {
+    Ok(c.pods(ns)
+        .await?
+        .iter()
+        .map(|p| muster_harness::k8s::pod_name(p).to_string())
+        .collect())
+}
+
+/// Racks of 4 one-CPU nodes running 2, 1 and 3 low-priority pods: no rack has 4 free nodes,
+/// so a high-priority gang of 4 held to one rack fits only by evicting. Every node kube-scheduler
+/// could preempt on has one victim; rack 1 needs that one eviction in all, rack 0 two, rack 2
+/// three. muster keeps only rack 1's candidate: the gang is placed whole in rack 1, only rack
+/// 1's low pod is evicted, and every low pod of racks 0 and 2 still exists where it was.
+/// kube-scheduler alone binds the members to the 6 free nodes, across racks, evicting nothing.
+#[tokio::test]
+async fn a_required_rack_gang_preempts_only_inside_the_rack_with_the_fewest_victims() -> Result<()>
+{
+    let _t = Timer(
+        "a_required_rack_gang_preempts_only_inside_one_rack",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "preempt-rack";
+    let r = async {
+        c.namespace(ns).await?;
+        let low = racks_with_low_pods(&c, ns, &[2, 1, 3]).await?;
+        let gang = c
+            .create_gang(ns, "trainer", 4, 4, GangKey::Muster, |p| {
+                p.cpu("1")
+                    .priority_class("high")
+                    .annotation("muster.dev/topology-required", RACK)
+            })
+            .await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        let in_rack: BTreeSet<&str> = bound
+            .values()
+            .map(|(n, _)| n.split('-').next().unwrap_or_default())
+            .collect();
+        ensure_truth!(
+            in_rack == BTreeSet::from(["r1"]),
+            "not wholly in rack 1: {bound:?}"
+        );
+        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        // Pod names are never reused here: a low pod that exists now was never evicted.
+        let exist = existing(&c, ns).await?;
+        let evicted_elsewhere: Vec<&String> = low[0]
+            .iter()
+            .chain(&low[2])
+            .filter(|n| !exist.contains(*n))
+            .collect();
+        ensure_truth!(
+            evicted_elsewhere.is_empty(),
+            "evicted outside rack 1: {evicted_elsewhere:?}"
+        );
+        ensure_truth!(
+            !exist.contains(&low[1][0]),
+            "rack 1's low pod {} was not evicted, yet all 4 members are bound there",
+            low[1][0]
+        );
+        c.assert_no_overcommit().await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Two racks of 4 one-CPU nodes, each running a low-priority pod: a high-priority gang of 5
+/// held to one rack fits in no rack even with every low pod gone. Nothing is evicted and
+/// nothing bound. kube-scheduler alone evicts 5 low pods, one per member.
+#[tokio::test]
+async fn a_required_rack_gang_no_rack_holds_even_after_evictions_evicts_nothing() -> Result<()> {
+    let _t = Timer(
+        "a_required_rack_gang_no_rack_holds_after_evictions",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "preempt-norack";
+    let r = async {
+        c.namespace(ns).await?;
+        let low: Vec<String> = racks_with_low_pods(&c, ns, &[4, 4])
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        let gang = c
+            .create_gang(ns, "trainer", 5, 5, GangKey::Muster, |p| {
+                p.cpu("1")
+                    .priority_class("high")
+                    .annotation("muster.dev/topology-required", RACK)
+            })
+            .await?;
+        let (cluster, low_pods) = (&c, &low);
+        holds_for("every low pod to stay", NOTHING_EVICTED, || async move {
+            let exist = existing(cluster, ns).await?;
+            let gone: Vec<&String> = low_pods.iter().filter(|n| !exist.contains(*n)).collect();
+            Ok(if gone.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{CLUSTER_TRUTH} evicted: {gone:?}"))
+            })
+        })
+        .await?;
+        c.assert_none_bound_for(ns, &gang, Duration::ZERO).await?;
+        // With every node full kube-scheduler's filters pass no node, so muster hears of the
+        // gang through preempt only: its Event on the members says so.
+        if muster_view_is_checked() {
+            c.wait_event_containing(
+                ns,
+                &gang,
+                "could place only 4 of 5 members even with every lower-priority pod evicted",
+                REASON,
+            )
+            .await?;
+        }
         Ok(())
     }
     .await;

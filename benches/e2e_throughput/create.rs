@@ -24,9 +24,12 @@ pub async fn create_nodes(client: &Client, p: &Params, which: Range<usize>) -> R
     for i in which {
         let permit = sem.clone().acquire_owned().await?;
         let client = client.clone();
-        let shape = NodeShape::cpu(&p.node_cpu)
+        let mut shape = NodeShape::cpu(&p.node_cpu)
             .memory(&p.node_memory)
             .pods(p.node_pods);
+        if let Some(l) = &p.topology {
+            shape = l.label(i, shape);
+        }
         set.spawn(async move {
             let _permit = permit;
             k8s::add_node(&client, &format!("node-{i:04}"), &shape).await
@@ -42,10 +45,13 @@ pub async fn create_pod_groups(client: &Client, w: &Workload) -> Result<()> {
     let api: Api<PodGroup> = Api::namespaced(client.clone(), NS);
     let sem = Arc::new(Semaphore::new(16));
     let mut set = JoinSet::new();
-    for g in &w.gangs {
+    for (i, g) in w.gangs.iter().enumerate() {
         let permit = sem.clone().acquire_owned().await?;
         let api = api.clone();
-        let pg = pod_group_object(g);
+        let mut pg = pod_group_object(g);
+        if let Some(l) = &w.topology {
+            pg.spec.scheduling_constraints = l.pod_group_constraints(i);
+        }
         set.spawn(async move {
             let _permit = permit;
             api.create(&PostParams::default(), &pg)

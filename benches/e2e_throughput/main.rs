@@ -65,6 +65,7 @@ mod rounds;
 mod run;
 mod setup;
 mod stats;
+mod topology;
 mod workload;
 
 use std::time::Instant;

@@ -183,6 +183,7 @@ mod tests {
                 members: vec![2, 3],
             }],
             order: vec![0, 1, 2, 3],
+            topology: None,
         };
         let t0 = Instant::now();
         let at = |s: f64| Some(t0 + Duration::from_secs_f64(s));

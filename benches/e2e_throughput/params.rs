@@ -106,6 +106,9 @@ pub struct Params {
     /// `E2E_MUSTER_OUTAGE_SECS` / `E2E_MUSTER_OUTAGE_AT_SECS`: muster killed this long after
     /// the first create, for this long (see `outage`).
     pub muster_outage: Option<(Duration, Duration)>,
+    /// `E2E_WORKLOAD=topology`: nodes in racks and blocks, gangs asking for one rack (see
+    /// [`crate::topology`]).
+    pub topology: Option<crate::topology::Layout>,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -221,6 +224,7 @@ impl Params {
                 }),
             muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
             muster_outage: crate::outage::from_env()?,
+            topology: crate::topology::Layout::from_env()?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

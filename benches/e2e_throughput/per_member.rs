@@ -204,6 +204,7 @@ mod tests {
             ],
             gangs: Vec::new(),
             order: vec![0, 1],
+            topology: None,
         };
         let events = [
             event("g0000-00", "FailedScheduling", 3),

@@ -499,6 +499,9 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         }
         s.push('\n');
     }
+    if let Some(l) = &w.topology {
+        s.push_str(&crate::topology::report_section(l, w, results));
+    }
     let _ = writeln!(
         s,
         "Files: e2e-throughput{0}.csv (bound pods per second per configuration), \

@@ -55,6 +55,8 @@ pub struct RunResult {
     pub per_member: crate::per_member::PerMember,
     /// The outage mode's numbers (muster runs with `E2E_MUSTER_OUTAGE_SECS`).
     pub outage: Option<crate::outage::OutageResult>,
+    /// The topology workload: gangs bound whole within one domain.
+    pub topology: Option<crate::topology::Share>,
 }
 
 impl RunResult {
@@ -90,6 +92,7 @@ impl RunResult {
             wall_secs: 0.0,
             per_member: Default::default(),
             outage: None,
+            topology: None,
         }
     }
 

@@ -347,6 +347,14 @@ pub async fn run_mode_inner(
             .notes
             .push(format!("listing FailedScheduling Events: {e:#}")),
     }
+    if let Some(l) = &w.topology {
+        match k8s::list_pods(&client, NS).await {
+            Ok(pods) => r.topology = Some(crate::topology::share(l, w, &pods)),
+            Err(e) => r
+                .notes
+                .push(format!("listing pods for the topology share: {e:#}")),
+        }
+    }
 
     r.status = if r.bound == total {
         Status::Completed

@@ -46,6 +46,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             .iter()
             .map(|s| s.to_string())
             .collect();
+        if p.topology.is_some() {
+            crate::topology::with_native_gate(&mut cpo.apiserver_args);
+        }
     }
     let mut cp = ControlPlane::start(cpo).await.with_context(|| {
         if mode == Mode::Native {
@@ -98,6 +101,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     if mode == Mode::Native {
         so.args
             .extend(NATIVE_SCHEDULER_ARGS.iter().map(|s| s.to_string()));
+        if p.topology.is_some() {
+            crate::topology::with_native_gate(&mut so.args);
+        }
     }
     if mode == Mode::VanillaUnbatched {
         so.args.push(UNBATCHED_SCHEDULER_ARG.into());

@@ -11,4 +11,5 @@ mod prometheus;
 mod result;
 mod rounds;
 mod stats;
+mod topology;
 mod workload;

@@ -50,6 +50,8 @@ pub struct Workload {
     pub gangs: Vec<GangPlan>,
     /// Creation order (indices into `pods`).
     pub order: Vec<usize>,
+    /// The topology workload's racks and blocks (`E2E_WORKLOAD=topology`).
+    pub topology: Option<crate::topology::Layout>,
 }
 
 impl Workload {
@@ -142,7 +144,12 @@ pub fn build_workload(p: &Params) -> Workload {
             open.swap_remove(k);
         }
     }
-    Workload { pods, gangs, order }
+    Workload {
+        pods,
+        gangs,
+        order,
+        topology: p.topology,
+    }
 }
 
 pub fn pod_object(w: &Workload, i: usize, mode: Mode) -> Pod {
@@ -155,6 +162,9 @@ pub fn pod_object(w: &Workload, i: usize, mode: Mode) -> Pod {
     if let Some(g) = plan.gang {
         let gang = &w.gangs[g];
         b = b.gang(GangKey::Muster, &gang.name, gang.members.len() as u32);
+        if let Some(l) = &w.topology {
+            b = l.annotate(g, b);
+        }
     }
     let mut pod = b.build();
     if mode == Mode::Native {

@@ -459,6 +459,18 @@ pub fn dropped_gang_not_lower_priority(pod: &PodInfo, gang: &GangKey, priority: 
 /// Dropped: another candidate disrupts fewer pods.
 pub const DROPPED_DISRUPTS_MORE: &str = "another node disrupts fewer pods";
 
+/// Dropped: the preemptor's gang is held to one topology domain, and another domain needs
+/// fewer evictions.
+pub fn dropped_domain_evicts_more(pod: &PodInfo, victims: usize, best: usize) -> String {
+    let who = match pod.gang() {
+        Some(m) => format!("gang {}", m.gang),
+        None => "the gang".to_string(),
+    };
+    format!(
+        "{who} would evict {victims} pods inside this node's topology domain; another domain needs only {best}"
+    )
+}
+
 /// Dropped: the watch has not delivered the preemptor yet.
 pub const DROPPED_NOT_SEEN_YET: &str = "muster has not seen this pod yet, so it cannot judge its gang (it asks for a retry once it has)";
 
@@ -478,7 +490,15 @@ pub fn dropped_members_missing(pod: &PodInfo, existing: u32, quorum: u32) -> Str
     )
 }
 
-/// Dropped: the preemptor's gang is backing off after a timeout.
+/// Dropped: another member of the preemptor's gang preempted a moment ago.
+pub fn dropped_sibling_preempting(pod: &PodInfo) -> String {
+    format!(
+        "another member of {} is preempting for the whole gang; this one waits for the room planned for it",
+        gang_of(pod)
+    )
+}
+
+/// Dropped: the preemptor's gang is backing off after its quorum timeout.
 pub fn dropped_backing_off(pod: &PodInfo, left: Duration) -> String {
     format!(
         "{} is backing off for {}s after its quorum timeout",

@@ -459,3 +459,148 @@ fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
         "{said}"
     );
 }
+
+/// Preemption inside the domain with the fewest victims: racks of 4 one-CPU nodes; rack 0
+/// runs 2 plain pods of priority 0, rack 1 one, rack 2 three. A high-priority gang of 4 held to one
+/// rack fits only by evicting; every candidate has one victim, but the rest of the gang
+/// follows into rack 0 only with 1 more eviction and into rack 2 with 2 more: only rack 1's
+/// candidate is kept, and its plan seats the others on rack 1's free nodes.
+#[test]
+fn a_required_gang_preempts_in_the_rack_with_the_fewest_victims() {
+    // The plain pods have priority 0.
+    let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let candidates: Vec<PreemptCandidate> = low
+        .iter()
+        .map(|v| PreemptCandidate {
+            node: v.node_name.as_ref().unwrap().to_string(),
+            victims: vec![v.uid.to_string()],
+            pdb_violations: 0,
+        })
+        .collect();
+    let d = w.preempt(&gang[0], candidates);
+    let kept: Vec<&str> = d.kept.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(kept, vec!["r1-0"], "{d:?}");
+    let more: Vec<(&str, usize)> = d
+        .dropped
+        .iter()
+        .filter_map(|(n, why)| match why {
+            DropReason::DomainEvictsMore { victims, best: 1 } => Some((n.as_str(), *victims)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        more,
+        vec![
+            ("r0-0", 2),
+            ("r0-1", 2),
+            ("r2-0", 3),
+            ("r2-1", 3),
+            ("r2-2", 3)
+        ],
+        "{d:?}"
+    );
+    assert!(DropReason::DomainEvictsMore {
+        victims: 2,
+        best: 1
+    }
+    .explain(&gang[0])
+    .contains(
+        "would evict 2 pods inside this node's topology domain; another domain needs only 1"
+    ),);
+}
+
+/// A later member of a placed gang with `topology-preferred: rack,block` (a replacement, an
+/// elastic member beyond the quorum): prioritize scores nodes in the gang's rack highest, then
+/// nodes of the gang's block, then the rest; filter still offers every node with room, so when
+/// the gang's rack is full the member goes to the nearest room (same block first) and never
+/// waits for locality.
+#[test]
+fn a_later_member_of_a_preferred_gang_goes_to_the_nearest_domain() {
+    // Block 0: rack 0 with 2 free nodes, rack 1 with 2; block 1: rack 0 with 2.
+    let mut w = blocks(&[&[2, 2], &[2]]);
+    let members: Vec<PodInfo> = (0..2).map(|i| preferred(i, 2)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    let rack: Vec<&str> = bound
+        .iter()
+        .map(|b| b.split('@').nth(1).unwrap().split('-').next().unwrap())
+        .collect();
+    assert!(rack.iter().all(|r| *r == rack[0]), "one rack: {bound:?}");
+    let (block, gang_rack) = (&rack[0][..2], rack[0]);
+    let all = w.all_nodes();
+    let extra = preferred(2, 2);
+    w.add(&[&extra]);
+    let (ok, _) = w.filter(&extra);
+    // The gang's rack is full now: every other node with room is offered.
+    assert_eq!(ok.len(), 4, "{ok:?}");
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let scores = w.table.prioritize(&extra, &refs);
+    for (node, score) in all.iter().zip(&scores) {
+        let want = if node.starts_with(gang_rack) {
+            10
+        } else if node.starts_with(block) {
+            5
+        } else {
+            0
+        };
+        assert_eq!(*score, want, "{node}: {all:?} {scores:?}");
+    }
+    // The best-scored node with room is in the gang's block.
+    let best = ok
+        .iter()
+        .max_by_key(|n| scores[all.iter().position(|a| a == *n).unwrap()])
+        .unwrap();
+    assert!(best.starts_with(block), "{best} {ok:?}");
+}
+
+/// Two members of a gang held to one rack ask to preempt at once (kube-scheduler works on
+/// both before the first one's nomination shows): the first is kept inside rack 1; the second,
+/// while that plan waits for its nomination, is refused (its room is planned already), so
+/// nothing is evicted for it in another rack.
+#[test]
+fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
+    let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100_000)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let candidates: Vec<PreemptCandidate> = low
+        .iter()
+        .map(|v| PreemptCandidate {
+            node: v.node_name.as_ref().unwrap().to_string(),
+            victims: vec![v.uid.to_string()],
+            pdb_violations: 0,
+        })
+        .collect();
+    let d = w.preempt(&gang[0], candidates.clone());
+    assert_eq!(d.kept.len(), 1, "{d:?}");
+    let rest: Vec<PreemptCandidate> = candidates
+        .into_iter()
+        .filter(|c| !c.node.starts_with("r1"))
+        .collect();
+    let d = w.preempt(&gang[1], rest);
+    assert!(d.kept.is_empty(), "{d:?}");
+    assert!(
+        d.dropped
+            .iter()
+            .all(|(_, why)| *why == DropReason::SiblingPreempting),
+        "{d:?}"
+    );
+}

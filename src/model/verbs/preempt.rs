@@ -95,6 +95,9 @@ pub enum DropReason {
     MembersMissing { existing: u32, quorum: u32 },
     /// The preemptor's gang is backing off after a timeout.
     GangBackingOff { left: Duration },
+    /// Another member of the preemptor's gang preempted a moment ago; the room it frees is
+    /// planned for the whole gang.
+    SiblingPreempting,
     /// The preemptor's gang's quorum is more than the cluster could ever hold.
     BeyondCluster(BeyondCluster),
     /// The request's pod UID is another pod's in muster's cache.
@@ -114,6 +117,10 @@ pub enum DropReason {
     GangNotLowerPriority { gang: GangKey, priority: i32 },
     /// Another candidate disrupts fewer pods.
     DisruptsMore,
+    /// The preemptor's gang is held to one topology domain, and the gang would evict
+    /// `victims` pods in all inside this candidate's domain, where another candidate's needs
+    /// `best`.
+    DomainEvictsMore { victims: usize, best: usize },
 }
 
 /// The answer to one preemption request.
@@ -196,6 +203,15 @@ impl GangTable {
         {
             // Rule 1: the preemptor's gang must be known.
             let check = self.gang_check(pod, now);
+            if let GangCheck::OnlyOwnSeat(seats) = &check {
+                survivors.retain(|c| {
+                    let own = seats.contains(&c.node);
+                    if !own {
+                        dropped.push((c.node.clone(), DropReason::SiblingPreempting));
+                    }
+                    own
+                });
+            }
             if let GangCheck::CannotJudge(why) = &check {
                 for c in survivors.drain(..) {
                     dropped.push((c.node, why.clone()));
@@ -219,16 +235,28 @@ impl GangTable {
                 let mut kept = Vec::new();
                 for (c, verdict) in survivors.into_iter().zip(verdicts) {
                     match verdict {
-                        Ok(seats) => {
+                        Ok((seats, more)) => {
                             plans.push((c.node.clone(), self.planned_seats(need, seats)));
-                            kept.push(c);
+                            let victims = c.victims.len() + more;
+                            kept.push((c, victims));
                         }
                         Err((fit, quorum)) => {
                             dropped.push((c.node, DropReason::GangCannotFollow { fit, quorum }))
                         }
                     }
                 }
-                survivors = kept;
+                // A gang held to one domain evicts inside the domain that needs the fewest
+                // evictions in all; kube-scheduler picks among those the cheapest node.
+                if need.is_held_to_a_domain() {
+                    let best = kept.iter().map(|(_, v)| *v).min().unwrap_or(0);
+                    let (fewest, more): (Vec<_>, Vec<_>) =
+                        kept.into_iter().partition(|(_, v)| *v == best);
+                    for (c, victims) in more {
+                        dropped.push((c.node, DropReason::DomainEvictsMore { victims, best }));
+                    }
+                    kept = fewest;
+                }
+                survivors = kept.into_iter().map(|(c, _)| c).collect();
             }
         }
 

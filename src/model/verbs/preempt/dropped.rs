@@ -17,6 +17,9 @@ impl DropReason {
                 messages::dropped_gang_not_lower_priority(pod, gang, *priority)
             }
             DropReason::DisruptsMore => messages::DROPPED_DISRUPTS_MORE.to_string(),
+            DropReason::DomainEvictsMore { victims, best } => {
+                messages::dropped_domain_evicts_more(pod, *victims, *best)
+            }
             DropReason::NotSeenYet => messages::DROPPED_NOT_SEEN_YET.to_string(),
             DropReason::QuorumUndecided { existing } => {
                 messages::dropped_quorum_undecided(pod, *existing)
@@ -25,6 +28,7 @@ impl DropReason {
                 messages::dropped_members_missing(pod, *existing, *quorum)
             }
             DropReason::GangBackingOff { left } => messages::dropped_backing_off(pod, *left),
+            DropReason::SiblingPreempting => messages::dropped_sibling_preempting(pod),
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
             DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),
             DropReason::VictimNotOnNode { victim, on } => {

@@ -31,6 +31,7 @@ use crate::model::rules::GangPlacement;
 use crate::model::table::gang::SeatHolder;
 use crate::model::table::preemption_plan::PlannedSeat;
 use crate::model::table::GangTable;
+use crate::model::verbs::preemption_hold::NOMINATION_WAIT;
 
 /// What rule 3 reads about the preemptor's gang, computed once per request.
 pub(in crate::model) struct GangNeed<'a> {
@@ -49,6 +50,13 @@ pub(in crate::model) struct GangNeed<'a> {
     required: Option<Arc<str>>,
 }
 
+impl GangNeed<'_> {
+    /// The gang's quorum must be inside one domain of a node label (topology required).
+    pub(in crate::model) fn is_held_to_a_domain(&self) -> bool {
+        self.required.is_some()
+    }
+}
+
 /// Whether muster can judge the preemptor's gang now.
 pub(in crate::model) enum GangCheck<'a> {
     /// Not a member of a gang below quorum, or its gang already holds seats: rule 3 does not
@@ -56,6 +64,9 @@ pub(in crate::model) enum GangCheck<'a> {
     NotNeeded,
     /// muster cannot judge the gang now; the safe answer is no candidate.
     CannotJudge(DropReason),
+    /// Another member's preemption is under way and room is held or planned for this one:
+    /// only candidates on these nodes (its own seat, held or planned) may be kept.
+    OnlyOwnSeat(Vec<String>),
     /// The gang is known: rule 3 applies.
     Judge(Box<GangNeed<'a>>),
 }
@@ -91,6 +102,38 @@ impl GangTable {
             return GangCheck::CannotJudge(DropReason::NotSeenYet);
         };
         let facts = self.facts(key);
+        // Another member's preemption is under way: room is held for the whole gang while its
+        // victims terminate (`preemption_hold`), or its plan waits for kube-scheduler's
+        // nomination (and then holds room for this member too). Evicting more now, elsewhere,
+        // would be for nothing; kube-scheduler retries this member when the victims go.
+        let held = gang
+            .preemption_hold
+            .as_ref()
+            .is_some_and(|h| h.preemptor != pod.uid);
+        let planned = self.preempt_plans.iter().any(|(uid, plan)| {
+            plan.gang == *key
+                && *uid != pod.uid
+                && now.saturating_duration_since(plan.at) < NOMINATION_WAIT
+        });
+        if !self.is_placed(key, &facts) && (held || planned) {
+            // Its own seat's node, held or planned, is where it may still need room freed.
+            let mut seats: Vec<String> = gang
+                .seat_of(&pod.uid)
+                .map(|s| s.node.to_string())
+                .into_iter()
+                .collect();
+            for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+                for (_, planned) in &plan.by_node {
+                    seats.extend(
+                        planned
+                            .iter()
+                            .filter(|s| s.holder == SeatHolder::Member(pod.uid.clone()))
+                            .map(|s| s.node.to_string()),
+                    );
+                }
+            }
+            return GangCheck::OnlyOwnSeat(seats);
+        }
         if self.is_placed(key, &facts) || gang.is_admitted() {
             return GangCheck::NotNeeded;
         }
@@ -150,13 +193,22 @@ impl GangTable {
     }
 
     /// Rule 3 for each candidate: where the other members go with `pod` on the candidate's
-    /// node and its victims gone, or `Err((fit, quorum))` when they cannot all be placed.
+    /// node and its victims gone, and how many more lower-priority pods they would evict (of a
+    /// gang held to one domain; 0 otherwise), or `Err((fit, quorum))` when they cannot all be
+    /// placed.
+    ///
+    /// Inside a domain the others take room that needs no eviction first (nodes with no
+    /// lower-priority pod, and what is left on the candidate's node), then nodes with
+    /// lower-priority pods, each counted with all of them (kube-scheduler's dry run may spare
+    /// some: an upper bound). Members first fit stops at are placed in the second pass, which
+    /// may use a node with victims where a later free node would have done (greedy, as the
+    /// planner's first fit is).
     pub(in crate::model) fn follow(
         &self,
         pod: &PodInfo,
         need: &GangNeed<'_>,
         candidates: &[PreemptCandidate],
-    ) -> Vec<Result<Seats, (u32, u32)>> {
+    ) -> Vec<Result<(Seats, usize), (u32, u32)>> {
         let judged = judged(pod, need);
         let snapshot = self.snapshot(&judged, |p| p.priority >= pod.priority);
         let mut rules = GangRules {
@@ -179,7 +231,12 @@ impl GangTable {
             let fit = need.already + bound as u32 + 1;
             return candidates.iter().map(|_| Err((fit, need.quorum))).collect();
         }
-        // A gang held to one domain: each candidate's domain, by value.
+        // A gang held to one domain: each candidate's domain, by value, and how many
+        // lower-priority pods each node runs.
+        let victims_on = match &need.required {
+            Some(_) => self.evictable_count_below(pod.priority),
+            None => HashMap::default(),
+        };
         let domains: HashMap<Arc<str>, Vec<usize>> = match &need.required {
             Some(label) => self
                 .domains(
@@ -196,7 +253,7 @@ impl GangTable {
         candidates
             .iter()
             .map(|c| {
-                let refuse = |placed: usize| -> Result<Seats, (u32, u32)> {
+                let refuse = |placed: usize| -> Result<(Seats, usize), (u32, u32)> {
                     Err((need.already + placed as u32, need.quorum))
                 };
                 let Some(n) = self.ledger.position(&c.node) else {
@@ -226,16 +283,48 @@ impl GangTable {
                 } else {
                     overlay.take(n, &pod.requests);
                     rules.place(0, self.ledger.at(n).info());
-                    let seats = match domain {
+                    let (seats, more) = match domain {
                         Some(nodes) => {
-                            first_fit_among(&self.ledger, nodes, &members, &mut overlay, &mut rules)
+                            // Room that needs no eviction first, then the rest of the domain.
+                            let free: Vec<usize> = nodes
+                                .iter()
+                                .copied()
+                                .filter(|&i| i == n || !victims_on.contains_key(&i))
+                                .collect();
+                            let mut seats = first_fit_among(
+                                &self.ledger,
+                                &free,
+                                &members,
+                                &mut overlay,
+                                &mut rules,
+                            );
+                            let evicting = first_fit_among(
+                                &self.ledger,
+                                nodes,
+                                &members[seats.len()..],
+                                &mut overlay,
+                                &mut rules,
+                            );
+                            let mut on: Vec<usize> = evicting
+                                .iter()
+                                .map(|&(_, i)| i)
+                                .filter(|&i| i != n)
+                                .collect();
+                            on.sort_unstable();
+                            on.dedup();
+                            let more = on.iter().filter_map(|i| victims_on.get(i)).sum();
+                            seats.extend(evicting);
+                            (seats, more)
                         }
-                        None => first_fit_each(&self.ledger, &members, &mut overlay, &mut rules),
+                        None => (
+                            first_fit_each(&self.ledger, &members, &mut overlay, &mut rules),
+                            0,
+                        ),
                     };
                     if seats.len() < members.len() {
                         refuse(seats.len() + 1)
                     } else {
-                        Ok(seats)
+                        Ok((seats, more))
                     }
                 };
                 overlay.rollback(base);
@@ -331,6 +420,20 @@ impl GangTable {
             }
         }
         evictable
+    }
+
+    /// Per node position, how many pods of lower priority than `priority` run there.
+    fn evictable_count_below(&self, priority: i32) -> HashMap<usize, usize> {
+        let mut count: HashMap<usize, usize> = HashMap::default();
+        for p in self.pods.entries() {
+            if p.info.priority >= priority {
+                continue;
+            }
+            if let Some(i) = p.charged_node().and_then(|n| self.ledger.position(n)) {
+                *count.entry(i).or_default() += 1;
+            }
+        }
+        count
     }
 
     /// The seats of a kept candidate's plan, with their nodes and requests, for the hold.

@@ -204,6 +204,9 @@ struct Check {
     /// Gangs a preempt decision would disrupt whole, with the preemptor's priority (as the
     /// watch has it): only these may be handed to the evictor for a preemption.
     disrupting: BTreeMap<String, i32>,
+    /// When each gang's newest member appeared (or the table was rebuilt): the creation
+    /// window runs from then.
+    appeared: BTreeMap<&'static str, Instant>,
     checks: u64,
     /// The decisions of this step (filter verdicts, bind decisions), kept only when
     /// `MODEL_CHECK_TRACE` names a file: see [`Trace`].
@@ -227,6 +230,7 @@ impl Check {
             disturbed: BTreeSet::new(),
             stale: BTreeSet::new(),
             disrupting: BTreeMap::new(),
+            appeared: BTreeMap::new(),
             checks: 0,
             decisions: Trace::wanted().then(String::new),
             seen: [0; SEEN],
@@ -337,6 +341,9 @@ impl Check {
             Step::CreatePod(slot) => {
                 if self.cluster.live_in_slot(slot).is_none() {
                     let p = self.cluster.new_pod(slot);
+                    if let Some((gang, _)) = p.gang() {
+                        self.appeared.insert(gang, self.now);
+                    }
                     self.pod_event(Event::Apply(p.object()));
                     self.cluster.pods.push(p);
                 }
@@ -435,6 +442,10 @@ impl Check {
             Step::Restart { cut } => self.restart(cut, false)?,
             Step::HandOver { cut } => self.restart(cut, true)?,
             Step::Advance(d) => {
+                // muster's expiry ticks every second: the tick before the jump notes the
+                // members that arrived since the last verb (their creation window starts
+                // then, not at the end of the jump).
+                self.table.expire(self.now);
                 self.now += d;
                 self.table.expire(self.now);
             }
@@ -801,6 +812,10 @@ impl Check {
     /// which gangs are placed.
     fn restart(&mut self, cut: bool, hand_over: bool) -> Result<(), TestCaseError> {
         self.seen[Seen::RESTARTS] += 1;
+        // The new table sees every member appear now.
+        for (gang, _) in GANGS {
+            self.appeared.insert(gang, self.now);
+        }
         // Killed mid-binding: the bindings in flight are lost, their pods stay pending.
         let in_flight = std::mem::take(&mut self.cluster.in_flight);
         for (uid, node) in in_flight.into_iter().filter(|_| !cut) {
@@ -945,6 +960,23 @@ impl Check {
                 ),
                 other => prop_assert!(false, "gang {} holds seats while {:?}", key, other),
             }
+            self.checks += 1;
+        }
+        // Holds-nothing: room for members not created yet only within the creation window
+        // after the newest member appeared (plus one expiry tick); the members that exist
+        // keep their seats until the timeout, which the liveness check bounds.
+        let window = self.table.config.creation_window;
+        for (key, g) in &self.table.gangs {
+            if g.seats().keys().all(|h| h.member().is_some()) {
+                continue;
+            }
+            let appeared = sim_gang(&key.name).and_then(|n| self.appeared.get(n));
+            prop_assert!(
+                appeared.is_some_and(|t| self.now.saturating_duration_since(*t) <= window + tick),
+                "gang {} holds room for members not created yet {:?} after the newest appeared",
+                key,
+                appeared.map(|t| self.now.saturating_duration_since(*t))
+            );
             self.checks += 1;
         }
         prop_assert_eq!(self.table.pod_count(), self.cluster.pods.len());

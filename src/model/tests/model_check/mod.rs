@@ -19,7 +19,7 @@
 //! A failure prints the minimal failing script and the seed of the run: `MODEL_CHECK_SEED=<hex>`
 //! replays the same cases.
 //!
-//! The normal test run tries 1,500 cases (`PROPTEST_CASES` sets another number). A long run,
+//! The normal test run tries 1,000 cases (`PROPTEST_CASES` sets another number). A long run,
 //! with the totals printed:
 //! `PROPTEST_CASES=1000000 cargo test --release --lib model_check -- --nocapture`
 
@@ -560,6 +560,7 @@ impl Check {
         prop_assert!(seen.is_ok(), "the watch delivered {}", p.name);
         let seen = seen.expect("checked").clone();
         let feasible = self.feasible(&p);
+        self.chosen.retain(|(u, _)| *u != p.uid);
         if feasible.is_empty() {
             // No node passes kube-scheduler's own filters: it does not call the extender.
             return Ok(());
@@ -589,9 +590,14 @@ impl Check {
             Some(i) if self.cluster.admits(NODES[i], &p) => NODES[i].to_string(),
             Some(_) => return Ok(()),
             None => {
-                // A scheduling cycle: the filter (unless one just ran), then the bind call
-                // on the node it offered.
-                if !self.chosen.iter().any(|(u, _)| *u == p.uid) {
+                // A scheduling cycle: the filter (unless one just ran and its node still
+                // passes kube-scheduler's rules: one cycle sees one snapshot), then the bind
+                // call on the node it offered.
+                let current = self
+                    .chosen
+                    .iter()
+                    .any(|(u, n)| *u == p.uid && self.cluster.admits(n, &p));
+                if !current {
                     self.filter(slot)?;
                 }
                 match self.chosen.iter().find(|(u, _)| *u == p.uid) {
@@ -1172,7 +1178,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1500)
+        .unwrap_or(1000)
 }
 
 #[test]
@@ -1219,12 +1225,17 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
             c.apply(&Step::PutNode(i))?;
         }
         let mut trace = Trace::default();
-        for s in &script {
-            c.apply(s)?;
+        for (i, s) in script.iter().enumerate() {
+            // Which step broke what, for the failure message.
+            let at = |e: TestCaseError| match e {
+                TestCaseError::Fail(why) => TestCaseError::fail(format!("{why} (step {i}: {s:?})")),
+                other => other,
+            };
+            c.apply(s).map_err(at)?;
             if let Some(outcome) = c.outcome() {
                 trace.step(s, &outcome);
             }
-            c.check()?;
+            c.check().map_err(at)?;
         }
         trace.finish();
         c.delete_everything()?;

@@ -1,20 +1,34 @@
-//! A model-based property test of the whole table. Random interleavings of watch
-//! events (nodes and pods added, changed, deleted; re-lists, some after a lost delete; all
-//! through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler makes
-//! them (on the node the filter chose, or on any node), binding results (success, or refused
-//! for good), deletions with and without grace, pods placed by another scheduler, restarts
-//! (a new table rebuilt from a re-list), clock jumps past timeouts, back-offs and windows, and
-//! a gang's Volcano PodGroup (with per-task minimums) created and deleted, nodes cordoned and
-//! uncordoned while gangs gather, preempt calls whose body claims a priority the pod does
-//! not have, restarts and leader hand-overs (a table rebuilt from the standby's caches) of a
-//! muster killed in the middle of its bindings (those in flight lost), whose new table first
-//! repairs the gangs left partly bound.
-//! After every step the invariants are checked (see [`Check`]): among them, a gang bound
-//! together never lands on a node cordoned at that moment (the last look before binding), a
-//! preempt call never evicts for a priority the watch does not show and never hands a
-//! disruption to the evictor by itself (evict-for-whole), and no gang holds seats longer than
-//! its timeout plus one expiry tick (liveness). After the last step, everything is deleted and
-//! the table must be empty.
+//! A model-based property test of the whole table. Each case draws a cluster (per node:
+//! memory, GPUs as an extended resource, a pod count; a label and a NoSchedule taint that come
+//! and go) and what each slot's pod asks for (CPU, memory, GPUs, a node selector or required
+//! node affinity, a toleration, another component's scheduling gate, a priority), then random
+//! interleavings of watch events (nodes and pods added, changed, deleted — nodes also with pods
+//! on them, which the pod garbage collector deletes later; re-lists, some after a lost delete;
+//! all through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler
+//! makes them (a whole cycle on the nodes its own filters pass, or a bind on any node its rules
+//! pass), binding results (success, or refused for good), deletions with and without grace,
+//! gates removed, pods placed by another scheduler, clock jumps past timeouts, back-offs and
+//! windows, the PodGroups of all three APIs (Volcano with per-task minimums, scheduler-plugins,
+//! Kubernetes `scheduling.k8s.io`) created, changed and deleted — their `minMember` overrules
+//! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs gather, preempt
+//! calls (victims of lower priority on the candidate node, members of running gangs among
+//! them, or a forged body claiming a priority the pod does not have) that kube-scheduler then
+//! acts on (victims deleted, the preemptor nominated: room held for its gang), restarts and
+//! leader hand-overs (a table rebuilt from the standby's caches) of a muster killed in the
+//! middle of its bindings (those in flight lost), whose new table first repairs the gangs left
+//! partly bound.
+//! After every step the invariants are checked (see [`Check`]), by name: never-half (live
+//! members with nodes are none or meet the quorum and every task's minimum, outside the
+//! documented repair, deletions and failed bindings), no-overcommit (every resource, pods
+//! included; reservations are exactly the seats), holds-nothing (no seat on a deleted node, for
+//! a gated member, or on a node the member's rules refuse — checked by the test's own rules in
+//! `cluster`, not `model::rules`; room for members not created yet only within the creation
+//! window), the last look before binding (a gang bound together never lands on a node its
+//! member's rules refuse at that moment), evict-for-whole (every victim muster keeps is on its
+//! node and of lower priority than the preemptor as the watch has it; a gang is handed to the
+//! evictor only after a preempt decision for a higher priority, or a repair), and liveness (no
+//! gang holds seats longer than its timeout plus one expiry tick). After the last step,
+//! everything is deleted and the table must be empty.
 //!
 //! A failure prints the minimal failing script and the seed of the run: `MODEL_CHECK_SEED=<hex>`
 //! replays the same cases.

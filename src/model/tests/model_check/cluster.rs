@@ -100,6 +100,9 @@ pub struct Shape {
     pub slots: Vec<SlotShape>,
     /// `minMember` of each PodGroup (`g1`, `g2`, `g3`) when first created.
     pub min_member: [u32; 3],
+    /// The priority of each gang's members (one priority class per job, as job controllers
+    /// write them), by [`GANGS`]; a slot's own priority is the plain pod's.
+    pub gang_priority: [i32; 4],
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
@@ -136,11 +139,13 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         proptest::collection::vec(node, NODES.len()),
         proptest::collection::vec(slot, SLOTS.len()),
         (2..=4u32, 1..=3u32, 1..=3u32),
+        proptest::array::uniform4(prop_oneof![Just(0), Just(100), Just(1000)]),
     )
-        .prop_map(|(nodes, slots, (a, b, c))| Shape {
+        .prop_map(|(nodes, slots, (a, b, c), gang_priority)| Shape {
             nodes,
             slots,
             min_member: [a, b, c],
+            gang_priority,
         })
 }
 
@@ -423,7 +428,13 @@ impl Cluster {
             placement: s.placement,
             tolerates: s.tolerates,
             gated: s.gated,
-            priority: s.priority,
+            priority: match SLOTS[slot].0 {
+                Some((gang, _)) => {
+                    let i = GANGS.iter().position(|(g, _)| *g == gang).expect("a gang");
+                    self.shape.gang_priority[i]
+                }
+                None => s.priority,
+            },
             nominated: None,
         }
     }

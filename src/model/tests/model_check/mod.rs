@@ -695,22 +695,25 @@ impl Check {
         let Ok(seen) = self.table.seen_pod("ml", &p.name, &p.uid).cloned() else {
             return Ok(());
         };
-        let name = NODES[node];
-        if !forge && !self.cluster.admits(name, &p) {
-            // The dry run proposes only nodes the preemptor's rules pass.
+        // The dry run proposes a node the preemptor's rules pass with pods of lower priority
+        // there: the first such from `node` on.
+        let victims_on = |name: &str| -> Vec<String> {
+            self.cluster
+                .pods
+                .iter()
+                .filter(|q| q.node.as_deref() == Some(name) && !q.terminating)
+                .filter(|q| forge || q.priority < p.priority)
+                .map(|q| q.uid.clone())
+                .collect()
+        };
+        let proposed = (0..NODES.len())
+            .map(|i| NODES[(node + i) % NODES.len()])
+            .filter(|n| forge || self.cluster.admits(n, &p))
+            .map(|n| (n, victims_on(n)))
+            .find(|(_, v)| !v.is_empty());
+        let Some((name, victims)) = proposed else {
             return Ok(());
-        }
-        let victims: Vec<String> = self
-            .cluster
-            .pods
-            .iter()
-            .filter(|q| q.node.as_deref() == Some(name) && !q.terminating)
-            .filter(|q| forge || q.priority < p.priority)
-            .map(|q| q.uid.clone())
-            .collect();
-        if victims.is_empty() {
-            return Ok(());
-        }
+        };
         let sent = PodInfo {
             priority: if forge { 1000 } else { seen.priority },
             ..seen
@@ -1036,7 +1039,7 @@ impl Check {
                 self.cluster
                     .pods
                     .iter()
-                    .filter(|p| p.node.as_deref() == Some(name.as_str()) && !p.terminating)
+                    .filter(|p| !p.terminating && self.cluster.node_of(p).as_ref() == Some(&name))
                     .filter(|p| p.priority < priority)
                     .fold(Use::default(), |u, p| u.plus(p.requests))
             });

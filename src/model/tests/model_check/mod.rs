@@ -731,9 +731,11 @@ impl Check {
         for c in &d.kept {
             prop_assert_eq!(&c.node, name);
             for v in &c.victims {
+                // On the node, or being bound there (muster's cache assumes it there; a gang
+                // disrupted whole loses such a member too).
                 let victim = self.cluster.pod(v);
                 prop_assert!(
-                    victim.is_some_and(|q| q.node.as_deref() == Some(name)),
+                    victim.is_some_and(|q| self.cluster.node_of(q).as_deref() == Some(name)),
                     "victim {} is not on {}: {:?}",
                     v,
                     name,
@@ -947,15 +949,21 @@ impl Check {
                 self.seen[Seen::DISRUPTED] += 1;
             }
             for pod in &d.others {
-                let Some(p) = self.cluster.pod_mut(&pod.uid) else {
+                // Bound, or being bound (muster assumes it on its node).
+                let placed = self
+                    .cluster
+                    .pod(&pod.uid)
+                    .map(|p| self.cluster.node_of(p).is_some());
+                let Some(placed) = placed else {
                     continue;
                 };
-                prop_assert!(p.node.is_some(), "{} evicted without a node", pod.name);
+                prop_assert!(placed, "{} evicted without a node", pod.name);
+                let p = self.cluster.pod_mut(&pod.uid).expect("exists");
                 p.terminating = true;
                 let obj = p.object();
                 self.pod_event(Event::Apply(obj));
             }
-            self.seen[Seen::EVICTED] += 1;
+            self.seen[Seen::EVICTED] += u64::from(repaired);
         }
         Ok(())
     }

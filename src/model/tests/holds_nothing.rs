@@ -375,3 +375,41 @@ fn members_refused_during_the_creation_window_are_asked_to_retry_when_it_closes(
     assert!(retries(&mut w).is_empty(), "asked once");
     assert_eq!(w.filter(&first).0, ["n1"], "decided now: the quorum is 2");
 }
+
+/// A member that moves to a planned seat of its gang's other member leaves that member its own
+/// old seat only on a node the other member's rules pass (kube-scheduler's NodeUnschedulable
+/// and TaintToleration): here its old node was tainted (only it tolerates the taint) and then
+/// cordoned, so the other member gets no room there; held there, it would be room for a member
+/// that can never use it.
+#[test]
+fn a_member_leaving_its_seat_hands_it_over_only_to_a_member_whose_rules_pass_that_node() {
+    let tainted = || {
+        testkit::node("n0")
+            .cpu(1000)
+            .taint("dedicated", "gang", "NoSchedule")
+    };
+    let mut w = World::new(&[tainted().build(), node("n1", 1000)]);
+    let tol = pod("tol")
+        .cpu(1000)
+        .gang("pair", 2)
+        .tolerate("dedicated")
+        .build();
+    let plain = pod("plain").cpu(1000).gang("pair", 2).build();
+    w.add(&[&tol, &plain]);
+    let seat_of = |w: &World, p: &PodInfo| {
+        w.table.gangs[&GangKey::new("ml", "pair")]
+            .seat_of(&p.uid)
+            .map(|s| s.node.to_string())
+    };
+    assert_eq!(filter_on(&mut w, &tol, &["n0"]).0, ["n0"]);
+    wait_message(&w.bind(&tol, "n0"));
+    assert_eq!(seat_of(&w, &plain).as_deref(), Some("n1"));
+
+    // n0 is cordoned: kube-scheduler offers `tol` n1 only, where `plain`'s planned seat is.
+    w.table.apply_node(tainted().unschedulable().build());
+    filter_on(&mut w, &tol, &["n1"]);
+    wait_message(&w.bind(&tol, "n1"));
+    assert_eq!(seat_of(&w, &tol).as_deref(), Some("n1"));
+    assert_eq!(seat_of(&w, &plain), None, "no seat where plain cannot go");
+    assert_eq!(w.reserved("n0"), 0);
+}

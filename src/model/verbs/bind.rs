@@ -7,7 +7,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::objects::{node_admits, NodeName, PodInfo};
 use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
@@ -374,10 +374,26 @@ impl GangTable {
                 held_for_late.first().map(|(held, _)| *held)
             };
         // The member whose planned seat is taken over gets the taker's old seat, when it fits in
-        // it: the gang keeps room for its whole quorum (such as the room a preemption's hold
-        // keeps for a member whose victims are still there) instead of one seat less.
+        // it and its rules pass that node (the taker may be leaving it because the node was
+        // cordoned or tainted since; a member not created yet is judged by the taker, as the
+        // plan judges it by the members that exist): the gang keeps room for its whole quorum
+        // (such as the room a preemption's hold keeps for a member whose victims are still
+        // there) instead of one seat less, and never room its member cannot use
+        // (holds-nothing).
+        let admitted_there = |displaced: &SeatHolder, old: &NodeName| {
+            let Some(node) = self.ledger.get(old) else {
+                return false;
+            };
+            let member = match displaced {
+                SeatHolder::Member(uid) => self.pods.get(uid).map(|p| &p.info),
+                SeatHolder::NotCreatedYet { .. } => Some(info),
+            };
+            member.is_some_and(|p| node_admits(node.info(), p))
+        };
         let swap = match (previous, release) {
-            (Some(old), Some(displaced)) if old.node != *node => {
+            (Some(old), Some(displaced))
+                if old.node != *node && admitted_there(displaced, &old.node) =>
+            {
                 let wanted = &gang.seats()[displaced].requests;
                 wanted.fits_in(&old.requests).then(|| {
                     let seat = Seat {

@@ -1,10 +1,19 @@
-//! The cluster as the API server holds it, for the model check: nodes, pods (bound or not,
-//! being deleted or not), and the bindings muster has in flight; objects are written as the
-//! watch would deliver them (Kubernetes JSON through `apply_event`).
+//! The cluster as the API server holds it, for the model check: nodes (with memory, GPUs, a pod
+//! count, a label and a taint that come and go), pods (bound or not, being deleted or not, gated
+//! or not, nominated or not), the PodGroups of the three APIs and the bindings muster has in
+//! flight; objects are written as the watch would deliver them (Kubernetes JSON through
+//! `apply_event`).
+//!
+//! Each case draws a [`Shape`]: what every node offers and what every slot's pod asks for
+//! (resources, a node selector or required node affinity, a toleration, a scheduling gate of
+//! another component, a priority). The rules a pod's placement must pass are evaluated here a
+//! second time, independently of `model::rules` ([`Cluster::admits`]): they are what the test
+//! holds muster's seats and bindings to.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use proptest::prelude::*;
 use serde_json::json;
 
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi, PodGroupDef};
@@ -12,11 +21,23 @@ use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi, PodGroupDef};
 /// Node allocatable CPU, in millicores.
 pub const NODE_CPU: i64 = 1000;
 pub const NODES: [&str; 3] = ["n0", "n1", "n2"];
-/// Slots of pods that come and go: which gang (and its quorum) and how much CPU. Two gangs
-/// of quorum 2 and 3, and a plain pod. `g0` declares its quorum with muster's keys; `g1` is a
-/// Volcano job (its PodGroup comes and goes) of 1 master (slot 3) and workers, with per-task
-/// minimums [`G1_TASKS`].
-pub const SLOTS: [(Option<(&str, u32)>, i64); 8] = [
+pub const GPU: &str = "nvidia.com/gpu";
+const GI: i64 = 1 << 30;
+/// The label a member's node selector or affinity asks for (`pool=a`; a node's update toggles
+/// it between `a` and `b`).
+const POOL: &str = "pool";
+/// The taint a node may carry (`dedicated=gang:NoSchedule`), and the toleration of it.
+const TAINT_KEY: &str = "dedicated";
+/// Another component's scheduling gate (not muster's): the pod is placeable nowhere while it
+/// stays.
+pub const FOREIGN_GATE: &str = "example.com/quota";
+
+/// Slots of pods that come and go: which gang (and its quorum by the pods' keys) and how much
+/// CPU. `g0` declares its quorum with muster's keys; `g1` is a Volcano job (its PodGroup comes
+/// and goes) of 1 master (slot 3) and workers, with per-task minimums [`G1_TASKS`]; `g2` is a
+/// scheduler-plugins gang and `g3` a Kubernetes `scheduling.k8s.io` one, whose members' keys
+/// say a quorum of 1 that their PodGroup overrules; slot 7 is a plain pod.
+pub const SLOTS: [(Option<(&str, u32)>, i64); 12] = [
     (Some(("g0", 2)), 300),
     (Some(("g0", 2)), 400),
     (Some(("g0", 2)), 500),
@@ -25,21 +46,174 @@ pub const SLOTS: [(Option<(&str, u32)>, i64); 8] = [
     (Some(("g1", 3)), 400),
     (Some(("g1", 3)), 600),
     (None, 300),
+    (Some(("g2", 1)), 200),
+    (Some(("g2", 1)), 300),
+    (Some(("g3", 1)), 200),
+    (Some(("g3", 1)), 400),
+];
+
+/// The gangs, each with the PodGroup API that defines it (`None`: muster's keys).
+pub const GANGS: [(&str, Option<PodGroupApi>); 4] = [
+    ("g0", None),
+    ("g1", Some(PodGroupApi::Volcano)),
+    ("g2", Some(PodGroupApi::SchedulerPlugins)),
+    ("g3", Some(PodGroupApi::Kubernetes)),
 ];
 
 /// `g1`'s PodGroup's `minTaskMember`.
 pub const G1_TASKS: [(&str, u32); 2] = [("master", 1), ("worker", 2)];
 
-/// `g1`'s PodGroup, as the watch reads it.
-pub fn g1_pod_group() -> PodGroupDef {
-    PodGroupDef {
-        api: PodGroupApi::Volcano,
-        key: GangKey::new("ml", "g1"),
-        min_member: 3,
-        min_task_member: G1_TASKS.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+/// What a slot's pod may require of its node, besides resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Anywhere,
+    /// `nodeSelector: {pool: a}`.
+    Selector,
+    /// Required node affinity `pool In [a]`.
+    AffinityIn,
+    /// Required node affinity `pool NotIn [a]`.
+    AffinityNotIn,
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeShape {
+    pub memory_gi: i64,
+    pub gpus: i64,
+    pub pods: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct SlotShape {
+    pub memory_gi: i64,
+    pub gpus: i64,
+    pub placement: Placement,
+    pub tolerates: bool,
+    /// Created with [`FOREIGN_GATE`].
+    pub gated: bool,
+    pub priority: i32,
+}
+
+/// The cluster a case runs on, and what its pods ask for.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub nodes: Vec<NodeShape>,
+    pub slots: Vec<SlotShape>,
+    /// `minMember` of each PodGroup (`g1`, `g2`, `g3`) when first created.
+    pub min_member: [u32; 3],
+    /// The priority of each gang's members (one priority class per job, as job controllers
+    /// write them), by [`GANGS`]; a slot's own priority is the plain pod's.
+    pub gang_priority: [i32; 4],
+}
+
+pub fn shape() -> impl Strategy<Value = Shape> {
+    let node = (1..=4i64, 0..=2i64, 2..=5i64).prop_map(|(memory_gi, gpus, pods)| NodeShape {
+        memory_gi,
+        gpus,
+        pods,
+    });
+    let placement = prop_oneof![
+        6 => Just(Placement::Anywhere),
+        1 => Just(Placement::Selector),
+        1 => Just(Placement::AffinityIn),
+        1 => Just(Placement::AffinityNotIn),
+    ];
+    let slot = (
+        0..=2i64,
+        proptest::bool::weighted(0.2),
+        placement,
+        any::<bool>(),
+        proptest::bool::weighted(0.1),
+        prop_oneof![Just(0), Just(100), Just(1000)],
+    )
+        .prop_map(
+            |(memory_gi, gpu, placement, tolerates, gated, priority)| SlotShape {
+                memory_gi,
+                gpus: i64::from(gpu),
+                placement,
+                tolerates,
+                gated,
+                priority,
+            },
+        );
+    (
+        proptest::collection::vec(node, NODES.len()),
+        proptest::collection::vec(slot, SLOTS.len()),
+        (2..=4u32, 1..=3u32, 1..=3u32),
+        proptest::array::uniform4(prop_oneof![Just(0), Just(100), Just(1000)]),
+    )
+        .prop_map(|(nodes, slots, (a, b, c), gang_priority)| Shape {
+            nodes,
+            slots,
+            min_member: [a, b, c],
+            gang_priority,
+        })
+}
+
+/// `gang`'s PodGroup with `min_member`, as the watch reads it.
+pub fn pod_group(gang: &str, min_member: u32) -> Option<PodGroupDef> {
+    let api = GANGS.iter().find(|(g, _)| *g == gang)?.1?;
+    Some(PodGroupDef {
+        api,
+        key: GangKey::new("ml", gang),
+        min_member,
+        min_task_member: if gang == "g1" {
+            G1_TASKS.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+        } else {
+            BTreeMap::new()
+        },
         timeout: None,
         topology: None,
         min_resources: None,
+    })
+}
+
+/// Requests, as the ledger counts them: CPU (milli), memory (bytes), GPUs, pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Use {
+    pub cpu: i64,
+    pub memory: i64,
+    pub gpus: i64,
+    pub pods: i64,
+}
+
+impl Use {
+    pub fn of(r: &crate::model::Resources) -> Use {
+        Use {
+            cpu: r.cpu_milli,
+            memory: r.memory,
+            gpus: r
+                .extended
+                .iter()
+                .find(|(n, _)| &**n == GPU)
+                .map_or(0, |(_, v)| *v),
+            pods: r.pods,
+        }
+    }
+
+    pub fn plus(self, o: Use) -> Use {
+        Use {
+            cpu: self.cpu + o.cpu,
+            memory: self.memory + o.memory,
+            gpus: self.gpus + o.gpus,
+            pods: self.pods + o.pods,
+        }
+    }
+
+    pub fn minus(self, o: Use) -> Use {
+        Use {
+            cpu: self.cpu - o.cpu,
+            memory: self.memory - o.memory,
+            gpus: self.gpus - o.gpus,
+            pods: self.pods - o.pods,
+        }
+    }
+
+    /// Every resource within `cap`.
+    pub fn within(self, cap: Use) -> bool {
+        self.cpu <= cap.cpu
+            && self.memory <= cap.memory
+            && self.gpus <= cap.gpus
+            && self.pods <= cap.pods
     }
 }
 
@@ -49,9 +223,15 @@ pub struct SimPod {
     pub name: String,
     /// Index into [`SLOTS`]; `None` for a pod another scheduler placed.
     pub slot: Option<usize>,
-    pub cpu: i64,
+    pub requests: Use,
     pub node: Option<String>,
     pub terminating: bool,
+    pub placement: Placement,
+    pub tolerates: bool,
+    pub gated: bool,
+    pub priority: i32,
+    /// `status.nominatedNodeName` (kube-scheduler's preemption).
+    pub nominated: Option<String>,
 }
 
 impl SimPod {
@@ -69,79 +249,194 @@ impl SimPod {
     }
 
     pub fn object(&self) -> Pod {
-        let annotations = match (self.gang(), self.task()) {
-            (Some((g, _)), Some(task)) => {
-                json!({"scheduling.k8s.io/group-name": g, "volcano.sh/task-spec": task})
-            }
-            (Some((g, q)), None) => {
-                json!({"muster.dev/group": g, "muster.dev/min-available": q.to_string()})
-            }
-            (None, _) => json!({}),
+        let (annotations, labels, scheduling_group) = match (self.gang(), self.task()) {
+            (Some((g, _)), Some(task)) => (
+                json!({"scheduling.k8s.io/group-name": g, "volcano.sh/task-spec": task}),
+                json!({}),
+                None,
+            ),
+            (Some(("g2", q)), None) => (
+                json!({"muster.dev/min-available": q.to_string()}),
+                json!({"scheduling.x-k8s.io/pod-group": "g2"}),
+                None,
+            ),
+            (Some(("g3", q)), None) => (
+                json!({"muster.dev/group": "g3", "muster.dev/min-available": q.to_string()}),
+                json!({}),
+                Some(json!({"podGroupName": "g3"})),
+            ),
+            (Some((g, q)), None) => (
+                json!({"muster.dev/group": g, "muster.dev/min-available": q.to_string()}),
+                json!({}),
+                None,
+            ),
+            (None, _) => (json!({}), json!({}), None),
         };
         let mut meta = json!({
             "name": self.name,
             "namespace": "ml",
             "uid": self.uid,
             "annotations": annotations,
+            "labels": labels,
         });
         if self.terminating {
             meta["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
         }
-        serde_json::from_value(json!({
-            "metadata": meta,
-            "spec": {
-                "nodeName": self.node,
-                "containers": [{"name": "main", "resources": {"requests": {"cpu": format!("{}m", self.cpu)}}}],
-            },
-            "status": {"phase": if self.node.is_some() { "Running" } else { "Pending" }},
-        }))
-        .expect("a valid pod")
+        let mut requests = json!({
+            "cpu": format!("{}m", self.requests.cpu),
+            "memory": self.requests.memory.to_string(),
+        });
+        if self.requests.gpus > 0 {
+            requests[GPU] = json!(self.requests.gpus.to_string());
+        }
+        let mut spec = json!({
+            "nodeName": self.node,
+            "priority": self.priority,
+            "containers": [{"name": "main", "resources": {"requests": requests}}],
+        });
+        match self.placement {
+            Placement::Anywhere => {}
+            Placement::Selector => spec["nodeSelector"] = json!({POOL: "a"}),
+            Placement::AffinityIn | Placement::AffinityNotIn => {
+                let operator = if self.placement == Placement::AffinityIn {
+                    "In"
+                } else {
+                    "NotIn"
+                };
+                spec["affinity"] = json!({"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": POOL, "operator": operator, "values": ["a"]}]}
+                    ]}
+                }});
+            }
+        }
+        if self.tolerates {
+            spec["tolerations"] = json!([
+                {"key": TAINT_KEY, "operator": "Equal", "value": "gang", "effect": "NoSchedule"}
+            ]);
+        }
+        if self.gated {
+            spec["schedulingGates"] = json!([{"name": FOREIGN_GATE}]);
+        }
+        if let Some(g) = scheduling_group {
+            spec["schedulingGroup"] = g;
+        }
+        let mut status = json!({"phase": if self.node.is_some() { "Running" } else { "Pending" }});
+        if let Some(n) = &self.nominated {
+            status["nominatedNodeName"] = json!(n);
+        }
+        serde_json::from_value(json!({"metadata": meta, "spec": spec, "status": status}))
+            .expect("a valid pod")
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct SimNode {
     pub name: String,
-    /// Toggled by updates, so an update is a real change.
+    pub shape: NodeShape,
+    /// `pool=a` (else `pool=b`); toggled by updates, so an update is a real change.
     pub labelled: bool,
     /// `spec.unschedulable` (cordoned): kube-scheduler's NodeUnschedulable refuses it.
     pub cordoned: bool,
+    /// Carries `dedicated=gang:NoSchedule`.
+    pub tainted: bool,
 }
 
 impl SimNode {
+    pub fn allocatable(&self) -> Use {
+        Use {
+            cpu: NODE_CPU,
+            memory: self.shape.memory_gi * GI,
+            gpus: self.shape.gpus,
+            pods: self.shape.pods,
+        }
+    }
+
     pub fn object(&self) -> Node {
+        let mut allocatable = json!({
+            "cpu": format!("{NODE_CPU}m"),
+            "memory": format!("{}Gi", self.shape.memory_gi),
+            "pods": self.shape.pods.to_string(),
+        });
+        if self.shape.gpus > 0 {
+            allocatable[GPU] = json!(self.shape.gpus.to_string());
+        }
+        let taints = if self.tainted {
+            json!([{"key": TAINT_KEY, "value": "gang", "effect": "NoSchedule"}])
+        } else {
+            json!([])
+        };
         serde_json::from_value(json!({
-            "metadata": {"name": self.name, "labels": {"pool": if self.labelled { "a" } else { "b" }}},
-            "spec": {"unschedulable": self.cordoned},
-            "status": {"allocatable": {"cpu": format!("{NODE_CPU}m"), "memory": "8Gi", "pods": "110"}},
+            "metadata": {"name": self.name, "labels": {POOL: if self.labelled { "a" } else { "b" }}},
+            "spec": {"unschedulable": self.cordoned, "taints": taints},
+            "status": {"allocatable": allocatable},
         }))
         .expect("a valid node")
     }
 }
 
-#[derive(Default)]
 pub struct Cluster {
+    pub shape: Shape,
     pub nodes: BTreeMap<String, SimNode>,
     pub pods: Vec<SimPod>,
     /// Bindings muster decided and has not reported yet: (pod UID, node).
     pub in_flight: Vec<(String, String)>,
-    /// `g1`'s PodGroup exists.
-    pub pod_group: bool,
+    /// The PodGroups of `g1`, `g2`, `g3` that exist: their `minMember`.
+    pub pod_groups: [Option<u32>; 3],
+    /// The latest `minMember` of each, also after its deletion (the quorum its members were
+    /// bound under).
+    pub last_min_member: [u32; 3],
     generation: u32,
 }
 
 impl Cluster {
-    /// An empty cluster where `g1`'s PodGroup exists.
-    pub fn with_pod_group() -> Self {
+    /// An empty cluster of `shape`, where every gang's PodGroup exists.
+    pub fn new(shape: Shape) -> Self {
+        let min = shape.min_member;
         Cluster {
-            pod_group: true,
-            ..Cluster::default()
+            shape,
+            nodes: BTreeMap::new(),
+            pods: Vec::new(),
+            in_flight: Vec::new(),
+            pod_groups: min.map(Some),
+            last_min_member: min,
+            generation: 0,
         }
     }
 
     pub fn next_generation(&mut self) -> u32 {
         self.generation += 1;
         self.generation
+    }
+
+    /// A new pod for `slot`, as its shape says.
+    pub fn new_pod(&mut self, slot: usize) -> SimPod {
+        let g = self.next_generation();
+        let s = &self.shape.slots[slot];
+        SimPod {
+            uid: format!("uid-{slot}-{g}"),
+            name: format!("p{slot}-{g}"),
+            slot: Some(slot),
+            requests: Use {
+                cpu: SLOTS[slot].1,
+                memory: s.memory_gi * GI,
+                gpus: s.gpus,
+                pods: 1,
+            },
+            node: None,
+            terminating: false,
+            placement: s.placement,
+            tolerates: s.tolerates,
+            gated: s.gated,
+            priority: match SLOTS[slot].0 {
+                Some((gang, _)) => {
+                    let i = GANGS.iter().position(|(g, _)| *g == gang).expect("a gang");
+                    self.shape.gang_priority[i]
+                }
+                None => s.priority,
+            },
+            nominated: None,
+        }
     }
 
     /// The live (not being deleted) pod of a slot.
@@ -173,29 +468,70 @@ impl Cluster {
             .or_else(|| self.in_flight_node(&p.uid).map(String::from))
     }
 
-    /// CPU of the pods on `node` or being bound there (what its kubelet will run).
-    pub fn used(&self, node: &str) -> i64 {
+    /// What the pods on `node` or being bound there request (what its kubelet will run).
+    pub fn used(&self, node: &str) -> Use {
         self.pods
             .iter()
             .filter(|p| self.node_of(p).as_deref() == Some(node))
-            .map(|p| p.cpu)
-            .sum()
+            .fold(Use::default(), |u, p| u.plus(p.requests))
     }
 
-    /// A table as muster starts it: the Volcano PodGroup API is served, and `g1`'s PodGroup
-    /// is listed if it exists (before the pods, as the watches would deliver them).
+    /// Whether a pod is being deleted on `node` (its room is still in use).
+    pub fn terminating_on(&self, node: &str) -> bool {
+        self.pods
+            .iter()
+            .any(|p| p.terminating && p.node.as_deref() == Some(node))
+    }
+
+    /// kube-scheduler's rules that need no other pod, evaluated here independently:
+    /// NodeUnschedulable (no pod here tolerates the cordon), TaintToleration (`dedicated=gang`
+    /// with effect NoSchedule) and NodeAffinity (`nodeSelector` and required affinity on
+    /// `pool`).
+    pub fn admits(&self, node: &str, p: &SimPod) -> bool {
+        let Some(n) = self.nodes.get(node) else {
+            return false;
+        };
+        let affinity = match p.placement {
+            Placement::Anywhere => true,
+            Placement::Selector | Placement::AffinityIn => n.labelled,
+            Placement::AffinityNotIn => !n.labelled,
+        };
+        !n.cordoned && (!n.tainted || p.tolerates) && affinity
+    }
+
+    /// A table as muster starts it: every PodGroup API is served, and the PodGroups that
+    /// exist are listed (before the pods, as the watches would deliver them).
     pub fn fresh_table(&self) -> GangTable {
         let mut table = GangTable::new(ModelConfig::default());
-        table.set_pod_group_api_served(PodGroupApi::Volcano, true);
-        if self.pod_group {
-            table.apply_pod_group(g1_pod_group());
+        for api in PodGroupApi::ALL {
+            table.set_pod_group_api_served(api, true);
+        }
+        for (i, (gang, _)) in GANGS[1..].iter().enumerate() {
+            if let Some(def) = self.pod_groups[i].and_then(|m| pod_group(gang, m)) {
+                table.apply_pod_group(def);
+            }
         }
         table
     }
 
+    /// The quorum `gang` is held to: its PodGroup's `minMember` (the latest, when it was
+    /// deleted), else its members' key; and whether `g1`'s per-task minimums count (only when
+    /// `minMember` covers their sum, as Volcano's scheduler checks them).
+    pub fn quorum(&self, gang: &str) -> (u32, bool) {
+        match GANGS.iter().position(|(g, _)| *g == gang) {
+            Some(i) if i > 0 => {
+                let q = self.last_min_member[i - 1];
+                let tasks: u32 = G1_TASKS.iter().map(|(_, n)| n).sum();
+                (q, gang == "g1" && tasks <= q)
+            }
+            _ => (2, false),
+        }
+    }
+
     /// Never half a gang: the live members of `gang` with nodes are none, or meet its quorum
     /// and every task's minimum. Otherwise, the counts.
-    pub fn partial_gang(&self, gang: &str, quorum: u32) -> Option<String> {
+    pub fn partial_gang(&self, gang: &str) -> Option<String> {
+        let (quorum, tasks) = self.quorum(gang);
         let placed: Vec<&SimPod> = self
             .pods
             .iter()
@@ -207,7 +543,7 @@ impl Cluster {
         }
         let mut short = (placed.len() as u32) < quorum;
         let mut counts = format!("{}/{quorum} members", placed.len());
-        if gang == "g1" {
+        if tasks {
             for (task, min) in G1_TASKS {
                 let n = placed.iter().filter(|p| p.task() == Some(task)).count() as u32;
                 short |= n < min;
@@ -215,5 +551,14 @@ impl Cluster {
             }
         }
         short.then_some(counts)
+    }
+
+    /// The highest priority among `gang`'s members (its priority, as muster orders gangs).
+    pub fn gang_priority(&self, gang: &str) -> Option<i32> {
+        self.pods
+            .iter()
+            .filter(|p| p.gang().is_some_and(|(g, _)| g == gang))
+            .map(|p| p.priority)
+            .max()
     }
 }

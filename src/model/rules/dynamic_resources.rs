@@ -160,7 +160,6 @@ struct Placed<'a> {
     claims: Vec<(ObjectKey, Vec<&'a DeviceId>)>,
 }
 
-
 /// A device's identity within one simulation: the address of its id in the inventory.
 fn addr(id: &DeviceId) -> usize {
     id as *const DeviceId as usize

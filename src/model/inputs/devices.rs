@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::objects::NodeInfo;
 use crate::model::rules::dynamic_resources::{Selector, Verdict};
@@ -169,10 +169,18 @@ type PoolKey = (Arc<str>, Arc<str>);
 /// Namespace and name.
 pub type ObjectKey = (Arc<str>, Arc<str>);
 
+/// A slice as the inventory keeps it: with its devices' ids, made once, and whether it is of
+/// its pool's generation that counts.
+struct Stored {
+    slice: Slice,
+    ids: Vec<DeviceId>,
+    current: bool,
+}
+
 /// Every DRA object muster reads, with the indexes the rule asks.
 #[derive(Default)]
 pub struct DeviceInventory {
-    slices: HashMap<Arc<str>, Slice>,
+    slices: HashMap<Arc<str>, Stored>,
     /// Node name → names of its node-local slices.
     by_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
     /// Slices with a node selector, `allNodes` or per-device node selection.
@@ -184,13 +192,24 @@ pub struct DeviceInventory {
     templates: HashMap<ObjectKey, ClaimSpec>,
     /// Devices allocated to some claim, counted per claim.
     allocated: HashMap<DeviceId, u32>,
-    /// Compiled selectors by expression: each expression is compiled once (and kept, so a
-    /// selector's address names it for good).
+    /// Compiled selectors by expression: each expression is compiled once, and kept while a
+    /// class, claim or template holds it (so a selector's address names it while it has
+    /// verdicts). Bounded: see [`MAX_SELECTORS`].
     compiled: HashMap<String, Arc<Selector>>,
     /// Per selector and device (by address), its verdict: a selector is evaluated once per
-    /// device, across simulations. Emptied whenever a slice changes (devices are replaced).
+    /// device, across simulations. Emptied whenever a slice changes (devices are replaced), and
+    /// when it reaches [`MAX_VERDICTS`].
     verdicts: Mutex<HashMap<(usize, usize), Verdict>>,
 }
+
+/// Compiled expressions kept before the ones no class, claim or template holds any longer are
+/// dropped (with their verdicts): claims come and go with their pods, and each may bring an
+/// expression of its own.
+const MAX_SELECTORS: usize = 4_096;
+
+/// Verdicts kept (about 40 bytes each): beyond, the cache starts again empty. 5,000 nodes × 8
+/// devices × a class's and a request's selector take 80,000.
+const MAX_VERDICTS: usize = 500_000;
 
 impl DeviceInventory {
     /// The compiled selector for `expression`, compiled on first use.
@@ -198,28 +217,63 @@ impl DeviceInventory {
         if let Some(s) = self.compiled.get(expression) {
             return s.clone();
         }
+        if self.compiled.len() >= MAX_SELECTORS {
+            self.drop_unused_selectors();
+        }
         let s = Arc::new(Selector::compile(expression));
         self.compiled.insert(expression.to_string(), s.clone());
         s
     }
 
-    /// The verdict of `selector` on `device`, from `evaluate` the first time.
-    pub fn selector_verdict(
-        &self,
-        selector: &Arc<Selector>,
-        device: &Device,
-        evaluate: impl FnOnce() -> Verdict,
-    ) -> Verdict {
-        let key = (
-            Arc::as_ptr(selector) as usize,
-            device as *const Device as usize,
-        );
-        if let Some(v) = self.verdicts.lock().get(&key) {
-            return v.clone();
+    /// Drops the compiled selectors nothing else holds, and their verdicts (a selector
+    /// compiled later may get a dropped one's address).
+    fn drop_unused_selectors(&mut self) {
+        let mut gone: HashSet<usize> = HashSet::default();
+        self.compiled.retain(|_, s| {
+            let unused = Arc::strong_count(s) == 1;
+            if unused {
+                gone.insert(Arc::as_ptr(s) as usize);
+            }
+            !unused
+        });
+        if !gone.is_empty() {
+            self.verdicts
+                .get_mut()
+                .retain(|(selector, _), _| !gone.contains(selector));
         }
-        let v = evaluate();
-        self.verdicts.lock().insert(key, v.clone());
-        v
+    }
+
+    /// Whether `device` matches every one of `selectors`, in order: the first that does not
+    /// match (or cannot be evaluated) decides. Each selector's verdict on the device comes
+    /// from `evaluate` the first time, and is kept.
+    pub fn selectors_verdict<'s>(
+        &self,
+        selectors: impl IntoIterator<Item = &'s Arc<Selector>>,
+        device: &Device,
+        mut evaluate: impl FnMut(&Selector) -> Verdict,
+    ) -> Verdict {
+        let mut cache = self.verdicts.lock();
+        for selector in selectors {
+            let key = (
+                Arc::as_ptr(selector) as usize,
+                device as *const Device as usize,
+            );
+            let v = match cache.get(&key) {
+                Some(v) => v.clone(),
+                None => {
+                    let v = evaluate(selector);
+                    if cache.len() >= MAX_VERDICTS {
+                        cache.clear();
+                    }
+                    cache.insert(key, v.clone());
+                    v
+                }
+            };
+            if v != Ok(true) {
+                return v;
+            }
+        }
+        Ok(true)
     }
 
     pub fn apply_slice(&mut self, name: Arc<str>, slice: Slice) {
@@ -242,12 +296,28 @@ impl DeviceInventory {
             .or_default()
             .0
             .insert(name.clone());
-        self.slices.insert(name, slice);
+        let ids = slice
+            .devices
+            .iter()
+            .map(|d| DeviceId {
+                driver: slice.driver.clone(),
+                pool: slice.pool.clone(),
+                name: d.name.clone(),
+            })
+            .collect();
+        self.slices.insert(
+            name,
+            Stored {
+                slice,
+                ids,
+                current: false,
+            },
+        );
         self.recount_pool(&pool);
     }
 
     pub fn remove_slice(&mut self, name: &str) {
-        let Some(old) = self.slices.remove(name) else {
+        let Some(Stored { slice: old, .. }) = self.slices.remove(name) else {
             return;
         };
         self.verdicts.get_mut().clear();
@@ -280,18 +350,25 @@ impl DeviceInventory {
         let newest = names
             .iter()
             .filter_map(|n| self.slices.get(n))
-            .map(|s| s.generation)
+            .map(|s| s.slice.generation)
             .max();
         let current = newest.filter(|&g| {
             let of_newest: Vec<&Slice> = names
                 .iter()
                 .filter_map(|n| self.slices.get(n))
+                .map(|s| &s.slice)
                 .filter(|s| s.generation == g)
                 .collect();
             of_newest
                 .iter()
                 .all(|s| s.slice_count <= of_newest.len() as i64)
         });
+        let names: Vec<Arc<str>> = names.iter().cloned().collect();
+        for n in names {
+            if let Some(s) = self.slices.get_mut(&n) {
+                s.current = current == Some(s.slice.generation);
+            }
+        }
         if let Some(entry) = self.pools.get_mut(pool) {
             entry.1 = current;
         }
@@ -400,39 +477,27 @@ impl DeviceInventory {
     pub fn devices_on<'a, 'n>(
         &'a self,
         node: &'n NodeInfo,
-    ) -> impl Iterator<Item = (DeviceId, &'a Device)> + 'n
+    ) -> impl Iterator<Item = (&'a DeviceId, &'a Device)> + 'n
     where
         'a: 'n,
     {
         let local = self.by_node.get(&*node.name).into_iter().flatten();
         local
             .chain(self.wide.iter())
-            .filter_map(move |name| {
-                let s = self.slices.get(name)?;
-                let current = self
-                    .pools
-                    .get(&(s.driver.clone(), s.pool.clone()))
-                    .and_then(|p| p.1);
-                (current == Some(s.generation)).then_some(s)
-            })
-            .flat_map(move |s| {
+            .filter_map(move |name| self.slices.get(name).filter(|s| s.current))
+            .flat_map(move |stored| {
+                let s = &stored.slice;
                 let slice_admits = s.scope.as_ref().is_none_or(|sc| sc.admits(node));
-                s.devices.iter().filter_map(move |d| {
-                    let admits = match &d.scope {
-                        Some(scope) => scope.admits(node),
-                        None => s.scope.is_some() && slice_admits,
-                    };
-                    admits.then(|| {
-                        (
-                            DeviceId {
-                                driver: s.driver.clone(),
-                                pool: s.pool.clone(),
-                                name: d.name.clone(),
-                            },
-                            d,
-                        )
+                s.devices
+                    .iter()
+                    .zip(&stored.ids)
+                    .filter_map(move |(d, id)| {
+                        let admits = match &d.scope {
+                            Some(scope) => scope.admits(node),
+                            None => s.scope.is_some() && slice_admits,
+                        };
+                        admits.then_some((id, d))
                     })
-                })
             })
     }
 }

@@ -109,6 +109,13 @@ pub(in crate::model) trait Rules<'a> {
     fn placement_independent(&self) -> bool {
         false
     }
+    /// Members judged alike, when [`Rules::placement_independent`]: two members of the same
+    /// likeness with equal requests get the same verdict on every node, and placements only
+    /// take (room, devices), so a node refused to one stays refused to the other. `None`: the
+    /// member is alike only to copies of its own pod.
+    fn likeness(&self, _member: usize) -> Option<u64> {
+        None
+    }
 }
 
 /// Only the rules that need no other pod (NodeUnschedulable, TaintToleration, NodeAffinity).
@@ -179,6 +186,17 @@ impl<'a> Rules<'a> for GangRules<'a> {
     fn placement_independent(&self) -> bool {
         self.placement.placement_independent()
     }
+    fn likeness(&self, member: usize) -> Option<u64> {
+        if self.allowed.get(member).is_some_and(Option::is_some) {
+            return None; // its own filter call's nodes
+        }
+        let spec = self.placement.spec_index(member)? as u64;
+        let devices = match &self.devices {
+            Some(d) => d.likeness(member)?,
+            None => 0,
+        };
+        Some(spec << 32 | u64::from(devices))
+    }
 }
 
 /// A member to place: who it is for the caller, its index in the [`Rules`], and its pod.
@@ -213,10 +231,12 @@ pub(in crate::model) fn admits(
 /// caller can count or roll back); all were placed when the result is as long as `members`.
 ///
 /// The work is bounded by the nodes, not by members times nodes, for the copies the planner
-/// places for members not created yet (one `PodInfo` for all of them): when no placement
-/// changes a verdict ([`Rules::placement_independent`]), a copy starts where the previous one
-/// went, as every node before it refused that very pod and has only less room since. The
-/// result is the same first fit.
+/// places for members not created yet (one `PodInfo` for all of them) and for members alike
+/// ([`Rules::likeness`]: the workers of a job, each with its own claim from one template):
+/// when no placement changes a verdict ([`Rules::placement_independent`]), such a member
+/// starts where the previous one like it went, as every node before it refused that very pod
+/// (or one judged the same) and has only less room and fewer free devices since. The result
+/// is the same first fit.
 pub(in crate::model) fn first_fit_each<'a, H: Clone>(
     ledger: &'a NodeLedger,
     members: &[Member<'_, H>],
@@ -250,13 +270,23 @@ fn first_fit_over<'a, H: Clone>(
     let mut placed = Vec::with_capacity(members.len());
     let resume = rules.placement_independent();
     let mut previous: Option<(&PodInfo, usize)> = None;
+    // Per likeness, the last member of it placed and where.
+    let mut alike: HashMap<u64, (&PodInfo, usize)> = HashMap::default();
     for m in members {
         if overlay.exhausted() {
             break;
         }
+        let likeness = if resume {
+            rules.likeness(m.index)
+        } else {
+            None
+        };
         let start = match previous {
             Some((pod, j)) if resume && std::ptr::eq(pod, m.pod) => j,
-            _ => 0,
+            _ => likeness
+                .and_then(|l| alike.get(&l))
+                .filter(|(pod, _)| pod.requests == m.pod.requests)
+                .map_or(0, |(_, j)| *j),
         };
         let found = (start..len)
             .find(|&j| admits(ledger, rules, overlay, m.index, m.pod, node_at(j)).is_ok());
@@ -265,6 +295,9 @@ fn first_fit_over<'a, H: Clone>(
             break;
         };
         previous = Some((m.pod, j));
+        if let Some(l) = likeness {
+            alike.insert(l, (m.pod, j));
+        }
         let i = node_at(j);
         overlay.take(i, &m.pod.requests);
         rules.place(m.index, ledger.at(i).info());

@@ -38,8 +38,8 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Reason;
 use crate::model::inputs::devices::{
-    AllocationMode, AttrValue, ClaimSource, ClaimSpec, Device, DeviceId, DeviceInventory,
-    ObjectKey, Request,
+    AllocationMode, AttrValue, ClaimSource, ClaimSpec, Device, DeviceClass, DeviceId,
+    DeviceInventory, ObjectKey, Request,
 };
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
@@ -151,12 +151,18 @@ enum Resolved<'a> {
     },
 }
 
-/// What one `place` took, to undo it.
+/// What one `place` took, to undo it. Devices are the inventory's ids, compared by address
+/// (the inventory does not change during a simulation).
 #[derive(Default)]
-struct Placed {
-    devices: Vec<DeviceId>,
+struct Placed<'a> {
+    devices: Vec<&'a DeviceId>,
     /// Shared claims allocated, with their devices.
-    claims: Vec<(ObjectKey, Vec<DeviceId>)>,
+    claims: Vec<(ObjectKey, Vec<&'a DeviceId>)>,
+}
+
+/// A device's identity within one simulation: the address of its id in the inventory.
+fn addr(id: &DeviceId) -> usize {
+    id as *const DeviceId as usize
 }
 
 /// The DynamicResources state of one gang simulation.
@@ -164,11 +170,11 @@ pub struct DynamicResources<'a> {
     inventory: &'a DeviceInventory,
     /// Per member: its claims, or why muster cannot judge them (it then fits nowhere).
     members: Vec<Result<Vec<Resolved<'a>>, String>>,
-    /// Devices the simulation gave to members placed so far.
-    taken: HashSet<DeviceId>,
+    /// Devices the simulation gave to members placed so far (see [`addr`]).
+    taken: HashSet<usize>,
     /// Shared claims the simulation allocated, with their devices.
-    allocated: HashMap<ObjectKey, Vec<DeviceId>>,
-    log: Vec<Placed>,
+    allocated: HashMap<ObjectKey, Vec<&'a DeviceId>>,
+    log: Vec<Placed<'a>>,
     /// The CEL context, made at the first evaluation a simulation needs.
     root: OnceCell<Context<'static, 'static>>,
     /// Per request and device, the verdict of its selectors (each evaluated once).
@@ -176,10 +182,17 @@ pub struct DynamicResources<'a> {
     /// Per node, the devices usable there and whether a claim holds each: first fit checks the
     /// same nodes again for every member.
     nodes: RefCell<HashMap<Arc<str>, Rc<[Usable<'a>]>>>,
+    /// Per member, its likeness (see [`DynamicResources::likeness`]).
+    likeness: Vec<Option<u32>>,
 }
 
+/// Distinct likenesses told apart per simulation; members beyond are alike to none (their
+/// first fit starts at the first node, as before), so telling them apart costs at most this
+/// many comparisons per member.
+const MAX_LIKENESSES: usize = 64;
+
 /// A device usable from a node: its id, itself, and whether a claim holds it.
-type Usable<'a> = (DeviceId, &'a Device, bool);
+type Usable<'a> = (&'a DeviceId, &'a Device, bool);
 
 impl<'a> DynamicResources<'a> {
     /// The state for `members` (as judged by the simulation); `not_created(i)`: member `i` is a
@@ -194,7 +207,7 @@ impl<'a> DynamicResources<'a> {
         if members.iter().all(|p| claims_of(p).is_empty()) {
             return None;
         }
-        let members = members
+        let members: Vec<Result<Vec<Resolved<'a>>, String>> = members
             .iter()
             .enumerate()
             .map(|(i, p)| {
@@ -204,6 +217,7 @@ impl<'a> DynamicResources<'a> {
                     .collect()
             })
             .collect();
+        let likeness = likenesses(&members);
         Some(DynamicResources {
             inventory,
             members,
@@ -213,7 +227,17 @@ impl<'a> DynamicResources<'a> {
             root: OnceCell::new(),
             memo: RefCell::default(),
             nodes: RefCell::default(),
+            likeness,
         })
+    }
+
+    /// Members of one likeness get the same verdict on every node, and a placement only takes
+    /// devices from the next (so a node that refused one refuses the next): their claims are
+    /// alike one by one (the same spec to allocate, or the same allocation), and none is
+    /// shared with another member (whose placement would decide where it is). `None`: alike to
+    /// no other member.
+    pub fn likeness(&self, member: usize) -> Option<u32> {
+        self.likeness.get(member).copied().flatten()
     }
 
     /// Whether member `member` may go on `node`: every claim of it can be allocated there.
@@ -225,7 +249,7 @@ impl<'a> DynamicResources<'a> {
     pub fn place(&mut self, member: usize, node: &NodeInfo) {
         let placed = self.allocate(member, node).unwrap_or_default();
         for d in &placed.devices {
-            self.taken.insert(d.clone());
+            self.taken.insert(addr(d));
         }
         for (key, devices) in &placed.claims {
             self.allocated.insert(key.clone(), devices.clone());
@@ -241,7 +265,7 @@ impl<'a> DynamicResources<'a> {
         while self.log.len() > checkpoint {
             let placed = self.log.pop().expect("longer than the checkpoint");
             for d in &placed.devices {
-                self.taken.remove(d);
+                self.taken.remove(&addr(d));
             }
             for (c, _) in &placed.claims {
                 self.allocated.remove(c);
@@ -250,7 +274,7 @@ impl<'a> DynamicResources<'a> {
     }
 
     /// The allocator for one member on one node: what it would take, or the refusal.
-    fn allocate(&self, member: usize, node: &NodeInfo) -> Result<Placed, Reason> {
+    fn allocate(&self, member: usize, node: &NodeInfo) -> Result<Placed<'a>, Reason> {
         let claims = match self.members.get(member) {
             None => return Ok(Placed::default()),
             Some(Err(_)) => return Err(Reason::DynamicResources),
@@ -274,7 +298,7 @@ impl<'a> DynamicResources<'a> {
                     // Allocated by a member placed before: usable where its devices are.
                     if devices
                         .iter()
-                        .all(|d| here.iter().any(|(id, _, _)| id == d))
+                        .all(|d| here.iter().any(|(id, _, _)| std::ptr::eq(*id, *d)))
                     {
                         continue;
                     }
@@ -283,8 +307,7 @@ impl<'a> DynamicResources<'a> {
             }
             let start = out.devices.len();
             for request in &spec.requests {
-                let picked = self.pick(request, &here, &out.devices)?;
-                out.devices.extend(picked);
+                self.pick(request, &here, &mut out.devices)?;
             }
             if let Some(key) = shared {
                 out.claims
@@ -302,10 +325,7 @@ impl<'a> DynamicResources<'a> {
         let here: Rc<[Usable<'a>]> = self
             .inventory
             .devices_on(node)
-            .map(|(id, d)| {
-                let held = self.inventory.is_allocated(&id);
-                (id, d, held)
-            })
+            .map(|(id, d)| (id, d, self.inventory.is_allocated(id)))
             .collect();
         self.nodes
             .borrow_mut()
@@ -313,54 +333,65 @@ impl<'a> DynamicResources<'a> {
         here
     }
 
-    /// The devices `request` takes among `here`, besides `already` (this member's earlier
-    /// requests).
+    /// Adds to `picked` (this member's devices so far) the devices `request` takes among
+    /// `here`.
     fn pick(
         &self,
         request: &Request,
         here: &[Usable<'a>],
-        already: &[DeviceId],
-    ) -> Result<Vec<DeviceId>, Reason> {
-        let free = |id: &DeviceId, d: &Device, held: bool| {
-            d.unsupported.is_none() && !held && !self.taken.contains(id) && !already.contains(id)
+        picked: &mut Vec<&'a DeviceId>,
+    ) -> Result<(), Reason> {
+        let class = self.inventory.class(&request.class);
+        let before = picked.len();
+        let free = |id: &DeviceId, d: &Device, held: bool, picked: &[&DeviceId]| {
+            d.unsupported.is_none()
+                && !held
+                && !self.taken.contains(&addr(id))
+                && !picked.iter().any(|p| std::ptr::eq(*p, id))
         };
         match request.mode {
             AllocationMode::Exact(n) => {
-                let mut picked = Vec::with_capacity(n as usize);
-                for (id, d, held) in here {
-                    if picked.len() == n as usize {
+                for &(id, d, held) in here {
+                    if picked.len() - before == n as usize {
                         break;
                     }
-                    if free(id, d, *held) && self.matches(request, id, d) == Ok(true) {
-                        picked.push(id.clone());
+                    if free(id, d, held, picked) && self.matches(request, class, id, d) == Ok(true)
+                    {
+                        picked.push(id);
                     }
                 }
-                if picked.len() == n as usize {
-                    Ok(picked)
+                if picked.len() - before == n as usize {
+                    Ok(())
                 } else {
                     Err(Reason::DynamicResources)
                 }
             }
             AllocationMode::All => {
-                let mut picked = Vec::new();
-                for (id, d, held) in here {
-                    match self.matches(request, id, d) {
-                        Ok(true) if free(id, d, *held) => picked.push(id.clone()),
+                for &(id, d, held) in here {
+                    match self.matches(request, class, id, d) {
+                        Ok(true) if free(id, d, held, picked) => picked.push(id),
                         Ok(false) => {}
                         _ => return Err(Reason::DynamicResources),
                     }
                 }
-                if picked.is_empty() {
+                if picked.len() == before {
                     Err(Reason::DynamicResources)
                 } else {
-                    Ok(picked)
+                    Ok(())
                 }
             }
         }
     }
 
     /// The class's selectors, then the request's, on one device; remembered per request.
-    fn matches(&self, request: &Request, id: &DeviceId, d: &Device) -> Verdict {
+    /// `class`: the request's, when it exists.
+    fn matches(
+        &self,
+        request: &Request,
+        class: Option<&DeviceClass>,
+        id: &DeviceId,
+        d: &Device,
+    ) -> Verdict {
         let key = (
             request as *const Request as usize,
             d as *const Device as usize,
@@ -368,30 +399,22 @@ impl<'a> DynamicResources<'a> {
         if let Some(v) = self.memo.borrow().get(&key) {
             return v.clone();
         }
-        let verdict = match self.inventory.class(&request.class) {
+        let verdict = match class {
             None => Ok(false),
             Some(class) => {
                 // Built only if some selector's verdict on this device is not known yet.
                 let mut value = None;
-                class
-                    .selectors
-                    .iter()
-                    .chain(&request.selectors)
-                    .try_fold(true, |ok, s| {
-                        if !ok {
-                            return Ok(false);
-                        }
-                        self.inventory.selector_verdict(s, d, || {
-                            let root = self.root.get_or_init(Context::default);
-                            let value = value.get_or_insert_with(|| device_value(&id.driver, d));
-                            s.matches(root, value).map_err(|e| {
-                                Arc::from(format!(
-                                    "selector `{}` on device {id}: {e}",
-                                    s.expression
-                                ))
-                            })
+                self.inventory.selectors_verdict(
+                    class.selectors.iter().chain(&request.selectors),
+                    d,
+                    |s| {
+                        let root = self.root.get_or_init(Context::default);
+                        let value = value.get_or_insert_with(|| device_value(&id.driver, d));
+                        s.matches(root, value).map_err(|e| {
+                            Arc::from(format!("selector `{}` on device {id}: {e}", s.expression))
                         })
-                    })
+                    },
+                )
             }
         };
         self.memo.borrow_mut().insert(key, verdict.clone());
@@ -410,7 +433,7 @@ impl<'a> DynamicResources<'a> {
                 continue;
             };
             for request in &spec.requests {
-                let Some(_) = self.inventory.class(&request.class) else {
+                let Some(class) = self.inventory.class(&request.class) else {
                     return Some(format!(
                         "claim {name}: request {}: device class {} does not exist",
                         request.name, request.class
@@ -420,11 +443,10 @@ impl<'a> DynamicResources<'a> {
                 let mut fits = 0;
                 let mut error = None;
                 for n in nodes.iter().copied() {
-                    let here: Vec<(DeviceId, &Device)> = self.inventory.devices_on(n).collect();
                     let mut free = 0;
                     let mut all_free = true;
-                    for (id, d) in &here {
-                        match self.matches(request, id, d) {
+                    for (id, d) in self.inventory.devices_on(n) {
+                        match self.matches(request, Some(class), id, d) {
                             Ok(true) => {
                                 if d.unsupported.is_none() && !self.inventory.is_allocated(id) {
                                     free += 1;
@@ -485,6 +507,56 @@ impl<'a> DynamicResources<'a> {
             })
             .count()
     }
+}
+
+/// Each member's likeness (see [`DynamicResources::likeness`]): the index of the first
+/// member alike, among at most [`MAX_LIKENESSES`].
+fn likenesses(members: &[Result<Vec<Resolved<'_>>, String>]) -> Vec<Option<u32>> {
+    let mut users: HashMap<&ObjectKey, u32> = HashMap::default();
+    for claims in members.iter().flatten() {
+        for c in claims {
+            if let Resolved::Open {
+                shared: Some(key), ..
+            } = c
+            {
+                *users.entry(key).or_default() += 1;
+            }
+        }
+    }
+    let alike = |a: &Resolved<'_>, b: &Resolved<'_>| match (a, b) {
+        (Resolved::Allocated(x), Resolved::Allocated(y)) => x == y,
+        (Resolved::Open { spec: x, .. }, Resolved::Open { spec: y, .. }) => {
+            std::ptr::eq(*x, *y) || x == y
+        }
+        _ => false,
+    };
+    let mut representatives: Vec<&[Resolved<'_>]> = Vec::new();
+    members
+        .iter()
+        .map(|m| {
+            let claims = m.as_ref().ok()?;
+            let own = claims.iter().all(|c| match c {
+                Resolved::Open {
+                    shared: Some(key), ..
+                } => users.get(key) == Some(&1),
+                _ => true,
+            });
+            if !own {
+                return None;
+            }
+            let same = |r: &&[Resolved<'_>]| {
+                r.len() == claims.len() && r.iter().zip(claims).all(|(a, b)| alike(a, b))
+            };
+            if let Some(i) = representatives.iter().position(same) {
+                return Some(i as u32);
+            }
+            if representatives.len() == MAX_LIKENESSES {
+                return None;
+            }
+            representatives.push(claims);
+            Some(representatives.len() as u32 - 1)
+        })
+        .collect()
 }
 
 /// A member's claim as the simulation judges it.

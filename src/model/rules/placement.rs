@@ -11,8 +11,9 @@ use std::collections::BTreeSet;
 
 use super::inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
 use super::labels::NamespaceLabels;
-use super::node_ports::{self, NodePorts};
-use super::pod_topology_spread::PodTopologySpread;
+use super::node_affinity::NodeSelector;
+use super::node_ports::{self, HostPort, NodePorts};
+use super::pod_topology_spread::{PodTopologySpread, SpreadConstraint};
 use super::{node_fits, scheduling_gates, Diagnosis, Reason};
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
@@ -195,6 +196,12 @@ impl<'a> GangPlacement<'a> {
         self.independent
     }
 
+    /// Which spec (state) judges member `member`: members of one spec get the same verdict on
+    /// every node.
+    pub fn spec_index(&self, member: usize) -> Option<usize> {
+        self.spec_of.get(member).copied()
+    }
+
     /// How many distinct specs (states) the gang needed.
     pub fn spec_count(&self) -> usize {
         self.specs.len()
@@ -245,6 +252,32 @@ fn has_own_terms(pod: &PodInfo) -> bool {
         .is_some_and(|r| !r.affinity.is_empty() || !r.anti_affinity.is_empty())
 }
 
+/// A pod's rules but its claims: node affinity, pod affinity and anti-affinity, spread,
+/// scheduling gates, host ports.
+type PlacementRules<'p> = (
+    Option<&'p NodeSelector>,
+    &'p [PodAffinityTerm],
+    &'p [PodAffinityTerm],
+    &'p [SpreadConstraint],
+    &'p [String],
+    &'p [HostPort],
+);
+
+/// A pod's [`PlacementRules`]; a pod without rules has them all empty.
+fn placement_rules(p: &PodInfo) -> PlacementRules<'_> {
+    match p.rules.as_deref() {
+        Some(r) => (
+            r.node_affinity.as_ref(),
+            &r.affinity,
+            &r.anti_affinity,
+            &r.spread,
+            &r.scheduling_gates,
+            &r.host_ports,
+        ),
+        None => (None, &[], &[], &[], &[], &[]),
+    }
+}
+
 /// Every pod label key a selector that judges these members reads: their own terms and spread
 /// constraints (self-matching, `matchLabelKeys`), and the anti-affinity terms of every bound
 /// pod and member (existing pods' anti-affinity is checked against the incoming pod).
@@ -267,12 +300,14 @@ fn label_keys_read<'k>(
     keys
 }
 
-/// Whether two pods are the same to every rule (so one state serves both).
+/// Whether two pods are the same to every rule (so one state serves both). Their
+/// ResourceClaims are not read here (DynamicResources judges them on its own), so the claims
+/// each member gets from one template do not split the gang into one state per member.
 fn same_spec(a: &PodInfo, b: &PodInfo, label_keys_read: &BTreeSet<&str>) -> bool {
     a.namespace == b.namespace
         && a.node_selector == b.node_selector
         && a.tolerations == b.tolerations
-        && a.rules == b.rules
+        && placement_rules(a) == placement_rules(b)
         && label_keys_read
             .iter()
             .all(|k| a.labels.get(k) == b.labels.get(k))

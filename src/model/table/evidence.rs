@@ -105,8 +105,8 @@ const MAX_TEXTS: usize = 8;
 ///
 /// A verdict stands until the member's situation can have changed: a node added or changed,
 /// the pod itself changed, or a filter call for it reached muster (kube-scheduler's filters
-/// passed some node). [`SchedulerVerdicts::situation_changed`] is the hook for further causes
-/// (DRA slices and claims).
+/// passed some node), or, for a member with ResourceClaims, a DRA object it reads changed
+/// ([`SchedulerVerdicts::situation_changed_for`]).
 #[derive(Default)]
 pub(in crate::model) struct SchedulerVerdicts {
     standing: HashMap<PodUid, std::sync::Arc<str>>,
@@ -168,10 +168,16 @@ impl SchedulerVerdicts {
         self.standing.remove(uid);
     }
 
-    /// Something every member's verdict may depend on changed (a node added or changed; the
-    /// hook for DRA slices and claims): no verdict stands any longer.
+    /// Something every member's verdict may depend on changed (a node added or changed): no
+    /// verdict stands any longer.
     pub fn situation_changed(&mut self) {
         self.standing.clear();
+    }
+
+    /// Something the verdicts on some pods may depend on changed (a DRA slice, class, claim or
+    /// template they read): the verdicts on the pods `touched` names no longer stand.
+    pub fn situation_changed_for(&mut self, touched: impl Fn(&PodUid) -> bool) {
+        self.standing.retain(|uid, _| !touched(uid));
     }
 
     /// The pod is gone.

@@ -241,3 +241,120 @@ fn a_verdict_on_a_member_of_a_placed_gang_releases_nothing() {
     assert!(w.table.take_released().is_empty());
     assert!(w.table.take_notices().is_empty());
 }
+
+/// DynamicResources: kube-scheduler's verdict on a member with a ResourceClaim stands until a
+/// DRA object it reads changes — a slice (devices appear), a claim it uses, or a claim giving
+/// its devices back — but not for a claim it does not use that only took devices.
+#[test]
+fn dynamic_resources_a_slice_or_claim_change_clears_the_verdict_of_members_reading_it() {
+    use crate::model::inputs::devices::{
+        Allocation, Claim, ClaimSource, ClaimSpec, DeviceId, NodeScope, PodClaim, Slice,
+    };
+    use crate::model::inputs::objects::PodRules;
+    let with_claim = |p: &PodInfo, claim: &str| {
+        let mut p = p.clone();
+        p.rules = Some(Box::new(PodRules {
+            claims: vec![PodClaim {
+                name: "gpu".into(),
+                source: ClaimSource::Claim(claim.into()),
+            }],
+            ..PodRules::default()
+        }));
+        p
+    };
+    let key = |name: &str| (Arc::from("ml"), Arc::from(name));
+    let allocated = Claim {
+        spec: ClaimSpec::default(),
+        allocation: Some(Allocation {
+            devices: vec![DeviceId {
+                driver: "gpu.example.com".into(),
+                pool: "a".into(),
+                name: "g0".into(),
+            }],
+            node_selector: None,
+        }),
+    };
+    let cases: [(&str, Change, bool); 5] = [
+        (
+            "a slice",
+            |w, _| {
+                w.table.apply_resource_slice(
+                    "a-gpus".into(),
+                    Slice {
+                        driver: "gpu.example.com".into(),
+                        pool: "a".into(),
+                        generation: 1,
+                        slice_count: 1,
+                        scope: Some(NodeScope::Node("a".into())),
+                        devices: vec![],
+                    },
+                )
+            },
+            true,
+        ),
+        (
+            "its own claim",
+            |w, _| {
+                w.table.apply_resource_claim(
+                    (Arc::from("ml"), Arc::from("c1")),
+                    Claim {
+                        spec: ClaimSpec::default(),
+                        allocation: None,
+                    },
+                )
+            },
+            true,
+        ),
+        (
+            "another claim taking devices",
+            |w, _| {
+                w.table.apply_resource_claim(
+                    (Arc::from("ml"), Arc::from("other")),
+                    Claim {
+                        spec: ClaimSpec::default(),
+                        allocation: Some(Allocation {
+                            devices: vec![],
+                            node_selector: None,
+                        }),
+                    },
+                )
+            },
+            false,
+        ),
+        (
+            "another claim deleted, its devices free",
+            |w, _| {
+                w.table
+                    .remove_resource_claim(&(Arc::from("ml"), Arc::from("held")))
+            },
+            true,
+        ),
+        (
+            "a template the pod does not use",
+            |w, _| {
+                w.table.apply_claim_template(
+                    (Arc::from("ml"), Arc::from("unused")),
+                    ClaimSpec::default(),
+                )
+            },
+            false,
+        ),
+    ];
+    for (name, change, clears) in cases {
+        let (mut w, ms) = seated_pair();
+        w.table.apply_resource_claim(key("held"), allocated.clone());
+        let m1 = with_claim(&ms[1], "c1");
+        w.table.apply_pod(m1.clone());
+        w.table.apply_pod(refused(&m1, PVC_MISSING));
+        assert!(
+            w.table.verdicts.standing(&ms[1].uid).is_some(),
+            "{name}: stands before"
+        );
+        change(&mut w, &ms);
+        assert_eq!(
+            w.table.verdicts.standing(&ms[1].uid).is_none(),
+            clears,
+            "{name}"
+        );
+    }
+}

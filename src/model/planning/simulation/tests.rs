@@ -179,3 +179,117 @@ fn a_member_is_not_planned_onto_a_node_its_own_filter_call_excluded() {
     );
     assert_eq!(names(&l, &placed), vec!["p@b"]);
 }
+
+/// DynamicResources (kube-scheduler's plugin) with first fit resuming: the workers of a job,
+/// each a pod of its own with its own claim from one template, are alike, so each starts where
+/// the previous one went; the placement is the same first fit, and the nodes checked grow with
+/// the nodes, not with members × nodes. A claim two members share makes them not alike (where
+/// the first allocates it decides where the second can go).
+#[test]
+fn dynamic_resources_members_alike_resume_first_fit_where_the_previous_one_went() {
+    use crate::model::inputs::devices::{
+        AllocationMode, ClaimSource, ClaimSpec, Device, DeviceClass, DeviceInventory, NodeScope,
+        PodClaim, Request, Slice,
+    };
+    use crate::model::inputs::objects::PodRules;
+    use crate::model::rules::dynamic_resources::DynamicResources;
+    let ns = NamespaceLabels::default();
+    let l = ledger(&[
+        ("n0", 8000),
+        ("n1", 8000),
+        ("n2", 8000),
+        ("n3", 8000),
+        ("n4", 8000),
+        ("n5", 8000),
+    ]);
+    let mut inv = DeviceInventory::default();
+    let class = DeviceClass {
+        selectors: vec![inv.selector("device.driver == 'gpu.example.com'")],
+    };
+    inv.apply_class("gpu".into(), class);
+    for (_, e) in l.iter() {
+        let name = e.name().clone();
+        inv.apply_slice(
+            format!("{name}-gpus").into(),
+            Slice {
+                driver: "gpu.example.com".into(),
+                pool: name.clone(),
+                generation: 1,
+                slice_count: 1,
+                scope: Some(NodeScope::Node(name)),
+                devices: (0..8)
+                    .map(|d| Device {
+                        name: format!("gpu-{d}").into(),
+                        attributes: Default::default(),
+                        capacity: Default::default(),
+                        scope: None,
+                        unsupported: None,
+                    })
+                    .collect(),
+            },
+        );
+    }
+    inv.apply_template(
+        ("ml".into(), "eight".into()),
+        ClaimSpec {
+            requests: vec![Request {
+                name: "gpus".into(),
+                class: "gpu".into(),
+                mode: AllocationMode::Exact(8),
+                selectors: vec![],
+            }],
+            unsupported: None,
+        },
+    );
+    let with_claim = |name: &str| {
+        let mut p = pod(name).cpu(1000).build();
+        p.rules = Some(Box::new(PodRules {
+            claims: vec![PodClaim {
+                name: "gpus".into(),
+                source: ClaimSource::Template {
+                    template: "eight".into(),
+                    generated: None,
+                },
+            }],
+            ..PodRules::default()
+        }));
+        p
+    };
+    let w: Vec<PodInfo> = (0..4).map(|i| with_claim(&format!("w{i}"))).collect();
+    let refs: Vec<&PodInfo> = w.iter().collect();
+    let m = members(&[("w0", &w[0]), ("w1", &w[1]), ("w2", &w[2]), ("w3", &w[3])]);
+    let nodes: Vec<&NodeInfo> = l.iter().map(|(_, e)| e.info()).collect();
+    let cluster = ClusterSnapshot::new(nodes, vec![], &ns);
+    let mut rules = GangRules {
+        placement: GangPlacement::new(&refs, &cluster),
+        allowed: vec![None; 4],
+        devices: DynamicResources::new(&inv, &refs, |_| false),
+    };
+    assert!(rules.likeness(1).is_some() && rules.likeness(1) == rules.likeness(3));
+    let mut overlay = Overlay::default();
+    let placed = first_fit_each(&l, &m, &mut overlay, &mut rules);
+    assert_eq!(names(&l, &placed), ["w0@n0", "w1@n1", "w2@n2", "w3@n3"]);
+    // w0: n0; each next one: the previous one's node (refused: no device left), then its own.
+    assert_eq!(
+        overlay.checks,
+        1 + 2 + 2 + 2,
+        "restarting would check 1+2+3+4"
+    );
+
+    // w0 and w1 share one claim: not alike to each other, nor to the others.
+    let mut shared = with_claim("s0");
+    shared.rules.as_mut().unwrap().claims[0].source = ClaimSource::Claim("one".into());
+    let spec = inv.template("ml", "eight").unwrap().clone();
+    inv.apply_claim(
+        ("ml".into(), "one".into()),
+        crate::model::inputs::devices::Claim {
+            spec,
+            allocation: None,
+        },
+    );
+    let refs = [&shared, &shared, &w[2]];
+    let dra = DynamicResources::new(&inv, &refs, |_| false).unwrap();
+    assert_eq!(dra.likeness(0), None);
+    assert_eq!(dra.likeness(1), None);
+    assert!(dra.likeness(2).is_some());
+}

@@ -498,6 +498,14 @@ pub fn dropped_sibling_preempting(pod: &PodInfo) -> String {
     )
 }
 
+/// Dropped: the preemptor's earlier preemption is still under way on another node.
+pub fn dropped_preemption_under_way(pod: &PodInfo, node: &str) -> String {
+    format!(
+        "the preemption for {} on node {node} is under way (its victims are still there); it preempts nowhere else until they are gone",
+        pod.display_name()
+    )
+}
+
 /// Dropped: the preemptor's gang is backing off after its quorum timeout.
 pub fn dropped_backing_off(pod: &PodInfo, left: Duration) -> String {
     format!(

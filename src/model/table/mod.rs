@@ -22,6 +22,7 @@ pub(crate) mod ledger;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
+pub(crate) mod under_way;
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlan;
+use self::under_way::PreemptionsUnderWay;
 use crate::model::inputs::config::ModelConfig;
 use crate::model::inputs::devices::DeviceInventory;
 use crate::model::inputs::membership::GangKey;
@@ -78,6 +80,8 @@ pub struct GangTable {
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
+    pub(super) preemptions_under_way: PreemptionsUnderWay,
     /// Gang members whose preemption was refused because the watch had not delivered them
     /// yet: asked to retry (`NoticeKind::Retry`) when it does.
     retry_when_seen: HashSet<PodUid>,
@@ -195,6 +199,7 @@ impl GangTable {
             nodes_arrived: false,
             released: Vec::new(),
             preempt_plans: HashMap::default(),
+            preemptions_under_way: PreemptionsUnderWay::default(),
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),

@@ -112,6 +112,56 @@ fn case_2_a_plain_victim_is_chosen_over_a_member_of_a_running_gang() {
     )));
 }
 
+/// kube-scheduler re-queues a preemptor as soon as its victims' deletions are sent; its next
+/// cycle can run before its cache shows them terminating, so `PodEligibleToPreemptOthers`
+/// (defaultpreemption) lets it preempt again, now offering only the gang's nodes. muster
+/// refuses that second round while the first one's victims are still there, so the running gang
+/// is not evicted for a pod whose room is already being freed (evict-for-whole); once they are
+/// gone, a new round is judged as any other.
+#[test]
+fn a_second_round_while_the_first_preemption_is_under_way_disrupts_no_gang() {
+    let (mut w, members, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
+    let first = w.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+            candidate("n3", &[&plain]),
+        ],
+    );
+    assert_eq!(kept_nodes(&first), vec!["n3"]);
+
+    let second = w.preempt(
+        &high,
+        vec![
+            candidate("n1", &[&members[0]]),
+            candidate("n2", &[&members[1]]),
+        ],
+    );
+    assert!(second.kept.is_empty(), "{second:?}");
+    assert!(second.disruptions.is_empty(), "{second:?}");
+    assert!(
+        second.dropped.iter().all(|(_, r)| matches!(
+            r,
+            DropReason::PreemptionUnderWay { node } if node == "n3"
+        )),
+        "{second:?}"
+    );
+
+    // The victim is being deleted: still under way, as kube-scheduler reads a terminating pod.
+    w.add(&[&terminating(&plain)]);
+    let third = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert!(third.kept.is_empty(), "{third:?}");
+
+    // Gone: the earlier round is over, and the next is judged on its own.
+    w.table.remove_pod(&plain.uid);
+    let fourth = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert_eq!(kept_nodes(&fourth), vec!["n1"], "{fourth:?}");
+    assert!(!fourth.disruptions.is_empty(), "{fourth:?}");
+}
+
 #[test]
 fn case_3_a_gang_that_fits_once_both_nodes_are_freed_keeps_every_candidate() {
     let (mut w, a, b) = two_full_nodes();

@@ -111,6 +111,7 @@ impl GangTable {
         // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
         self.refused_for_seats.remove(uid);
         self.refused_for_unknown_nodes.remove(uid);
+        self.preemptions_under_way.forget(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,

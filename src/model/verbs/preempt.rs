@@ -98,6 +98,9 @@ pub enum DropReason {
     /// Another member of the preemptor's gang preempted a moment ago; the room it frees is
     /// planned for the whole gang.
     SiblingPreempting,
+    /// The preemptor's earlier preemption, which muster kept, is still under way on `node`
+    /// (its victims still exist): a second round elsewhere would evict for nothing.
+    PreemptionUnderWay { node: String },
     /// The preemptor's gang's quorum is more than the cluster could ever hold.
     BeyondCluster(BeyondCluster),
     /// The request's pod UID is another pod's in muster's cache.
@@ -197,6 +200,20 @@ impl GangTable {
             }
             None => true,
         });
+        // Rule 0b: while this pod's earlier preemption is under way, it preempts nowhere else
+        // (kube-scheduler's own rule, judged on what muster kept; see `table::under_way`).
+        if let Some(node) = self.preemption_under_way(&pod.uid, now) {
+            survivors.retain(|c| {
+                let same = c.node == node;
+                if !same {
+                    dropped.push((
+                        c.node.clone(),
+                        DropReason::PreemptionUnderWay { node: node.clone() },
+                    ));
+                }
+                same
+            });
+        }
         let mut plans: Vec<(String, Vec<PlannedSeat>)> = Vec::new();
         let mut cannot_judge = None;
         let mut held_out = false;
@@ -330,6 +347,10 @@ impl GangTable {
             PreemptOutcome::Trimmed
         };
         self.tell_preemption(pod, &kept, &dropped);
+        if let Some(c) = kept.first() {
+            self.preemptions_under_way
+                .record(&pod.uid, &c.node, &c.victims, now);
+        }
         if let Some(c) = kept.first().filter(|_| !disruptions.is_empty()) {
             self.await_commit(&pod.uid, &c.node, &c.victims, &disruptions, now);
         }
@@ -384,6 +405,20 @@ impl GangTable {
                 priority: v.info.priority,
             })
         })
+    }
+
+    /// The node of `preemptor`'s earlier kept preemption while it is under way: recent, and
+    /// one of its victims still on that node as the watch has it (running or terminating, as
+    /// kube-scheduler's rule reads a terminating pod on the nominated node).
+    fn preemption_under_way(&self, preemptor: &str, now: Instant) -> Option<String> {
+        let u = self.preemptions_under_way.recent(preemptor, now)?;
+        let still_there = u.victims.iter().any(|uid| {
+            self.pods
+                .get(uid.as_str())
+                .and_then(|v| v.charged_node())
+                .is_some_and(|n| **n == *u.node)
+        });
+        still_there.then(|| u.node.clone())
     }
 
     /// What `candidate`'s victims free on its node, as muster knows them.

@@ -29,6 +29,9 @@ impl DropReason {
             }
             DropReason::GangBackingOff { left } => messages::dropped_backing_off(pod, *left),
             DropReason::SiblingPreempting => messages::dropped_sibling_preempting(pod),
+            DropReason::PreemptionUnderWay { node } => {
+                messages::dropped_preemption_under_way(pod, node)
+            }
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
             DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),
             DropReason::VictimNotOnNode { victim, on } => {

@@ -51,6 +51,7 @@
 
 mod chart;
 mod create;
+mod dra;
 mod gangs;
 mod gather;
 mod metrics;

@@ -184,6 +184,7 @@ mod tests {
             }],
             order: vec![0, 1, 2, 3],
             topology: None,
+            dra: None,
         };
         let t0 = Instant::now();
         let at = |s: f64| Some(t0 + Duration::from_secs_f64(s));

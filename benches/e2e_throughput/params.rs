@@ -109,6 +109,8 @@ pub struct Params {
     /// `E2E_WORKLOAD=topology`: nodes in racks and blocks, gangs asking for one rack (see
     /// [`crate::topology`]).
     pub topology: Option<crate::topology::Layout>,
+    /// `E2E_WORKLOAD=dra`: gang members claim devices through DRA (see [`crate::dra`]).
+    pub dra: Option<crate::dra::Devices>,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -225,6 +227,7 @@ impl Params {
             muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
             muster_outage: crate::outage::from_env()?,
             topology: crate::topology::Layout::from_env()?,
+            dra: crate::dra::Devices::from_env()?,
             modes,
             gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,

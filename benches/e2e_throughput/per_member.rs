@@ -205,6 +205,7 @@ mod tests {
             gangs: Vec::new(),
             order: vec![0, 1],
             topology: None,
+            dra: None,
         };
         let events = [
             event("g0000-00", "FailedScheduling", 3),

@@ -65,6 +65,20 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     create_nodes(&client, p, 0..p.nodes - p.late_nodes)
         .await
         .context("creating nodes")?;
+    if let Some(d) = &w.dra {
+        let (demand, supply) = d.demand_and_supply(w, p.nodes);
+        if demand > supply {
+            anyhow::bail!(
+                "E2E_WORKLOAD=dra: gang members claim {demand} devices, nodes publish {supply}"
+            );
+        }
+        d.create_inventory(&client, p.nodes)
+            .await
+            .context("creating the DRA devices")?;
+        d.create_claims(&client, w)
+            .await
+            .context("creating the members' ResourceClaims")?;
+    }
     if mode == Mode::Native {
         create_pod_groups(&client, w)
             .await

@@ -37,7 +37,7 @@ impl Layout {
     pub fn from_env() -> Result<Option<Self>> {
         let workload = std::env::var("E2E_WORKLOAD").unwrap_or_default();
         match workload.trim() {
-            "" | "mixed" => Ok(None),
+            "" | "mixed" | "dra" => Ok(None),
             "topology" => {
                 let l = Layout {
                     rack_nodes: env_or("E2E_RACK_NODES", 8)?,
@@ -48,7 +48,7 @@ impl Layout {
                 }
                 Ok(Some(l))
             }
-            other => bail!("E2E_WORKLOAD must be mixed or topology, got {other:?}"),
+            other => bail!("E2E_WORKLOAD must be mixed, topology or dra, got {other:?}"),
         }
     }
 
@@ -240,6 +240,7 @@ mod tests {
             ],
             order: vec![0, 1, 2, 3],
             topology: Some(l),
+            dra: None,
         };
         let bound = |name: &str, node: usize| {
             let mut p = PodBuilder::new("bench", name).build();

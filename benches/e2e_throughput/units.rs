@@ -3,6 +3,7 @@
 //! runs its `main` (the smoke) instead of tests. Under `cargo bench` the tests are skipped.
 #![allow(dead_code)]
 
+mod dra;
 mod gangs;
 mod outage;
 mod params;

@@ -52,6 +52,8 @@ pub struct Workload {
     pub order: Vec<usize>,
     /// The topology workload's racks and blocks (`E2E_WORKLOAD=topology`).
     pub topology: Option<crate::topology::Layout>,
+    /// The DRA workload's device counts (`E2E_WORKLOAD=dra`).
+    pub dra: Option<crate::dra::Devices>,
 }
 
 impl Workload {
@@ -149,6 +151,7 @@ pub fn build_workload(p: &Params) -> Workload {
         gangs,
         order,
         topology: p.topology,
+        dra: p.dra,
     }
 }
 
@@ -167,6 +170,9 @@ pub fn pod_object(w: &Workload, i: usize, mode: Mode) -> Pod {
         }
     }
     let mut pod = b.build();
+    if w.dra.is_some() && plan.gang.is_some() {
+        crate::dra::attach(&mut pod);
+    }
     if mode == Mode::Native {
         if let (Some(g), Some(spec)) = (plan.gang, pod.spec.as_mut()) {
             spec.scheduling_group = Some(PodSchedulingGroup {

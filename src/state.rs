@@ -253,17 +253,22 @@ impl Shared {
     }
 
     /// Hands notices the table produced to the Event publisher, and wakes the bind calls
-    /// held for gangs that lost seats (so a member without a seat answers at once).
+    /// held for gangs that lost seats (so a member without a seat answers at once) or whose
+    /// awaited room was freed (so they decide again).
     pub fn flush_notices(&self) {
-        let (notices, released) = {
+        let (notices, released, room_freed) = {
             let mut table = self.table.lock();
-            (table.take_notices(), table.take_released())
+            (
+                table.take_notices(),
+                table.take_released(),
+                table.take_room_freed(),
+            )
         };
         // A standby's watches see the same objects as the leader's: only the leader reports.
         if !notices.is_empty() && self.leadership.is_leading(Instant::now()) {
             self.events.send_all(notices);
         }
-        for gang in &released {
+        for gang in released.iter().chain(&room_freed) {
             self.held.wake(gang);
         }
     }

@@ -110,6 +110,11 @@ impl PodBuilder {
         self.info.nominated_node = Some(Arc::from(node));
         self
     }
+    /// Being deleted (`metadata.deletionTimestamp` set): it still uses its node's room.
+    pub fn terminating(mut self) -> Self {
+        self.info.terminating = true;
+        self
+    }
     pub fn terminal(mut self) -> Self {
         self.info.terminal = true;
         self

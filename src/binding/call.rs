@@ -29,100 +29,119 @@ pub async fn bind(
     admit: impl Fn() -> Result<(), String>,
 ) -> Outcome {
     let request = call.request;
-    // The bindings the decision starts are spawned before anything here awaits: they belong
-    // to tasks of their own, which end them whether or not this call is still there to hear
-    // it (kube-scheduler closes the connection at its httpTimeout, and the call is dropped).
-    let Decided {
-        decision,
-        in_flight,
-        started,
-    } = decide(shared, request);
-    shared.flush_notices();
     let pod = format!("{}/{}", request.namespace, request.name);
-    match decision {
-        BindDecision::AlreadyBound => Ok(()),
-        BindDecision::Reject(r) => {
-            info!(%pod, node = %request.node, reason = %r, "bind refused");
-            Err(r.to_string())
-        }
-        BindDecision::InFlight { pod: who, node } => {
-            debug!(%pod, %node, "bind asked while muster binds the pod; answering its outcome");
-            binding_answer(&who, &node, in_flight, request.node, call.answer_by).await
-        }
-        BindDecision::Wait { gang, message } => {
-            info!(%pod, node = %request.node, %message, "seated; waiting for quorum");
-            shared.metrics.quorum_waits.inc();
-            // Held for --bind-wait, and never past the moment kube-scheduler stops listening.
-            let until = (tokio::time::Instant::now() + call.bind_wait).min(call.answer_by);
-            let end = shared
-                .held
-                .hold(&shared.table, &shared.bindings, &gang, request.uid, until)
-                .await;
-            let who = PodRef {
-                namespace: request.namespace.into(),
-                name: request.name.into(),
-                uid: request.uid.into(),
-            };
-            match end {
-                HoldEnd::HasNode { node, binding } => match binding {
-                    Some(b) => {
-                        binding_answer(&who, &node, Some(b), request.node, call.answer_by).await
+    // Set by the first hold: a call that decides again after a wake-up is held no longer in all.
+    let mut held_until: Option<tokio::time::Instant> = None;
+    loop {
+        // The bindings the decision starts are spawned before anything here awaits: they belong
+        // to tasks of their own, which end them whether or not this call is still there to hear
+        // it (kube-scheduler closes the connection at its httpTimeout, and the call is dropped).
+        let Decided {
+            decision,
+            in_flight,
+            started,
+        } = decide(shared, request);
+        shared.flush_notices();
+        return match decision {
+            BindDecision::AlreadyBound => Ok(()),
+            BindDecision::Reject(r) => {
+                info!(%pod, node = %request.node, reason = %r, "bind refused");
+                Err(r.to_string())
+            }
+            BindDecision::InFlight { pod: who, node } => {
+                debug!(%pod, %node, "bind asked while muster binds the pod; answering its outcome");
+                binding_answer(&who, &node, in_flight, request.node, call.answer_by).await
+            }
+            BindDecision::Wait { gang, message } => {
+                let until = match held_until {
+                    Some(until) => until,
+                    None => {
+                        info!(%pod, node = %request.node, %message, "seated; waiting for quorum");
+                        shared.metrics.quorum_waits.inc();
+                        // Held for --bind-wait, and never past the moment kube-scheduler stops
+                        // listening.
+                        *held_until.insert(
+                            (tokio::time::Instant::now() + call.bind_wait).min(call.answer_by),
+                        )
                     }
-                    // On a node without a binding of muster's: bound by the API server's
-                    // word (placed by someone else, or muster's binding long done).
-                    None if *node == *request.node => Ok(()),
-                    None => Err(BindRejection::BoundElsewhere {
-                        pod: who.to_string(),
-                        node: node.to_string(),
+                };
+                let end = shared
+                    .held
+                    .hold(&shared.table, &shared.bindings, &gang, request.uid, until)
+                    .await;
+                let who = PodRef {
+                    namespace: request.namespace.into(),
+                    name: request.name.into(),
+                    uid: request.uid.into(),
+                };
+                match end {
+                    HoldEnd::HasNode { node, binding } => match binding {
+                        Some(b) => {
+                            binding_answer(&who, &node, Some(b), request.node, call.answer_by).await
+                        }
+                        // On a node without a binding of muster's: bound by the API server's
+                        // word (placed by someone else, or muster's binding long done).
+                        None if *node == *request.node => Ok(()),
+                        None => Err(BindRejection::BoundElsewhere {
+                            pod: who.to_string(),
+                            node: node.to_string(),
+                        }
+                        .to_string()),
+                    },
+                    HoldEnd::Released(reason) => {
+                        // Stepped down while holding: the seat is gone with the table, and the new
+                        // leader decides when kube-scheduler retries there.
+                        admit()?;
+                        Err(reason)
                     }
-                    .to_string()),
-                },
-                HoldEnd::Released(reason) => {
-                    // Stepped down while holding: the seat is gone with the table, and the new
-                    // leader decides when kube-scheduler retries there.
-                    admit()?;
-                    Err(reason)
-                }
-                HoldEnd::StillWaiting => {
-                    admit()?;
-                    // The wait outlasted the hold: now it is worth telling the user (once
-                    // per reason: kube-scheduler retries the member every few seconds).
-                    shared
-                        .table
-                        .lock()
-                        .wait_outlasted_hold(request.uid, &message);
-                    shared.flush_notices();
-                    Err(message)
-                }
-            }
-        }
-        BindDecision::BindNow { pod: who, node } => {
-            let mine = started
-                .into_iter()
-                .next()
-                .map(|(_, b)| spawn_binding(shared, who.clone(), b));
-            binding_answer(&who, &node, mine, request.node, call.answer_by).await
-        }
-        BindDecision::BindGang { gang, members } => {
-            info!(%gang, members = members.len(), "quorum reached; binding the gang");
-            shared.metrics.gangs_placed.inc();
-            // The held calls of the other members now wait on their own bindings.
-            shared.held.wake(&gang);
-            let mut mine = None;
-            for (pod, binding) in started {
-                let pending = spawn_binding(shared, pod.clone(), binding);
-                if *pod.uid == *request.uid {
-                    mine = Some((pod, pending));
+                    HoldEnd::Woken => {
+                        // The room the quorum waited for was freed: decide again, if this replica
+                        // still decides.
+                        admit()?;
+                        continue;
+                    }
+                    HoldEnd::StillWaiting => {
+                        admit()?;
+                        // The wait outlasted the hold: now it is worth telling the user (once
+                        // per reason: kube-scheduler retries the member every few seconds).
+                        shared
+                            .table
+                            .lock()
+                            .wait_outlasted_hold(request.uid, &message);
+                        shared.flush_notices();
+                        Err(message)
+                    }
                 }
             }
-            match mine {
-                Some((who, pending)) => {
-                    let node = pending.node.clone();
-                    binding_answer(&who, &node, Some(pending), request.node, call.answer_by).await
-                }
-                None => Ok(()),
+            BindDecision::BindNow { pod: who, node } => {
+                let mine = started
+                    .into_iter()
+                    .next()
+                    .map(|(_, b)| spawn_binding(shared, who.clone(), b));
+                binding_answer(&who, &node, mine, request.node, call.answer_by).await
             }
-        }
+            BindDecision::BindGang { gang, members } => {
+                info!(%gang, members = members.len(), "quorum reached; binding the gang");
+                shared.metrics.gangs_placed.inc();
+                // The held calls of the other members now wait on their own bindings.
+                shared.held.wake(&gang);
+                let mut mine = None;
+                for (pod, binding) in started {
+                    let pending = spawn_binding(shared, pod.clone(), binding);
+                    if *pod.uid == *request.uid {
+                        mine = Some((pod, pending));
+                    }
+                }
+                match mine {
+                    Some((who, pending)) => {
+                        let node = pending.node.clone();
+                        binding_answer(&who, &node, Some(pending), request.node, call.answer_by)
+                            .await
+                    }
+                    None => Ok(()),
+                }
+            }
+        };
     }
 }
 

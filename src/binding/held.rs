@@ -40,6 +40,9 @@ pub enum HoldEnd {
     Released(String),
     /// The hold ran out with the gang still below quorum; the seat is kept.
     StillWaiting,
+    /// Woken with the seat still held and no node: the room the gang's quorum waited for was
+    /// freed (see `GangTable::take_room_freed`), so the call decides again.
+    Woken,
 }
 
 impl HeldBinds {
@@ -56,7 +59,7 @@ impl HeldBinds {
         if until <= tokio::time::Instant::now() {
             return HoldEnd::StillWaiting;
         }
-        let mut last_look = false;
+        let (mut last_look, mut woken_once) = (false, false);
         loop {
             let waker = self.wakers.entry(gang.clone()).or_default().clone();
             let woken = waker.notified();
@@ -81,14 +84,19 @@ impl HeldBinds {
             if last_look {
                 return HoldEnd::StillWaiting;
             }
-            if tokio::time::timeout_at(until, woken).await.is_err() {
+            if woken_once {
+                return HoldEnd::Woken;
+            }
+            match tokio::time::timeout_at(until, woken).await {
+                Ok(()) => woken_once = true,
                 // One more look: the gang may have been bound as the hold ran out.
-                last_look = true;
+                Err(_) => last_look = true,
             }
         }
     }
 
-    /// Wakes every bind call held for this gang (it is being bound, or lost its seats).
+    /// Wakes every bind call held for this gang (it is being bound, lost its seats, or the room
+    /// its quorum waited for was freed).
     pub fn wake(&self, gang: &GangKey) {
         if let Some((_, n)) = self.wakers.remove(gang) {
             n.notify_waiters();

@@ -341,6 +341,16 @@ pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &impl fmt::Disp
     )
 }
 
+/// At quorum, a seat's node lacks room only for pods still being deleted there (a
+/// preemption's victims, as muster's watch has them): the gang keeps its seats and waits.
+pub fn waiting_for_leaving(key: &GangKey, node: &NodeName, leaving: usize) -> String {
+    let pods = if leaving == 1 { "pod" } else { "pods" };
+    format!(
+        "gang {key}: every member has a seat; waiting for {leaving} {pods} being deleted on node \
+         {node} to go, to make room for the members seated there"
+    )
+}
+
 /// At quorum, a seat's node refuses its member under a kube-scheduler rule (cordoned, tainted,
 /// a label gone, a pod that its affinity or spread now counts): nothing is bound.
 pub fn seat_node_refuses(

@@ -77,6 +77,13 @@ pub struct GangTable {
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
+    /// Per node, the gangs whose quorum waits for pods being deleted there to go (their room
+    /// is on its way: kube-scheduler's cache may already show them gone while muster's watch
+    /// has not delivered it). The first pod leaving the node moves them to `room_freed`.
+    pub(super) awaiting_leaving: HashMap<NodeName, Vec<GangKey>>,
+    /// Gangs whose awaited room was freed since the last [`GangTable::take_room_freed`]: their
+    /// held bind calls decide again.
+    pub(super) room_freed: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
@@ -198,6 +205,8 @@ impl GangTable {
             refused_for_unknown_nodes: HashSet::default(),
             nodes_arrived: false,
             released: Vec::new(),
+            awaiting_leaving: HashMap::default(),
+            room_freed: Vec::new(),
             preempt_plans: HashMap::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             retry_when_seen: HashSet::default(),
@@ -210,6 +219,11 @@ impl GangTable {
     /// Gangs that lost seats since the last call (see the field).
     pub fn take_released(&mut self) -> Vec<GangKey> {
         std::mem::take(&mut self.released)
+    }
+
+    /// Gangs whose awaited room was freed since the last call (see the field).
+    pub fn take_room_freed(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.room_freed)
     }
 
     /// Notices produced since the last call; a `Retry` for every pod refused for held room

@@ -38,6 +38,8 @@ impl GangTable {
         if self.ledger.remove(name) {
             self.unseat_node(name);
         }
+        // Its seats went with it, and so did the held calls' reason to wait there.
+        self.awaiting_leaving.remove(name);
     }
 
     /// Keeps only the nodes for which `keep` is true (after a watch re-list).
@@ -134,6 +136,9 @@ impl GangTable {
     fn settle_charges(&mut self, charges: Charges) {
         if let Some((node, r)) = charges.uncharge {
             self.ledger.uncharge(&node, &r);
+            if let Some(gangs) = self.awaiting_leaving.remove(&node) {
+                self.room_freed.extend(gangs);
+            }
         }
         if let Some((node, r)) = charges.charge {
             self.ledger.charge(&node, &r);

@@ -60,6 +60,9 @@ impl GangTable {
         facts: GangFacts,
     ) -> BindDecision {
         if let Some((node, shortfall)) = self.seated_node_without_room(key) {
+            if let Some(leaving) = self.room_on_its_way(key, &node) {
+                return self.wait_for_leaving(key, node, leaving);
+            }
             return self.replan_off(key, requester, node, SeatLost::Room(shortfall));
         }
         if let Some((node, label, value)) = self.seated_node_outside_domain(key) {
@@ -122,6 +125,54 @@ impl GangTable {
                 .shortfall(position, &confirmed, Some(&all), None)?;
             Some((node.clone(), short))
         })
+    }
+
+    /// For a node where the gang's confirmed seats lack room: how many pods being deleted
+    /// there would make that room by going, if their going would make it (`None` if it would
+    /// not, or none is being deleted). A preemption's victims are such pods: kube-scheduler
+    /// sends the last member's bind once its own cache shows them gone, and muster's watch can
+    /// deliver their deletions a moment later. Giving the seats up then would let a pod of lower
+    /// priority take the room the gang preempted for (kube-scheduler clears a nomination whose
+    /// binding failed), so the room the victims free is waited for instead.
+    fn room_on_its_way(&self, key: &GangKey, node: &NodeName) -> Option<usize> {
+        let gang = self.gangs.get(key)?;
+        let position = self.ledger.position(node)?;
+        let (mut confirmed, mut credit) = (Resources::default(), Resources::default());
+        for seat in gang.seats().values().filter(|s| s.node == *node) {
+            credit.add(&seat.requests);
+            if seat.confirmed {
+                confirmed.add(&seat.requests);
+            }
+        }
+        let mut leaving = 0;
+        for p in self.pods.iter() {
+            if p.info.terminating && p.charged_node() == Some(node) {
+                credit.add(&p.info.requests);
+                leaving += 1;
+            }
+        }
+        let fits = self
+            .ledger
+            .shortfall(position, &confirmed, Some(&credit), None)
+            .is_none();
+        (leaving > 0 && fits).then_some(leaving)
+    }
+
+    /// The quorum waits, every seat kept, for `leaving` pods being deleted on `node` to go; the
+    /// first pod leaving that node wakes the gang's held bind calls, which decide again.
+    fn wait_for_leaving(&mut self, key: &GangKey, node: NodeName, leaving: usize) -> BindDecision {
+        let message = messages::waiting_for_leaving(key, &node, leaving);
+        let waiting = self.awaiting_leaving.entry(node).or_default();
+        if !waiting.contains(key) {
+            waiting.push(key.clone());
+        }
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.last_wait_message = Some(message.clone());
+        }
+        BindDecision::Wait {
+            gang: key.clone(),
+            message,
+        }
     }
 
     /// The first confirmed seat whose node now refuses its member under a rule the planner

@@ -282,8 +282,10 @@ impl Shared {
         };
         if !partly_bound.is_empty() {
             self.report_partly_bound(partly_bound);
-            crate::cluster::evictor::submit_committed(self);
         }
+        // Also the rest of a gang preempted without muster's say, once the caches are synced
+        // (a quiet cluster may send no watch event after that).
+        crate::cluster::evictor::submit_committed(self);
         for key in &expired {
             tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
             self.metrics.gang_timeouts.inc();

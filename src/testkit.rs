@@ -48,6 +48,7 @@ pub fn pod(name: &str) -> PodBuilder {
             terminating: false,
             rules: None,
             unschedulable: None,
+            preempted_by_scheduler: false,
         },
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
@@ -112,6 +113,13 @@ impl PodBuilder {
     }
     /// Being deleted (`metadata.deletionTimestamp` set): it still uses its node's room.
     pub fn terminating(mut self) -> Self {
+        self.info.terminating = true;
+        self
+    }
+    /// kube-scheduler preempted it (`DisruptionTarget`, reason `PreemptionByScheduler`): being
+    /// deleted too.
+    pub fn preempted_by_scheduler(mut self) -> Self {
+        self.info.preempted_by_scheduler = true;
         self.info.terminating = true;
         self
     }

@@ -654,24 +654,7 @@ async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_pla
     );
     let c = scoped_cluster().await?;
     let r = async {
-        c.namespace("ml").await?;
-        for (name, value) in [("low", 100), ("high", 100_000)] {
-            let pc = k8s_openapi::api::scheduling::v1::PriorityClass {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(name.into()),
-                    ..Default::default()
-                },
-                value: Some(value),
-                ..Default::default()
-            };
-            Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(c.client())
-                .create(&PostParams::default(), &pc)
-                .await
-                .with_context(|| format!("creating PriorityClass {name}"))?;
-        }
-        for n in ["node-1", "node-2"] {
-            c.add_node(n, NodeShape::cpu("1")).await?;
-        }
+        two_nodes_and_priorities(&c).await?;
         let low = names("low", 2);
         for n in &low {
             c.create(PodBuilder::new("ml", n).cpu("1").priority_class("low"))
@@ -727,4 +710,138 @@ async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_pla
     }
     .await;
     c.report(&["ml"], r).await
+}
+
+/// Namespace `ml`, PriorityClasses `low` (100) and `high` (100000), two 1-CPU nodes.
+async fn two_nodes_and_priorities(c: &Cluster) -> Result<()> {
+    c.namespace("ml").await?;
+    for (name, value) in [("low", 100), ("high", 100_000)] {
+        let pc = k8s_openapi::api::scheduling::v1::PriorityClass {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            value: Some(value),
+            ..Default::default()
+        };
+        Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(c.client())
+            .create(&PostParams::default(), &pc)
+            .await
+            .with_context(|| format!("creating PriorityClass {name}"))?;
+    }
+    for n in ["node-1", "node-2"] {
+        c.add_node(n, NodeShape::cpu("1")).await?;
+    }
+    Ok(())
+}
+
+/// A running gang's member preempted by kube-scheduler while muster is away (killed: the
+/// preempt-only extender entry is `ignorable`, so a plain pod's preemption goes on without
+/// muster's say): once muster is back, the rest of the gang is evicted, so the gang is
+/// disrupted whole, not left half running (evict-for-whole). muster reads kube-scheduler's
+/// `DisruptionTarget` condition (`PreemptionByScheduler`) on the victim, which still
+/// terminates (its grace period), from its first list after the restart.
+/// kube-scheduler alone leaves the other member running (checked while muster is away).
+#[tokio::test]
+async fn a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evicted_on_its_return(
+) -> Result<()> {
+    let _t = Timer(
+        "a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evicted",
+        Instant::now(),
+    );
+    let mut c = scoped_cluster().await?;
+    let r = async {
+        two_nodes_and_priorities(&c).await?;
+        let members = names("run", 2);
+        for n in &members {
+            let mut pod = PodBuilder::new("ml", n)
+                .cpu("1")
+                .priority_class("low")
+                .gang(GangKey::Muster, "run", 2)
+                .build();
+            // A victim terminates for its grace period (the harness's pods have none): with no
+            // kubelet here, it stays being deleted while muster is away and after.
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.termination_grace_period_seconds = Some(30);
+            }
+            muster_harness::k8s::create_pod(&c.client(), "ml", &pod).await?;
+        }
+        placed_whole(&c, &members).await?;
+        c.muster.kill_hard();
+        c.create(PodBuilder::new("ml", "high").cpu("1").priority_class("high"))
+            .await?;
+        let cluster = &c;
+        let victims = wait_for("kube-scheduler to preempt a member", PLACE, || async move {
+            let pods = cluster.pods("ml").await?;
+            let preempted: Vec<String> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some() && disruption_target(p))
+                .map(|p| muster_harness::k8s::pod_name(p).to_string())
+                .collect();
+            Ok(if preempted.is_empty() {
+                Progress::NotYet("no member is being deleted".into())
+            } else {
+                Progress::Done(preempted)
+            })
+        })
+        .await?;
+        ensure!(victims.len() == 1, "one victim is enough for one pod: {victims:?}");
+        let rest: Vec<String> = members
+            .iter()
+            .filter(|m| !victims.contains(m))
+            .cloned()
+            .collect();
+        ensure!(
+            being_deleted(&c, &rest).await?.is_empty(),
+            "kube-scheduler alone deleted more than its victim"
+        );
+        c.muster.restart().await?;
+        let (cluster, rest_ref) = (&c, &rest);
+        wait_for("the rest of the gang to be evicted", PLACE, || async move {
+            let deleting = being_deleted(cluster, rest_ref).await?;
+            Ok(if deleting.len() == rest_ref.len() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!(
+                    "cluster truth: half the gang runs, the rest not evicted ({deleting:?} of {rest_ref:?})"
+                ))
+            })
+        })
+        .await
+        .truth()?;
+        c.wait_event_containing("ml", &rest, "without muster's say", REASON)
+            .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// kube-scheduler's mark on a pod it preempted: `DisruptionTarget=True`,
+/// `PreemptionByScheduler`.
+fn disruption_target(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "DisruptionTarget"
+                    && c.status == "True"
+                    && c.reason.as_deref() == Some("PreemptionByScheduler")
+            })
+        })
+}
+
+/// The listed pods being deleted or gone.
+async fn being_deleted(c: &Cluster, pods: &[String]) -> Result<Vec<String>> {
+    let now = c.pods("ml").await?;
+    Ok(pods
+        .iter()
+        .filter(|n| {
+            now.iter()
+                .find(|p| muster_harness::k8s::pod_name(p) == n.as_str())
+                .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+        })
+        .cloned()
+        .collect())
 }

@@ -218,6 +218,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
         terminating: meta.deletion_timestamp.is_some(),
         rules,
         unschedulable: unschedulable_verdict(pod),
+        preempted_by_scheduler: preempted_by_scheduler(pod),
     })
 }
 
@@ -344,6 +345,23 @@ fn bound_at(pod: &Pod) -> Option<i64> {
         .last_transition_time
         .as_ref()
         .map(|t| t.0.as_second())
+}
+
+/// Whether kube-scheduler preempted the pod: the `DisruptionTarget` condition it patches onto a
+/// victim before deleting it (status `True`, reason `PreemptionByScheduler`,
+/// pkg/scheduler/framework/preemption/executor.go, v1.37.2). Other disruptions (the Eviction API,
+/// taint manager, garbage collection) carry other reasons.
+fn preempted_by_scheduler(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "DisruptionTarget"
+                    && c.status == "True"
+                    && c.reason.as_deref() == Some("PreemptionByScheduler")
+            })
+        })
 }
 
 fn unschedulable_verdict(pod: &Pod) -> Option<Arc<str>> {
@@ -649,6 +667,25 @@ mod tests {
         let refused = serde_json::json!([{"type": "PodScheduled", "status": "False",
             "lastTransitionTime": "2026-11-29T10:00:07Z"}]);
         assert_eq!(with(refused, Some("n1")), None);
+    }
+
+    /// kube-scheduler's preemption of a victim: `DisruptionTarget=True`, reason
+    /// `PreemptionByScheduler`; other disruptions' reasons are not it.
+    #[test]
+    fn reads_that_kube_scheduler_preempted_the_pod() {
+        let with = |reason: &str, status: &str| {
+            let p = pod_json(serde_json::json!({
+                "metadata": {"name": "m", "namespace": "ml", "uid": "u"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
+                "status": {"conditions": [{"type": "DisruptionTarget", "status": status,
+                    "reason": reason}]}
+            }));
+            pod_info(&p).unwrap().preempted_by_scheduler
+        };
+        assert!(with("PreemptionByScheduler", "True"));
+        assert!(!with("PreemptionByScheduler", "False"));
+        assert!(!with("EvictionByEvictionAPI", "True"));
+        assert!(!with("DeletionByTaintManager", "True"));
     }
 
     #[test]

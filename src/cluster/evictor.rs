@@ -114,10 +114,19 @@ impl DisruptionQueue {
 
 /// Hands the evictor every gang disruption kube-scheduler has committed to since the last call
 /// (the watch saw a victim on the chosen node deleted, or the preemptor nominated there): a
-/// gang is never evicted on the preempt answer alone (evict-for-whole). Called after every
-/// watch event and preempt decision.
+/// gang is never evicted on the preempt answer alone (evict-for-whole); and, once the caches
+/// are synced, the rest of every gang whose member kube-scheduler preempted without muster's
+/// say (`model::verbs::unseen_preemption`). Called after every watch event and preempt
+/// decision, and every second.
 pub fn submit_committed(shared: &crate::state::Shared) {
-    let committed = shared.table.lock().take_disruptions();
+    let committed = {
+        let mut table = shared.table.lock();
+        // Read the rest of a gang only from complete caches (evict-for-whole).
+        if shared.readiness.is_ready() {
+            table.disrupt_for_unseen_preemptions();
+        }
+        table.take_disruptions()
+    };
     for d in committed {
         shared.disruptions.submit(d);
     }

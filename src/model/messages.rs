@@ -341,6 +341,17 @@ pub fn seat_lost_room(key: &GangKey, node: &NodeName, shortfall: &impl fmt::Disp
     )
 }
 
+/// kube-scheduler preempted a running member without muster's say (muster away, or its answer
+/// late): the rest of the gang is evicted so it is disrupted whole.
+pub fn preempted_without_muster(key: &GangKey, victim: &PodRef, others: usize) -> String {
+    let rest = if others == 1 { "member" } else { "members" };
+    format!(
+        "gang {key}: member {victim} was preempted by kube-scheduler without muster's say \
+         (muster was away or did not answer in time); its other {others} running {rest} are \
+         evicted so the gang is disrupted whole, not left half running (disruption mode gang)"
+    )
+}
+
 /// At quorum, a seat's node lacks room only for pods still being deleted there (a
 /// preemption's victims, as muster's watch has them): the gang keeps its seats and waits.
 pub fn waiting_for_leaving(key: &GangKey, node: &NodeName, leaving: usize) -> String {

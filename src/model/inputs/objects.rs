@@ -84,6 +84,10 @@ pub struct PodInfo {
     /// `PodScheduled=False` condition with reason `Unschedulable` (see
     /// `table::evidence::SchedulerVerdicts` for when it counts).
     pub unschedulable: Option<Arc<str>>,
+    /// kube-scheduler preempted the pod: its `DisruptionTarget=True` condition with reason
+    /// `PreemptionByScheduler`, which kube-scheduler writes before deleting a victim
+    /// (pkg/scheduler/framework/preemption/executor.go, v1.37.2).
+    pub preempted_by_scheduler: bool,
 }
 
 /// A pod's required placement rules beyond `nodeSelector`, tolerations and resources.

@@ -98,6 +98,12 @@ pub struct GangTable {
     /// What was done about each gang found partly bound since the last call of
     /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
     pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
+    /// Victims of kube-scheduler's preemptions already answered for: muster's own decisions'
+    /// victims (at the commit) and those a preemption without muster's say was noticed on (see
+    /// `verbs::unseen_preemption`). Forgotten with the pod.
+    pub(super) preemptions_answered: HashSet<PodUid>,
+    /// Members preempted without muster's say, for the evictor once the caches are synced.
+    pub(super) unseen_preemptions: Vec<crate::model::verbs::unseen_preemption::UnseenPreemption>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
 }
@@ -212,6 +218,8 @@ impl GangTable {
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),
+            preemptions_answered: HashSet::default(),
+            unseen_preemptions: Vec::new(),
             devices: DeviceInventory::default(),
         }
     }

@@ -8,16 +8,22 @@ fn bound(p: &PodInfo, node: &str) -> PodInfo {
     p
 }
 
-/// Finding 3: a pod landed on a seated node (a second scheduler, `spec.nodeName`) before the
-/// quorum. Binding the member there anyway would be rejected by the kubelet: a partial gang.
-#[test]
-fn at_quorum_a_node_that_lost_room_is_rechecked_and_nothing_is_bound() {
+/// Nodes `a` and `b` of 1 CPU, a gang `g` of two 600m members; m0 seated on `a`.
+fn gang_of_two_with_m0_seated_on_a() -> (World, Vec<PodInfo>) {
     let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
     let ms: Vec<PodInfo> = (0..2)
         .map(|i| pod(&format!("m{i}")).cpu(600).gang("g", 2).build())
         .collect();
     w.add(&[&ms[0], &ms[1]]);
     wait_message(&w.bind(&ms[0], "a"));
+    (w, ms)
+}
+
+/// Finding 3: a pod landed on a seated node (a second scheduler, `spec.nodeName`) before the
+/// quorum. Binding the member there anyway would be rejected by the kubelet: a partial gang.
+#[test]
+fn at_quorum_a_node_that_lost_room_is_rechecked_and_nothing_is_bound() {
+    let (mut w, ms) = gang_of_two_with_m0_seated_on_a();
     let intruder = pod("intruder").cpu(600).bound("a").build();
     w.add(&[&intruder]);
     let d = w.bind(&ms[1], "b");
@@ -42,12 +48,7 @@ fn at_quorum_a_node_that_lost_room_is_rechecked_and_nothing_is_bound() {
 /// decision binds the gang whole there.
 #[test]
 fn at_quorum_room_used_only_by_pods_being_deleted_is_waited_for_with_every_seat_kept() {
-    let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
-    let ms: Vec<PodInfo> = (0..2)
-        .map(|i| pod(&format!("m{i}")).cpu(600).gang("g", 2).build())
-        .collect();
-    w.add(&[&ms[0], &ms[1]]);
-    wait_message(&w.bind(&ms[0], "a"));
+    let (mut w, ms) = gang_of_two_with_m0_seated_on_a();
     let victims: Vec<PodInfo> = (0..2)
         .map(|i| {
             pod(&format!("victim-{i}"))
@@ -87,12 +88,7 @@ fn at_quorum_room_used_only_by_pods_being_deleted_is_waited_for_with_every_seat_
 /// the seats on the node are given up as before.
 #[test]
 fn at_quorum_room_used_by_a_running_pod_is_not_waited_for() {
-    let mut w = World::new(&[node("a", 1000), node("b", 1000)]);
-    let ms: Vec<PodInfo> = (0..2)
-        .map(|i| pod(&format!("m{i}")).cpu(600).gang("g", 2).build())
-        .collect();
-    w.add(&[&ms[0], &ms[1]]);
-    wait_message(&w.bind(&ms[0], "a"));
+    let (mut w, ms) = gang_of_two_with_m0_seated_on_a();
     let running = pod("running").cpu(500).bound("a").build();
     let leaving = pod("leaving").cpu(300).bound("a").terminating().build();
     w.add(&[&running, &leaving]);

@@ -22,6 +22,7 @@ mod preemption_hold;
 mod retries;
 mod tasks;
 mod topology;
+mod unseen_preemption;
 mod verbs;
 mod verdicts;
 

@@ -99,6 +99,7 @@ impl GangTable {
             self.follow_nomination(&uid);
         }
         self.note_commit(&uid);
+        self.note_unseen_preemption(&uid);
         self.seen_now(&uid);
         self.weigh_verdict(old.as_ref(), &uid);
     }
@@ -114,6 +115,7 @@ impl GangTable {
         self.refused_for_seats.remove(uid);
         self.refused_for_unknown_nodes.remove(uid);
         self.preemptions_under_way.forget(uid);
+        self.preemptions_answered.remove(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,

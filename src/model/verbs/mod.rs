@@ -4,7 +4,7 @@
 //! (a gang found partly bound when muster starts deciding), `views`, `podgroup_status` (the
 //! status written back to PodGroups), `enqueue` (Volcano PodGroups without members moved to
 //! `Inqueue`), `verdict` (kube-scheduler's own verdict on a member, as
-//! evidence) and `devices` (Dynamic Resource Allocation objects).
+//! evidence), `unseen_preemption` (a member preempted without muster's say) and `devices` (Dynamic Resource Allocation objects).
 
 pub(crate) mod apply;
 pub(crate) mod bind;
@@ -21,5 +21,6 @@ pub(crate) mod prioritize;
 pub(crate) mod quorum;
 pub(crate) mod rebuild;
 pub(crate) mod repair;
+pub(crate) mod unseen_preemption;
 pub(crate) mod verdict;
 pub(crate) mod views;

@@ -68,13 +68,15 @@ impl GangTable {
             .partition(committed);
         self.disruptions.pending = later;
         for p in now {
+            // These victims' preemption is muster's own decision: not one made without it.
+            self.preemptions_answered.extend(p.victims.iter().cloned());
             self.tell_disrupted(&p.disruption);
             self.disruptions.committed.push(p.disruption);
         }
     }
 
     /// Every member of a gang disrupted whole hears who displaced it.
-    fn tell_disrupted(&mut self, d: &GangDisruption) {
+    pub(in crate::model) fn tell_disrupted(&mut self, d: &GangDisruption) {
         let Some(gang) = self.gangs.get(&d.gang) else {
             return;
         };

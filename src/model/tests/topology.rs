@@ -604,3 +604,148 @@ fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
         "{d:?}"
     );
 }
+
+/// Racks `b0r<r>-<i>` in one block: `racks[r]` is (nodes, cpu of each).
+fn one_block(racks: &[(usize, i64)]) -> World {
+    let mut nodes = Vec::new();
+    for (r, &(n, cpu)) in racks.iter().enumerate() {
+        for i in 0..n {
+            nodes.push(
+                testkit::node(&format!("b0r{r}-{i}"))
+                    .cpu(cpu)
+                    .label(RACK, &format!("rack-0-{r}"))
+                    .label("example.com/block", "block-0")
+                    .build(),
+            );
+        }
+    }
+    World::new(&nodes)
+}
+
+/// Member `i` of a preferred (rack, then block) gang of 4, of `cpu` millicores.
+fn preferred_of(i: usize, cpu: i64) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(cpu)
+        .gang("g", 4)
+        .annotation(
+            crate::model::topology::TOPOLOGY_PREFERRED,
+            "example.com/rack,example.com/block",
+        )
+        .build()
+}
+
+/// The every-pod mode, members created one by one: `first` asks alone (and is seated where
+/// its plan puts it, the rest of the gang held as copies of it), then `rest` appear.
+fn first_alone_then(w: &mut World, first: &PodInfo, rest: &[PodInfo]) -> String {
+    w.add(&[first]);
+    let (ok, _) = w.filter(first);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(matches!(w.bind(first, &ok[0]), BindDecision::Wait { .. }));
+    w.table.take_released();
+    w.add(&rest.iter().collect::<Vec<_>>());
+    ok[0].clone()
+}
+
+/// Filters and binds each of `members` once, in order; the bindings at quorum.
+fn bind_each(w: &mut World, members: &[&PodInfo]) -> Vec<String> {
+    let mut bound = Vec::new();
+    for m in members {
+        let (ok, reasons) = w.filter(m);
+        assert_eq!(ok.len(), 1, "{}: {ok:?} {reasons:?}", m.name);
+        match w.bind(m, &ok[0]) {
+            BindDecision::Wait { .. } => {}
+            d @ BindDecision::BindGang { .. } => {
+                w.confirm(&d);
+                bound = names(&d);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bound
+}
+
+/// A preferred gang whose first member asks before its larger siblings exist (the every-pod
+/// mode, members created one by one): its plan seats copies of its own size in the rack that
+/// fits them best, rack 0 (four nodes of 200m), and holds room for the rest there. The
+/// siblings of 900m fit nowhere in rack 0 but all fit in rack 1 (four nodes of 1000m) with the
+/// first member: the gang moves to rack 1 whole (the first member's seat is released, its held
+/// bind call is answered and it asks again) instead of binding across two racks.
+#[test]
+fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(
+        seat.starts_with("b0r0-"),
+        "best fit for copies of 100m: {seat}"
+    );
+
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(ok[0].starts_with("b0r1-"), "{ok:?}");
+    // The first member's seat in rack 0 is given up: its held call answers, it asks again.
+    assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
+    assert_eq!(w.table.take_released(), vec![GangKey::new("ml", "g")]);
+    assert_eq!(
+        w.table.wait_reason(&first.uid).unwrap(),
+        "gang ml/g moves from example.com/rack rack-0-0 to rack-0-1, which holds all 4 members \
+         as they are now (rack-0-0 held room sized for members not created yet); its seats in \
+         rack-0-0 are released and its seated members are scheduled again"
+    );
+    for i in 0..4 {
+        assert_eq!(
+            w.reserved(&format!("b0r0-{i}")),
+            0,
+            "nothing held in rack 0"
+        );
+    }
+
+    // Everyone binds (the first member again, now offered its seat in rack 1).
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r1-")),
+        "one rack: {bound:?}"
+    );
+}
+
+/// The same gang when no rack holds its real members (rack 1 has only two nodes of 1000m):
+/// nothing moves, the first member keeps its seat, and the gang binds across racks (a
+/// preference never makes a gang wait).
+#[test]
+fn a_preferred_gang_no_rack_of_which_holds_it_keeps_its_seats() {
+    let mut w = one_block(&[(4, 200), (2, 1000), (2, 1000)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    let held: i64 = (0..4).map(|i| w.reserved(&format!("b0r0-{i}"))).sum();
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(w.table.holds_seat(&first.uid), "seat kept");
+    assert!(w.table.take_released().is_empty(), "no seat was given up");
+    let still: i64 = (0..4).map(|i| w.reserved(&format!("b0r0-{i}"))).sum();
+    assert_eq!(still, held, "the same room held");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2]]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(bound.contains(&format!("m0@{seat}")), "{bound:?}");
+}
+
+/// A member that cannot take a planned seat of its gang (they are sized for copies of the
+/// first member) goes to free room in its gang's rack before a tighter node in another rack.
+#[test]
+fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhere() {
+    // Rack 0: four nodes of 1000m; rack 1: eight of 920m (tighter for 900m, but more room in
+    // all, so copies of 100m fit rack 0 best).
+    let mut w = one_block(&[(4, 1000), (8, 920)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(seat.starts_with("b0r0-"), "{seat}");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2]]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r0-")),
+        "one rack: {bound:?}"
+    );
+}

@@ -749,3 +749,32 @@ fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhe
         "one rack: {bound:?}"
     );
 }
+
+/// The same sequence for a gang that requires one rack: its seats are first in rack 0 (best
+/// fit for copies of its first member); its larger members fit nowhere there, and would wait
+/// for room in rack 0 until the gang timed out. Rack 1 holds them all: the gang moves there
+/// whole before anything is bound, and binds there.
+#[test]
+fn a_required_gang_seated_before_its_larger_members_existed_moves_to_the_rack_that_holds_them() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let member = |i: usize, cpu: i64| {
+        pod(&format!("m{i}"))
+            .cpu(cpu)
+            .gang("g", 4)
+            .annotation(TOPOLOGY_REQUIRED, RACK)
+            .build()
+    };
+    let first = member(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| member(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(seat.starts_with("b0r0-"), "{seat}");
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r1-")),
+        "one rack: {bound:?}"
+    );
+}

@@ -113,9 +113,9 @@ impl GangTable {
             return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
-        // An admitted gang of the every-pod mode with a preferred topology may still move
-        // whole to a domain that holds its real members (see `verbs::regather`).
-        if gang.is_admitted() && !self.move_preferred_gang(&key, pod, &known, now) {
+        // An admitted gang of the every-pod mode with a topology may still move whole to a
+        // domain that holds its real members (see `verbs::regather`).
+        if gang.is_admitted() && !self.move_gang_domain(&key, pod, &known, now) {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
         if EvidenceStore::is_informative(candidates.len(), known.len(), self.ledger.len()) {

@@ -1,6 +1,6 @@
 //! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
-//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `regather` (a preferred gang moved whole before it binds), `repair`
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `regather` (a gang moved whole to another domain before it binds), `repair`
 //! (a gang found partly bound when muster starts deciding), `views`, `podgroup_status` (the
 //! status written back to PodGroups), `enqueue` (Volcano PodGroups without members moved to
 //! `Inqueue`), `verdict` (kube-scheduler's own verdict on a member, as

@@ -1,12 +1,13 @@
-//! A gang with a preferred topology that moves whole to another domain before it binds
-//! (the every-pod mode).
+//! A gang with a topology that moves whole to another domain before it binds (the every-pod
+//! mode).
 //!
 //! In the every-pod mode a gang's first member often asks before its siblings exist: the plan
 //! then sizes the members not created yet as copies of the members that exist (see
 //! `GangTable::not_created_templates`) and seats the gang in the domain that best fits those
 //! copies. When larger siblings arrive, that domain may not hold them, while another domain
-//! would hold the whole gang; left alone, the siblings take room elsewhere and the gang binds
-//! split across domains although one would have held it.
+//! would hold the whole gang; left alone, a preferred gang's siblings take room elsewhere and
+//! the gang binds split across domains although one would have held it, and a required gang's
+//! wait for room in its domain that will not come (until the gang times out).
 //!
 //! Nothing of the gang is bound yet, so its seats can still move: a seat is only room muster
 //! holds, and the seated members' bind calls are held, not answered. When a member of such a
@@ -15,7 +16,8 @@
 //! the whole quorum in one domain of the narrowest level, the gang gives up its seats (its held
 //! bind calls answer with the reason, and kube-scheduler schedules those members again) and
 //! the asking member is planned like any waiting gang's, in the new domain. Otherwise nothing
-//! changes and the member goes to the nearest room (a preference never makes a gang wait).
+//! changes: a preferred gang's member goes to the nearest room (a preference never makes a
+//! gang wait), a required gang's waits for room in its domain.
 //!
 //! The invariants: nothing is bound while the gang moves (never-half); the gang holds no room
 //! once its seats are released, and the new plan holds only what its real members fit
@@ -38,9 +40,10 @@ use crate::model::table::GangTable;
 impl GangTable {
     /// For a member `pod` of the admitted gang `key` asking with `candidates` (ledger
     /// positions kube-scheduler's filters passed): moves the gang to another domain when its
-    /// preferred topology's narrowest domain cannot take `pod` and another one holds the whole
-    /// quorum (see the module). `true`: the gang gave up its seats and holds nothing now.
-    pub(in crate::model) fn move_preferred_gang(
+    /// domain (the required label's, or the narrowest preferred level's) cannot take `pod` and
+    /// another one holds the whole quorum (see the module). `true`: the gang gave up its seats
+    /// and holds nothing now.
+    pub(in crate::model) fn move_gang_domain(
         &mut self,
         key: &GangKey,
         pod: &PodInfo,
@@ -55,7 +58,8 @@ impl GangTable {
                 Some(l) => l.clone(),
                 None => return false,
             },
-            _ => return false,
+            Some(Topology::Required(l)) => l.clone(),
+            None => return false,
         };
         // Only a gang nothing of which is bound can move, and only its own seats: not one
         // holding room for a preemption, not a gathered one, not a member with a seat.

@@ -593,6 +593,23 @@ pub fn beyond_preemption(does_not_fit: &str) -> String {
     format!("{does_not_fit}, even with every lower-priority pod evicted: preemption cannot help")
 }
 
+/// A gang whose quorum must be inside one domain of `label` would fit in none even with every
+/// lower-priority pod evicted: the best domain (`best`) would hold `fit` of `quorum` then.
+pub fn domain_beyond_preemption(
+    key: &GangKey,
+    label: &str,
+    quorum: u32,
+    fit: u32,
+    best: &str,
+) -> String {
+    // The label's name (`rack` of `topology.kubernetes.io/rack`) for the domain's kind.
+    let kind = label.rsplit('/').next().unwrap_or(label);
+    format!(
+        "gang {key} needs {quorum} members in one {label}; even after evicting lower-priority \
+         pods the best {kind} fits {fit} ({best})"
+    )
+}
+
 /// A PodGroup's status while its gang waits with no refusal to quote yet.
 pub fn podgroup_waiting(
     namespace: &str,

@@ -750,6 +750,69 @@ fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhe
     );
 }
 
+/// A gang held to one rack that no rack holds even with every lower-priority pod evicted:
+/// the filter says so with the best rack after evictions and how many it would fit (explained),
+/// and nothing is held. Racks of 4 one-CPU nodes; rack 0: one free node, three running pods of
+/// the gang's priority; rack 1: one free, two running lower-priority pods, one of the gang's
+/// priority; rack 2: every node running a pod of the gang's priority.
+#[test]
+fn no_rack_even_after_evictions_names_the_best_rack_and_its_numbers() {
+    let mut nodes = Vec::new();
+    let mut running = Vec::new();
+    for (r, priorities) in [
+        [None, Some(100), Some(100), Some(100)],
+        [None, Some(0), Some(0), Some(100)],
+        [Some(100); 4],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (i, priority) in priorities.iter().enumerate() {
+            let name = format!("r{r}-{i}");
+            nodes.push(
+                testkit::node(&name)
+                    .cpu(1000)
+                    .label(RACK, &format!("rack-{r}"))
+                    .build(),
+            );
+            if let Some(p) = priority {
+                running.push(
+                    pod(&format!("busy-{name}"))
+                        .cpu(1000)
+                        .priority(*p)
+                        .bound(&name)
+                        .build(),
+                );
+            }
+        }
+    }
+    let mut w = World::new(&nodes);
+    w.add(&running.iter().collect::<Vec<_>>());
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let (ok, reasons) = w.filter(&gang[0]);
+    assert!(ok.is_empty(), "{ok:?}");
+    assert_eq!(
+        reasons,
+        vec![
+            "gang ml/g needs 4 members in one example.com/rack; even after evicting \
+             lower-priority pods the best rack fits 3 (rack-1)"
+        ]
+    );
+    for n in w.all_nodes() {
+        assert_eq!(w.reserved(&n), 0, "holds nothing");
+    }
+}
+
 /// The same sequence for a gang that requires one rack: its seats are first in rack 0 (best
 /// fit for copies of its first member); its larger members fit nowhere there, and would wait
 /// for room in rack 0 until the gang timed out. Rack 1 holds them all: the gang moves there

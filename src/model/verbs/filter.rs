@@ -187,6 +187,13 @@ impl GangTable {
                 let message = match outlook {
                     Some(PreemptionOutlook::Hopeless {
                         anything_evictable: true,
+                        best_domain: Some(d),
+                    }) => messages::domain_beyond_preemption(
+                        &key, &d.label, d.quorum, d.fit, &d.value,
+                    ),
+                    Some(PreemptionOutlook::Hopeless {
+                        anything_evictable: true,
+                        best_domain: None,
                     }) => messages::beyond_preemption(&message),
                     _ => message,
                 };

@@ -750,16 +750,10 @@ pub fn seat_outside_domain(key: &GangKey, node: &str, label: &str, value: &str) 
     )
 }
 
-/// Gang `key` (topology preferred) gives up its seats in `from` of `label` and is placed again
-/// in `to`, the one domain that holds its whole quorum of the members as they are now: its
-/// seated members' held bind calls answer with this, and they ask again.
-pub fn preferred_gang_moves(
-    key: &GangKey,
-    label: &str,
-    from: &str,
-    to: &str,
-    quorum: u32,
-) -> String {
+/// Gang `key` (topology required or preferred) gives up its seats in `from` of `label` and is
+/// placed again in `to`, one domain that holds its whole quorum of the members as they are now:
+/// its seated members' held bind calls answer with this, and they ask again.
+pub fn gang_moves_domain(key: &GangKey, label: &str, from: &str, to: &str, quorum: u32) -> String {
     format!(
         "gang {key} moves from {label} {from} to {to}, which holds all {quorum} members as \
          they are now ({from} held room sized for members not created yet); its seats in \

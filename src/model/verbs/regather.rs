@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::Topology;
 use crate::model::messages;
 use crate::model::notice::NoticeKind;
@@ -78,7 +79,7 @@ impl GangTable {
         };
         // The member fits in the gang's domain (free room, or a planned seat of its gang it
         // may take over): nothing to move.
-        let mut planned: Vec<(usize, crate::model::inputs::resources::Resources)> = Vec::new();
+        let mut planned: Vec<(usize, Resources)> = Vec::new();
         for s in gang.seats().values().filter(|s| !s.confirmed) {
             if let Some(i) = self.ledger.position(&s.node) {
                 planned.push((i, s.requests.clone()));
@@ -104,10 +105,10 @@ impl GangTable {
             return false;
         }
 
-        // Plan the gang again with its seats given up; keep the move only if one domain of
-        // the narrowest level holds the whole quorum.
+        // Plan the gang again with its seats given up; keep the move only if one other domain
+        // of that label holds the whole quorum.
         let was_released = self.seats_released;
-        let seats = self.unseat_all(key);
+        let given_up = self.unseat_all(key);
         if let Some(g) = self.gangs.get_mut(key) {
             g.settle_after_seats_removed();
         }
@@ -129,7 +130,7 @@ impl GangTable {
         };
         let Some(to) = to else {
             // No better domain: everything back as it was.
-            for (holder, seat) in seats {
+            for (holder, seat) in given_up {
                 self.seat(key, holder, seat);
             }
             if let Some(g) = self.gangs.get_mut(key) {
@@ -139,8 +140,8 @@ impl GangTable {
             return false;
         };
         let quorum = self.facts(key).spec.quorum;
-        let message = messages::preferred_gang_moves(key, &label, &from, &to, quorum);
-        let seated: Vec<_> = seats
+        let message = messages::gang_moves_domain(key, &label, &from, &to, quorum);
+        let seated: Vec<_> = given_up
             .iter()
             .filter_map(|(h, _)| h.member().cloned())
             .collect();

@@ -20,6 +20,11 @@
 //!
 //! 6. test 1 in the scoped mode (gang members only, gathered behind muster's gate).
 //!
+//! 7. a preferred-rack gang whose first, small member is created alone is seated in the rack
+//!    that best fits copies of it; its larger members, created after, fit only in another
+//!    rack, which holds the whole gang: the gang moves there before anything is bound and
+//!    binds wholly in that rack; the same for a required-rack gang.
+//!
 //! Without muster (`tests/control-run`) kube-scheduler places members one by one wherever
 //! there is room (and preempts per member), so each fails there on cluster truth.
 
@@ -345,4 +350,103 @@ async fn a_required_rack_gang_no_rack_holds_even_after_evictions_evicts_nothing(
     }
     .await;
     c.report(&[ns], r).await
+}
+
+/// Rack 0: four nodes of 300m; rack 1: four 1-CPU nodes. A gang of 4 preferring one rack: its
+/// first member (100m) is created alone and muster seats it in rack 0 (the best fit for four
+/// copies of 100m; nothing bound meanwhile). Then three members of 900m are created: they fit
+/// nowhere in rack 0, and rack 1 holds all four. The gang moves to rack 1 before anything is
+/// bound (the first member's held bind call answers "moves from … rack-0 to rack-1", and
+/// kube-scheduler schedules it again) and binds wholly there. kube-scheduler alone binds the
+/// first member as soon as it is created, so the test fails there on cluster truth (a member
+/// bound while muster should be holding its seat).
+#[tokio::test]
+async fn a_preferred_rack_gang_seated_before_its_larger_members_existed_moves_whole() -> Result<()>
+{
+    let _t = Timer(
+        "a_preferred_rack_gang_seated_before_its_larger_members_moves",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "moves";
+    let r = moves_whole_to_rack_1(&c, ns, "muster.dev/topology-preferred").await;
+    c.report(&[ns], r).await
+}
+
+/// The same with `muster.dev/topology-required`: without the move, the larger members would
+/// wait for room in rack 0 that never comes (until the gang timed out).
+#[tokio::test]
+async fn a_required_rack_gang_seated_before_its_larger_members_existed_moves_whole() -> Result<()> {
+    let _t = Timer(
+        "a_required_rack_gang_seated_before_its_larger_members_moves",
+        Instant::now(),
+    );
+    let c = Cluster::start(MUSTER).await?;
+    let ns = "moves-required";
+    let r = moves_whole_to_rack_1(&c, ns, "muster.dev/topology-required").await;
+    c.report(&[ns], r).await
+}
+
+/// Rack 0 of four 300m nodes, rack 1 of four 1-CPU nodes; a gang of 4 with topology `key`
+/// naming the rack label: its first member (100m) alone, seated in rack 0; then three of 900m;
+/// the gang binds wholly in rack 1, and the first member was told why it moved.
+async fn moves_whole_to_rack_1(c: &Cluster, ns: &str, key: &str) -> Result<()> {
+    c.namespace(ns).await?;
+    for (r, cpu) in [(0, "300m"), (1, "1")] {
+        for i in 0..4 {
+            c.add_node(
+                &format!("r{r}-{i}"),
+                NodeShape::cpu(cpu).label(RACK, &format!("rack-{r}")),
+            )
+            .await?;
+        }
+    }
+    let member = |i: usize, cpu: &str| {
+        PodBuilder::new(ns, &format!("trainer-{i}"))
+            .cpu(cpu)
+            .gang(GangKey::Muster, "trainer", 4)
+            .annotation(key, RACK)
+    };
+    c.create(member(0, "100m")).await?;
+    let first = vec!["trainer-0".to_string()];
+    c.wait_gang(
+        ns,
+        "trainer",
+        &first,
+        "its first member seated in rack 0",
+        REASON,
+        |g| {
+            g.members.iter().any(|m| {
+                m.name == "trainer-0"
+                    && m.state == "seated"
+                    && m.node.as_deref().is_some_and(|n| n.starts_with("r0-"))
+            })
+        },
+    )
+    .await?;
+    for i in 1..4 {
+        c.create(member(i, "900m")).await?;
+    }
+    let gang: Vec<String> = (0..4).map(|i| format!("trainer-{i}")).collect();
+    let bound = c.wait_bound(ns, &gang, PLACE).await?;
+    ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+    let in_rack: BTreeSet<&str> = bound
+        .values()
+        .map(|(n, _)| n.split('-').next().unwrap_or_default())
+        .collect();
+    ensure_truth!(
+        in_rack == BTreeSet::from(["r1"]),
+        "not wholly in rack 1: {bound:?}"
+    );
+    c.assert_no_overcommit().await?;
+    if muster_view_is_checked() {
+        c.wait_event_containing(
+            ns,
+            &first,
+            &format!("gang {ns}/trainer moves from {RACK} rack-0 to rack-1"),
+            REASON,
+        )
+        .await?;
+    }
+    Ok(())
 }

@@ -604,6 +604,23 @@ pub fn beyond_preemption(does_not_fit: &str) -> String {
     format!("{does_not_fit}, even with every lower-priority pod evicted: preemption cannot help")
 }
 
+/// A gang whose quorum must be inside one domain of `label` would fit in none even with every
+/// lower-priority pod evicted: the best domain (`best`) would hold `fit` of `quorum` then.
+pub fn domain_beyond_preemption(
+    key: &GangKey,
+    label: &str,
+    quorum: u32,
+    fit: u32,
+    best: &str,
+) -> String {
+    // The label's name (`rack` of `topology.kubernetes.io/rack`) for the domain's kind.
+    let kind = label.rsplit('/').next().unwrap_or(label);
+    format!(
+        "gang {key} needs {quorum} members in one {label}; even after evicting lower-priority \
+         pods the best {kind} fits {fit} ({best})"
+    )
+}
+
 /// A PodGroup's status while its gang waits with no refusal to quote yet.
 pub fn podgroup_waiting(
     namespace: &str,
@@ -741,5 +758,16 @@ pub fn seat_outside_domain(key: &GangKey, node: &str, label: &str, value: &str) 
     format!(
         "gang {key}: node {node} is no longer in its {label} {value}; nothing was bound, and \
          the members seated there are placed again"
+    )
+}
+
+/// Gang `key` (topology required or preferred) gives up its seats in `from` of `label` and is
+/// placed again in `to`, one domain that holds its whole quorum of the members as they are now:
+/// its seated members' held bind calls answer with this, and they ask again.
+pub fn gang_moves_domain(key: &GangKey, label: &str, from: &str, to: &str, quorum: u32) -> String {
+    format!(
+        "gang {key} moves from {label} {from} to {to}, which holds all {quorum} members as \
+         they are now ({from} held room sized for members not created yet); its seats in \
+         {from} are released and its seated members are scheduled again"
     )
 }

@@ -66,7 +66,7 @@ pub struct GangTable {
     /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
     pub(super) refused_for_seats: HashSet<PodUid>,
     /// Seats were released since the last `take_notices`.
-    seats_released: bool,
+    pub(super) seats_released: bool,
     /// Pods the filter refused while a node kube-scheduler offered for them was not in muster's
     /// cache yet (its watch behind kube-scheduler's informer, e.g. after a restart of muster or
     /// of the API server). That node arriving in the cache is no cluster event either: when a

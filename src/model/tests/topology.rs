@@ -604,3 +604,240 @@ fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
         "{d:?}"
     );
 }
+
+/// Racks `b0r<r>-<i>` in one block: `racks[r]` is (nodes, cpu of each).
+fn one_block(racks: &[(usize, i64)]) -> World {
+    let mut nodes = Vec::new();
+    for (r, &(n, cpu)) in racks.iter().enumerate() {
+        for i in 0..n {
+            nodes.push(
+                testkit::node(&format!("b0r{r}-{i}"))
+                    .cpu(cpu)
+                    .label(RACK, &format!("rack-0-{r}"))
+                    .label("example.com/block", "block-0")
+                    .build(),
+            );
+        }
+    }
+    World::new(&nodes)
+}
+
+/// Member `i` of a preferred (rack, then block) gang of 4, of `cpu` millicores.
+fn preferred_of(i: usize, cpu: i64) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(cpu)
+        .gang("g", 4)
+        .annotation(
+            crate::model::topology::TOPOLOGY_PREFERRED,
+            "example.com/rack,example.com/block",
+        )
+        .build()
+}
+
+/// The every-pod mode, members created one by one: `first` asks alone (and is seated where
+/// its plan puts it, the rest of the gang held as copies of it), then `rest` appear.
+fn first_alone_then(w: &mut World, first: &PodInfo, rest: &[PodInfo]) -> String {
+    w.add(&[first]);
+    let (ok, _) = w.filter(first);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(matches!(w.bind(first, &ok[0]), BindDecision::Wait { .. }));
+    w.table.take_released();
+    w.add(&rest.iter().collect::<Vec<_>>());
+    ok[0].clone()
+}
+
+/// Filters and binds each of `members` once, in order; the bindings at quorum.
+fn bind_each(w: &mut World, members: &[&PodInfo]) -> Vec<String> {
+    let mut bound = Vec::new();
+    for m in members {
+        let (ok, reasons) = w.filter(m);
+        assert_eq!(ok.len(), 1, "{}: {ok:?} {reasons:?}", m.name);
+        match w.bind(m, &ok[0]) {
+            BindDecision::Wait { .. } => {}
+            d @ BindDecision::BindGang { .. } => {
+                w.confirm(&d);
+                bound = names(&d);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bound
+}
+
+/// A preferred gang whose first member asks before its larger siblings exist (the every-pod
+/// mode, members created one by one): its plan seats copies of its own size in the rack that
+/// fits them best, rack 0 (four nodes of 200m), and holds room for the rest there. The
+/// siblings of 900m fit nowhere in rack 0 but all fit in rack 1 (four nodes of 1000m) with the
+/// first member: the gang moves to rack 1 whole (the first member's seat is released, its held
+/// bind call is answered and it asks again) instead of binding across two racks.
+#[test]
+fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(
+        seat.starts_with("b0r0-"),
+        "best fit for copies of 100m: {seat}"
+    );
+
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(ok[0].starts_with("b0r1-"), "{ok:?}");
+    // The first member's seat in rack 0 is given up: its held call answers, it asks again.
+    assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
+    assert_eq!(w.table.take_released(), vec![GangKey::new("ml", "g")]);
+    assert_eq!(
+        w.table.wait_reason(&first.uid).unwrap(),
+        "gang ml/g moves from example.com/rack rack-0-0 to rack-0-1, which holds all 4 members \
+         as they are now (rack-0-0 held room sized for members not created yet); its seats in \
+         rack-0-0 are released and its seated members are scheduled again"
+    );
+    for i in 0..4 {
+        assert_eq!(
+            w.reserved(&format!("b0r0-{i}")),
+            0,
+            "nothing held in rack 0"
+        );
+    }
+
+    // Everyone binds (the first member again, now offered its seat in rack 1).
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r1-")),
+        "one rack: {bound:?}"
+    );
+}
+
+/// The same gang when no rack holds its real members (rack 1 has only two nodes of 1000m):
+/// nothing moves, the first member keeps its seat, and the gang binds across racks (a
+/// preference never makes a gang wait).
+#[test]
+fn a_preferred_gang_no_rack_of_which_holds_it_keeps_its_seats() {
+    let mut w = one_block(&[(4, 200), (2, 1000), (2, 1000)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    let held: i64 = (0..4).map(|i| w.reserved(&format!("b0r0-{i}"))).sum();
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(w.table.holds_seat(&first.uid), "seat kept");
+    assert!(w.table.take_released().is_empty(), "no seat was given up");
+    let still: i64 = (0..4).map(|i| w.reserved(&format!("b0r0-{i}"))).sum();
+    assert_eq!(still, held, "the same room held");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2]]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(bound.contains(&format!("m0@{seat}")), "{bound:?}");
+}
+
+/// A member that cannot take a planned seat of its gang (they are sized for copies of the
+/// first member) goes to free room in its gang's rack before a tighter node in another rack.
+#[test]
+fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhere() {
+    // Rack 0: four nodes of 1000m; rack 1: eight of 920m (tighter for 900m, but more room in
+    // all, so copies of 100m fit rack 0 best).
+    let mut w = one_block(&[(4, 1000), (8, 920)]);
+    let first = preferred_of(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(seat.starts_with("b0r0-"), "{seat}");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2]]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r0-")),
+        "one rack: {bound:?}"
+    );
+}
+
+/// A gang held to one rack that no rack holds even with every lower-priority pod evicted:
+/// the filter says so with the best rack after evictions and how many it would fit (explained),
+/// and nothing is held. Racks of 4 one-CPU nodes; rack 0: one free node, three running pods of
+/// the gang's priority; rack 1: one free, two running lower-priority pods, one of the gang's
+/// priority; rack 2: every node running a pod of the gang's priority.
+#[test]
+fn no_rack_even_after_evictions_names_the_best_rack_and_its_numbers() {
+    let mut nodes = Vec::new();
+    let mut running = Vec::new();
+    for (r, priorities) in [
+        [None, Some(100), Some(100), Some(100)],
+        [None, Some(0), Some(0), Some(100)],
+        [Some(100); 4],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (i, priority) in priorities.iter().enumerate() {
+            let name = format!("r{r}-{i}");
+            nodes.push(
+                testkit::node(&name)
+                    .cpu(1000)
+                    .label(RACK, &format!("rack-{r}"))
+                    .build(),
+            );
+            if let Some(p) = priority {
+                running.push(
+                    pod(&format!("busy-{name}"))
+                        .cpu(1000)
+                        .priority(*p)
+                        .bound(&name)
+                        .build(),
+                );
+            }
+        }
+    }
+    let mut w = World::new(&nodes);
+    w.add(&running.iter().collect::<Vec<_>>());
+    let gang: Vec<PodInfo> = (0..4)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(100)
+                .gang("g", 4)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    let (ok, reasons) = w.filter(&gang[0]);
+    assert!(ok.is_empty(), "{ok:?}");
+    assert_eq!(
+        reasons,
+        vec![
+            "gang ml/g needs 4 members in one example.com/rack; even after evicting \
+             lower-priority pods the best rack fits 3 (rack-1)"
+        ]
+    );
+    for n in w.all_nodes() {
+        assert_eq!(w.reserved(&n), 0, "holds nothing");
+    }
+}
+
+/// The same sequence for a gang that requires one rack: its seats are first in rack 0 (best
+/// fit for copies of its first member); its larger members fit nowhere there, and would wait
+/// for room in rack 0 until the gang timed out. Rack 1 holds them all: the gang moves there
+/// whole before anything is bound, and binds there.
+#[test]
+fn a_required_gang_seated_before_its_larger_members_existed_moves_to_the_rack_that_holds_them() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let member = |i: usize, cpu: i64| {
+        pod(&format!("m{i}"))
+            .cpu(cpu)
+            .gang("g", 4)
+            .annotation(TOPOLOGY_REQUIRED, RACK)
+            .build()
+    };
+    let first = member(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| member(i, 900)).collect();
+    let seat = first_alone_then(&mut w, &first, &rest);
+    assert!(seat.starts_with("b0r0-"), "{seat}");
+    let (ok, _) = w.filter(&rest[0]);
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
+    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    assert!(
+        bound.iter().all(|b| b.contains("@b0r1-")),
+        "one rack: {bound:?}"
+    );
+}

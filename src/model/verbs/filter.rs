@@ -10,12 +10,14 @@ use super::preempt::PreemptionOutlook;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::topology::Topology;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::table::evidence::EvidenceStore;
 use crate::model::table::GangTable;
+use crate::model::verbs::prioritize::Nearness;
 
 /// The filter verdict for one candidate node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,10 +112,12 @@ impl GangTable {
             let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));
             return vec![NodeVerdict::Unschedulable(reason); candidates.len()];
         }
-        if gang.is_admitted() {
+        let known: Vec<usize> = positions.iter().flatten().copied().collect();
+        // An admitted gang of the every-pod mode with a topology may still move whole to a
+        // domain that holds its real members (see `verbs::regather`).
+        if gang.is_admitted() && !self.move_gang_domain(&key, pod, &known, now) {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
-        let known: Vec<usize> = positions.iter().flatten().copied().collect();
         if EvidenceStore::is_informative(candidates.len(), known.len(), self.ledger.len()) {
             // Every name passed, nodes not in muster's cache yet included: one that arrives
             // later is not mistaken for a node this member's own filters excluded.
@@ -183,6 +187,13 @@ impl GangTable {
                 let message = match outlook {
                     Some(PreemptionOutlook::Hopeless {
                         anything_evictable: true,
+                        best_domain: Some(d),
+                    }) => messages::domain_beyond_preemption(
+                        &key, &d.label, d.quorum, d.fit, &d.value,
+                    ),
+                    Some(PreemptionOutlook::Hopeless {
+                        anything_evictable: true,
+                        best_domain: None,
                     }) => messages::beyond_preemption(&message),
                     _ => message,
                 };
@@ -246,6 +257,32 @@ impl GangTable {
             })
         };
         let gang = gang.and_then(|k| self.gangs.get(k));
+        // A gang with preferred topology levels: of the nodes with room, the nearest to where
+        // its members are or are seated (its rack, then its block), so a member that cannot
+        // take a planned seat still joins its gang's domain when it has room.
+        let gang_nodes: Vec<&str> = gang
+            .filter(|g| {
+                matches!(
+                    g.spec().topology.constraint().map(|c| &c.topology),
+                    Some(Topology::Preferred(_))
+                )
+            })
+            .map(|g| {
+                self.members_of(g)
+                    .filter(|p| p.is_live())
+                    .filter_map(|p| p.charged_node())
+                    .chain(g.seats().values().map(|s| &s.node))
+                    .map(|n| &**n)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let nearness =
+            gang.and_then(
+                |g| match g.spec().topology.constraint().map(|c| &c.topology) {
+                    Some(Topology::Preferred(levels)) => Nearness::of(self, levels, &gang_nodes),
+                    _ => None,
+                },
+            );
         let own_seat = gang
             .and_then(|g| g.seat_of(&pod.uid))
             .and_then(|s| self.ledger.position(&s.node));
@@ -261,7 +298,7 @@ impl GangTable {
         }
         // First pass, no strings: which nodes the pod may use, and (gang members only) the
         // best of them as (preference, packing score, position).
-        let mut best: Option<(u8, f64, usize)> = None;
+        let mut best: Option<(u8, i64, f64, usize)> = None;
         let mut any_fits = false;
         let mut verdicts: Vec<NodeVerdict> = positions
             .iter()
@@ -294,15 +331,18 @@ impl GangTable {
                 };
                 any_fits = true;
                 if gang.is_some() {
+                    let near = nearness
+                        .as_ref()
+                        .map_or(0, |n| n.score(self.ledger.at(i).info()));
                     let packing = self.ledger.packing_score(i, &pod.requests);
-                    if best.is_none_or(|(p, s, _)| (preference, packing) > (p, s)) {
-                        best = Some((preference, packing, pos));
+                    if best.is_none_or(|(p, n, s, _)| (preference, near, packing) > (p, n, s)) {
+                        best = Some((preference, near, packing, pos));
                     }
                 }
                 NodeVerdict::Fits
             })
             .collect();
-        if let Some((_, _, keep)) = best {
+        if let Some((_, _, _, keep)) = best {
             for (pos, v) in verdicts.iter_mut().enumerate() {
                 if pos != keep {
                     *v = NodeVerdict::NotOffered;

@@ -1,6 +1,6 @@
 //! The verbs, one per file: what each call or watch event does to the table. `apply` (watch
 //! events), `pod_groups` (PodGroup events), `filter`, `gather` (gangs placed from the watch and let through their gate), `prioritize`, `bind`, `quorum` (the last look before binding),
-//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `repair`
+//! `preempt`, `preemption_hold` (room held for a preempting gang), `expiry`, `rebuild`, `regather` (a gang moved whole to another domain before it binds), `repair`
 //! (a gang found partly bound when muster starts deciding), `views`, `podgroup_status` (the
 //! status written back to PodGroups), `enqueue` (Volcano PodGroups without members moved to
 //! `Inqueue`), `verdict` (kube-scheduler's own verdict on a member, as
@@ -20,6 +20,7 @@ pub(crate) mod preemption_hold;
 pub(crate) mod prioritize;
 pub(crate) mod quorum;
 pub(crate) mod rebuild;
+pub(crate) mod regather;
 pub(crate) mod repair;
 pub(crate) mod unseen_preemption;
 pub(crate) mod verdict;

@@ -82,15 +82,20 @@ impl GangTable {
     }
 }
 
-/// The domains a gang with preferred topology levels uses, per level from the narrowest.
-struct Nearness<'a> {
+/// The domains a gang with preferred topology levels uses, per level from the narrowest (also
+/// the filter's choice among nodes with room for such a gang's member).
+pub(in crate::model) struct Nearness<'a> {
     levels: &'a [Arc<str>],
     used: Vec<Vec<&'a str>>,
 }
 
 impl<'a> Nearness<'a> {
     /// `None` while the gang's nodes are in no domain of any level.
-    fn of(table: &'a GangTable, levels: &'a [Arc<str>], gang_nodes: &[&str]) -> Option<Self> {
+    pub(in crate::model) fn of(
+        table: &'a GangTable,
+        levels: &'a [Arc<str>],
+        gang_nodes: &[&str],
+    ) -> Option<Self> {
         let used: Vec<Vec<&str>> = levels
             .iter()
             .map(|label| {
@@ -111,7 +116,7 @@ impl<'a> Nearness<'a> {
 
     /// `10 × (levels − k) / levels` for the narrowest level `k` at which `node` is in a domain
     /// the gang uses; 0 when in none.
-    fn score(&self, node: &NodeInfo) -> i64 {
+    pub(in crate::model) fn score(&self, node: &NodeInfo) -> i64 {
         let nearest = self
             .levels
             .iter()

@@ -72,12 +72,27 @@ pub(in crate::model) enum GangCheck<'a> {
 }
 
 /// Whether preemption could let a gang below quorum run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(in crate::model) enum PreemptionOutlook {
     /// With every lower-priority pod gone, the quorum could be placed.
     MayHelp,
-    /// Not even then; `anything_evictable` says whether there was anything to evict at all.
-    Hopeless { anything_evictable: bool },
+    /// Not even then; `anything_evictable` says whether there was anything to evict at all;
+    /// `best_domain`, for a gang held to one domain, the domain that would hold the most of it.
+    Hopeless {
+        anything_evictable: bool,
+        best_domain: Option<DomainAfterEviction>,
+    },
+}
+
+/// For a gang held to one domain of `label` that no domain holds even after evictions: the
+/// domain (`value`) that would hold the most members, `fit` of `quorum` (the members already
+/// with nodes or confirmed seats included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::model) struct DomainAfterEviction {
+    pub label: Arc<str>,
+    pub value: Arc<str>,
+    pub fit: u32,
+    pub quorum: u32,
 }
 
 /// Where the other members go when the preemptor takes a candidate, by ledger position.
@@ -351,6 +366,7 @@ impl GangTable {
         let evictable = self.evictable_below(pod.priority);
         let hopeless = PreemptionOutlook::Hopeless {
             anything_evictable: !evictable.is_empty(),
+            best_domain: None,
         };
         let judged = judged(pod, &need);
         let snapshot = self.snapshot(&judged, |p| p.priority >= pod.priority);
@@ -371,6 +387,9 @@ impl GangTable {
             }
             // Some one domain must hold the whole gang once its lower-priority pods are gone.
             let (base, rules_base) = (overlay.checkpoint(), rules.checkpoint());
+            // The domain that would hold the most members, for the message (explained).
+            let mut best: Option<(u32, Arc<str>)> = None;
+            let offered: rustc_hash::FxHashSet<usize> = candidates.iter().copied().collect();
             for d in self.domains(
                 label,
                 (&Resources::default(), &Resources::default()),
@@ -380,17 +399,29 @@ impl GangTable {
                 let placed =
                     first_fit_among(&self.ledger, &d.nodes, &members, &mut overlay, &mut rules)
                         .len();
-                let first_fits = placed == members.len()
-                    && candidates.iter().any(|&i| {
-                        d.contains(i) && admits(&self.ledger, &rules, &overlay, 0, pod, i).is_ok()
-                    });
+                let first_here = d.nodes.iter().any(|&i| {
+                    offered.contains(&i)
+                        && admits(&self.ledger, &rules, &overlay, 0, pod, i).is_ok()
+                });
                 overlay.rollback(base);
                 rules.rollback(rules_base);
-                if first_fits {
+                if placed == members.len() && first_here {
                     return Some(PreemptionOutlook::MayHelp);
                 }
+                let fit = need.already + placed as u32 + u32::from(first_here);
+                if best.as_ref().is_none_or(|(b, _)| fit > *b) {
+                    best = Some((fit, d.value.clone()));
+                }
             }
-            return Some(hopeless);
+            return Some(PreemptionOutlook::Hopeless {
+                anything_evictable: true,
+                best_domain: best.map(|(fit, value)| DomainAfterEviction {
+                    label: label.clone(),
+                    value,
+                    fit: fit.min(need.quorum),
+                    quorum: need.quorum,
+                }),
+            });
         }
         let placed = first_fit_each(&self.ledger, &members, &mut overlay, &mut rules).len();
         if placed < members.len() {

@@ -442,11 +442,27 @@ impl GangTable {
     /// moment), kube-scheduler's dry run has judged the node and the candidate is kept.
     fn held_for_other_gang(&self, pod: &PodInfo, candidate: &PreemptCandidate) -> Option<GangKey> {
         let n = self.ledger.position(&candidate.node)?;
+        let own = pod.gang().map(|m| &m.gang);
+        // Room a preempting gang's hold planned here, where pods of lower priority still run,
+        // is not seated (no-overcommit) but is that gang's all the same: its member preempts
+        // here in turn, and evicting those pods for another would be evicting for nothing.
+        let mut planned = Resources::default();
+        for key in self.awaiting_room.iter().filter(|k| Some(*k) != own) {
+            let Some(g) = self.gangs.get(key).filter(|g| g.is_admitted()) else {
+                continue;
+            };
+            for s in g
+                .awaiting_room
+                .iter()
+                .filter(|s| *s.node == *candidate.node)
+            {
+                planned.add(&s.requests);
+            }
+        }
         let reserved = self.ledger.at(n).reserved();
-        if reserved.is_zero() {
+        if reserved.is_zero() && planned.is_zero() {
             return None;
         }
-        let own = pod.gang().map(|m| &m.gang);
         let on_node = |seat: &crate::model::table::gang::Seat| *seat.node == *candidate.node;
         let mut credit = self.freed_by(candidate);
         if let Some(g) = own.and_then(|k| self.gangs.get(k)) {
@@ -456,7 +472,7 @@ impl GangTable {
         }
         // Room enough with its victims gone: nothing is held against it.
         self.ledger
-            .shortfall(n, &pod.requests, Some(&credit), None)?;
+            .shortfall(n, &pod.requests, Some(&credit), Some(&planned))?;
         let mut without_seats = self.freed_by(candidate);
         without_seats.add(reserved);
         if self
@@ -470,7 +486,11 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(k, _)| Some(*k) != own)
-            .find(|(_, g)| g.seats().values().any(on_node));
+            .find(|(_, g)| {
+                g.seats().values().any(on_node)
+                    || (g.is_admitted()
+                        && g.awaiting_room.iter().any(|s| *s.node == *candidate.node))
+            });
         holder.map(|(k, _)| k.clone())
     }
 

@@ -1031,32 +1031,12 @@ impl Check {
             prop_assert_eq!(Use::of(e.reserved()), seats, "seats on {}", name);
             // Bound + seats within allocatable, unless another scheduler's pod landed there,
             // or room is held for a preempting gang while its victims terminate (counted on
-            // top of them, as kube-scheduler counts a nominated pod), or a preempting gang's
-            // hold put the rest of its members where pods of lower priority still run (its
-            // plan counts them as evictable: the members' own preemptions are to free that
-            // room; see docs/testing.md, the model check).
-            let holding = self
-                .table
-                .gangs
-                .values()
-                .filter(|g| g.preemption_hold.is_some())
-                .filter(|g| g.seats().values().any(|s| *s.node == *name))
-                .map(|g| g.spec().priority)
-                .max();
-            let evictable = holding.map_or(Use::default(), |priority| {
-                self.cluster
-                    .pods
-                    .iter()
-                    .filter(|p| !p.terminating && self.cluster.node_of(p).as_ref() == Some(&name))
-                    .filter(|p| p.priority < priority)
-                    .fold(Use::default(), |u, p| u.plus(p.requests))
-            });
+            // top of them, as kube-scheduler counts a nominated pod).
             if used.plus(seats).within(alloc) {
                 self.disturbed.remove(&name);
             } else {
-                let held = holding.is_some() && used.minus(evictable).plus(seats).within(alloc);
                 prop_assert!(
-                    held || self.disturbed.contains(&name) || self.cluster.terminating_on(&name),
+                    self.disturbed.contains(&name) || self.cluster.terminating_on(&name),
                     "{} over-committed by seats: {:?} used + {:?} seated of {:?}",
                     name,
                     used,

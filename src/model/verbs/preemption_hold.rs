@@ -304,7 +304,7 @@ impl GangTable {
             .map(|p| &p.info)
             .collect();
         planned.retain_mut(|s| {
-            if s.holder.member().is_some_and(|m| needs(m)) {
+            if s.holder.member().is_some_and(&needs) {
                 return true;
             }
             match homeless

@@ -517,9 +517,13 @@ pub fn dropped_sibling_preempting(pod: &PodInfo) -> String {
 }
 
 /// Dropped: the preemptor's earlier preemption is still under way on another node.
-pub fn dropped_preemption_under_way(pod: &PodInfo, node: &str) -> String {
+pub fn dropped_preemption_under_way(pod: &PodInfo, nodes: &[String]) -> String {
+    let on = match nodes {
+        [one] => format!("node {one}"),
+        more => format!("nodes {}", more.join(", ")),
+    };
     format!(
-        "the preemption for {} on node {node} is under way (its victims are still there); it preempts nowhere else until they are gone",
+        "the preemption for {} on {on} is under way (its victims are still there); it preempts nowhere else until they are gone",
         pod.display_name()
     )
 }

@@ -54,7 +54,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 10;
+const SEEN: usize = 11;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -66,6 +66,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "preemptions acted on (victims deleted, preemptor nominated)",
     "gangs disrupted whole by a preemption",
     "nodes deleted with pods on them",
+    "holds that left room planned where lower-priority pods still ran",
 ];
 struct Seen;
 impl Seen {
@@ -79,6 +80,7 @@ impl Seen {
     const ACTED: usize = 7;
     const DISRUPTED: usize = 8;
     const NODES_WITH_PODS: usize = 9;
+    const PLANNED: usize = 10;
 }
 
 #[derive(Clone, Debug)]
@@ -785,6 +787,19 @@ impl Check {
             let obj = q.object();
             self.pod_event(Event::Apply(obj));
         }
+        // The hold seated only free room and planned the rest (no-overcommit, checked after
+        // every step like any seat).
+        let planned = self
+            .table
+            .gangs
+            .values()
+            .filter(|g| {
+                g.preemption_hold
+                    .as_ref()
+                    .is_some_and(|h| *h.preemptor == *p.uid)
+            })
+            .any(|g| !g.awaiting_room.is_empty());
+        self.seen[Seen::PLANNED] += u64::from(planned);
         Ok(())
     }
 

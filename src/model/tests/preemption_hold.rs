@@ -354,6 +354,12 @@ fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go(
         message.contains("room held on n1 (nominated)") && message.contains("room planned on n2"),
         "{message}"
     );
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    assert_eq!(
+        view.map(|v| v.planned_room),
+        Some(vec!["pair-1@n2".to_string()]),
+        "/gangs shows the planned room"
+    );
     // pair-1 preempts only on its planned node.
     let d = w.preempt(
         &pair[1],
@@ -374,6 +380,8 @@ fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go(
     );
     w.table.remove_pod(&b.uid);
     assert_eq!(w.reserved("n2"), 1000, "held for pair-1 once b is gone");
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    assert_eq!(view.map(|v| v.planned_room), Some(vec![]));
     assert_eq!(verdict(&mut w, &pair[1], "n2"), NodeVerdict::Fits);
     wait_message(&w.bind(&pair[1], "n2"));
     w.table.remove_pod(&a.uid);

@@ -523,7 +523,7 @@ pub fn dropped_preemption_under_way(pod: &PodInfo, nodes: &[String]) -> String {
         more => format!("nodes {}", more.join(", ")),
     };
     format!(
-        "the preemption for {} on {on} is under way (its victims are still there); it preempts nowhere else until they are gone",
+        "the preemption for {} on {on} is under way (its victims are still there, or the room they freed waits for it); it preempts nowhere else meanwhile",
         pod.display_name()
     )
 }

@@ -155,11 +155,18 @@ fn a_second_round_while_the_first_preemption_is_under_way_disrupts_no_gang() {
     let third = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
     assert!(third.kept.is_empty(), "{third:?}");
 
-    // Gone: the earlier round is over, and the next is judged on its own.
+    // Gone (kube-scheduler's cache may still show it running): the room it freed waits for
+    // the preemptor, so the round is still under way.
     w.table.remove_pod(&plain.uid);
     let fourth = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
-    assert_eq!(kept_nodes(&fourth), vec!["n1"], "{fourth:?}");
-    assert!(!fourth.disruptions.is_empty(), "{fourth:?}");
+    assert!(fourth.kept.is_empty(), "{fourth:?}");
+
+    // Another pod took that room: the earlier round is over, and the next is judged on its own.
+    let other = pod("other").cpu(1000).priority(LOW).bound("n3").build();
+    w.add(&[&other]);
+    let fifth = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert_eq!(kept_nodes(&fifth), vec!["n1"], "{fifth:?}");
+    assert!(!fifth.disruptions.is_empty(), "{fifth:?}");
 }
 
 /// Several plain candidates kept: kube-scheduler acts on one of them by its own order, not
@@ -203,10 +210,38 @@ fn every_kept_candidate_is_under_way_until_kube_scheduler_acts_on_one() {
         ),
         "{other:?}"
     );
-    // b is gone: that preemption is over, whatever still runs on n1.
+    // b is gone and another pod took its room: that preemption is over, whatever still runs
+    // on n1.
     w.table.remove_pod(&b.uid);
+    let other = pod("other").cpu(1000).priority(LOW).bound("n2").build();
+    w.add(&[&other]);
     let next = w.preempt(&high, vec![candidate("n1", &[&a])]);
     assert_eq!(kept_nodes(&next), vec!["n1"], "{next:?}");
+}
+
+/// The victims were deleted without grace: gone from the watch at once, while
+/// kube-scheduler's cache may still show them running, so its next cycle preempts again
+/// elsewhere (a running gang there would be evicted for a pod whose room is already free).
+/// While that room waits for the preemptor, the round stays under way (evict-for-whole,
+/// `PodEligibleToPreemptOthers` judged on a stale cache).
+#[test]
+fn a_second_round_after_the_victims_vanished_is_refused_while_their_room_waits() {
+    let (mut w, members, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
+    let first = w.preempt(&high, vec![candidate("n3", &[&plain])]);
+    assert_eq!(kept_nodes(&first), vec!["n3"]);
+    w.table.remove_pod(&plain.uid);
+    let second = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert!(second.kept.is_empty(), "{second:?}");
+    assert!(second.disruptions.is_empty(), "{second:?}");
+    assert!(
+        matches!(
+            second.dropped.as_slice(),
+            [(_, DropReason::PreemptionUnderWay { nodes })] if nodes == &["n3"]
+        ),
+        "{second:?}"
+    );
 }
 
 #[test]

@@ -422,7 +422,8 @@ impl GangTable {
     /// terminating, as kube-scheduler's rule reads a terminating pod on the nominated node).
     /// Every kept candidate counts until the watch shows which one kube-scheduler acted on
     /// (the preemptor nominated to its node, or one of its victims being deleted or gone);
-    /// from then on only that one.
+    /// from then on only that one, which stays under way while the room its victims freed
+    /// waits for the preemptor (within the record's 30 s).
     fn preemption_under_way(&self, preemptor: &str, now: Instant) -> Option<Vec<String>> {
         let u = self.preemptions_under_way.recent(preemptor, now)?;
         let nominated = self
@@ -445,11 +446,39 @@ impl GangTable {
                     .is_some_and(|n| **n == *k.node)
             })
         };
-        let mut judged: Vec<&KeptNode> = u.kept.iter().filter(|k| acted(k)).collect();
-        if judged.is_empty() {
-            judged = u.kept.iter().collect();
-        }
-        let under_way = judged.iter().any(|k| still_there(k));
+        // Its victims gone (deleted without grace, say), the room they freed waits for the
+        // preemptor: kube-scheduler's cache may still show them running, and it preempts
+        // again elsewhere for a pod whose room is already free. Its own seat there counts
+        // as its room.
+        let room_waits = |k: &KeptNode| {
+            let Some(p) = self.pods.get(preemptor) else {
+                return false;
+            };
+            let Some(i) = self.ledger.position(&k.node) else {
+                return false;
+            };
+            let own = p
+                .info
+                .gang()
+                .and_then(|m| self.gangs.get(&m.gang))
+                .and_then(|g| g.seat_of(&p.info.uid))
+                .filter(|s| *s.node == *k.node)
+                .map(|s| s.requests.clone());
+            self.ledger
+                .shortfall(i, &p.info.requests, own.as_ref(), None)
+                .is_none()
+        };
+        let acted_on: Vec<&KeptNode> = u.kept.iter().filter(|k| acted(k)).collect();
+        let under_way = if acted_on.is_empty() {
+            u.kept.iter().any(still_there)
+        } else {
+            acted_on.iter().any(|k| still_there(k) || room_waits(k))
+        };
+        let judged = if acted_on.is_empty() {
+            u.kept.iter().collect()
+        } else {
+            acted_on
+        };
         under_way.then(|| judged.iter().map(|k| k.node.clone()).collect())
     }
 

@@ -254,9 +254,17 @@ pub const RETRY_SEEN: &str =
     "muster has now seen the pod its preemption was refused for; asking kube-scheduler to retry it";
 
 /// `GangWaiting` Event on a preemptor whose nomination made its gang's plan a hold.
-pub fn holding(key: &GangKey, nodes: &[String]) -> String {
+pub fn holding(key: &GangKey, nodes: &[String], planned: &[String]) -> String {
+    let planned = if planned.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; room planned on {} (pods of lower priority still run there: held once they are gone; the members planned there may preempt them)",
+            planned.join(", ")
+        )
+    };
     format!(
-        "gang {key}: room held on {} while the victims of this pod's preemption terminate; the gang binds together when they are gone",
+        "gang {key}: room held on {} while the victims of this pod's preemption terminate{planned}; the gang binds together when they are gone",
         nodes.join(", ")
     )
 }
@@ -520,9 +528,13 @@ pub fn dropped_sibling_preempting(pod: &PodInfo) -> String {
 }
 
 /// Dropped: the preemptor's earlier preemption is still under way on another node.
-pub fn dropped_preemption_under_way(pod: &PodInfo, node: &str) -> String {
+pub fn dropped_preemption_under_way(pod: &PodInfo, nodes: &[String]) -> String {
+    let on = match nodes {
+        [one] => format!("node {one}"),
+        more => format!("nodes {}", more.join(", ")),
+    };
     format!(
-        "the preemption for {} on node {node} is under way (its victims are still there); it preempts nowhere else until they are gone",
+        "the preemption for {} on {on} is under way (its victims are still there, or the room they freed waits for it); it preempts nowhere else meanwhile",
         pod.display_name()
     )
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::model::inputs::objects::{NodeName, PodUid};
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::spec::GangSpec;
+use crate::model::table::preemption_plan::PlannedSeat;
 
 /// Where a gang is in its life. Whatever its phase, a gang enough of whose members already
 /// have nodes (bound before muster restarted, say) is treated as placed: `GangTable::is_placed`
@@ -103,6 +104,11 @@ pub struct Gang {
     told_waiting: BTreeMap<PodUid, String>,
     /// Set while the gang's seats hold the room its member's preemption frees.
     pub preemption_hold: Option<PreemptionHold>,
+    /// The seats a preemption hold planned where pods of lower priority still use the room
+    /// (no-overcommit: they are not seats yet). Each becomes a seat once its room is free, and
+    /// its member may preempt there meanwhile (see `verbs::preemption_hold`). Kept while the
+    /// gang is admitted, even after the hold itself ends.
+    pub(in crate::model) awaiting_room: Vec<PlannedSeat>,
     /// Members arrived without the marker resource, which kube-scheduler schedules without
     /// muster (set by `gather`; shown in `/gangs`).
     pub marker_warning: Option<String>,
@@ -128,6 +134,7 @@ impl Default for Gang {
             refused_in_window: BTreeSet::new(),
             told_waiting: BTreeMap::new(),
             preemption_hold: None,
+            awaiting_room: Vec::new(),
             marker_warning: None,
             partly_bound: None,
         }
@@ -261,6 +268,7 @@ impl Gang {
         self.phase = Phase::Placed;
         self.last_wait_message = None;
         self.preemption_hold = None;
+        self.awaiting_room.clear();
         self.partly_bound = None;
     }
 
@@ -269,6 +277,7 @@ impl Gang {
         self.phase = Phase::BackingOff { until };
         self.last_wait_message = None;
         self.preemption_hold = None;
+        self.awaiting_room.clear();
     }
 
     /// A placed gang with no member on any node any more gathers again from scratch.
@@ -284,6 +293,7 @@ impl Gang {
         if self.is_admitted() && self.seats.is_empty() {
             self.phase = Phase::Waiting;
             self.preemption_hold = None;
+            self.awaiting_room.clear();
         }
     }
 }

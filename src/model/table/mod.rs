@@ -87,6 +87,9 @@ pub struct GangTable {
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    /// The gangs whose preemption hold left planned seats waiting for room (`Gang::
+    /// awaiting_room`): looked at when room is freed, so a pod event costs nothing otherwise.
+    pub(super) awaiting_room: Vec<GangKey>,
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
     /// Gang members whose preemption was refused because the watch had not delivered them
@@ -214,6 +217,7 @@ impl GangTable {
             awaiting_leaving: HashMap::default(),
             room_freed: Vec::new(),
             preempt_plans: HashMap::default(),
+            awaiting_room: Vec::new(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),

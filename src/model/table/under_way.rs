@@ -23,11 +23,19 @@ pub const UNDER_WAY_FOR: Duration = Duration::from_secs(30);
 /// Entries kept at most (a bound on memory; the oldest go first).
 const MAX_REMEMBERED: usize = 10_000;
 
-/// One preemption muster kept: the node and the victims kube-scheduler was told it may evict.
-#[derive(Clone, Debug)]
-pub struct UnderWay {
+/// One candidate muster kept: the node and the victims kube-scheduler was told it may evict
+/// there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptNode {
     pub node: String,
     pub victims: Vec<String>,
+}
+
+/// One preemption muster kept: every candidate kept (kube-scheduler acts on one of them, by
+/// its own order), and when.
+#[derive(Clone, Debug)]
+pub struct UnderWay {
+    pub kept: Vec<KeptNode>,
     pub at: Instant,
 }
 
@@ -38,8 +46,9 @@ pub struct PreemptionsUnderWay {
 }
 
 impl PreemptionsUnderWay {
-    /// Remembers that `preemptor` may evict `victims` on `node`, replacing an older entry.
-    pub fn record(&mut self, preemptor: &PodUid, node: &str, victims: &[String], now: Instant) {
+    /// Remembers that `preemptor` may evict the victims of each of `kept` on its node,
+    /// replacing an older entry.
+    pub fn record(&mut self, preemptor: &PodUid, kept: Vec<KeptNode>, now: Instant) {
         self.by_preemptor
             .retain(|_, u| now.saturating_duration_since(u.at) < UNDER_WAY_FOR);
         if self.by_preemptor.len() >= MAX_REMEMBERED {
@@ -52,14 +61,8 @@ impl PreemptionsUnderWay {
                 self.by_preemptor.remove(&oldest);
             }
         }
-        self.by_preemptor.insert(
-            preemptor.clone(),
-            UnderWay {
-                node: node.to_string(),
-                victims: victims.to_vec(),
-                at: now,
-            },
-        );
+        self.by_preemptor
+            .insert(preemptor.clone(), UnderWay { kept, at: now });
     }
 
     /// `preemptor`'s kept preemption if it is recent enough; whether its victims still exist is
@@ -73,5 +76,33 @@ impl PreemptionsUnderWay {
     /// The preemptor is gone: nothing to remember.
     pub fn forget(&mut self, preemptor: &str) {
         self.by_preemptor.remove(preemptor);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(node: &str, victims: &[&str]) -> KeptNode {
+        KeptNode {
+            node: node.to_string(),
+            victims: victims.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn every_kept_candidate_is_recorded_with_its_victims() {
+        let t0 = Instant::now();
+        let mut u = PreemptionsUnderWay::default();
+        let p: PodUid = PodUid::from("p");
+        u.record(&p, vec![kept("n1", &["a"]), kept("n2", &["b", "c"])], t0);
+        let found = u.recent("p", t0).expect("recorded");
+        assert_eq!(
+            found.kept,
+            vec![kept("n1", &["a"]), kept("n2", &["b", "c"])]
+        );
+        assert!(u.recent("p", t0 + UNDER_WAY_FOR).is_none(), "too old");
+        u.forget("p");
+        assert!(u.recent("p", t0).is_none());
     }
 }

@@ -145,7 +145,7 @@ fn a_second_round_while_the_first_preemption_is_under_way_disrupts_no_gang() {
     assert!(
         second.dropped.iter().all(|(_, r)| matches!(
             r,
-            DropReason::PreemptionUnderWay { node } if node == "n3"
+            DropReason::PreemptionUnderWay { nodes } if nodes == &["n3"]
         )),
         "{second:?}"
     );
@@ -155,11 +155,93 @@ fn a_second_round_while_the_first_preemption_is_under_way_disrupts_no_gang() {
     let third = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
     assert!(third.kept.is_empty(), "{third:?}");
 
-    // Gone: the earlier round is over, and the next is judged on its own.
+    // Gone (kube-scheduler's cache may still show it running): the room it freed waits for
+    // the preemptor, so the round is still under way.
     w.table.remove_pod(&plain.uid);
     let fourth = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
-    assert_eq!(kept_nodes(&fourth), vec!["n1"], "{fourth:?}");
-    assert!(!fourth.disruptions.is_empty(), "{fourth:?}");
+    assert!(fourth.kept.is_empty(), "{fourth:?}");
+
+    // Another pod took that room: the earlier round is over, and the next is judged on its own.
+    let other = pod("other").cpu(1000).priority(LOW).bound("n3").build();
+    w.add(&[&other]);
+    let fifth = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert_eq!(kept_nodes(&fifth), vec!["n1"], "{fifth:?}");
+    assert!(!fifth.disruptions.is_empty(), "{fifth:?}");
+}
+
+/// Several plain candidates kept: kube-scheduler acts on one of them by its own order, not
+/// necessarily the first. Every kept node counts as under way (a retry on the node it picked
+/// is judged, not refused while the first candidate's victims run), no other node does; once
+/// the watch shows which candidate it acted on (a victim being deleted), only that one
+/// (`PodEligibleToPreemptOthers`, defaultpreemption).
+#[test]
+fn every_kept_candidate_is_under_way_until_kube_scheduler_acts_on_one() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let c = pod("c").cpu(1000).priority(LOW).bound("n3").build();
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&a, &b, &c, &high]);
+    let first = w.preempt(&high, vec![candidate("n1", &[&a]), candidate("n2", &[&b])]);
+    assert_eq!(kept_nodes(&first), vec!["n1", "n2"]);
+
+    // kube-scheduler picked n2; its next cycle proposes n2 again before its cache caught up.
+    let retry = w.preempt(&high, vec![candidate("n2", &[&b])]);
+    assert_eq!(kept_nodes(&retry), vec!["n2"], "{retry:?}");
+    let elsewhere = w.preempt(&high, vec![candidate("n3", &[&c])]);
+    assert!(elsewhere.kept.is_empty(), "{elsewhere:?}");
+    assert!(
+        matches!(
+            elsewhere.dropped.as_slice(),
+            [(n, DropReason::PreemptionUnderWay { nodes })] if n == "n3" && nodes == &["n2"]
+        ),
+        "{elsewhere:?}"
+    );
+
+    // Both kept again; the watch shows b being deleted: n2 is the one under way.
+    w.preempt(&high, vec![candidate("n1", &[&a]), candidate("n2", &[&b])]);
+    w.add(&[&terminating(&b)]);
+    let other = w.preempt(&high, vec![candidate("n1", &[&a])]);
+    assert!(other.kept.is_empty(), "{other:?}");
+    assert!(
+        matches!(
+            other.dropped.as_slice(),
+            [(_, DropReason::PreemptionUnderWay { nodes })] if nodes == &["n2"]
+        ),
+        "{other:?}"
+    );
+    // b is gone and another pod took its room: that preemption is over, whatever still runs
+    // on n1.
+    w.table.remove_pod(&b.uid);
+    let other = pod("other").cpu(1000).priority(LOW).bound("n2").build();
+    w.add(&[&other]);
+    let next = w.preempt(&high, vec![candidate("n1", &[&a])]);
+    assert_eq!(kept_nodes(&next), vec!["n1"], "{next:?}");
+}
+
+/// The victims were deleted without grace: gone from the watch at once, while
+/// kube-scheduler's cache may still show them running, so its next cycle preempts again
+/// elsewhere (a running gang there would be evicted for a pod whose room is already free).
+/// While that room waits for the preemptor, the round stays under way (evict-for-whole,
+/// `PodEligibleToPreemptOthers` judged on a stale cache).
+#[test]
+fn a_second_round_after_the_victims_vanished_is_refused_while_their_room_waits() {
+    let (mut w, members, plain) = running_gang("gang");
+    let high = pod("high").cpu(1000).priority(HIGH).build();
+    w.add(&[&high]);
+    let first = w.preempt(&high, vec![candidate("n3", &[&plain])]);
+    assert_eq!(kept_nodes(&first), vec!["n3"]);
+    w.table.remove_pod(&plain.uid);
+    let second = w.preempt(&high, vec![candidate("n1", &[&members[0]])]);
+    assert!(second.kept.is_empty(), "{second:?}");
+    assert!(second.disruptions.is_empty(), "{second:?}");
+    assert!(
+        matches!(
+            second.dropped.as_slice(),
+            [(_, DropReason::PreemptionUnderWay { nodes })] if nodes == &["n3"]
+        ),
+        "{second:?}"
+    );
 }
 
 #[test]

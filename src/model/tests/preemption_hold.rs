@@ -196,8 +196,9 @@ fn a_nomination_muster_planned_nothing_for_holds_nothing() {
 }
 
 /// Both nodes run a low-priority pod. pair-0 preempts on n1; the plan puts pair-1 on n2, whose
-/// pod pair-1 will have to evict in turn. Meanwhile the middle pod's own preemption would
-/// evict that pod for itself: muster refuses it (the room is held), and pair-1's is kept.
+/// pod pair-1 will have to evict in turn. That room is planned, not held (the pod still runs
+/// there). Meanwhile the middle pod's own preemption would evict that pod for itself: muster
+/// refuses it (the room is the gang's), and pair-1's is kept.
 #[test]
 fn no_other_pod_preempts_its_way_into_held_room() {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
@@ -220,7 +221,7 @@ fn no_other_pod_preempts_its_way_into_held_room() {
     );
     assert_eq!(d.outcome, PreemptOutcome::Kept);
     w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
-    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 0));
 
     let d = w.preempt(&middle, vec![candidate("n2", &[&b])]);
     assert_eq!(d.outcome, PreemptOutcome::Refused);
@@ -265,8 +266,9 @@ fn a_member_delivered_after_the_decision_takes_the_room_planned_for_it() {
 }
 
 /// A gang of three: pair-0's preemption frees n1, the plan puts g-1 on n2 (whose pod it will
-/// have to evict) and g-2 on n3 (free). kube-scheduler offers g-1 the only node with room, n3:
-/// g-1 takes g-2's planned seat, and g-2 gets g-1's, so n2 stays held for the gang.
+/// have to evict: planned, not held yet) and g-2 on n3 (free: held). kube-scheduler offers g-1
+/// the only node with room, n3: g-1 takes g-2's seat, and g-2 inherits g-1's planned room on
+/// n2: it may preempt there, and the room is its seat once free.
 #[test]
 fn a_member_taking_another_members_planned_seat_leaves_it_its_own() {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
@@ -289,15 +291,104 @@ fn a_member_taking_another_members_planned_seat_leaves_it_its_own() {
         let gang = &w.table.gangs[&p.gang().unwrap().gang];
         gang.seat_of(&p.uid).map(|s| s.node.to_string())
     };
-    assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n2"));
+    assert_eq!(seat_of(&w, &g[1]), None, "b still runs on n2");
     assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n3"));
 
     assert_eq!(verdict(&mut w, &g[1], "n3"), NodeVerdict::Fits);
     wait_message(&w.bind(&g[1], "n3"));
     assert_eq!(seat_of(&w, &g[1]).as_deref(), Some("n3"));
+    assert_eq!(seat_of(&w, &g[2]), None);
+    // g-2 preempts on n2, the room planned there (and nowhere else).
+    let d = w.preempt(&g[2], vec![candidate("n2", &[&b])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&b), &nominated(&g[2], Some("n2"))]);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (1000, 0, 1000),
+        "nothing seated on top of b (no-overcommit)"
+    );
+    w.table.remove_pod(&b.uid);
     assert_eq!(seat_of(&w, &g[2]).as_deref(), Some("n2"));
     assert_eq!(
         (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
         (1000, 1000, 1000)
+    );
+}
+
+/// The departure from no-overcommit, closed: both nodes run a low-priority pod and pair-0
+/// preempts on n1. The plan puts pair-1 on n2, where b still runs: the hold seats pair-0 on its
+/// nominated node (on top of its terminating victim, as kube-scheduler counts a nominated pod)
+/// but holds nothing on n2 (bound + seats within allocatable), and says the room there is
+/// planned. pair-1 may still preempt b (its planned node, and no other: evict-for-whole); once
+/// b is gone the room is its seat, and the gang binds whole (never-half).
+#[test]
+fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let c = pod("c").cpu(1000).priority(LOW).bound("n3").build();
+    let pair: Vec<PodInfo> = (0..2)
+        .map(|i| {
+            pod(&format!("pair-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("pair", 2)
+                .build()
+        })
+        .collect();
+    w.add(&[&a, &b, &c, &pair[0], &pair[1]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (1000, 0, 0)
+    );
+    let told = w.table.take_notices();
+    let message = told
+        .iter()
+        .find(|n| n.kind == NoticeKind::Waiting)
+        .map(|n| n.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("room held on n1 (nominated)") && message.contains("room planned on n2"),
+        "{message}"
+    );
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    assert_eq!(
+        view.map(|v| v.planned_room),
+        Some(vec!["pair-1@n2".to_string()]),
+        "/gangs shows the planned room"
+    );
+    // pair-1 preempts only on its planned node.
+    let d = w.preempt(
+        &pair[1],
+        vec![candidate("n3", &[&c]), candidate("n2", &[&b])],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Trimmed);
+    assert_eq!(d.kept.len(), 1);
+    assert_eq!(d.kept[0].node, "n2");
+    assert!(matches!(
+        d.dropped.as_slice(),
+        [(n, DropReason::SiblingPreempting)] if n == "n3"
+    ));
+    w.add(&[&terminating(&b), &nominated(&pair[1], Some("n2"))]);
+    assert_eq!(
+        w.reserved("n2"),
+        0,
+        "nothing on top of b while it terminates"
+    );
+    w.table.remove_pod(&b.uid);
+    assert_eq!(w.reserved("n2"), 1000, "held for pair-1 once b is gone");
+    let view = w.table.views(w.now).into_iter().find(|v| v.name == "pair");
+    assert_eq!(view.map(|v| v.planned_room), Some(vec![]));
+    assert_eq!(verdict(&mut w, &pair[1], "n2"), NodeVerdict::Fits);
+    wait_message(&w.bind(&pair[1], "n2"));
+    w.table.remove_pod(&a.uid);
+    let placed = w.bind(&pair[0], "n1");
+    assert_eq!(names(&placed), ["pair-0@n1", "pair-1@n2"]);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (0, 0, 0)
     );
 }

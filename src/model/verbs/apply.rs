@@ -136,14 +136,20 @@ impl GangTable {
     }
 
     fn settle_charges(&mut self, charges: Charges) {
+        let mut freed = None;
         if let Some((node, r)) = charges.uncharge {
             self.ledger.uncharge(&node, &r);
             if let Some(gangs) = self.awaiting_leaving.remove(&node) {
                 self.room_freed.extend(gangs);
             }
+            freed = Some(node);
         }
         if let Some((node, r)) = charges.charge {
             self.ledger.charge(&node, &r);
+        }
+        // Once the pod's new charge is counted too: an update on the same node frees nothing.
+        if let Some(node) = freed {
+            self.seat_where_freed(&node);
         }
     }
 

@@ -300,6 +300,7 @@ mod tests {
                 .then(|| "gang ml/job: 1 of 2 members fit".to_string()),
             marker_warning: None,
             partly_bound: None,
+            planned_room: Vec::new(),
             topology: None,
             seconds_until_timeout: None,
             seconds_of_backoff_left: None,

@@ -47,6 +47,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::quorum_bound::BeyondCluster;
 pub use crate::model::table::disruptions::GangDisruption;
 use crate::model::table::preemption_plan::PlannedSeat;
+use crate::model::table::under_way::KeptNode;
 use crate::model::table::GangTable;
 
 pub(in crate::model) mod commit;
@@ -98,9 +99,9 @@ pub enum DropReason {
     /// Another member of the preemptor's gang preempted a moment ago; the room it frees is
     /// planned for the whole gang.
     SiblingPreempting,
-    /// The preemptor's earlier preemption, which muster kept, is still under way on `node`
+    /// The preemptor's earlier preemption, which muster kept, is still under way on `nodes`
     /// (its victims still exist): a second round elsewhere would evict for nothing.
-    PreemptionUnderWay { node: String },
+    PreemptionUnderWay { nodes: Vec<String> },
     /// The preemptor's gang's quorum is more than the cluster could ever hold.
     BeyondCluster(BeyondCluster),
     /// The request's pod UID is another pod's in muster's cache.
@@ -202,13 +203,15 @@ impl GangTable {
         });
         // Rule 0b: while this pod's earlier preemption is under way, it preempts nowhere else
         // (kube-scheduler's own rule, judged on what muster kept; see `table::under_way`).
-        if let Some(node) = self.preemption_under_way(&pod.uid, now) {
+        if let Some(nodes) = self.preemption_under_way(&pod.uid, now) {
             survivors.retain(|c| {
-                let same = c.node == node;
+                let same = nodes.contains(&c.node);
                 if !same {
                     dropped.push((
                         c.node.clone(),
-                        DropReason::PreemptionUnderWay { node: node.clone() },
+                        DropReason::PreemptionUnderWay {
+                            nodes: nodes.clone(),
+                        },
                     ));
                 }
                 same
@@ -347,9 +350,16 @@ impl GangTable {
             PreemptOutcome::Trimmed
         };
         self.tell_preemption(pod, &kept, &dropped);
-        if let Some(c) = kept.first() {
-            self.preemptions_under_way
-                .record(&pod.uid, &c.node, &c.victims, now);
+        if !kept.is_empty() {
+            // Every kept candidate: kube-scheduler acts on one of them, by its own order.
+            let nodes = kept
+                .iter()
+                .map(|c| KeptNode {
+                    node: c.node.clone(),
+                    victims: c.victims.clone(),
+                })
+                .collect();
+            self.preemptions_under_way.record(&pod.uid, nodes, now);
         }
         if let Some(c) = kept.first().filter(|_| !disruptions.is_empty()) {
             self.await_commit(&pod.uid, &c.node, &c.victims, &disruptions, now);
@@ -407,18 +417,69 @@ impl GangTable {
         })
     }
 
-    /// The node of `preemptor`'s earlier kept preemption while it is under way: recent, and
-    /// one of its victims still on that node as the watch has it (running or terminating, as
-    /// kube-scheduler's rule reads a terminating pod on the nominated node).
-    fn preemption_under_way(&self, preemptor: &str, now: Instant) -> Option<String> {
+    /// The nodes of `preemptor`'s earlier kept preemption while it is under way: recent, and
+    /// a victim of a kept candidate still on its node as the watch has it (running or
+    /// terminating, as kube-scheduler's rule reads a terminating pod on the nominated node).
+    /// Every kept candidate counts until the watch shows which one kube-scheduler acted on
+    /// (the preemptor nominated to its node, or one of its victims being deleted or gone);
+    /// from then on only that one, which stays under way while the room its victims freed
+    /// waits for the preemptor (within the record's 30 s).
+    fn preemption_under_way(&self, preemptor: &str, now: Instant) -> Option<Vec<String>> {
         let u = self.preemptions_under_way.recent(preemptor, now)?;
-        let still_there = u.victims.iter().any(|uid| {
-            self.pods
-                .get(uid.as_str())
-                .and_then(|v| v.charged_node())
-                .is_some_and(|n| **n == *u.node)
-        });
-        still_there.then(|| u.node.clone())
+        let nominated = self
+            .pods
+            .get(preemptor)
+            .and_then(|p| p.info.nominated_node.clone());
+        let acted = |k: &KeptNode| {
+            nominated.as_deref() == Some(k.node.as_str())
+                || k.victims.iter().any(|uid| {
+                    self.pods
+                        .get(uid.as_str())
+                        .is_none_or(|v| v.info.terminating || v.info.terminal)
+                })
+        };
+        let still_there = |k: &KeptNode| {
+            k.victims.iter().any(|uid| {
+                self.pods
+                    .get(uid.as_str())
+                    .and_then(|v| v.charged_node())
+                    .is_some_and(|n| **n == *k.node)
+            })
+        };
+        // Its victims gone (deleted without grace, say), the room they freed waits for the
+        // preemptor: kube-scheduler's cache may still show them running, and it preempts
+        // again elsewhere for a pod whose room is already free. Its own seat there counts
+        // as its room.
+        let room_waits = |k: &KeptNode| {
+            let Some(p) = self.pods.get(preemptor) else {
+                return false;
+            };
+            let Some(i) = self.ledger.position(&k.node) else {
+                return false;
+            };
+            let own = p
+                .info
+                .gang()
+                .and_then(|m| self.gangs.get(&m.gang))
+                .and_then(|g| g.seat_of(&p.info.uid))
+                .filter(|s| *s.node == *k.node)
+                .map(|s| s.requests.clone());
+            self.ledger
+                .shortfall(i, &p.info.requests, own.as_ref(), None)
+                .is_none()
+        };
+        let acted_on: Vec<&KeptNode> = u.kept.iter().filter(|k| acted(k)).collect();
+        let under_way = if acted_on.is_empty() {
+            u.kept.iter().any(still_there)
+        } else {
+            acted_on.iter().any(|k| still_there(k) || room_waits(k))
+        };
+        let judged = if acted_on.is_empty() {
+            u.kept.iter().collect()
+        } else {
+            acted_on
+        };
+        under_way.then(|| judged.iter().map(|k| k.node.clone()).collect())
     }
 
     /// What `candidate`'s victims free on its node, as muster knows them.
@@ -442,11 +503,27 @@ impl GangTable {
     /// moment), kube-scheduler's dry run has judged the node and the candidate is kept.
     fn held_for_other_gang(&self, pod: &PodInfo, candidate: &PreemptCandidate) -> Option<GangKey> {
         let n = self.ledger.position(&candidate.node)?;
+        let own = pod.gang().map(|m| &m.gang);
+        // Room a preempting gang's hold planned here, where pods of lower priority still run,
+        // is not seated (no-overcommit) but is that gang's all the same: its member preempts
+        // here in turn, and evicting those pods for another would be evicting for nothing.
+        let mut planned = Resources::default();
+        for key in self.awaiting_room.iter().filter(|k| Some(*k) != own) {
+            let Some(g) = self.gangs.get(key).filter(|g| g.is_admitted()) else {
+                continue;
+            };
+            for s in g
+                .awaiting_room
+                .iter()
+                .filter(|s| *s.node == *candidate.node)
+            {
+                planned.add(&s.requests);
+            }
+        }
         let reserved = self.ledger.at(n).reserved();
-        if reserved.is_zero() {
+        if reserved.is_zero() && planned.is_zero() {
             return None;
         }
-        let own = pod.gang().map(|m| &m.gang);
         let on_node = |seat: &crate::model::table::gang::Seat| *seat.node == *candidate.node;
         let mut credit = self.freed_by(candidate);
         if let Some(g) = own.and_then(|k| self.gangs.get(k)) {
@@ -456,7 +533,7 @@ impl GangTable {
         }
         // Room enough with its victims gone: nothing is held against it.
         self.ledger
-            .shortfall(n, &pod.requests, Some(&credit), None)?;
+            .shortfall(n, &pod.requests, Some(&credit), Some(&planned))?;
         let mut without_seats = self.freed_by(candidate);
         without_seats.add(reserved);
         if self
@@ -470,7 +547,11 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(k, _)| Some(*k) != own)
-            .find(|(_, g)| g.seats().values().any(on_node));
+            .find(|(_, g)| {
+                g.seats().values().any(on_node)
+                    || (g.is_admitted()
+                        && g.awaiting_room.iter().any(|s| *s.node == *candidate.node))
+            });
         holder.map(|(k, _)| k.clone())
     }
 

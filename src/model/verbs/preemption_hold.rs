@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
+use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
@@ -163,17 +163,32 @@ impl GangTable {
         };
         self.seat(key, SeatHolder::Member(uid.clone()), own);
         let others = self.members_for_late_seats(key, uid, others);
-        let mut told = vec![format!("{node} (nominated)")];
+        let mut held = vec![format!("{node} (nominated)")];
+        let mut awaiting = Vec::new();
         for s in others {
             // Members bound, deleted or seated meanwhile need no room held.
             let still_needed = match &s.holder {
                 SeatHolder::Member(m) => self.pods.get(m).is_some_and(|p| p.is_pending()),
                 SeatHolder::NotCreatedYet { .. } => true,
             };
-            if !still_needed || self.ledger.position(&s.node).is_none() {
+            let Some(position) = self.ledger.position(&s.node) else {
+                continue;
+            };
+            if !still_needed {
                 continue;
             }
-            told.push(s.node.to_string());
+            // The plan counted the pods of lower priority there as evictable, but they still
+            // run: a seat on top of them would over-commit the node (no-overcommit). The member
+            // may preempt them itself there, and the seat is taken once the room is free.
+            if self
+                .ledger
+                .shortfall(position, &s.requests, None, None)
+                .is_some()
+            {
+                awaiting.push(s);
+                continue;
+            }
+            held.push(s.node.to_string());
             let seat = Seat {
                 node: s.node,
                 requests: s.requests,
@@ -181,7 +196,11 @@ impl GangTable {
             };
             self.seat(key, s.holder, seat);
         }
-        let message = messages::holding(key, &told);
+        let planned: Vec<String> = awaiting.iter().map(|s| s.node.to_string()).collect();
+        let message = messages::holding(key, &held, &planned);
+        if !awaiting.is_empty() && !self.awaiting_room.contains(key) {
+            self.awaiting_room.push(key.clone());
+        }
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
@@ -190,6 +209,7 @@ impl GangTable {
             preemptor: uid.clone(),
             node: node.clone(),
         });
+        gang.awaiting_room = awaiting;
         // `/gangs` says why the gang waits, as the Event does.
         gang.last_wait_message = Some(message.clone());
         if let Some(p) = self.pods.get(uid) {
@@ -236,12 +256,109 @@ impl GangTable {
         seats
     }
 
+    /// Room was freed on `node` (a pod left it, or shrank): the planned seats of preempting
+    /// gangs that waited for room there become seats where they now fit (no-overcommit: on
+    /// free room only), so no other pod takes the room the gang's members preempted for.
+    pub(in crate::model) fn seat_where_freed(&mut self, node: &str) {
+        if self.awaiting_room.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.awaiting_room);
+        for key in keys {
+            self.seat_awaiting(&key, node);
+            let waits = self
+                .gangs
+                .get(&key)
+                .is_some_and(|g| g.is_admitted() && !g.awaiting_room.is_empty());
+            if waits && !self.awaiting_room.contains(&key) {
+                self.awaiting_room.push(key);
+            }
+        }
+    }
+
+    /// Seats the members of `key` whose planned room on `node` is free now. A planned seat
+    /// whose member no longer needs it (bound, deleted, or seated elsewhere: members are
+    /// interchangeable, one may have taken another's seat) goes to a member of the gang that
+    /// has neither a seat nor planned room, or is forgotten; room planned for a member not
+    /// created yet waits for one (it is never seated here: such room is held only within
+    /// the creation window).
+    fn seat_awaiting(&mut self, key: &GangKey, node: &str) {
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if !gang.is_admitted() {
+            return;
+        }
+        let needs = |uid: &PodUid| {
+            gang.seat_of(uid).is_none() && self.pods.get(uid).is_some_and(|p| p.is_pending())
+        };
+        let mut planned = gang.awaiting_room.clone();
+        let mut homeless: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| needs(&p.info.uid))
+            .filter(|p| {
+                !planned
+                    .iter()
+                    .any(|s| s.holder.member() == Some(&p.info.uid))
+            })
+            .map(|p| &p.info)
+            .collect();
+        planned.retain_mut(|s| {
+            if s.holder.member().is_some_and(&needs) {
+                return true;
+            }
+            match homeless
+                .iter()
+                .position(|p| p.requests.fits_in(&s.requests))
+            {
+                Some(i) => {
+                    let p = homeless.remove(i);
+                    s.holder = SeatHolder::Member(p.uid.clone());
+                    s.requests = p.requests.clone();
+                    true
+                }
+                None => s.holder.is_not_created_yet(),
+            }
+        });
+        let position = self.ledger.position(node);
+        let mut left = Vec::new();
+        let mut seats = Vec::new();
+        for s in planned {
+            let member = s.holder.member().and_then(|m| self.pods.get(m));
+            let admitted =
+                |p: &PodInfo| position.is_some_and(|i| node_admits(self.ledger.at(i).info(), p));
+            match member {
+                Some(p) if *s.node == *node && admitted(&p.info) => seats.push(s),
+                _ => left.push(s),
+            }
+        }
+        for s in seats {
+            // One by one: two members planned on one node may not both fit yet.
+            let free = position
+                .is_some_and(|i| self.ledger.shortfall(i, &s.requests, None, None).is_none());
+            if !free {
+                left.push(s);
+                continue;
+            }
+            let seat = Seat {
+                node: s.node,
+                requests: s.requests,
+                confirmed: false,
+            };
+            self.seat(key, s.holder, seat);
+        }
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.awaiting_room = left;
+        }
+    }
+
     /// Ends the gang's hold: the seats no member has asked to bind to are given up (pods
     /// refused for that room are asked to retry); seats of members whose bind calls came stay.
     pub(in crate::model) fn release_hold(&mut self, key: &GangKey) {
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
+        gang.awaiting_room.clear();
         if gang.preemption_hold.take().is_none() {
             return;
         }

@@ -101,6 +101,11 @@ pub struct GangView {
     /// and once it is placed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partly_bound: Option<String>,
+    /// Room a preempting gang's hold planned where pods of lower priority still run, as
+    /// `member@node` (`(not created yet)@node` for a member to come): not held until they go
+    /// (no-overcommit); absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned_room: Vec<String>,
     pub seconds_until_timeout: Option<u64>,
     pub seconds_of_backoff_left: Option<u64>,
     /// The gang's topology constraint and the domain it uses; absent for a gang without one.
@@ -319,6 +324,18 @@ impl GangTable {
             partly_bound: (state != GangState::Placed)
                 .then(|| gang.partly_bound.clone())
                 .flatten(),
+            planned_room: gang
+                .awaiting_room
+                .iter()
+                .filter(|_| gang.is_admitted())
+                .map(|s| {
+                    let who = match s.holder.member().and_then(|m| self.pods.get(m)) {
+                        Some(p) => p.info.name.to_string(),
+                        None => "(not created yet)".to_string(),
+                    };
+                    format!("{who}@{}", s.node)
+                })
+                .collect(),
             seconds_until_timeout: match gang.phase() {
                 Phase::Admitted { since } => Some(
                     timeout

@@ -199,15 +199,6 @@ impl Use {
         }
     }
 
-    pub fn minus(self, o: Use) -> Use {
-        Use {
-            cpu: self.cpu - o.cpu,
-            memory: self.memory - o.memory,
-            gpus: self.gpus - o.gpus,
-            pods: self.pods - o.pods,
-        }
-    }
-
     /// Every resource within `cap`.
     pub fn within(self, cap: Use) -> bool {
         self.cpu <= cap.cpu

@@ -54,7 +54,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 10;
+const SEEN: usize = 11;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -66,6 +66,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "preemptions acted on (victims deleted, preemptor nominated)",
     "gangs disrupted whole by a preemption",
     "nodes deleted with pods on them",
+    "holds that left room planned where lower-priority pods still ran",
 ];
 struct Seen;
 impl Seen {
@@ -79,6 +80,7 @@ impl Seen {
     const ACTED: usize = 7;
     const DISRUPTED: usize = 8;
     const NODES_WITH_PODS: usize = 9;
+    const PLANNED: usize = 10;
 }
 
 #[derive(Clone, Debug)]
@@ -785,6 +787,19 @@ impl Check {
             let obj = q.object();
             self.pod_event(Event::Apply(obj));
         }
+        // The hold seated only free room and planned the rest (no-overcommit, checked after
+        // every step like any seat).
+        let planned = self
+            .table
+            .gangs
+            .values()
+            .filter(|g| {
+                g.preemption_hold
+                    .as_ref()
+                    .is_some_and(|h| *h.preemptor == *p.uid)
+            })
+            .any(|g| !g.awaiting_room.is_empty());
+        self.seen[Seen::PLANNED] += u64::from(planned);
         Ok(())
     }
 
@@ -1031,32 +1046,12 @@ impl Check {
             prop_assert_eq!(Use::of(e.reserved()), seats, "seats on {}", name);
             // Bound + seats within allocatable, unless another scheduler's pod landed there,
             // or room is held for a preempting gang while its victims terminate (counted on
-            // top of them, as kube-scheduler counts a nominated pod), or a preempting gang's
-            // hold put the rest of its members where pods of lower priority still run (its
-            // plan counts them as evictable: the members' own preemptions are to free that
-            // room; see docs/testing.md, the model check).
-            let holding = self
-                .table
-                .gangs
-                .values()
-                .filter(|g| g.preemption_hold.is_some())
-                .filter(|g| g.seats().values().any(|s| *s.node == *name))
-                .map(|g| g.spec().priority)
-                .max();
-            let evictable = holding.map_or(Use::default(), |priority| {
-                self.cluster
-                    .pods
-                    .iter()
-                    .filter(|p| !p.terminating && self.cluster.node_of(p).as_ref() == Some(&name))
-                    .filter(|p| p.priority < priority)
-                    .fold(Use::default(), |u, p| u.plus(p.requests))
-            });
+            // top of them, as kube-scheduler counts a nominated pod).
             if used.plus(seats).within(alloc) {
                 self.disturbed.remove(&name);
             } else {
-                let held = holding.is_some() && used.minus(evictable).plus(seats).within(alloc);
                 prop_assert!(
-                    held || self.disturbed.contains(&name) || self.cluster.terminating_on(&name),
+                    self.disturbed.contains(&name) || self.cluster.terminating_on(&name),
                     "{} over-committed by seats: {:?} used + {:?} seated of {:?}",
                     name,
                     used,

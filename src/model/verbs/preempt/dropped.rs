@@ -29,8 +29,8 @@ impl DropReason {
             }
             DropReason::GangBackingOff { left } => messages::dropped_backing_off(pod, *left),
             DropReason::SiblingPreempting => messages::dropped_sibling_preempting(pod),
-            DropReason::PreemptionUnderWay { node } => {
-                messages::dropped_preemption_under_way(pod, node)
+            DropReason::PreemptionUnderWay { nodes } => {
+                messages::dropped_preemption_under_way(pod, nodes)
             }
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
             DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),

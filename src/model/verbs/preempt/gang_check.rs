@@ -19,7 +19,7 @@ use std::time::Instant;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{DropReason, PreemptCandidate};
-use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::objects::{PodInfo, PodUid};
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::GangTopology;
 use crate::model::planning::domains::domain_of;
@@ -130,8 +130,12 @@ impl GangTable {
                 && *uid != pod.uid
                 && now.saturating_duration_since(plan.at) < NOMINATION_WAIT
         });
-        if !self.is_placed(key, &facts) && (held || planned) {
+        // A hold's planned seats whose room pods of lower priority still use are not seats
+        // (no-overcommit) but stay the gang's plan while it is admitted, the hold ended or not.
+        let awaiting = gang.is_admitted() && !gang.awaiting_room.is_empty();
+        if !self.is_placed(key, &facts) && (held || planned || awaiting) {
             // Its own seat's node, held or planned, is where it may still need room freed.
+            let me = SeatHolder::Member(pod.uid.clone());
             let mut seats: Vec<String> = gang
                 .seat_of(&pod.uid)
                 .map(|s| s.node.to_string())
@@ -142,10 +146,29 @@ impl GangTable {
                     seats.extend(
                         planned
                             .iter()
-                            .filter(|s| s.holder == SeatHolder::Member(pod.uid.clone()))
+                            .filter(|s| s.holder == me)
                             .map(|s| s.node.to_string()),
                     );
                 }
+            }
+            let waiting = gang.awaiting_room.iter().filter(|s| s.holder == me);
+            seats.extend(waiting.map(|s| s.node.to_string()));
+            if seats.is_empty() {
+                // A member the hold planned nothing for (delivered after the decision, or whose
+                // seat another member took) may preempt where room waits for a member not
+                // created yet, or for one that no longer needs it: members are
+                // interchangeable, and that room becomes its seat once free.
+                let needs = |uid: &PodUid| {
+                    gang.seat_of(uid).is_none()
+                        && self.pods.get(uid).is_some_and(|p| p.is_pending())
+                };
+                seats.extend(
+                    gang.awaiting_room
+                        .iter()
+                        .filter(|s| s.holder.member().is_none_or(|m| !needs(m)))
+                        .filter(|s| pod.requests.fits_in(&s.requests))
+                        .map(|s| s.node.to_string()),
+                );
             }
             return GangCheck::OnlyOwnSeat(seats);
         }

@@ -28,7 +28,7 @@ use super::simulation::{
     StaticRules, CHECK_BUDGET,
 };
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
@@ -664,13 +664,36 @@ impl GangTable {
     }
 
     /// The DynamicResources state for `judged` (members `1..=missing` stand for members not
-    /// created yet), when any has a ResourceClaim.
+    /// created yet), when any has a ResourceClaim; the devices every seat of a member not
+    /// judged here would take on its node are held (see [`DynamicResources::hold`]), so seats
+    /// hold devices as they hold resources (no-overcommit).
     pub(in crate::model) fn dynamic_resources<'a>(
         &'a self,
         judged: &[&'a PodInfo],
         missing: usize,
     ) -> Option<DynamicResources<'a>> {
-        DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))
+        let mut devices =
+            DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))?;
+        let judged_uids: rustc_hash::FxHashSet<&PodUid> = judged.iter().map(|p| &p.uid).collect();
+        let mut seated: Vec<(&'a PodInfo, &'a NodeName)> = self
+            .gangs
+            .values()
+            .flat_map(|g| g.seats())
+            .filter_map(|(h, s)| {
+                let p = &self.pods.get(h.member()?)?.info;
+                let has_claims = p.rules.as_ref().is_some_and(|r| !r.claims.is_empty());
+                (has_claims && p.node_name.is_none() && !judged_uids.contains(&p.uid))
+                    .then_some((p, &s.node))
+            })
+            .collect();
+        // In a fixed order, so that the same table always holds the same devices.
+        seated.sort_unstable_by(|a, b| a.0.uid.cmp(&b.0.uid));
+        for (p, node) in seated {
+            if let Some(e) = self.ledger.get(node) {
+                devices.hold(p, e.info());
+            }
+        }
+        Some(devices)
     }
 
     /// What the rules of `members` read about the cluster: every node, and the pods on nodes

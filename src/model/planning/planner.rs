@@ -664,9 +664,13 @@ impl GangTable {
     }
 
     /// The DynamicResources state for `judged` (members `1..=missing` stand for members not
-    /// created yet), when any has a ResourceClaim; the devices every seat of a member not
-    /// judged here would take on its node are held (see [`DynamicResources::hold`]), so seats
-    /// hold devices as they hold resources (no-overcommit).
+    /// created yet), when any has a ResourceClaim. Every other pod with a claim that is placed
+    /// (bound, or being bound by muster) or holds a seat holds, on that node, the devices its
+    /// claims would get there while muster has not seen them allocated (see
+    /// [`DynamicResources::hold`]): kube-scheduler allocates a claim only in the pod's binding
+    /// cycle, and muster's claim watch may show the allocation after the pod's binding. So
+    /// seats hold devices as they hold resources (no-overcommit), and a node whose devices a
+    /// gang just bound is not offered to the next one meanwhile.
     pub(in crate::model) fn dynamic_resources<'a>(
         &'a self,
         judged: &[&'a PodInfo],
@@ -675,20 +679,22 @@ impl GangTable {
         let mut devices =
             DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))?;
         let judged_uids: rustc_hash::FxHashSet<&PodUid> = judged.iter().map(|p| &p.uid).collect();
-        let mut seated: Vec<(&'a PodInfo, &'a NodeName)> = self
-            .gangs
-            .values()
-            .flat_map(|g| g.seats())
-            .filter_map(|(h, s)| {
-                let p = &self.pods.get(h.member()?)?.info;
-                let has_claims = p.rules.as_ref().is_some_and(|r| !r.claims.is_empty());
-                (has_claims && p.node_name.is_none() && !judged_uids.contains(&p.uid))
-                    .then_some((p, &s.node))
+        let mut holding: Vec<(&'a PodInfo, &'a NodeName)> = self
+            .pods
+            .iter()
+            .filter(|e| e.info.rules.as_ref().is_some_and(|r| !r.claims.is_empty()))
+            .filter(|e| !e.info.terminal && !judged_uids.contains(&e.info.uid))
+            .filter_map(|e| {
+                let node = e.charged_node().or_else(|| {
+                    let key = &e.info.gang()?.gang;
+                    Some(&self.gangs.get(key)?.seat_of(&e.info.uid)?.node)
+                })?;
+                Some((&e.info, node))
             })
             .collect();
         // In a fixed order, so that the same table always holds the same devices.
-        seated.sort_unstable_by(|a, b| a.0.uid.cmp(&b.0.uid));
-        for (p, node) in seated {
+        holding.sort_unstable_by(|a, b| a.0.uid.cmp(&b.0.uid));
+        for (p, node) in holding {
             if let Some(e) = self.ledger.get(node) {
                 devices.hold(p, e.info());
             }

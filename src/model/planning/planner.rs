@@ -28,7 +28,7 @@ use super::simulation::{
     StaticRules, CHECK_BUDGET,
 };
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
 use crate::model::inputs::podgroup::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
@@ -664,13 +664,42 @@ impl GangTable {
     }
 
     /// The DynamicResources state for `judged` (members `1..=missing` stand for members not
-    /// created yet), when any has a ResourceClaim.
+    /// created yet), when any has a ResourceClaim. Every other pod with a claim that is placed
+    /// (bound, or being bound by muster) or holds a seat holds, on that node, the devices its
+    /// claims would get there while muster has not seen them allocated (see
+    /// [`DynamicResources::hold`]): kube-scheduler allocates a claim only in the pod's binding
+    /// cycle, and muster's claim watch may show the allocation after the pod's binding. So
+    /// seats hold devices as they hold resources (no-overcommit), and a node whose devices a
+    /// gang just bound is not offered to the next one meanwhile.
     pub(in crate::model) fn dynamic_resources<'a>(
         &'a self,
         judged: &[&'a PodInfo],
         missing: usize,
     ) -> Option<DynamicResources<'a>> {
-        DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))
+        let mut devices =
+            DynamicResources::new(&self.devices, judged, |i| (1..=missing).contains(&i))?;
+        let judged_uids: rustc_hash::FxHashSet<&PodUid> = judged.iter().map(|p| &p.uid).collect();
+        let mut holding: Vec<(&'a PodInfo, &'a NodeName)> = self
+            .pods
+            .iter()
+            .filter(|e| e.info.rules.as_ref().is_some_and(|r| !r.claims.is_empty()))
+            .filter(|e| !e.info.terminal && !judged_uids.contains(&e.info.uid))
+            .filter_map(|e| {
+                let node = e.charged_node().or_else(|| {
+                    let key = &e.info.gang()?.gang;
+                    Some(&self.gangs.get(key)?.seat_of(&e.info.uid)?.node)
+                })?;
+                Some((&e.info, node))
+            })
+            .collect();
+        // In a fixed order, so that the same table always holds the same devices.
+        holding.sort_unstable_by(|a, b| a.0.uid.cmp(&b.0.uid));
+        for (p, node) in holding {
+            if let Some(e) = self.ledger.get(node) {
+                devices.hold(p, e.info());
+            }
+        }
+        Some(devices)
     }
 
     /// What the rules of `members` read about the cluster: every node, and the pods on nodes

@@ -273,6 +273,34 @@ impl<'a> DynamicResources<'a> {
         }
     }
 
+    /// A pod outside the simulation holds a seat on `node` (another gang's member, or one of
+    /// this gang's not judged again): the devices its claims would get there are taken for the
+    /// whole simulation, before any member is placed, and never given back by a rollback.
+    /// kube-scheduler allocates a claim only in its binding cycle, so until then a seat is the
+    /// only thing that keeps two gangs from being planned onto the same devices
+    /// (no-overcommit). A claim already allocated takes nothing here (its devices are held in
+    /// the inventory); a seat whose claims no longer fit on its node takes nothing.
+    pub fn hold(&mut self, pod: &'a PodInfo, node: &NodeInfo) {
+        let claims: Result<Vec<Resolved<'a>>, String> = pod
+            .rules
+            .as_ref()
+            .map_or(&[][..], |r| &r.claims[..])
+            .iter()
+            .map(|c| resolve(self.inventory, pod, &c.name, &c.source, false))
+            .collect();
+        let Ok(claims) = claims else {
+            return;
+        };
+        if let Ok(held) = self.allocate_claims(&claims, node) {
+            for d in &held.devices {
+                self.taken.insert(addr(d));
+            }
+            for (key, devices) in held.claims {
+                self.allocated.insert(key, devices);
+            }
+        }
+    }
+
     /// The allocator for one member on one node: what it would take, or the refusal.
     fn allocate(&self, member: usize, node: &NodeInfo) -> Result<Placed<'a>, Reason> {
         let claims = match self.members.get(member) {
@@ -281,6 +309,15 @@ impl<'a> DynamicResources<'a> {
             Some(Ok(c)) if c.is_empty() => return Ok(Placed::default()),
             Some(Ok(c)) => c,
         };
+        self.allocate_claims(claims, node)
+    }
+
+    /// The allocator for `claims` on one node: what they would take, or the refusal.
+    fn allocate_claims(
+        &self,
+        claims: &[Resolved<'a>],
+        node: &NodeInfo,
+    ) -> Result<Placed<'a>, Reason> {
         let here = self.usable(node);
         let mut out = Placed::default();
         for claim in claims {

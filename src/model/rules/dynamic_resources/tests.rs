@@ -163,6 +163,56 @@ fn dynamic_resources_devices_allocated_to_claims_are_taken() {
     assert_eq!(dra.check(1, &node("n1")), Ok(()));
 }
 
+/// A seat of a pod outside the simulation holds the devices its claims would get on its node
+/// (kube-scheduler allocates them only in the pod's binding cycle); a rollback of the
+/// simulation never gives them back; a seat whose claim is allocated holds nothing more (its
+/// devices are the claim's).
+#[test]
+fn dynamic_resources_a_seat_holds_the_devices_its_claims_need() {
+    let mut inv = inventory(&[("n1", 4)]);
+    template(&mut inv, "two", AllocationMode::Exact(2));
+    template(&mut inv, "three", AllocationMode::Exact(3));
+    let seated = with_claims(pod("s"), &[from_template("three")]);
+    let p = with_claims(pod("w"), &[from_template("two")]);
+    let members = [&p];
+    let n1 = node("n1");
+    let mut dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    assert_eq!(dra.check(0, &n1), Ok(()));
+    dra.hold(&seated, &n1);
+    assert_eq!(
+        dra.check(0, &n1),
+        Err(Reason::DynamicResources),
+        "1 of 4 left"
+    );
+    let cp = dra.checkpoint();
+    dra.rollback(cp);
+    assert_eq!(
+        dra.check(0, &n1),
+        Err(Reason::DynamicResources),
+        "still held"
+    );
+
+    // Its claim allocated (gpu-0): only that device is taken, once.
+    inv.apply_claim(
+        ("ml".into(), "s-three".into()),
+        Claim {
+            spec: ClaimSpec::default(),
+            allocation: Some(Allocation {
+                devices: vec![DeviceId {
+                    driver: GPU.into(),
+                    pool: "n1".into(),
+                    name: "gpu-0".into(),
+                }],
+                node_selector: None,
+            }),
+        },
+    );
+    let seated = with_claims(pod("s"), &[ClaimSource::Claim("s-three".into())]);
+    let mut dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    dra.hold(&seated, &n1);
+    assert_eq!(dra.check(0, &n1), Ok(()), "3 of 4 free");
+}
+
 #[test]
 fn dynamic_resources_rollback_gives_the_devices_back() {
     let mut inv = inventory(&[("n1", 4)]);

@@ -698,3 +698,128 @@ fn whether_preemption_could_place_a_gang_is_looked_at_once_per_period() {
     w.now += PREEMPTION_LOOK_EVERY;
     assert_eq!(w.round().releases.len(), 1);
 }
+
+/// DynamicResources: kube-scheduler allocates a member's claim only in its binding cycle, so
+/// until then the devices a seat needs are free in the cluster. A gang seated on a node's
+/// devices holds them (no-overcommit) as it holds the node's CPU: the next gang gathered is
+/// seated on other devices, not nominated to a node whose devices kube-scheduler will refuse
+/// it (its DynamicResources filter counts the first gang's claims once they are allocated, and
+/// a member sent elsewhere than its seat was refused at bind and nominated again).
+#[test]
+fn a_gathered_gangs_seats_hold_their_devices() {
+    seats_hold_devices(false);
+}
+
+/// The same, with a pod already bound on n1 whose claim (2 GPUs) muster has not seen
+/// allocated yet: n1 has room for one more member only.
+#[test]
+fn a_bound_pods_claim_holds_its_devices_before_its_allocation_is_seen() {
+    seats_hold_devices(true);
+}
+
+fn seats_hold_devices(bound_first: bool) {
+    use crate::model::inputs::devices::{
+        AllocationMode, Claim, ClaimSource, ClaimSpec, Device, DeviceClass, NodeScope, PodClaim,
+        Request, Slice,
+    };
+    const GPU: &str = "gpu.example.com";
+    let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
+    let selector = w
+        .table
+        .compile_selector(&format!("device.driver == '{GPU}'"));
+    w.table.apply_device_class(
+        GPU.into(),
+        DeviceClass {
+            selectors: vec![selector],
+        },
+    );
+    for n in ["n1", "n2"] {
+        w.table.apply_resource_slice(
+            format!("{n}-gpus").into(),
+            Slice {
+                driver: GPU.into(),
+                pool: n.into(),
+                generation: 1,
+                slice_count: 1,
+                scope: Some(NodeScope::Node(n.into())),
+                devices: (0..4)
+                    .map(|i| Device {
+                        name: format!("gpu-{i}").into(),
+                        attributes: Default::default(),
+                        capacity: Default::default(),
+                        scope: None,
+                        unsupported: None,
+                    })
+                    .collect(),
+            },
+        );
+    }
+    // Each member has a claim of its own for 2 of a node's 4 GPUs: two members per node.
+    let member = |w: &mut World, name: &str, gang: &str| {
+        let claim = format!("{name}-gpus");
+        w.table.apply_resource_claim(
+            (
+                std::sync::Arc::from("ml"),
+                std::sync::Arc::from(claim.as_str()),
+            ),
+            Claim {
+                spec: ClaimSpec {
+                    requests: vec![Request {
+                        name: "gpus".into(),
+                        class: GPU.into(),
+                        mode: AllocationMode::Exact(2),
+                        selectors: vec![],
+                    }],
+                    unsupported: None,
+                },
+                allocation: None,
+            },
+        );
+        let mut p = gathered(pod(name).cpu(100).gang(gang, 2).build());
+        if let Some(r) = p.rules.as_mut() {
+            r.claims = vec![PodClaim {
+                name: "gpu".into(),
+                source: ClaimSource::Claim(claim.as_str().into()),
+            }];
+        }
+        p
+    };
+    // Muster's claim watch may show an allocation after the pod's binding: a pod bound on n1
+    // whose claim muster has not seen allocated holds its devices there all the same.
+    if bound_first {
+        let mut early = member(&mut w, "early", "g0");
+        early.node_name = Some("n1".into());
+        if let Some(r) = early.rules.as_mut() {
+            r.scheduling_gates.clear();
+        }
+        w.add(&[&early]);
+    }
+    let ms = [
+        member(&mut w, "a1", "g1"),
+        member(&mut w, "a2", "g1"),
+        member(&mut w, "b1", "g2"),
+        member(&mut w, "b2", "g2"),
+    ];
+    w.add(&ms.iter().collect::<Vec<_>>());
+    let plan = w.round();
+    // 8 GPUs for 4 members of 2 each; with the bound pod's 2, room for 3: one gang only.
+    let fit = if bound_first { 1 } else { 2 };
+    assert_eq!(plan.releases.len(), fit, "{plan:?}");
+    let mut per_node: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (p, n) in plan.releases.iter().flat_map(|r| &r.nominate) {
+        per_node
+            .entry(n.to_string())
+            .or_default()
+            .push(p.name.to_string());
+    }
+    for (n, on) in &per_node {
+        let free = if bound_first && n == "n1" { 1 } else { 2 };
+        assert!(
+            on.len() <= free,
+            "node {n} has room for {free} members of 2 GPUs, seats for {on:?}: {per_node:?}"
+        );
+    }
+    if !bound_first {
+        assert_eq!(per_node.len(), 2, "{per_node:?}");
+    }
+}

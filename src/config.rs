@@ -61,6 +61,13 @@ pub struct Args {
     #[arg(long, env = "MUSTER_ENQUEUE_VOLCANO_PODGROUPS", default_value_t = true, action = clap::ArgAction::Set)]
     pub enqueue_volcano_podgroups: bool,
 
+    /// When kube-scheduler preempts a running gang member without muster's say (muster away,
+    /// or its answer to the ignorable preempt-only entry late), the leader evicts the rest of
+    /// that gang (disruption mode gang), so it is disrupted whole. false: muster only ever
+    /// evicts for its own preempt decisions.
+    #[arg(long, env = "MUSTER_EVICT_GANGS_PREEMPTED_WITHOUT_MUSTER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub evict_gangs_preempted_without_muster: bool,
+
     /// Path under which the verbs are served: the path part of the extender `urlPrefix`
     /// ("" serves /filter, /prioritize, /bind).
     #[arg(long, env = "MUSTER_URL_PREFIX", default_value = "", value_parser = parse_prefix)]
@@ -308,6 +315,7 @@ impl Args {
             default_timeout: self.gang_timeout,
             backoff: self.gang_backoff,
             creation_window: self.creation_window,
+            evict_after_unseen_preemption: self.evict_gangs_preempted_without_muster,
             ..ModelConfig::default()
         }
     }
@@ -486,6 +494,15 @@ mod tests {
         assert_eq!(a.podgroup_status_interval, Duration::from_secs(2));
         assert!(!a.ops_gangs);
         assert!(a.enqueue_volcano_podgroups);
+    }
+
+    #[test]
+    fn evicting_gangs_preempted_without_muster_is_on_by_default_and_can_be_turned_off() {
+        let a = parse(&[]).unwrap();
+        assert!(a.model_config().evict_after_unseen_preemption);
+        let a = parse(&["--evict-gangs-preempted-without-muster=false"]).unwrap();
+        assert!(!a.model_config().evict_after_unseen_preemption);
+        assert!(parse(&["--evict-gangs-preempted-without-muster=sometimes"]).is_err());
     }
 
     #[test]

@@ -741,7 +741,8 @@ async fn two_nodes_and_priorities(c: &Cluster) -> Result<()> {
 /// disrupted whole, not left half running (evict-for-whole). muster reads kube-scheduler's
 /// `DisruptionTarget` condition (`PreemptionByScheduler`) on the victim, which still
 /// terminates (its grace period), from its first list after the restart.
-/// kube-scheduler alone leaves the other member running (checked while muster is away).
+/// kube-scheduler alone leaves the other member running (checked while muster is away, and in
+/// the control run, where muster runs with `--evict-gangs-preempted-without-muster=false`).
 #[tokio::test]
 async fn a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evicted_on_its_return(
 ) -> Result<()> {

@@ -22,6 +22,9 @@ pub struct ModelConfig {
     pub creation_window: Duration,
     /// How long the nodes a member's filter call passed are trusted as evidence.
     pub evidence_age: Duration,
+    /// Evict the rest of a running gang whose member kube-scheduler preempted without muster's
+    /// say (`verbs::unseen_preemption`).
+    pub evict_after_unseen_preemption: bool,
 }
 
 impl Default for ModelConfig {
@@ -34,6 +37,7 @@ impl Default for ModelConfig {
             max_first_node_attempts: 16,
             creation_window: Duration::from_secs(5),
             evidence_age: Duration::from_secs(30),
+            evict_after_unseen_preemption: true,
         }
     }
 }

@@ -41,7 +41,8 @@ impl GangTable {
             return;
         };
         let victim = &entry.info;
-        if !victim.preempted_by_scheduler
+        if !self.config.evict_after_unseen_preemption
+            || !victim.preempted_by_scheduler
             || victim.node_name.is_none()
             || self.preemptions_answered.contains(uid)
         {

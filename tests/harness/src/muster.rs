@@ -92,6 +92,13 @@ impl Muster {
                 (!self.opts.args.iter().any(|a| a.starts_with("--scope")))
                     .then_some("--scope=every-pod"),
             )
+            // A control run is kube-scheduler alone: muster runs (tests read its view) but acts
+            // on nothing kube-scheduler decided without it, such as evicting the rest of a gang
+            // kube-scheduler preempted a member of.
+            .args(
+                crate::cluster::control_run_requested()
+                    .then_some("--evict-gangs-preempted-without-muster=false"),
+            )
             .args(&self.opts.args)
             .env("KUBECONFIG", &self.opts.kubeconfig);
         if std::env::var_os("RUST_LOG").is_none() {

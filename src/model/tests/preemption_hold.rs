@@ -17,6 +17,19 @@ fn candidate(node: &str, victims: &[&PodInfo]) -> PreemptCandidate {
     }
 }
 
+/// A gang `pair` of two high-priority 1-CPU members.
+fn high_pair() -> Vec<PodInfo> {
+    (0..2)
+        .map(|i| {
+            pod(&format!("pair-{i}"))
+                .cpu(1000)
+                .priority(HIGH)
+                .gang("pair", 2)
+                .build()
+        })
+        .collect()
+}
+
 fn terminating(p: &PodInfo) -> PodInfo {
     PodInfo {
         terminating: true,
@@ -47,15 +60,7 @@ struct Scene {
 fn scene() -> Scene {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
     let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
-    let pair: Vec<PodInfo> = (0..2)
-        .map(|i| {
-            pod(&format!("pair-{i}"))
-                .cpu(1000)
-                .priority(HIGH)
-                .gang("pair", 2)
-                .build()
-        })
-        .collect();
+    let pair = high_pair();
     let middle = pod("middle").cpu(1000).priority(MIDDLE).build();
     w.add(&[&low, &pair[0], &pair[1], &middle]);
     Scene {
@@ -204,15 +209,7 @@ fn no_other_pod_preempts_its_way_into_held_room() {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
     let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
     let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
-    let pair: Vec<PodInfo> = (0..2)
-        .map(|i| {
-            pod(&format!("pair-{i}"))
-                .cpu(1000)
-                .priority(HIGH)
-                .gang("pair", 2)
-                .build()
-        })
-        .collect();
+    let pair = high_pair();
     let middle = pod("middle").cpu(1000).priority(MIDDLE).build();
     w.add(&[&a, &b, &pair[0], &pair[1], &middle]);
     let d = w.preempt(
@@ -240,15 +237,7 @@ fn no_other_pod_preempts_its_way_into_held_room() {
 fn a_member_delivered_after_the_decision_takes_the_room_planned_for_it() {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
     let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
-    let pair: Vec<PodInfo> = (0..2)
-        .map(|i| {
-            pod(&format!("pair-{i}"))
-                .cpu(1000)
-                .priority(HIGH)
-                .gang("pair", 2)
-                .build()
-        })
-        .collect();
+    let pair = high_pair();
     w.add(&[&low, &pair[0]]);
     let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
     assert_eq!(d.outcome, PreemptOutcome::Kept);
@@ -327,15 +316,7 @@ fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go(
     let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
     let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
     let c = pod("c").cpu(1000).priority(LOW).bound("n3").build();
-    let pair: Vec<PodInfo> = (0..2)
-        .map(|i| {
-            pod(&format!("pair-{i}"))
-                .cpu(1000)
-                .priority(HIGH)
-                .gang("pair", 2)
-                .build()
-        })
-        .collect();
+    let pair = high_pair();
     w.add(&[&a, &b, &c, &pair[0], &pair[1]]);
     let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
     assert_eq!(d.outcome, PreemptOutcome::Kept);

@@ -35,7 +35,7 @@ use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
     control_run_requested, ensure_truth, holds_for, names, rbac, wait_for, ControlPlane,
     ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
-    PLACE, WINDOW,
+    PLACE, REASON, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -406,13 +406,22 @@ async fn a_partly_bound_gang_whose_room_was_taken_while_muster_was_down_is_evict
         let bound = k8s::bound_pods(&client, NS).await?;
         ensure_truth!(!bound.contains_key("g-2"), "g-2 bound: {bound:?}");
         if muster_view_is_checked() {
-            let events = k8s::events_for(&client, NS, "g-0").await?;
-            ensure!(
-                events.iter().any(|e| e.reason == "GangPartlyBound"
-                    && e.type_ == "Warning"
-                    && e.message.contains("evicted")),
-                "no GangPartlyBound Warning on g-0: {events:?}"
-            );
+            // Events are published apart from the evictions, and may land after them.
+            wait_for("a GangPartlyBound Warning on g-0", REASON, || async {
+                let events = k8s::events_for(&client, NS, "g-0").await?;
+                Ok(
+                    if events.iter().any(|e| {
+                        e.reason == "GangPartlyBound"
+                            && e.type_ == "Warning"
+                            && e.message.contains("evicted")
+                    }) {
+                        Progress::Done(())
+                    } else {
+                        Progress::NotYet(format!("events on g-0: {events:?}"))
+                    },
+                )
+            })
+            .await?;
             let evicted = env
                 .metric("muster_partly_bound_gangs_total{outcome=\"evicted\"}")
                 .await?;

@@ -92,6 +92,15 @@ impl Fixture {
         }
     }
 
+    /// The watch delivers the deletion of pod `uid`, and then, as after every event, the
+    /// table's notices are flushed (which wakes the bind calls held for gangs whose awaited
+    /// room was freed).
+    fn watch_deleted(&self, uid: &str) {
+        self.shared.table.lock().remove_pod(uid);
+        self.shared.cache_changed();
+        self.shared.flush_notices();
+    }
+
     /// The README's seed gang (master and worker of ml/ai-gang-job, min-available 2), each
     /// requesting `cpu`, delivered by the watch; their JSON, as kube-scheduler will send them.
     fn watch_seed_gang(&self, cpu: &str) -> (String, String) {
@@ -932,3 +941,6 @@ mod in_flight;
 
 #[path = "router/outlived.rs"]
 mod outlived;
+
+#[path = "router/woken.rs"]
+mod woken;

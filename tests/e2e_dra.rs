@@ -19,6 +19,7 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use muster_harness::dra;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::{
     ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
@@ -38,15 +39,7 @@ async fn gpu_node(c: &Cluster, name: &str, gpus: usize) -> Result<()> {
     let devices: Vec<_> = (0..gpus)
         .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": "a100"}}}))
         .collect();
-    let slice: ResourceSlice = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": format!("{name}-gpus")},
-        "spec": {
-            "driver": CLASS, "nodeName": name,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices
-        }
-    }))?;
+    let slice = dra::node_slice(CLASS, name, devices)?;
     Api::<ResourceSlice>::all(c.client())
         .create(&PostParams::default(), &slice)
         .await
@@ -55,13 +48,8 @@ async fn gpu_node(c: &Cluster, name: &str, gpus: usize) -> Result<()> {
 }
 
 async fn device_class(c: &Cluster) -> Result<()> {
-    let class: DeviceClass = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{CLASS}'")}}]}
-    }))?;
     Api::<DeviceClass>::all(c.client())
-        .create(&PostParams::default(), &class)
+        .create(&PostParams::default(), &dra::driver_class(CLASS)?)
         .await?;
     Ok(())
 }

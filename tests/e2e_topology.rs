@@ -28,7 +28,7 @@
 //! Without muster (`tests/control-run`) kube-scheduler places members one by one wherever
 //! there is room (and preempts per member), so each fails there on cluster truth.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -57,6 +57,24 @@ async fn racks(c: &Cluster, room: [usize; 4]) -> Result<()> {
             .await?;
         }
     }
+    Ok(())
+}
+
+/// The racks (`r<rack>`) of the nodes the members were bound to.
+fn racks_of(bound: &BTreeMap<String, (String, Instant)>) -> BTreeSet<&str> {
+    bound
+        .values()
+        .map(|(n, _)| n.split('-').next().unwrap_or_default())
+        .collect()
+}
+
+/// Cluster truth: the members were bound together, and all in rack 1.
+fn ensure_together_in_rack_1(bound: &BTreeMap<String, (String, Instant)>) -> Result<()> {
+    ensure_truth!(spread(bound) <= TOGETHER, "not bound together: {bound:?}");
+    ensure_truth!(
+        racks_of(bound) == BTreeSet::from(["r1"]),
+        "not wholly in rack 1: {bound:?}"
+    );
     Ok(())
 }
 
@@ -99,19 +117,11 @@ async fn lands_wholly_in_rack_1(c: &Cluster, ns: &str) -> Result<()> {
         })
         .await?;
     let bound = c.wait_bound(ns, &gang, PLACE).await?;
-    ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
-    let in_rack: BTreeSet<&str> = bound
-        .values()
-        .map(|(n, _)| n.split('-').next().unwrap_or_default())
-        .collect();
     ensure_truth!(
-        !in_rack.contains("r0"),
+        !racks_of(&bound).contains("r0"),
         "a member was bound in rack 0: {bound:?}"
     );
-    ensure_truth!(
-        in_rack == BTreeSet::from(["r1"]),
-        "not wholly in rack 1: {bound:?}"
-    );
+    ensure_together_in_rack_1(&bound)?;
     c.assert_no_overcommit().await?;
     Ok(())
 }
@@ -160,10 +170,7 @@ async fn a_preferred_rack_gang_no_rack_holds_spans_the_fewest_racks() -> Result<
             .await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
         ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
-        let in_racks: BTreeSet<&str> = bound
-            .values()
-            .map(|(n, _)| n.split('-').next().unwrap_or_default())
-            .collect();
+        let in_racks = racks_of(&bound);
         // No rack holds 8; two do (the roomiest, rack 2 with 6, and any other with 2 more).
         ensure_truth!(
             in_racks.len() == 2 && in_racks.contains("r2"),
@@ -231,6 +238,16 @@ async fn racks_with_low_pods(c: &Cluster, ns: &str, busy: &[usize]) -> Result<Ve
     Ok(low)
 }
 
+/// Gang `trainer` of `n` high-priority one-CPU members, all required in one rack; their names.
+async fn high_rack_gang(c: &Cluster, ns: &str, n: u32) -> Result<Vec<String>> {
+    c.create_gang(ns, "trainer", n, n, GangKey::Muster, |p| {
+        p.cpu("1")
+            .priority_class("high")
+            .annotation("muster.dev/topology-required", RACK)
+    })
+    .await
+}
+
 /// The names of the pods that exist in `ns`.
 async fn existing(c: &Cluster, ns: &str) -> Result<BTreeSet<String>> {
     Ok(c.pods(ns)
@@ -258,23 +275,9 @@ async fn a_required_rack_gang_preempts_only_inside_the_rack_with_the_fewest_vict
     let r = async {
         c.namespace(ns).await?;
         let low = racks_with_low_pods(&c, ns, &[2, 1, 3]).await?;
-        let gang = c
-            .create_gang(ns, "trainer", 4, 4, GangKey::Muster, |p| {
-                p.cpu("1")
-                    .priority_class("high")
-                    .annotation("muster.dev/topology-required", RACK)
-            })
-            .await?;
+        let gang = high_rack_gang(&c, ns, 4).await?;
         let bound = c.wait_bound(ns, &gang, PLACE).await?;
-        let in_rack: BTreeSet<&str> = bound
-            .values()
-            .map(|(n, _)| n.split('-').next().unwrap_or_default())
-            .collect();
-        ensure_truth!(
-            in_rack == BTreeSet::from(["r1"]),
-            "not wholly in rack 1: {bound:?}"
-        );
-        ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
+        ensure_together_in_rack_1(&bound)?;
         // Pod names are never reused here: a low pod that exists now was never evicted.
         let exist = existing(&c, ns).await?;
         let evicted_elsewhere: Vec<&String> = low[0]
@@ -316,13 +319,7 @@ async fn a_required_rack_gang_no_rack_holds_even_after_evictions_evicts_nothing(
             .into_iter()
             .flatten()
             .collect();
-        let gang = c
-            .create_gang(ns, "trainer", 5, 5, GangKey::Muster, |p| {
-                p.cpu("1")
-                    .priority_class("high")
-                    .annotation("muster.dev/topology-required", RACK)
-            })
-            .await?;
+        let gang = high_rack_gang(&c, ns, 5).await?;
         let (cluster, low_pods) = (&c, &low);
         holds_for("every low pod to stay", NOTHING_EVICTED, || async move {
             let exist = existing(cluster, ns).await?;
@@ -367,10 +364,7 @@ async fn a_preferred_rack_gang_seated_before_its_larger_members_existed_moves_wh
         "a_preferred_rack_gang_seated_before_its_larger_members_moves",
         Instant::now(),
     );
-    let c = Cluster::start(MUSTER).await?;
-    let ns = "moves";
-    let r = moves_whole_to_rack_1(&c, ns, "muster.dev/topology-preferred").await;
-    c.report(&[ns], r).await
+    moves_whole_to_rack_1_alone("moves", "muster.dev/topology-preferred").await
 }
 
 /// The same with `muster.dev/topology-required`: without the move, the larger members would
@@ -381,9 +375,13 @@ async fn a_required_rack_gang_seated_before_its_larger_members_existed_moves_who
         "a_required_rack_gang_seated_before_its_larger_members_moves",
         Instant::now(),
     );
+    moves_whole_to_rack_1_alone("moves-required", "muster.dev/topology-required").await
+}
+
+/// [`moves_whole_to_rack_1`] on a cluster of its own, in namespace `ns`.
+async fn moves_whole_to_rack_1_alone(ns: &str, key: &str) -> Result<()> {
     let c = Cluster::start(MUSTER).await?;
-    let ns = "moves-required";
-    let r = moves_whole_to_rack_1(&c, ns, "muster.dev/topology-required").await;
+    let r = moves_whole_to_rack_1(&c, ns, key).await;
     c.report(&[ns], r).await
 }
 
@@ -429,15 +427,7 @@ async fn moves_whole_to_rack_1(c: &Cluster, ns: &str, key: &str) -> Result<()> {
     }
     let gang: Vec<String> = (0..4).map(|i| format!("trainer-{i}")).collect();
     let bound = c.wait_bound(ns, &gang, PLACE).await?;
-    ensure_truth!(spread(&bound) <= TOGETHER, "not bound together: {bound:?}");
-    let in_rack: BTreeSet<&str> = bound
-        .values()
-        .map(|(n, _)| n.split('-').next().unwrap_or_default())
-        .collect();
-    ensure_truth!(
-        in_rack == BTreeSet::from(["r1"]),
-        "not wholly in rack 1: {bound:?}"
-    );
+    ensure_together_in_rack_1(&bound)?;
     c.assert_no_overcommit().await?;
     if muster_view_is_checked() {
         c.wait_event_containing(

@@ -92,6 +92,15 @@ impl Fixture {
         }
     }
 
+    /// The watch delivers the deletion of pod `uid`, and then, as after every event, the
+    /// table's notices are flushed (which wakes the bind calls held for gangs whose awaited
+    /// room was freed).
+    fn watch_deleted(&self, uid: &str) {
+        self.shared.table.lock().remove_pod(uid);
+        self.shared.cache_changed();
+        self.shared.flush_notices();
+    }
+
     /// The README's seed gang (master and worker of ml/ai-gang-job, min-available 2), each
     /// requesting `cpu`, delivered by the watch; their JSON, as kube-scheduler will send them.
     fn watch_seed_gang(&self, cpu: &str) -> (String, String) {
@@ -125,6 +134,10 @@ fn go_pod(name: &str, uid: &str, cpu: &str, annotations: &str) -> String {
 }
 
 const GANG: &str = r#"{"muster.dev/group":"ai-gang-job","muster.dev/min-available":"2"}"#;
+
+/// The bind answer for the seed gang's first member to ask, below quorum, byte for byte.
+const SEED_MASTER_WAITING: &str =
+    r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#;
 
 /// A filter answer keeping node1 and failing no node, byte for byte.
 const FILTER_KEEPS_NODE1: &str = r#"{"Nodes":null,"NodeNames":["node1"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}"#;
@@ -271,10 +284,7 @@ async fn bind_waits_below_quorum_then_binds_the_whole_gang() {
         .post("/bind", &bind_args("ai-gang-job-master-0", "u-m", "node1"))
         .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        body,
-        r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
-    );
+    assert_eq!(body, SEED_MASTER_WAITING);
     assert!(
         f.binder.calls.lock().is_empty(),
         "nothing bound below quorum"
@@ -397,10 +407,7 @@ async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
             .await
             .unwrap_or_else(|_| panic!("--bind-wait {wait:?}: no answer"));
         let took = started.elapsed();
-        assert_eq!(
-            body,
-            r#"{"Error":"gang ml/ai-gang-job waiting for quorum: 1/2 members have nodes"}"#
-        );
+        assert_eq!(body, SEED_MASTER_WAITING);
         assert!(
             (earliest..=latest).contains(&took),
             "--bind-wait {wait:?} answered after {took:?}, not within {earliest:?}..={latest:?}"
@@ -932,3 +939,6 @@ mod in_flight;
 
 #[path = "router/outlived.rs"]
 mod outlived;
+
+#[path = "router/woken.rs"]
+mod woken;

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use kube::api::{Api, PostParams};
 use kube::Client;
+use muster_harness::dra;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -58,11 +59,7 @@ impl Devices {
 
     /// The DeviceClass and one node-local slice per node `node-<i>`, `i` in `0..nodes`.
     pub async fn create_inventory(&self, client: &Client, nodes: usize) -> Result<()> {
-        let class: DeviceClass = serde_json::from_value(json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{CLASS}'")}}]}
-        }))?;
+        let class = dra::driver_class(CLASS)?;
         Api::<DeviceClass>::all(client.clone())
             .create(&PostParams::default(), &class)
             .await
@@ -74,15 +71,7 @@ impl Devices {
             let devices: Vec<_> = (0..self.per_node)
                 .map(|d| json!({"name": format!("gpu-{d}")}))
                 .collect();
-            let slice: ResourceSlice = serde_json::from_value(json!({
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                "metadata": {"name": format!("{node}-gpus")},
-                "spec": {
-                    "driver": CLASS, "nodeName": node,
-                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                    "devices": devices
-                }
-            }))?;
+            let slice = dra::node_slice(CLASS, &node, devices)?;
             let api = Api::<ResourceSlice>::all(client.clone());
             let permit = sem.clone().acquire_owned().await?;
             set.spawn(async move {

@@ -22,6 +22,7 @@ pub(crate) mod ledger;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
+pub(crate) mod room_waits;
 pub(crate) mod under_way;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlan;
+use self::room_waits::RoomWaits;
 use self::under_way::PreemptionsUnderWay;
 use crate::model::inputs::config::ModelConfig;
 use crate::model::inputs::devices::DeviceInventory;
@@ -77,19 +79,18 @@ pub struct GangTable {
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
-    /// Per node, the gangs whose quorum waits for pods being deleted there to go (their room
-    /// is on its way: kube-scheduler's cache may already show them gone while muster's watch
-    /// has not delivered it). The first pod leaving the node moves them to `room_freed`.
-    pub(super) awaiting_leaving: HashMap<NodeName, Vec<GangKey>>,
+    /// Per node, the gangs waiting for room there: quorums waiting for pods being deleted
+    /// there to go (their room is on its way: kube-scheduler's cache may already show them
+    /// gone while muster's watch has not delivered it; the first pod leaving the node moves
+    /// them to `room_freed`), and preemption holds whose planned seats wait for pods of lower
+    /// priority to go (`Gang::awaiting_room`). One index for both: see `room_waits`.
+    pub(super) room_waits: RoomWaits,
     /// Gangs whose awaited room was freed since the last [`GangTable::take_room_freed`]: their
     /// held bind calls decide again.
     pub(super) room_freed: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
-    /// The gangs whose preemption hold left planned seats waiting for room (`Gang::
-    /// awaiting_room`): looked at when room is freed, so a pod event costs nothing otherwise.
-    pub(super) awaiting_room: Vec<GangKey>,
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
     /// Gang members whose preemption was refused because the watch had not delivered them
@@ -214,10 +215,9 @@ impl GangTable {
             refused_for_unknown_nodes: HashSet::default(),
             nodes_arrived: false,
             released: Vec::new(),
-            awaiting_leaving: HashMap::default(),
+            room_waits: RoomWaits::default(),
             room_freed: Vec::new(),
             preempt_plans: HashMap::default(),
-            awaiting_room: Vec::new(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),

@@ -10,12 +10,26 @@ use crate::model::topology::{KUEUE_REQUIRED_TOPOLOGY, TOPOLOGY_REQUIRED};
 const RACK: &str = "example.com/rack";
 
 /// `racks[r]` nodes of 1000m in rack `r`, named `r<r>-<i>`; the first `full[r]` of them are
-/// taken by a plain pod.
+/// taken by a plain pod (of priority 0).
 fn racks(racks: &[usize], full: &[usize]) -> (World, Vec<PodInfo>) {
+    let busy: Vec<Vec<Option<i32>>> = racks
+        .iter()
+        .enumerate()
+        .map(|(r, &n)| {
+            let full = full.get(r).copied().unwrap_or(0);
+            (0..n).map(|i| (i < full).then_some(0)).collect()
+        })
+        .collect();
+    racks_running(&busy)
+}
+
+/// Racks of 1000m nodes, named `r<r>-<i>`: node `i` of rack `r` runs a plain pod of 1000m
+/// `busy-r<r>-<i>` of priority `p` where `busy[r][i]` is `Some(p)`, and nothing where `None`.
+fn racks_running(busy: &[Vec<Option<i32>>]) -> (World, Vec<PodInfo>) {
     let mut nodes = Vec::new();
-    let mut plain = Vec::new();
-    for (r, &n) in racks.iter().enumerate() {
-        for i in 0..n {
+    let mut running = Vec::new();
+    for (r, priorities) in busy.iter().enumerate() {
+        for (i, priority) in priorities.iter().enumerate() {
             let name = format!("r{r}-{i}");
             nodes.push(
                 testkit::node(&name)
@@ -23,16 +37,20 @@ fn racks(racks: &[usize], full: &[usize]) -> (World, Vec<PodInfo>) {
                     .label(RACK, &format!("rack-{r}"))
                     .build(),
             );
-            if i < full.get(r).copied().unwrap_or(0) {
-                plain.push(pod(&format!("busy-{name}")).cpu(1000).bound(&name).build());
+            if let Some(p) = priority {
+                running.push(
+                    pod(&format!("busy-{name}"))
+                        .cpu(1000)
+                        .priority(*p)
+                        .bound(&name)
+                        .build(),
+                );
             }
         }
     }
     let mut w = World::new(&nodes);
-    for p in &plain {
-        w.table.apply_pod(p.clone());
-    }
-    (w, plain)
+    w.add(&running.iter().collect::<Vec<_>>());
+    (w, running)
 }
 
 fn member(i: usize, quorum: u32, key: &str) -> PodInfo {
@@ -338,17 +356,7 @@ fn a_required_gang_preempts_only_inside_one_rack() {
         })
         .collect();
     w.add(&low.iter().collect::<Vec<_>>());
-    let gang: Vec<PodInfo> = (0..2)
-        .map(|i| {
-            pod(&format!("g-{i}"))
-                .cpu(1000)
-                .priority(100_000)
-                .gang("g", 2)
-                .annotation(TOPOLOGY_REQUIRED, RACK)
-                .build()
-        })
-        .collect();
-    w.add(&gang.iter().collect::<Vec<_>>());
+    let gang = add_rack_gang(&mut w, 2, 100_000);
     let cand = |node: &str, victim: &PodInfo| PreemptCandidate {
         node: node.to_string(),
         victims: vec![victim.uid.to_string()],
@@ -469,17 +477,7 @@ fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
 fn a_required_gang_preempts_in_the_rack_with_the_fewest_victims() {
     // The plain pods have priority 0.
     let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
-    let gang: Vec<PodInfo> = (0..4)
-        .map(|i| {
-            pod(&format!("g-{i}"))
-                .cpu(1000)
-                .priority(100_000)
-                .gang("g", 4)
-                .annotation(TOPOLOGY_REQUIRED, RACK)
-                .build()
-        })
-        .collect();
-    w.add(&gang.iter().collect::<Vec<_>>());
+    let gang = add_rack_gang(&mut w, 4, 100_000);
     let candidates: Vec<PreemptCandidate> = low
         .iter()
         .map(|v| PreemptCandidate {
@@ -570,17 +568,7 @@ fn a_later_member_of_a_preferred_gang_goes_to_the_nearest_domain() {
 #[test]
 fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
     let (mut w, low) = racks(&[4, 4, 4], &[2, 1, 3]);
-    let gang: Vec<PodInfo> = (0..4)
-        .map(|i| {
-            pod(&format!("g-{i}"))
-                .cpu(1000)
-                .priority(100_000)
-                .gang("g", 4)
-                .annotation(TOPOLOGY_REQUIRED, RACK)
-                .build()
-        })
-        .collect();
-    w.add(&gang.iter().collect::<Vec<_>>());
+    let gang = add_rack_gang(&mut w, 4, 100_000);
     let candidates: Vec<PreemptCandidate> = low
         .iter()
         .map(|v| PreemptCandidate {
@@ -603,6 +591,23 @@ fn a_second_member_preempting_while_the_first_ones_plan_waits_evicts_nothing() {
             .all(|(_, why)| *why == DropReason::SiblingPreempting),
         "{d:?}"
     );
+}
+
+/// Gang `g` of `n` one-CPU members `g-<i>` of `priority`, required in one rack, delivered by
+/// the watch.
+fn add_rack_gang(w: &mut World, n: u32, priority: i32) -> Vec<PodInfo> {
+    let gang: Vec<PodInfo> = (0..n)
+        .map(|i| {
+            pod(&format!("g-{i}"))
+                .cpu(1000)
+                .priority(priority)
+                .gang("g", n)
+                .annotation(TOPOLOGY_REQUIRED, RACK)
+                .build()
+        })
+        .collect();
+    w.add(&gang.iter().collect::<Vec<_>>());
+    gang
 }
 
 /// Racks `b0r<r>-<i>` in one block: `racks[r]` is (nodes, cpu of each).
@@ -634,16 +639,42 @@ fn preferred_of(i: usize, cpu: i64) -> PodInfo {
         .build()
 }
 
-/// The every-pod mode, members created one by one: `first` asks alone (and is seated where
-/// its plan puts it, the rest of the gang held as copies of it), then `rest` appear.
-fn first_alone_then(w: &mut World, first: &PodInfo, rest: &[PodInfo]) -> String {
-    w.add(&[first]);
-    let (ok, _) = w.filter(first);
+/// Member `i` of a gang of 4 required in one rack, of `cpu` millicores.
+fn required_of(i: usize, cpu: i64) -> PodInfo {
+    pod(&format!("m{i}"))
+        .cpu(cpu)
+        .gang("g", 4)
+        .annotation(TOPOLOGY_REQUIRED, RACK)
+        .build()
+}
+
+/// The every-pod mode, members created one by one: the first, `member(0, 100)`, asks alone
+/// (and is seated where its plan puts it, the rest of the gang held as copies of it), then the
+/// rest appear, three of 900m. The first, the rest, and the first's seat.
+fn first_alone_then_larger(
+    w: &mut World,
+    member: fn(usize, i64) -> PodInfo,
+) -> (PodInfo, Vec<PodInfo>, String) {
+    let first = member(0, 100);
+    let rest: Vec<PodInfo> = (1..4).map(|i| member(i, 900)).collect();
+    w.add(&[&first]);
+    let (ok, _) = w.filter(&first);
     assert_eq!(ok.len(), 1, "{ok:?}");
-    assert!(matches!(w.bind(first, &ok[0]), BindDecision::Wait { .. }));
+    assert!(matches!(w.bind(&first, &ok[0]), BindDecision::Wait { .. }));
     w.table.take_released();
     w.add(&rest.iter().collect::<Vec<_>>());
-    ok[0].clone()
+    (first, rest, ok[0].clone())
+}
+
+/// [`bind_each`] for the whole gang of 4: every member bound in rack `r` of block 0.
+fn bind_all_in_rack(w: &mut World, members: &[&PodInfo], r: usize) {
+    let bound = bind_each(w, members);
+    assert_eq!(bound.len(), 4, "{bound:?}");
+    let rack = format!("@b0r{r}-");
+    assert!(
+        bound.iter().all(|b| b.contains(&rack)),
+        "one rack: {bound:?}"
+    );
 }
 
 /// Filters and binds each of `members` once, in order; the bindings at quorum.
@@ -673,9 +704,7 @@ fn bind_each(w: &mut World, members: &[&PodInfo]) -> Vec<String> {
 #[test]
 fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
     let mut w = one_block(&[(4, 200), (4, 1000)]);
-    let first = preferred_of(0, 100);
-    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
-    let seat = first_alone_then(&mut w, &first, &rest);
+    let (first, rest, seat) = first_alone_then_larger(&mut w, preferred_of);
     assert!(
         seat.starts_with("b0r0-"),
         "best fit for copies of 100m: {seat}"
@@ -702,12 +731,7 @@ fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
     }
 
     // Everyone binds (the first member again, now offered its seat in rack 1).
-    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
-    assert_eq!(bound.len(), 4, "{bound:?}");
-    assert!(
-        bound.iter().all(|b| b.contains("@b0r1-")),
-        "one rack: {bound:?}"
-    );
+    bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2], &first], 1);
 }
 
 /// The same gang when no rack holds its real members (rack 1 has only two nodes of 1000m):
@@ -716,9 +740,7 @@ fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
 #[test]
 fn a_preferred_gang_no_rack_of_which_holds_it_keeps_its_seats() {
     let mut w = one_block(&[(4, 200), (2, 1000), (2, 1000)]);
-    let first = preferred_of(0, 100);
-    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
-    let seat = first_alone_then(&mut w, &first, &rest);
+    let (first, rest, seat) = first_alone_then_larger(&mut w, preferred_of);
     let held: i64 = (0..4).map(|i| w.reserved(&format!("b0r0-{i}"))).sum();
     let (ok, _) = w.filter(&rest[0]);
     assert_eq!(ok.len(), 1, "{ok:?}");
@@ -738,16 +760,9 @@ fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhe
     // Rack 0: four nodes of 1000m; rack 1: eight of 920m (tighter for 900m, but more room in
     // all, so copies of 100m fit rack 0 best).
     let mut w = one_block(&[(4, 1000), (8, 920)]);
-    let first = preferred_of(0, 100);
-    let rest: Vec<PodInfo> = (1..4).map(|i| preferred_of(i, 900)).collect();
-    let seat = first_alone_then(&mut w, &first, &rest);
+    let (_, rest, seat) = first_alone_then_larger(&mut w, preferred_of);
     assert!(seat.starts_with("b0r0-"), "{seat}");
-    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2]]);
-    assert_eq!(bound.len(), 4, "{bound:?}");
-    assert!(
-        bound.iter().all(|b| b.contains("@b0r0-")),
-        "one rack: {bound:?}"
-    );
+    bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2]], 0);
 }
 
 /// A gang held to one rack that no rack holds even with every lower-priority pod evicted:
@@ -757,48 +772,12 @@ fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhe
 /// priority; rack 2: every node running a pod of the gang's priority.
 #[test]
 fn no_rack_even_after_evictions_names_the_best_rack_and_its_numbers() {
-    let mut nodes = Vec::new();
-    let mut running = Vec::new();
-    for (r, priorities) in [
-        [None, Some(100), Some(100), Some(100)],
-        [None, Some(0), Some(0), Some(100)],
-        [Some(100); 4],
-    ]
-    .iter()
-    .enumerate()
-    {
-        for (i, priority) in priorities.iter().enumerate() {
-            let name = format!("r{r}-{i}");
-            nodes.push(
-                testkit::node(&name)
-                    .cpu(1000)
-                    .label(RACK, &format!("rack-{r}"))
-                    .build(),
-            );
-            if let Some(p) = priority {
-                running.push(
-                    pod(&format!("busy-{name}"))
-                        .cpu(1000)
-                        .priority(*p)
-                        .bound(&name)
-                        .build(),
-                );
-            }
-        }
-    }
-    let mut w = World::new(&nodes);
-    w.add(&running.iter().collect::<Vec<_>>());
-    let gang: Vec<PodInfo> = (0..4)
-        .map(|i| {
-            pod(&format!("g-{i}"))
-                .cpu(1000)
-                .priority(100)
-                .gang("g", 4)
-                .annotation(TOPOLOGY_REQUIRED, RACK)
-                .build()
-        })
-        .collect();
-    w.add(&gang.iter().collect::<Vec<_>>());
+    let (mut w, _) = racks_running(&[
+        vec![None, Some(100), Some(100), Some(100)],
+        vec![None, Some(0), Some(0), Some(100)],
+        vec![Some(100); 4],
+    ]);
+    let gang = add_rack_gang(&mut w, 4, 100);
     let (ok, reasons) = w.filter(&gang[0]);
     assert!(ok.is_empty(), "{ok:?}");
     assert_eq!(
@@ -820,24 +799,10 @@ fn no_rack_even_after_evictions_names_the_best_rack_and_its_numbers() {
 #[test]
 fn a_required_gang_seated_before_its_larger_members_existed_moves_to_the_rack_that_holds_them() {
     let mut w = one_block(&[(4, 200), (4, 1000)]);
-    let member = |i: usize, cpu: i64| {
-        pod(&format!("m{i}"))
-            .cpu(cpu)
-            .gang("g", 4)
-            .annotation(TOPOLOGY_REQUIRED, RACK)
-            .build()
-    };
-    let first = member(0, 100);
-    let rest: Vec<PodInfo> = (1..4).map(|i| member(i, 900)).collect();
-    let seat = first_alone_then(&mut w, &first, &rest);
+    let (first, rest, seat) = first_alone_then_larger(&mut w, required_of);
     assert!(seat.starts_with("b0r0-"), "{seat}");
     let (ok, _) = w.filter(&rest[0]);
     assert_eq!(ok.len(), 1, "{ok:?}");
     assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
-    let bound = bind_each(&mut w, &[&rest[0], &rest[1], &rest[2], &first]);
-    assert_eq!(bound.len(), 4, "{bound:?}");
-    assert!(
-        bound.iter().all(|b| b.contains("@b0r1-")),
-        "one rack: {bound:?}"
-    );
+    bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2], &first], 1);
 }

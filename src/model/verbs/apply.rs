@@ -13,6 +13,7 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::SeatHolder;
 use crate::model::table::pods::Charges;
+use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
 
 impl GangTable {
@@ -38,8 +39,9 @@ impl GangTable {
         if self.ledger.remove(name) {
             self.unseat_node(name);
         }
-        // Its seats went with it, and so did the held calls' reason to wait there.
-        self.awaiting_leaving.remove(name);
+        // Its seats went with it, and so did the held calls' reason to wait there. Room
+        // planned there stays its gang's plan (`seat_awaiting` skips a node not in the ledger).
+        self.room_waits.end(name, RoomWait::PodsLeaving);
     }
 
     /// Keeps only the nodes for which `keep` is true (after a watch re-list).
@@ -139,9 +141,6 @@ impl GangTable {
         let mut freed = None;
         if let Some((node, r)) = charges.uncharge {
             self.ledger.uncharge(&node, &r);
-            if let Some(gangs) = self.awaiting_leaving.remove(&node) {
-                self.room_freed.extend(gangs);
-            }
             freed = Some(node);
         }
         if let Some((node, r)) = charges.charge {
@@ -149,8 +148,21 @@ impl GangTable {
         }
         // Once the pod's new charge is counted too: an update on the same node frees nothing.
         if let Some(node) = freed {
-            self.seat_where_freed(&node);
+            self.room_freed_on(&node);
         }
+    }
+
+    /// Room was freed on `node` (a pod left it, or shrank): the gangs waiting for room there
+    /// (one index for both waits, see `table::room_waits`) look again.
+    fn room_freed_on(&mut self, node: &str) {
+        if self.room_waits.is_empty() {
+            return;
+        }
+        // Quorums waiting for pods being deleted here: their held bind calls decide again.
+        let woken = self.room_waits.end(node, RoomWait::PodsLeaving);
+        self.room_freed.extend(woken);
+        // Preemption holds: the room planned here becomes seats where it is free now.
+        self.seat_where_freed(node);
     }
 
     fn leave_gang(&mut self, key: &GangKey, uid: &PodUid) {

@@ -47,6 +47,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::quorum_bound::BeyondCluster;
 pub use crate::model::table::disruptions::GangDisruption;
 use crate::model::table::preemption_plan::PlannedSeat;
+use crate::model::table::room_waits::RoomWait;
 use crate::model::table::under_way::KeptNode;
 use crate::model::table::GangTable;
 
@@ -508,7 +509,8 @@ impl GangTable {
         // is not seated (no-overcommit) but is that gang's all the same: its member preempts
         // here in turn, and evicting those pods for another would be evicting for nothing.
         let mut planned = Resources::default();
-        for key in self.awaiting_room.iter().filter(|k| Some(*k) != own) {
+        let planned_here = self.room_waits.on(&candidate.node, RoomWait::PlannedSeats);
+        for key in planned_here.filter(|k| Some(*k) != own) {
             let Some(g) = self.gangs.get(key).filter(|g| g.is_admitted()) else {
                 continue;
             };

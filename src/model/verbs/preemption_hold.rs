@@ -41,6 +41,7 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
+use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
 
 /// How long a preempt decision's plans wait for kube-scheduler's nomination. It writes the
@@ -198,8 +199,9 @@ impl GangTable {
         }
         let planned: Vec<String> = awaiting.iter().map(|s| s.node.to_string()).collect();
         let message = messages::holding(key, &held, &planned);
-        if !awaiting.is_empty() && !self.awaiting_room.contains(key) {
-            self.awaiting_room.push(key.clone());
+        for s in &awaiting {
+            self.room_waits
+                .wait(s.node.clone(), key, RoomWait::PlannedSeats);
         }
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
@@ -259,20 +261,34 @@ impl GangTable {
     /// Room was freed on `node` (a pod left it, or shrank): the planned seats of preempting
     /// gangs that waited for room there become seats where they now fit (no-overcommit: on
     /// free room only), so no other pod takes the room the gang's members preempted for.
+    ///
+    /// The gangs planned here go first, in the order they began waiting (they compete for this
+    /// room). The other gangs with planned room are looked at too, though nothing of theirs is
+    /// seated here: `seat_awaiting` also hands a planned seat whose member no longer needs it
+    /// to one that does, or forgets it, and the preempt verb and `/gangs` read the planned
+    /// seats between two freed rooms.
     pub(in crate::model) fn seat_where_freed(&mut self, node: &str) {
-        if self.awaiting_room.is_empty() {
-            return;
+        let mut keys: Vec<GangKey> = self
+            .room_waits
+            .on(node, RoomWait::PlannedSeats)
+            .cloned()
+            .collect();
+        for key in self.room_waits.gangs(RoomWait::PlannedSeats) {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
         }
-        let keys = std::mem::take(&mut self.awaiting_room);
         for key in keys {
             self.seat_awaiting(&key, node);
-            let waits = self
+            let planned: Vec<NodeName> = self
                 .gangs
                 .get(&key)
-                .is_some_and(|g| g.is_admitted() && !g.awaiting_room.is_empty());
-            if waits && !self.awaiting_room.contains(&key) {
-                self.awaiting_room.push(key);
-            }
+                .filter(|g| g.is_admitted())
+                .map(|g| g.awaiting_room.iter().map(|s| s.node.clone()).collect())
+                .unwrap_or_default();
+            self.room_waits.retain(&key, RoomWait::PlannedSeats, |n| {
+                planned.iter().any(|p| **p == *n)
+            });
         }
     }
 

@@ -38,6 +38,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::rules::{GangPlacement, Reason};
 use crate::model::table::gang::{Seat, SeatHolder};
+use crate::model::table::room_waits::RoomWait;
 use crate::model::table::{GangFacts, GangTable};
 
 /// Why a confirmed seat cannot be bound where it is.
@@ -162,10 +163,7 @@ impl GangTable {
     /// first pod leaving that node wakes the gang's held bind calls, which decide again.
     fn wait_for_leaving(&mut self, key: &GangKey, node: NodeName, leaving: usize) -> BindDecision {
         let message = messages::waiting_for_leaving(key, &node, leaving);
-        let waiting = self.awaiting_leaving.entry(node).or_default();
-        if !waiting.contains(key) {
-            waiting.push(key.clone());
-        }
+        self.room_waits.wait(node, key, RoomWait::PodsLeaving);
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = Some(message.clone());
         }

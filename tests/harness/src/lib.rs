@@ -50,6 +50,7 @@ pub mod api_proxy;
 pub mod checks;
 pub mod cluster;
 pub mod control_plane;
+pub mod dra;
 pub mod forward;
 pub mod gangs;
 pub mod k8s;

@@ -39,6 +39,24 @@ fn gpus(inv: &mut DeviceInventory, node: &str, n: usize, model: &str) {
     );
 }
 
+/// Claim `ns/name`, allocated: device gpu-0 of node n1's pool.
+fn claim_allocated_gpu_0_of_n1(inv: &mut DeviceInventory, ns: &str, name: &str) {
+    inv.apply_claim(
+        (ns.into(), name.into()),
+        Claim {
+            spec: ClaimSpec::default(),
+            allocation: Some(Allocation {
+                devices: vec![DeviceId {
+                    driver: GPU.into(),
+                    pool: "n1".into(),
+                    name: "gpu-0".into(),
+                }],
+                node_selector: None,
+            }),
+        },
+    );
+}
+
 fn inventory(per_node: &[(&str, usize)]) -> DeviceInventory {
     let mut inv = DeviceInventory::default();
     let class = DeviceClass {
@@ -139,20 +157,7 @@ fn dynamic_resources_exact_count_is_checked_node_by_node_never_as_a_sum() {
 #[test]
 fn dynamic_resources_devices_allocated_to_claims_are_taken() {
     let mut inv = inventory(&[("n1", 4)]);
-    inv.apply_claim(
-        ("other".into(), "held".into()),
-        Claim {
-            spec: ClaimSpec::default(),
-            allocation: Some(Allocation {
-                devices: vec![DeviceId {
-                    driver: GPU.into(),
-                    pool: "n1".into(),
-                    name: "gpu-0".into(),
-                }],
-                node_selector: None,
-            }),
-        },
-    );
+    claim_allocated_gpu_0_of_n1(&mut inv, "other", "held");
     template(&mut inv, "four", AllocationMode::Exact(4));
     template(&mut inv, "three", AllocationMode::Exact(3));
     let four = with_claims(pod("a"), &[from_template("four")]);
@@ -193,20 +198,7 @@ fn dynamic_resources_a_seat_holds_the_devices_its_claims_need() {
     );
 
     // Its claim allocated (gpu-0): only that device is taken, once.
-    inv.apply_claim(
-        ("ml".into(), "s-three".into()),
-        Claim {
-            spec: ClaimSpec::default(),
-            allocation: Some(Allocation {
-                devices: vec![DeviceId {
-                    driver: GPU.into(),
-                    pool: "n1".into(),
-                    name: "gpu-0".into(),
-                }],
-                node_selector: None,
-            }),
-        },
-    );
+    claim_allocated_gpu_0_of_n1(&mut inv, "ml", "s-three");
     let seated = with_claims(pod("s"), &[ClaimSource::Claim("s-three".into())]);
     let mut dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
     dra.hold(&seated, &n1);

@@ -441,6 +441,32 @@ mod tests {
         );
     }
 
+    /// The README and docs/design.md state the default policy's figures (the README once said
+    /// "6 attempts over about 3 s" while kube-client's retries ran unbounded underneath).
+    #[test]
+    fn the_readme_and_the_design_state_the_default_policys_figures() {
+        let p = RetryPolicy::default();
+        let secs = |d: Duration| format!("{}", d.as_secs_f64());
+        let mut waits: Vec<String> = (0..p.attempts - 1)
+            .map(|i| secs((p.first_delay * 2u32.pow(i)).min(p.max_delay)))
+            .collect();
+        let last = waits.pop().expect("more than one attempt");
+        let stated = [
+            format!("at most {} requests", p.attempts),
+            format!("waits of {} and {last} s between", waits.join(", ")),
+            format!("budget of {} s", secs(p.budget)),
+        ];
+        for (file, text) in [
+            ("README.md", include_str!("../../README.md")),
+            ("docs/design.md", include_str!("../../docs/design.md")),
+        ] {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for s in &stated {
+                assert!(text.contains(s.as_str()), "{file} does not say {s:?}");
+            }
+        }
+    }
+
     #[test]
     fn an_error_answer_is_told_by_its_status_message_or_its_text() {
         let status = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"p\" not found","reason":"NotFound","code":404}"#;

@@ -106,3 +106,40 @@ async fn a_binding_that_fails_after_its_call_was_dropped_frees_the_pod_and_says_
         r#"{"Error":"binding ml/w to node1 failed: the API server said no"}"#
     );
 }
+
+/// kube-scheduler's retry arrives while the bindings of the dropped call are still in flight:
+/// it waits on the binding muster is making (no second binding, no "already being bound"
+/// error while the API server has not answered) and is answered with how it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_while_a_dropped_calls_bindings_are_in_flight_is_answered_with_their_outcome() {
+    let fail = FakeBinder::default();
+    fail.fail.lock().push("m".into());
+    let (f, gate) = gang_whose_call_was_dropped(fail).await;
+    let retry = |name: &'static str, uid: &'static str| {
+        let f = f.clone();
+        tokio::spawn(async move { f.post("/bind", &bind_args(name, uid, "node1")).await })
+    };
+    let (w, m) = (retry("w", "u-w"), retry("m", "u-m"));
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !w.is_finished() && !m.is_finished(),
+        "answered before the bindings ended: w {:?}, m {:?}",
+        w.is_finished(),
+        m.is_finished()
+    );
+    assert_eq!(f.shared.bindings.in_flight(), 2);
+    gate.add_permits(2);
+    assert_eq!(w.await.unwrap(), (StatusCode::OK, r#"{"Error":""}"#.into()));
+    assert_eq!(
+        m.await.unwrap().1,
+        r#"{"Error":"binding ml/m to node1 failed: the API server said no"}"#
+    );
+    assert_eq!(
+        f.binder.calls.lock().len(),
+        2,
+        "each member bound once, not twice"
+    );
+}

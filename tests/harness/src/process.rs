@@ -184,18 +184,45 @@ pub fn tail(path: &Path, n: usize) -> String {
 
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
+/// The ports [`free_port`] picks from: 20000..32000, below the kernel's ephemeral range.
+const PORTS: std::ops::Range<u16> = 20000..32000;
+
+/// With these set (by `tests/e2e-run`, which runs one test process per slot at a time), the
+/// process picks its ports from slot `MUSTER_E2E_PORT_SLOT` of `MUSTER_E2E_PORT_SLOTS` equal parts
+/// of [`PORTS`]: test processes running side by side never pick the same port, even between one's
+/// pick and its server's bind.
+pub const PORT_SLOT_ENV: &str = "MUSTER_E2E_PORT_SLOT";
+pub const PORT_SLOTS_ENV: &str = "MUSTER_E2E_PORT_SLOTS";
+
+/// The part of [`PORTS`] this process picks from (all of it unless the slot variables are set).
+fn port_range() -> std::ops::Range<u16> {
+    let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u16>().ok());
+    match (var(PORT_SLOT_ENV), var(PORT_SLOTS_ENV)) {
+        (Some(slot), Some(slots)) if slot < slots => slot_range(slot, slots),
+        _ => PORTS,
+    }
+}
+
+fn slot_range(slot: u16, slots: u16) -> std::ops::Range<u16> {
+    let width = (PORTS.end - PORTS.start) / slots;
+    let start = PORTS.start + slot * width;
+    start..start + width
+}
+
 /// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (so an outgoing connection
 /// cannot grab it between now and the moment the server binds it), never handed out twice by
-/// this process.
+/// this process, and from this process's own slot of ports when `tests/e2e-run` gave it one.
 pub fn free_port() -> Result<u16> {
     let mut guard = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let used = guard.get_or_insert_with(HashSet::new);
+    let range = port_range();
+    let width = u64::from(range.end - range.start);
     let mut state = seed();
     for _ in 0..2000 {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let port = 20000 + (state % 12000) as u16;
+        let port = range.start + (state % width) as u16;
         if used.contains(&port) {
             continue;
         }
@@ -204,7 +231,7 @@ pub fn free_port() -> Result<u16> {
             return Ok(port);
         }
     }
-    bail!("no free port found in 20000..32000 on 127.0.0.1")
+    bail!("no free port found in {range:?} on 127.0.0.1")
 }
 
 fn seed() -> u64 {
@@ -284,4 +311,25 @@ fn dechunk(mut s: &str) -> String {
         s = rest[n..].trim_start_matches("\r\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_slots_are_disjoint_and_inside_the_range() {
+        for slots in [1u16, 2, 3, 7, 16] {
+            let ranges: Vec<_> = (0..slots).map(|s| slot_range(s, slots)).collect();
+            for (i, r) in ranges.iter().enumerate() {
+                assert!(
+                    r.start >= PORTS.start && r.end <= PORTS.end && !r.is_empty(),
+                    "{r:?}"
+                );
+                if let Some(next) = ranges.get(i + 1) {
+                    assert!(r.end <= next.start, "{r:?} overlaps {next:?}");
+                }
+            }
+        }
+    }
 }

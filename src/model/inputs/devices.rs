@@ -171,6 +171,7 @@ pub type ObjectKey = (Arc<str>, Arc<str>);
 
 /// A slice as the inventory keeps it: with its devices' ids, made once, and whether it is of
 /// its pool's generation that counts.
+#[derive(Clone)]
 struct Stored {
     slice: Slice,
     ids: Vec<DeviceId>,
@@ -200,6 +201,26 @@ pub struct DeviceInventory {
     /// device, across simulations. Emptied whenever a slice changes (devices are replaced), and
     /// when it reaches [`MAX_VERDICTS`].
     verdicts: Mutex<HashMap<(usize, usize), Verdict>>,
+}
+
+/// What the watches delivered, for a table rebuilt at a leader take-over (the watches keep
+/// running and re-list only after an error): every object. The verdict cache starts empty (it
+/// is keyed by the devices' addresses).
+impl Clone for DeviceInventory {
+    fn clone(&self) -> Self {
+        DeviceInventory {
+            slices: self.slices.clone(),
+            by_node: self.by_node.clone(),
+            wide: self.wide.clone(),
+            pools: self.pools.clone(),
+            classes: self.classes.clone(),
+            claims: self.claims.clone(),
+            templates: self.templates.clone(),
+            allocated: self.allocated.clone(),
+            compiled: self.compiled.clone(),
+            verdicts: Mutex::default(),
+        }
+    }
 }
 
 /// Compiled expressions kept before the ones no class, claim or template holds any longer are

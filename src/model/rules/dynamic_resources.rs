@@ -207,10 +207,16 @@ impl<'a> DynamicResources<'a> {
         if members.iter().all(|p| claims_of(p).is_empty()) {
             return None;
         }
+        // Until the four watches have listed, no claim is judged (see
+        // `DeviceInventory::unlisted`).
+        let unlisted = inventory.unlisted();
         let members: Vec<Result<Vec<Resolved<'a>>, String>> = members
             .iter()
             .enumerate()
             .map(|(i, p)| {
+                if let Some(why) = unlisted.as_ref().filter(|_| !claims_of(p).is_empty()) {
+                    return Err(why.clone());
+                }
                 claims_of(p)
                     .iter()
                     .map(|c| resolve(inventory, p, &c.name, &c.source, not_created(i)))

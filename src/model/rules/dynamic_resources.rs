@@ -28,8 +28,8 @@
 //! backtracking search does for claims without constraints. The devices picked may differ
 //! from kube-scheduler's (it allocates in its binding cycle, from what it then sees): only
 //! whether the member fits, and how many devices of which node it takes, matter here.
-//! Competing gangs ahead of the gang decided take the devices their claims need from the same
-//! state ([`DynamicResources::take_outside`], the planner's `AheadRules`).
+//! Competing gangs ahead are simulated without devices, like their other rules
+//! (`StaticRules`).
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap as StdHashMap};

@@ -183,6 +183,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     shared.readiness.expect_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
+    // Gangs with ResourceClaims hold nothing until the DRA objects are listed (readiness does
+    // not wait for them: a cluster may not serve resource.k8s.io/v1).
+    cluster::devices::expect_lists(&shared);
     tasks.spawn(cluster::devices::watch_devices(
         client.clone(),
         shared.clone(),

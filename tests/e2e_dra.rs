@@ -140,7 +140,7 @@ async fn allocated_on(c: &Cluster, ns: &str, claim: &str) -> Result<Option<BTree
 /// plain pod gone and a fourth node with 4 devices, the gang is placed whole, and
 /// kube-scheduler allocates each member's claim on its own node.
 #[tokio::test]
-async fn a_gang_of_device_claims_holds_nothing_until_each_member_has_a_node_with_4_devices(
+async fn dynamic_resources_gang_of_device_claims_holds_nothing_until_each_member_has_a_node_with_4_devices(
 ) -> Result<()> {
     let _t = Timer("dra_gang_of_device_claims", Instant::now());
     let c = Cluster::start(MUSTER).await?;

@@ -2,10 +2,12 @@
 //! DeviceClasses, ResourceClaims, ResourceClaimTemplates) and their conversion to the model's
 //! device inventory (`model::devices`). This is the only reader of the `resource::v1` types.
 //!
-//! These watches do not gate readiness: until they deliver, the inventory is empty, so a gang
-//! whose members have claims fits nowhere and holds nothing (fail-safe); gangs without claims
-//! are not affected. A cluster that does not serve resource.k8s.io/v1 leaves them retrying with
-//! back-off.
+//! These watches do not gate readiness: until all four have completed their first list, a gang
+//! whose members have claims fits nowhere and holds nothing, its message naming the kinds not
+//! listed yet (fail-safe: the lists fill the inventory object by object, see
+//! `DeviceInventory::unlisted`); gangs without claims are not affected. A cluster that does
+//! not serve resource.k8s.io/v1 (or RBAC that does not let muster list it) leaves them
+//! retrying with back-off and a warning per attempt; muster is ready all the same.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -282,7 +284,9 @@ impl Indexed for ResourceSlice {
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize {
         table.retain_resource_slices(|n| seen.contains(n))
     }
-    fn set_synced(_: &Shared) {}
+    fn set_synced(shared: &Shared) {
+        shared.table.lock().device_kind_listed(Self::KIND);
+    }
 }
 
 impl Indexed for ApiDeviceClass {
@@ -307,7 +311,9 @@ impl Indexed for ApiDeviceClass {
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize {
         table.retain_device_classes(|n| seen.contains(n))
     }
-    fn set_synced(_: &Shared) {}
+    fn set_synced(shared: &Shared) {
+        shared.table.lock().device_kind_listed(Self::KIND);
+    }
 }
 
 impl Indexed for ResourceClaim {
@@ -328,7 +334,9 @@ impl Indexed for ResourceClaim {
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize {
         table.retain_resource_claims(|k| seen.contains(&relist_key(k)))
     }
-    fn set_synced(_: &Shared) {}
+    fn set_synced(shared: &Shared) {
+        shared.table.lock().device_kind_listed(Self::KIND);
+    }
 }
 
 impl Indexed for ResourceClaimTemplate {
@@ -352,7 +360,23 @@ impl Indexed for ResourceClaimTemplate {
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize {
         table.retain_claim_templates(|k| seen.contains(&relist_key(k)))
     }
-    fn set_synced(_: &Shared) {}
+    fn set_synced(shared: &Shared) {
+        shared.table.lock().device_kind_listed(Self::KIND);
+    }
+}
+
+/// The kinds of the four DRA watches.
+const KINDS: [&str; 4] = [
+    ResourceSlice::KIND,
+    ApiDeviceClass::KIND,
+    ResourceClaim::KIND,
+    ResourceClaimTemplate::KIND,
+];
+
+/// Before the watches start (and any decision): gangs with claims hold nothing until each of
+/// the four has listed.
+pub fn expect_lists(shared: &Shared) {
+    shared.table.lock().expect_device_lists(&KINDS);
 }
 
 /// The four DRA watches, each until the process ends.

@@ -171,6 +171,7 @@ pub type ObjectKey = (Arc<str>, Arc<str>);
 
 /// A slice as the inventory keeps it: with its devices' ids, made once, and whether it is of
 /// its pool's generation that counts.
+#[derive(Clone)]
 struct Stored {
     slice: Slice,
     ids: Vec<DeviceId>,
@@ -200,6 +201,30 @@ pub struct DeviceInventory {
     /// device, across simulations. Emptied whenever a slice changes (devices are replaced), and
     /// when it reaches [`MAX_VERDICTS`].
     verdicts: Mutex<HashMap<(usize, usize), Verdict>>,
+    /// The kinds whose first list has not completed (see [`DeviceInventory::expect_lists`]);
+    /// empty by default (tests and benches fill the inventory by hand).
+    unlisted: BTreeSet<&'static str>,
+}
+
+/// What the watches delivered, for a table rebuilt at a leader take-over (the watches keep
+/// running and re-list only after an error): every object, and the kinds still unlisted. The
+/// verdict cache starts empty (it is keyed by the devices' addresses).
+impl Clone for DeviceInventory {
+    fn clone(&self) -> Self {
+        DeviceInventory {
+            slices: self.slices.clone(),
+            by_node: self.by_node.clone(),
+            wide: self.wide.clone(),
+            pools: self.pools.clone(),
+            classes: self.classes.clone(),
+            claims: self.claims.clone(),
+            templates: self.templates.clone(),
+            allocated: self.allocated.clone(),
+            compiled: self.compiled.clone(),
+            verdicts: Mutex::default(),
+            unlisted: self.unlisted.clone(),
+        }
+    }
 }
 
 /// Compiled expressions kept before the ones no class, claim or template holds any longer are
@@ -460,6 +485,34 @@ impl DeviceInventory {
 
     pub fn template(&self, namespace: &str, name: &str) -> Option<&ClaimSpec> {
         self.templates.get(&(Arc::from(namespace), Arc::from(name)))
+    }
+
+    /// The watches of `kinds` are starting: until each has completed its first list, no claim
+    /// is judged (see [`DeviceInventory::unlisted`]).
+    pub fn expect_lists(&mut self, kinds: &[&'static str]) {
+        self.unlisted.extend(kinds.iter().copied());
+    }
+
+    /// The first list of `kind` completed (again, after a re-list: nothing changes).
+    pub fn listed(&mut self, kind: &str) {
+        self.unlisted.remove(kind);
+    }
+
+    /// The kinds not listed yet, when some are. The lists fill the inventory object by object,
+    /// so before all four complete a member's own claim can be read while the claims holding
+    /// devices it would take are not, or its template while its own claim is not: judging
+    /// then could seat a gang on devices taken (no-overcommit). Its gang holds nothing
+    /// instead, and the message says what muster waits for.
+    pub fn unlisted(&self) -> Option<String> {
+        if self.unlisted.is_empty() {
+            return None;
+        }
+        let kinds: Vec<&str> = self.unlisted.iter().copied().collect();
+        Some(format!(
+            "muster has not listed the {} of resource.k8s.io/v1 yet: a gang with claims \
+             holds nothing until it has",
+            kinds.join(", ")
+        ))
     }
 
     /// Whether some claim holds the device.

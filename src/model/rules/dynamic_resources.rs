@@ -21,12 +21,15 @@
 //!   expressions, extension functions) makes the device match nothing on that node, as a CEL
 //!   runtime error makes kube-scheduler's allocation fail there; the message quotes the error.
 //!
-//! Differences from the Go allocator: requests are allocated greedily, in order, each taking the
-//! first free matching devices (in slice order); the Go allocator backtracks when an earlier
-//! request's pick leaves a later request without devices. muster can only find fewer
-//! placements than kube-scheduler, never more (a gang that does fit is then refused with a
-//! message; no gang is seated that cannot be placed whole). Competing gangs ahead are simulated
-//! without devices, like their other rules (`StaticRules`).
+//! How it allocates: each request in order takes the first free devices it matches (in slice
+//! order), as the Go allocator does when it need not backtrack; when that leaves a later
+//! request without devices, a bipartite matching of the `exactly` requests' devices (the
+//! `All` requests' fixed) finds an allocation exactly when one exists, as the Go allocator's
+//! backtracking search does for claims without constraints. The devices picked may differ
+//! from kube-scheduler's (it allocates in its binding cycle, from what it then sees): only
+//! whether the member fits, and how many devices of which node it takes, matter here.
+//! Competing gangs ahead are simulated without devices, like their other rules
+//! (`StaticRules`).
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap as StdHashMap};
@@ -207,10 +210,16 @@ impl<'a> DynamicResources<'a> {
         if members.iter().all(|p| claims_of(p).is_empty()) {
             return None;
         }
+        // Until the four watches have listed, no claim is judged (see
+        // `DeviceInventory::unlisted`).
+        let unlisted = inventory.unlisted();
         let members: Vec<Result<Vec<Resolved<'a>>, String>> = members
             .iter()
             .enumerate()
             .map(|(i, p)| {
+                if let Some(why) = unlisted.as_ref().filter(|_| !claims_of(p).is_empty()) {
+                    return Err(why.clone());
+                }
                 claims_of(p)
                     .iter()
                     .map(|c| resolve(inventory, p, &c.name, &c.source, not_created(i)))
@@ -319,7 +328,7 @@ impl<'a> DynamicResources<'a> {
         node: &NodeInfo,
     ) -> Result<Placed<'a>, Reason> {
         let here = self.usable(node);
-        let mut out = Placed::default();
+        let mut open: Vec<(&Option<ObjectKey>, &ClaimSpec)> = Vec::new();
         for claim in claims {
             let (shared, spec) = match claim {
                 Resolved::Allocated(a) => {
@@ -328,7 +337,7 @@ impl<'a> DynamicResources<'a> {
                     }
                     continue;
                 }
-                Resolved::Open { shared, spec, .. } => (shared, spec),
+                Resolved::Open { shared, spec, .. } => (shared, *spec),
             };
             if let Some(key) = shared {
                 if let Some(devices) = self.allocated.get(key) {
@@ -342,9 +351,31 @@ impl<'a> DynamicResources<'a> {
                     return Err(Reason::DynamicResources);
                 }
             }
+            open.push((shared, spec));
+        }
+        match self.first_picks(&open, &here) {
+            Ok(placed) => Ok(placed),
+            // One request alone: any of its matching devices will do, so first picks that
+            // fail mean no allocation exists.
+            Err(refused) if open.iter().map(|(_, s)| s.requests.len()).sum::<usize>() < 2 => {
+                Err(refused)
+            }
+            Err(refused) => self.matched(&open, &here).ok_or(refused),
+        }
+    }
+
+    /// Each request in order takes the first free devices it matches: the allocation
+    /// kube-scheduler's allocator finds when it need not backtrack.
+    fn first_picks(
+        &self,
+        open: &[(&Option<ObjectKey>, &ClaimSpec)],
+        here: &[Usable<'a>],
+    ) -> Result<Placed<'a>, Reason> {
+        let mut out = Placed::default();
+        for (shared, spec) in open {
             let start = out.devices.len();
             for request in &spec.requests {
-                self.pick(request, &here, &mut out.devices)?;
+                self.pick(request, here, &mut out.devices)?;
             }
             if let Some(key) = shared {
                 out.claims
@@ -352,6 +383,89 @@ impl<'a> DynamicResources<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// An allocation of several requests where first picks failed, or `None` when there is
+    /// none. kube-scheduler's allocator (`allocateOne` in the structured allocator)
+    /// backtracks: when a later request finds no device, an earlier one takes another. Without
+    /// constraints (which muster does not simulate) that search finds an allocation exactly
+    /// when one exists, and so does this: `allocationMode: All` requests take their matching
+    /// devices (all free, none shared with another such request), and the `exactly` requests'
+    /// devices are a bipartite matching of their slots (one per device counted) to distinct
+    /// devices each matches, found by augmenting paths.
+    fn matched(
+        &self,
+        open: &[(&Option<ObjectKey>, &ClaimSpec)],
+        here: &[Usable<'a>],
+    ) -> Option<Placed<'a>> {
+        const FIXED: usize = usize::MAX;
+        let free = |i: usize| {
+            let (id, d, held) = here[i];
+            d.unsupported.is_none() && !held && !self.taken.contains(&addr(id))
+        };
+        // Per device, the slot that takes it (FIXED: an `All` request's).
+        let mut owner: Vec<Option<usize>> = vec![None; here.len()];
+        // Per slot, the devices it may take; per request, its slots or its fixed devices.
+        let mut candidates: Vec<Rc<[usize]>> = Vec::new();
+        let mut per_request: Vec<Picks> = Vec::new();
+        for (_, spec) in open {
+            for request in &spec.requests {
+                let class = self.inventory.class(&request.class);
+                let verdict = |i: usize| self.matches(request, class, here[i].0, here[i].1);
+                match request.mode {
+                    AllocationMode::All => {
+                        let mut all = Vec::new();
+                        for (i, taker) in owner.iter_mut().enumerate() {
+                            match verdict(i) {
+                                Ok(true) if free(i) && taker.is_none() => {
+                                    *taker = Some(FIXED);
+                                    all.push(i);
+                                }
+                                Ok(false) => {}
+                                _ => return None,
+                            }
+                        }
+                        if all.is_empty() {
+                            return None;
+                        }
+                        per_request.push(Picks::Fixed(all));
+                    }
+                    AllocationMode::Exact(n) => {
+                        let can: Rc<[usize]> = (0..here.len())
+                            .filter(|&i| free(i) && verdict(i) == Ok(true))
+                            .collect();
+                        let first = candidates.len();
+                        candidates.extend(std::iter::repeat_n(can, n as usize));
+                        per_request.push(Picks::Slots(first..candidates.len()));
+                    }
+                }
+            }
+        }
+        for slot in 0..candidates.len() {
+            let mut visited = vec![false; here.len()];
+            if !augment(slot, &candidates, &mut owner, &mut visited) {
+                return None;
+            }
+        }
+        let mut out = Placed::default();
+        let mut requests = per_request.into_iter();
+        for (shared, spec) in open {
+            let start = out.devices.len();
+            for request in requests.by_ref().take(spec.requests.len()) {
+                let devices: Vec<usize> = match request {
+                    Picks::Fixed(all) => all,
+                    Picks::Slots(slots) => (0..here.len())
+                        .filter(|&i| owner[i].is_some_and(|s| slots.contains(&s)))
+                        .collect(),
+                };
+                out.devices.extend(devices.into_iter().map(|i| here[i].0));
+            }
+            if let Some(key) = shared {
+                out.claims
+                    .push((key.clone(), out.devices[start..].to_vec()));
+            }
+        }
+        Some(out)
     }
 
     /// The devices usable from `node`, listed once per simulation.
@@ -544,6 +658,39 @@ impl<'a> DynamicResources<'a> {
             })
             .count()
     }
+}
+
+/// A request's devices in [`DynamicResources::matched`].
+enum Picks {
+    /// `exactly`: the slots (one per device counted) matched to devices.
+    Slots(std::ops::Range<usize>),
+    /// `All`: every matching device.
+    Fixed(Vec<usize>),
+}
+
+/// Kuhn's augmenting path for `slot`: a device among its candidates that is free, or whose
+/// slot can move to another (devices of `All` requests never move).
+fn augment(
+    slot: usize,
+    candidates: &[Rc<[usize]>],
+    owner: &mut [Option<usize>],
+    visited: &mut [bool],
+) -> bool {
+    for &i in candidates[slot].iter() {
+        if std::mem::replace(&mut visited[i], true) {
+            continue;
+        }
+        let moved = match owner[i] {
+            None => true,
+            Some(other) if other == usize::MAX => false,
+            Some(other) => augment(other, candidates, owner, visited),
+        };
+        if moved {
+            owner[i] = Some(slot);
+            return true;
+        }
+    }
+    false
 }
 
 /// Each member's likeness (see [`DynamicResources::likeness`]): the index of the first

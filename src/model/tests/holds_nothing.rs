@@ -413,3 +413,39 @@ fn a_member_leaving_its_seat_hands_it_over_only_to_a_member_whose_rules_pass_tha
     assert_eq!(seat_of(&w, &plain), None, "no seat where plain cannot go");
     assert_eq!(w.reserved("n0"), 0);
 }
+
+/// DynamicResources before the DRA watches have listed: their lists fill the inventory object
+/// by object, so a member's own claim (or its template) can be read while the claims holding
+/// the devices it would take are not. Until all four kinds have listed, a gang with claims
+/// holds nothing, and its message says what muster waits for; a gang without claims is not
+/// affected, and readiness does not wait (a cluster may not serve resource.k8s.io/v1).
+#[test]
+fn dynamic_resources_a_gang_with_claims_holds_nothing_until_the_dra_objects_are_listed() {
+    const KINDS: [&str; 4] = [
+        "resourceslices",
+        "deviceclasses",
+        "resourceclaims",
+        "resourceclaimtemplates",
+    ];
+    let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
+    w.table.expect_device_lists(&KINDS);
+    let (p, q) = dra_gang(&mut w.table, &["n1", "n2"]);
+    w.add(&[&p, &q]);
+    for kind in &KINDS[..3] {
+        w.table.device_kind_listed(kind);
+        let (ok, reasons) = w.filter(&p);
+        assert!(ok.is_empty(), "{kind} listed: {ok:?}");
+        assert!(
+            reasons.iter().any(|r| r.contains(
+                "muster has not listed the resourceclaimtemplates of resource.k8s.io/v1 yet"
+            )) || kind != &KINDS[2],
+            "{reasons:?}"
+        );
+    }
+    assert_eq!(total_reserved(&w), 0, "holds nothing");
+    let plain = pod("plain").cpu(100).build();
+    assert_eq!(w.filter(&plain).0, ["n1", "n2"], "no claims: not affected");
+
+    w.table.device_kind_listed(KINDS[3]);
+    assert_eq!(w.filter(&p).0.len(), 1, "one member per node");
+}

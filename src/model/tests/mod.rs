@@ -165,3 +165,76 @@ pub(super) fn rejection(d: &BindDecision) -> String {
         other => panic!("expected Reject, got {other:?}"),
     }
 }
+
+/// DynamicResources set-up: DeviceClass `gpu.example.com` and a node-local slice of 4 GPUs on
+/// each of `nodes`.
+pub(super) fn dra_devices(table: &mut GangTable, nodes: &[&str]) {
+    use crate::model::inputs::devices::{Device, DeviceClass, NodeScope, Slice};
+    let selector = table.compile_selector(&format!("device.driver == '{DRA_CLASS}'"));
+    table.apply_device_class(
+        DRA_CLASS.into(),
+        DeviceClass {
+            selectors: vec![selector],
+        },
+    );
+    for n in nodes {
+        table.apply_resource_slice(
+            format!("{n}-gpus").into(),
+            Slice {
+                driver: DRA_CLASS.into(),
+                pool: (*n).into(),
+                generation: 1,
+                slice_count: 1,
+                scope: Some(NodeScope::Node((*n).into())),
+                devices: (0..4)
+                    .map(|i| Device {
+                        name: format!("gpu-{i}").into(),
+                        attributes: Default::default(),
+                        capacity: Default::default(),
+                        scope: None,
+                        unsupported: None,
+                    })
+                    .collect(),
+            },
+        );
+    }
+}
+
+const DRA_CLASS: &str = "gpu.example.com";
+
+/// `p` with a claim of its own, `<name>-gpus`, for 4 GPUs of [`dra_devices`] (a node's all).
+pub(super) fn with_dra_claim(table: &mut GangTable, mut p: PodInfo) -> PodInfo {
+    use crate::model::inputs::devices::{
+        AllocationMode, Claim, ClaimSource, ClaimSpec, PodClaim, Request,
+    };
+    let claim = format!("{}-gpus", p.name);
+    table.apply_resource_claim(
+        (p.namespace.clone(), std::sync::Arc::from(claim.as_str())),
+        Claim {
+            spec: ClaimSpec {
+                requests: vec![Request {
+                    name: "gpus".into(),
+                    class: DRA_CLASS.into(),
+                    mode: AllocationMode::Exact(4),
+                    selectors: vec![],
+                }],
+                unsupported: None,
+            },
+            allocation: None,
+        },
+    );
+    p.rules.get_or_insert_with(Default::default).claims = vec![PodClaim {
+        name: "gpu".into(),
+        source: ClaimSource::Claim(claim.as_str().into()),
+    }];
+    p
+}
+
+/// [`dra_devices`] on `nodes`, and a gang `g` of 2 whose members `p` and `q` each have a
+/// claim of their own for 4 GPUs (one member per node).
+pub(super) fn dra_gang(table: &mut GangTable, nodes: &[&str]) -> (PodInfo, PodInfo) {
+    dra_devices(table, nodes);
+    let p = with_dra_claim(table, pod("p").cpu(100).gang("g", 2).build());
+    let q = with_dra_claim(table, pod("q").cpu(100).gang("g", 2).build());
+    (p, q)
+}

@@ -51,6 +51,21 @@ impl GangTable {
         self.devices_changed(|p| !claims_of(p).is_empty());
     }
 
+    /// The watches of the DRA `kinds` are starting: until each has listed, gangs with claims
+    /// hold nothing (see `DeviceInventory::unlisted`).
+    pub fn expect_device_lists(&mut self, kinds: &[&'static str]) {
+        self.devices.expect_lists(kinds);
+    }
+
+    /// The first list of the DRA `kind` completed.
+    pub fn device_kind_listed(&mut self, kind: &str) {
+        let waiting = self.devices.unlisted().is_some();
+        self.devices.listed(kind);
+        if waiting && self.devices.unlisted().is_none() {
+            self.devices_changed_for_every_claim();
+        }
+    }
+
     /// The compiled selector for a CEL expression (each expression compiled once).
     pub fn compile_selector(&mut self, expression: &str) -> Arc<Selector> {
         self.devices.selector(expression)

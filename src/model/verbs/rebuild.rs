@@ -4,8 +4,8 @@
 use crate::model::table::GangTable;
 
 impl GangTable {
-    /// A fresh table holding the same nodes, pods and PodGroups (and the PodGroup APIs the
-    /// cluster serves), as last watched, and nothing muster
+    /// A fresh table holding the same nodes, pods, PodGroups (and the PodGroup APIs the
+    /// cluster serves) and DRA objects, as last watched, and nothing muster
     /// decided: no seats, no assumed bindings, no timeouts or back-offs. This is exactly what a
     /// restarted muster believes once its watches have listed (derived); gangs waiting for
     /// quorum take their seats again as kube-scheduler retries their members.
@@ -13,6 +13,9 @@ impl GangTable {
         let mut fresh = GangTable::new(self.config.clone());
         // PodGroups first, so each gang's spec is decided from its PodGroup as it forms.
         fresh.pod_groups = self.pod_groups.clone();
+        // The DRA objects as last watched: their watches do not list again at a take-over,
+        // so a table without them would leave every gang with claims holding nothing.
+        fresh.devices = self.devices.clone();
         for (_, entry) in self.ledger.iter() {
             fresh.apply_node(entry.info().clone());
         }
@@ -78,5 +81,21 @@ mod tests {
         let fresh = w.table.rebuilt();
         assert!(!fresh.has_node(&p.uid) && !fresh.has_node(&q.uid));
         assert_eq!(fresh.ledger.get("n1").unwrap().used().cpu_milli, 0);
+    }
+
+    /// DynamicResources after a take-over: the DRA watches keep running and do not list again,
+    /// so the rebuilt table keeps the slices, classes and claims they delivered; without them
+    /// every gang with claims would fit nowhere on the new leader, holding nothing until each
+    /// object happened to change.
+    #[test]
+    fn a_rebuilt_table_keeps_the_dra_objects() {
+        let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
+        let (p, q) = crate::model::tests::dra_gang(&mut w.table, &["n1", "n2"]);
+        w.add(&[&p, &q]);
+        assert_eq!(w.filter(&p).0.len(), 1, "one member per node");
+
+        w.table = w.table.rebuilt();
+        let (ok, reasons) = w.filter(&p);
+        assert_eq!(ok.len(), 1, "{reasons:?}");
     }
 }

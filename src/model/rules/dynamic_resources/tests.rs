@@ -456,3 +456,85 @@ fn dynamic_resources_verdicts_are_kept_across_simulations_until_a_slice_changes(
     let dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
     assert_eq!(dra.check(0, &n1), Ok(()));
 }
+
+/// The structured allocator backtracks (`allocateOne`): a request that took a device a later
+/// request alone can use takes another. n1 has an a100 then an h100; a claim asks for one
+/// device of any model, then one a100. Taking the first free device for each request in turn
+/// gives the a100 to the first and leaves the second nothing; kube-scheduler allocates the
+/// h100 to the first and the a100 to the second, and so must the simulation.
+#[test]
+fn dynamic_resources_a_later_request_gets_the_device_only_it_can_use_as_the_allocator_backtracks() {
+    let mut inv = inventory(&[]);
+    inv.apply_slice(
+        format!("n1-{GPU}").into(),
+        Slice {
+            driver: GPU.into(),
+            pool: "n1".into(),
+            generation: 1,
+            slice_count: 1,
+            scope: Some(NodeScope::Node("n1".into())),
+            devices: vec![device("gpu-0", "a100"), device("gpu-1", "h100")],
+        },
+    );
+    let a100 = inv.selector(&format!("device.attributes['{GPU}'].model == 'a100'"));
+    let named = |name: &str, mode, selectors| Request {
+        name: name.into(),
+        ..request(mode, selectors)
+    };
+    inv.apply_template(
+        ("ml".into(), "pair".into()),
+        ClaimSpec {
+            requests: vec![
+                named("any", AllocationMode::Exact(1), vec![]),
+                named("a100", AllocationMode::Exact(1), vec![a100.clone()]),
+            ],
+            unsupported: None,
+        },
+    );
+    let p = with_claims(pod("w"), &[from_template("pair")]);
+    let members = [&p, &p];
+    let mut dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    let n1 = node("n1");
+    assert_eq!(dra.check(0, &n1), Ok(()));
+    dra.place(0, &n1);
+    assert_eq!(
+        dra.check(1, &n1),
+        Err(Reason::DynamicResources),
+        "both devices taken by the first member"
+    );
+
+    // The same across two claims of one member (kube-scheduler allocates a pod's claims
+    // together), and an `All` request's devices are never given to another request.
+    inv.apply_template(
+        ("ml".into(), "any".into()),
+        ClaimSpec {
+            requests: vec![named("any", AllocationMode::Exact(1), vec![])],
+            unsupported: None,
+        },
+    );
+    inv.apply_template(
+        ("ml".into(), "every-a100".into()),
+        ClaimSpec {
+            requests: vec![named("a100", AllocationMode::All, vec![a100])],
+            unsupported: None,
+        },
+    );
+    let two = with_claims(
+        pod("w"),
+        &[from_template("any"), from_template("every-a100")],
+    );
+    let members = [&two];
+    let dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    assert_eq!(dra.check(0, &n1), Ok(()));
+    let both_all = with_claims(
+        pod("w"),
+        &[from_template("every-a100"), from_template("every-a100")],
+    );
+    let members = [&both_all];
+    let dra = DynamicResources::new(&inv, &members, |_| false).unwrap();
+    assert_eq!(
+        dra.check(0, &n1),
+        Err(Reason::DynamicResources),
+        "two `All` requests cannot share the a100"
+    );
+}

@@ -107,6 +107,8 @@ pub async fn cluster_state(
     // Keep the logs of every run next to the results (small: info level).
     for (name, src) in [
         ("kube-scheduler", cp.dir().join("kube-scheduler.log")),
+        // (d)'s second scheduler, muster's.
+        ("kube-scheduler-2", cp.dir().join("kube-scheduler-2.log")),
         ("muster", cp.dir().join("muster.log")),
     ] {
         if src.exists() {

@@ -4,7 +4,12 @@
 //! - (a) the stock kube-scheduler alone, gang keys ignored — the ceiling;
 //! - (b) kube-scheduler + muster (`scheduler-config/muster-every-pod.yaml`: every pod through muster);
 //! - (c) kube-scheduler's own gang scheduling (feature gate `GenericWorkload`, API
-//!   `scheduling.k8s.io/v1beta1` PodGroup, pods naming it in `spec.schedulingGroup`).
+//!   `scheduling.k8s.io/v1beta1` PodGroup, pods naming it in `spec.schedulingGroup`);
+//! - (d) on request (`E2E_CONFIGS=vanilla,muster-second`), muster behind a second kube-scheduler
+//!   (`scheduler-config/muster-second-scheduler.yaml`, gang members with `schedulerName:
+//!   muster-scheduler`, the admission policy applied) beside the stock default scheduler, which
+//!   places the plain pods: the mode managed clusters allow. The report counts the pods a kubelet
+//!   would refuse because the two schedulers raced for the same room (see `race`).
 //!
 //! Each configuration gets a fresh etcd + kube-apiserver + kube-scheduler (+ muster) from
 //! `muster-harness`, one after another. Pods are created by a concurrent creator (bounded
@@ -60,6 +65,7 @@ mod params;
 mod per_member;
 mod process;
 mod prometheus;
+mod race;
 mod report;
 mod result;
 mod rounds;
@@ -159,7 +165,7 @@ fn run(smoke: bool) -> Result<bool> {
     let mut ok = true;
     for r in &results {
         match r.mode {
-            Mode::Vanilla | Mode::Muster if !r.completed() => {
+            Mode::Vanilla | Mode::Muster | Mode::MusterSecond if !r.completed() => {
                 eprintln!(
                     "e2e_throughput: {} did not complete: {:?}",
                     r.mode.title(),

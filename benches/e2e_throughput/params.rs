@@ -7,6 +7,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Result};
 use muster_harness::paths::repo_root;
 
+/// The profile of scheduler-config/muster-second-scheduler.yaml, which gang members of
+/// configuration (d) ask for.
+pub const SECOND_SCHEDULER_NAME: &str = "muster-scheduler";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Vanilla,
@@ -17,6 +21,13 @@ pub enum Mode {
     /// (`computeBatchablePlugins`, pkg/scheduler/framework/runtime/framework.go:836 in
     /// v1.37.2). Its ratio to vanilla is the ceiling an extender sets for plain pods.
     VanillaUnbatched,
+    /// muster behind a second kube-scheduler (`muster-scheduler`), installed as deploy/ and
+    /// deploy/second-scheduler/ install it: the admission policy marks and gates gang members,
+    /// muster runs `--scope=gang-members`, gang members ask for `schedulerName:
+    /// muster-scheduler`, and the stock default scheduler (no extender) places the plain pods
+    /// beside it. The two schedulers share the nodes without seeing each other's plans: this
+    /// mode measures what that race costs (overcommitted nodes, refused bindings).
+    MusterSecond,
 }
 
 impl Mode {
@@ -26,6 +37,7 @@ impl Mode {
             Mode::Muster => "muster",
             Mode::Native => "native",
             Mode::VanillaUnbatched => "vanilla-unbatched",
+            Mode::MusterSecond => "muster-second",
         }
     }
 
@@ -35,6 +47,7 @@ impl Mode {
             Mode::Muster => "(b) kube-scheduler + muster",
             Mode::Native => "(c) native gang scheduling",
             Mode::VanillaUnbatched => "(a') vanilla, OpportunisticBatching off",
+            Mode::MusterSecond => "(d) muster behind a second scheduler",
         }
     }
 
@@ -45,8 +58,9 @@ impl Mode {
             "muster" | "b" => Ok(Mode::Muster),
             "native" | "c" => Ok(Mode::Native),
             "vanilla-unbatched" => Ok(Mode::VanillaUnbatched),
+            "muster-second" | "d" => Ok(Mode::MusterSecond),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second)")
             }
         }
     }
@@ -137,6 +151,7 @@ pub struct Scale {
 
 impl Scale {
     /// `500` (the default), `5000` (5,000 nodes, 20,000 pods in gangs of 4–64, one round),
+    /// `10000` (10,000 nodes, 40,000 pods, the same gangs, one round, 3600 s per configuration),
     /// `5000-paced` (the same created at 100 pods/s, below every configuration's throughput,
     /// so gang placement times are the scheduler's own, not the queue's).
     pub fn parse(s: &str) -> Result<Self> {
@@ -163,7 +178,13 @@ impl Scale {
                 create_qps: 100.0,
                 ..large
             }),
-            other => bail!("E2E_SCALE: unknown size {other:?} (500, 5000, 5000-paced)"),
+            "10000" => Ok(Scale {
+                nodes: 10_000,
+                pods: 40_000,
+                timeout_secs: 3600,
+                ..large
+            }),
+            other => bail!("E2E_SCALE: unknown size {other:?} (500, 5000, 5000-paced, 10000)"),
         }
     }
 }
@@ -281,6 +302,11 @@ mod tests {
         let paced = Scale::parse(" 5000-paced ").unwrap();
         assert_eq!(paced.create_qps, 100.0);
         assert_eq!(paced.nodes, 5000);
+        let huge = Scale::parse("10000").unwrap();
+        assert_eq!(
+            (huge.nodes, huge.pods, huge.gang_max, huge.rounds),
+            (10_000, 40_000, 64, 1)
+        );
         let e = Scale::parse("50000").unwrap_err().to_string();
         assert!(e.contains("E2E_SCALE") && e.contains("5000-paced"), "{e}");
     }

@@ -407,10 +407,27 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                 s,
                 "- start-up (control plane, {} nodes{}, scheduler): {:.1} s; pods created in {} s; whole configuration {:.0} s",
                 p.nodes,
-                if r.mode == Mode::Muster { ", muster" } else { "" },
+                if matches!(r.mode, Mode::Muster | Mode::MusterSecond) {
+                    ", muster"
+                } else {
+                    ""
+                },
                 r.startup_secs,
                 f1(r.create_secs),
                 r.wall_secs
+            );
+        }
+        if let Some(k) = r.kubelet_refusals {
+            let _ = writeln!(
+                s,
+                "- pods a kubelet would refuse for CPU (admitting them in binding order): {} on {} nodes{}",
+                k.pods,
+                k.nodes,
+                if r.mode == Mode::MusterSecond {
+                    " (two schedulers share the nodes without seeing each other's plans)"
+                } else {
+                    ""
+                }
             );
         }
         if let Some(d) = r.gang_latency {

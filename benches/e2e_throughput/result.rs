@@ -35,6 +35,8 @@ pub struct RunResult {
     pub partial_observations: usize,
     pub max_gang_spread: Option<f64>,
     pub overcommit: Option<std::result::Result<(), String>>,
+    /// Pods a kubelet admitting them in binding order would refuse for CPU (see `race`).
+    pub kubelet_refusals: Option<crate::race::Refusals>,
     pub cpu: Vec<(String, f64)>,
     /// CPU seconds used by processes not part of this run during the measured phase, and the
     /// machine's capacity in that time.
@@ -80,6 +82,7 @@ impl RunResult {
             partial_observations: 0,
             max_gang_spread: None,
             overcommit: None,
+            kubelet_refusals: None,
             cpu: Vec::new(),
             other_cpu: None,
             others_before: None,

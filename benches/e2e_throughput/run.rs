@@ -114,9 +114,15 @@ pub async fn run_mode_inner(
         procs.push(("muster".into(), pid));
     }
     procs.push(("bench (creator + watch)".into(), std::process::id()));
+    // The scheduler the gang members go through: in (d) the second one, muster's.
+    let gang_scheduler = if mode == Mode::MusterSecond {
+        "kube-scheduler-2"
+    } else {
+        "kube-scheduler"
+    };
     let scheduler_pid = procs
         .iter()
-        .find(|(n, _)| n == "kube-scheduler")
+        .find(|(n, _)| n == gang_scheduler)
         .map(|(_, pid)| *pid);
 
     // Watch bound pods before the first create.
@@ -338,6 +344,15 @@ pub async fn run_mode_inner(
     }
 
     gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
+    match k8s::list_pods(&client, NS).await {
+        Ok(pods) => {
+            let node_cpu = crate::race::cpu_milli(&p.node_cpu)?;
+            r.kubelet_refusals = Some(crate::race::kubelet_refusals(w, &pods, &bound_at, node_cpu));
+        }
+        Err(e) => r
+            .notes
+            .push(format!("listing pods for the kubelet's admission: {e:#}")),
+    }
     match crate::per_member::list_failed(&client, w).await {
         Ok((members, plain)) => {
             r.per_member.failed_on_members = members;

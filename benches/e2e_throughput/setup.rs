@@ -26,6 +26,9 @@ pub const UNBATCHED_SCHEDULER_ARG: &str = "--feature-gates=OpportunisticBatching
 /// Lets the bench read kube-scheduler's /metrics without credentials (loopback only).
 pub const SCHEDULER_METRICS_ARG: &str =
     "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics";
+/// Configuration (d)'s second scheduler: scheduler-config/ as shipped, profile
+/// [`SECOND_SCHEDULER_NAME`].
+pub const SECOND_SCHEDULER_CONFIG: &str = "muster-second-scheduler.yaml";
 pub const VANILLA_SCHEDULER_CONFIG: &str =
     "# written by the e2e_throughput bench: stock kube-scheduler, no extender
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -84,12 +87,13 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             .await
             .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
     }
-    let muster = if mode == Mode::Muster {
+    let muster = if matches!(mode, Mode::Muster | Mode::MusterSecond) {
         let bin = std::env::var_os("E2E_MUSTER_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
         let mut mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
-        if p.muster_scoped {
+        // (d) is installed as deploy/ installs it: the policy marks and gates gang members.
+        if p.muster_scoped || mode == Mode::MusterSecond {
             muster_harness::policy::apply_gang_admission_policy(&client)
                 .await
                 .context("applying deploy/gang-admission-policy.yaml")?;
@@ -102,6 +106,12 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     let mut so = SchedulerOptions::default();
     so.args.push(SCHEDULER_METRICS_ARG.into());
     match &muster {
+        // (d): the stock default scheduler here; muster's own scheduler is started below.
+        Some(_) if mode == Mode::MusterSecond => {
+            let path = cp.dir().join("bench-vanilla-scheduler.yaml");
+            std::fs::write(&path, VANILLA_SCHEDULER_CONFIG)?;
+            so.config = Some(path);
+        }
         Some(m) => {
             so.config = Some(p.muster_scheduler_config.clone());
             so.extender_base_url = Some(m.url());
@@ -132,5 +142,18 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             "starting kube-scheduler".to_string()
         }
     })?;
+    if let (Mode::MusterSecond, Some(m)) = (mode, &muster) {
+        // The second scheduler, from the file deploy/second-scheduler/ ships (its profile
+        // `muster-scheduler` sends every pod of its own to muster).
+        let mut second = SchedulerOptions::default();
+        second.args.push(SCHEDULER_METRICS_ARG.into());
+        second.config = Some(muster_harness::control_plane::scheduler_config_file(
+            SECOND_SCHEDULER_CONFIG,
+        ));
+        second.extender_base_url = Some(m.url());
+        cp.start_scheduler(second).await.with_context(|| {
+            format!("starting the second kube-scheduler ({SECOND_SCHEDULER_CONFIG})")
+        })?;
+    }
     Ok((cp, muster))
 }

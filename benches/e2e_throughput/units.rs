@@ -9,6 +9,7 @@ mod outage;
 mod params;
 mod per_member;
 mod prometheus;
+mod race;
 mod result;
 mod rounds;
 mod stats;

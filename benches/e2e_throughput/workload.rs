@@ -173,6 +173,11 @@ pub fn pod_object(w: &Workload, i: usize, mode: Mode) -> Pod {
     if w.dra.is_some() && plan.gang.is_some() {
         crate::dra::attach(&mut pod);
     }
+    if mode == Mode::MusterSecond && plan.gang.is_some() {
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.scheduler_name = Some(crate::params::SECOND_SCHEDULER_NAME.into());
+        }
+    }
     if mode == Mode::Native {
         if let (Some(g), Some(spec)) = (plan.gang, pod.spec.as_mut()) {
             spec.scheduling_group = Some(PodSchedulingGroup {

@@ -329,6 +329,9 @@ impl ControlPlane {
 
     /// Starts the stock kube-scheduler from a KubeSchedulerConfiguration (rewritten for this
     /// cluster: kubeconfig, no leader election, high qps, extender URL) and waits for `/readyz`.
+    /// May be called again for a second scheduler beside the first (another profile's
+    /// `schedulerName`): the first is `kube-scheduler` (its config, log and certificates under
+    /// that name), the next `kube-scheduler-2` and so on.
     /// In a control run ([`crate::cluster::CONTROL_RUN_ENV`]) every scheduler started here —
     /// by [`crate::Cluster`], by `muster-local`, by a test — runs without extenders.
     pub async fn start_scheduler(&mut self, mut opts: SchedulerOptions) -> Result<()> {
@@ -360,7 +363,16 @@ impl ControlPlane {
         if opts.without_extenders {
             remove_extenders(&mut rendered);
         }
-        let config_path = self.dir.join("kube-scheduler-config.yaml");
+        let earlier = self
+            .procs
+            .iter()
+            .filter(|p| p.name().starts_with("kube-scheduler"))
+            .count();
+        let stem = match earlier {
+            0 => "kube-scheduler".to_string(),
+            n => format!("kube-scheduler-{}", n + 1),
+        };
+        let config_path = self.dir.join(format!("{stem}-config.yaml"));
         // JSON is YAML: the scheduler reads it as is.
         fs::write(&config_path, serde_json::to_string_pretty(&rendered)?)?;
         let port = free_port()?;
@@ -370,16 +382,12 @@ impl ControlPlane {
             .arg(format!("--secure-port={port}"))
             .arg(format!(
                 "--cert-dir={}",
-                self.dir.join("pki/kube-scheduler").display()
+                self.dir.join("pki").join(&stem).display()
             ))
             .args(&opts.args);
         let lifetime = self.lifetime;
-        let mut p = ManagedProcess::spawn(
-            "kube-scheduler",
-            cmd,
-            &self.dir.join("kube-scheduler.log"),
-            lifetime,
-        )?;
+        let mut p =
+            ManagedProcess::spawn(&stem, cmd, &self.dir.join(format!("{stem}.log")), lifetime)?;
         let deadline = Instant::now() + opts.start_timeout;
         let probe = insecure_client(port)?;
         loop {
@@ -398,7 +406,9 @@ impl ControlPlane {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        self.scheduler_port = Some(port);
+        if earlier == 0 {
+            self.scheduler_port = Some(port);
+        }
         self.procs.push(p);
         Ok(())
     }

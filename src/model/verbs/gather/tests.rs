@@ -719,41 +719,12 @@ fn a_bound_pods_claim_holds_its_devices_before_its_allocation_is_seen() {
 
 fn seats_hold_devices(bound_first: bool) {
     use crate::model::inputs::devices::{
-        AllocationMode, Claim, ClaimSource, ClaimSpec, Device, DeviceClass, NodeScope, PodClaim,
-        Request, Slice,
+        AllocationMode, Claim, ClaimSource, ClaimSpec, PodClaim, Request,
     };
     const GPU: &str = "gpu.example.com";
     let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
-    let selector = w
-        .table
-        .compile_selector(&format!("device.driver == '{GPU}'"));
-    w.table.apply_device_class(
-        GPU.into(),
-        DeviceClass {
-            selectors: vec![selector],
-        },
-    );
-    for n in ["n1", "n2"] {
-        w.table.apply_resource_slice(
-            format!("{n}-gpus").into(),
-            Slice {
-                driver: GPU.into(),
-                pool: n.into(),
-                generation: 1,
-                slice_count: 1,
-                scope: Some(NodeScope::Node(n.into())),
-                devices: (0..4)
-                    .map(|i| Device {
-                        name: format!("gpu-{i}").into(),
-                        attributes: Default::default(),
-                        capacity: Default::default(),
-                        scope: None,
-                        unsupported: None,
-                    })
-                    .collect(),
-            },
-        );
-    }
+    // DeviceClass GPU and a node-local slice of 4 GPUs on each node.
+    crate::model::tests::dra_devices(&mut w.table, &["n1", "n2"]);
     // Each member has a claim of its own for 2 of a node's 4 GPUs: two members per node.
     let member = |w: &mut World, name: &str, gang: &str| {
         let claim = format!("{name}-gpus");

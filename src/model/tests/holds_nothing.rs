@@ -498,3 +498,29 @@ fn node_ports_a_plain_pod_is_not_offered_the_host_port_a_seat_holds() {
     let other = pod("other").cpu(100).host_port(9090).build();
     assert_eq!(w.filter(&other).0, ["n1"]);
 }
+
+/// Found by the model check (and fixed): a seat holds its member's host port against another
+/// gang's simulation too, whose snapshot had the pods on nodes and not the seated members of
+/// other gangs (`GangTable::snapshot`). Gang a is seated on n1 below quorum with host port
+/// 8080; gang b of one member asking for the same port is not planned onto n1.
+#[test]
+fn node_ports_a_gang_is_not_planned_onto_the_host_port_another_gangs_seat_holds() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a1 = pod("a1").cpu(100).gang("a", 2).host_port(8080).build();
+    let a2 = pod("a2").cpu(100).gang("a", 2).build();
+    w.add(&[&a1, &a2]);
+    assert_eq!(w.filter(&a1).0, ["n1"]);
+    assert!(matches!(w.bind(&a1, "n1"), BindDecision::Wait { .. }));
+    assert!(
+        w.table.holds_seat(&a1.uid),
+        "a1's seat on n1 holds its port"
+    );
+    let b1 = pod("b1").cpu(100).gang("b", 1).host_port(8080).build();
+    let (ok, reasons) = w.filter(&b1);
+    assert!(ok.is_empty(), "{ok:?} {reasons:?}");
+    assert!(
+        reasons.iter().all(|r| r.contains("8080")),
+        "the reason names the port: {reasons:?}"
+    );
+    assert_eq!(total_reserved(&w), 200, "b holds nothing");
+}

@@ -690,9 +690,10 @@ impl Check {
             format!("bind {} on {node}: {decision:?}", p.name)
         });
         let together = matches!(decision, BindDecision::BindGang { .. });
-        // A pod bound on a node muster's filter did not offer it (`anywhere`) may take a host
-        // port a seat there holds: those seats are checked again only at the last look before
-        // binding, like seats on a node that changed.
+        // A pod bound on a node muster's filter did not offer it (`anywhere`: its bind checks
+        // room, not the host ports of seats) may take a host port a seat on that node holds:
+        // those seats are checked again only at the last look before binding, like seats on a
+        // node that changed.
         if let BindDecision::BindNow { pod, node } = &decision {
             let port = self
                 .cluster

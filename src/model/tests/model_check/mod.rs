@@ -1,7 +1,8 @@
 //! A model-based property test of the whole table. Each case draws a cluster (per node:
-//! memory, GPUs as an extended resource, a pod count; a label and a NoSchedule taint that come
-//! and go) and what each slot's pod asks for (CPU, memory, GPUs, a node selector or required
-//! node affinity, a toleration, another component's scheduling gate, a priority), then random
+//! memory, GPUs as an extended resource, a pod count, DRA devices in a ResourceSlice; a label
+//! and a NoSchedule taint that come and go) and what each slot's pod asks for (CPU, memory,
+//! GPUs, a node selector or required node affinity, a toleration, another component's
+//! scheduling gate, a priority, a host port, a claim for a device made from a template), then random
 //! interleavings of watch events (nodes and pods added, changed, deleted — nodes also with pods
 //! on them, which the pod garbage collector deletes later; re-lists, some after a lost delete;
 //! all through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler
@@ -20,7 +21,8 @@
 //! After every step the invariants are checked (see [`Check`]), by name: never-half (live
 //! members with nodes are none or meet the quorum and every task's minimum, outside the
 //! documented repair, deletions and failed bindings), no-overcommit (every resource, pods
-//! included; reservations are exactly the seats), holds-nothing (no seat on a deleted node, for
+//! included; reservations are exactly the seats; no binding needs a device allocated already;
+//! no two pods or seats on a node share a host port), holds-nothing (no seat on a deleted node, for
 //! a gated member, or on a node the member's rules refuse — checked by the test's own rules in
 //! `cluster`, not `model::rules`; room for members not created yet only within the creation
 //! window), the last look before binding (a gang bound together never lands on a node its

@@ -40,6 +40,7 @@ pub async fn bind(
             decision,
             in_flight,
             started,
+            rooms_freed,
         } = decide(shared, request);
         shared.flush_notices();
         return match decision {
@@ -65,9 +66,19 @@ pub async fn bind(
                         )
                     }
                 };
+                // Tests put a watch event here: after the decision, before the hold.
+                #[cfg(test)]
+                tests::between_decision_and_hold();
                 let end = shared
                     .held
-                    .hold(&shared.table, &shared.bindings, &gang, request.uid, until)
+                    .hold(
+                        &shared.table,
+                        &shared.bindings,
+                        &gang,
+                        request.uid,
+                        rooms_freed,
+                        until,
+                    )
                     .await;
                 let who = PodRef {
                     namespace: request.namespace.into(),
@@ -152,15 +163,20 @@ struct Decided {
     in_flight: Option<Pending>,
     /// The bindings the decision starts, to be spawned.
     started: Vec<(PodRef, Binding)>,
+    /// For a call to be held: how many times room its gang waited for was freed, read with
+    /// the decision (see `HeldBinds::hold`).
+    rooms_freed: u64,
 }
 
 /// The table's decision, and for a pod muster is binding, that binding: both under the table's
-/// lock, where the bindings the decision starts are registered too.
+/// lock, where the bindings the decision starts are registered too, and for a call to be held
+/// the count of freed room its hold compares with.
 fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
     let mut table = shared.table.lock();
     let decision = table.bind(request, Instant::now());
     let mut in_flight = None;
     let mut started = Vec::new();
+    let mut rooms_freed = 0;
     match &decision {
         BindDecision::BindNow { pod, node } => {
             started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
@@ -173,12 +189,14 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
         BindDecision::InFlight { pod, node } => {
             in_flight = shared.bindings.find(&pod.uid).filter(|b| b.node == *node);
         }
+        BindDecision::Wait { gang, .. } => rooms_freed = table.rooms_freed(gang),
         _ => {}
     }
     Decided {
         decision,
         in_flight,
         started,
+        rooms_freed,
     }
 }
 
@@ -301,3 +319,6 @@ fn finish_binding(shared: &Shared, pod: &PodRef, binding: Binding, result: &Resu
     let outcome = result.clone().map_err(|e| binding_failed(pod, node, &e));
     binding.end(outcome, now);
 }
+
+#[cfg(test)]
+mod tests;

@@ -40,20 +40,25 @@ pub enum HoldEnd {
     Released(String),
     /// The hold ran out with the gang still below quorum; the seat is kept.
     StillWaiting,
-    /// Woken with the seat still held and no node: the room the gang's quorum waited for was
-    /// freed (see `GangTable::take_room_freed`), so the call decides again.
+    /// Woken with the seat still held and no node, or found `GangTable::rooms_freed` changed
+    /// since the decision: the room the gang's quorum waited for was freed (see
+    /// `GangTable::take_room_freed`), so the call decides again.
     Woken,
 }
 
 impl HeldBinds {
     /// Holds the bind call of seated member `uid` until muster binds it, the gang loses its
-    /// seats, or `until` passes.
+    /// seats, the room its quorum waits for is freed, or `until` passes. `rooms_freed` is
+    /// `GangTable::rooms_freed` read under the lock of the decision to hold: room freed after
+    /// that decision and before this hold registered its waker sent a wake-up that reached
+    /// no one, and the count tells it instead (the call decides again at once).
     pub async fn hold(
         &self,
         table: &Mutex<GangTable>,
         bindings: &Bindings,
         gang: &GangKey,
         uid: &str,
+        rooms_freed: u64,
         until: tokio::time::Instant,
     ) -> HoldEnd {
         if until <= tokio::time::Instant::now() {
@@ -79,6 +84,10 @@ impl HeldBinds {
                         format!("gang {gang} released its seats before reaching quorum")
                     });
                     return HoldEnd::Released(reason);
+                }
+                // The room came before the waker was registered (or while it slept).
+                if t.rooms_freed(gang) != rooms_freed {
+                    return HoldEnd::Woken;
                 }
             }
             if last_look {

@@ -273,6 +273,15 @@ pub fn holding(key: &GangKey, nodes: &[String], planned: &[String]) -> String {
 pub const RETRY_AFTER_WINDOW: &str =
     "the gang's creation window closed; asking kube-scheduler to retry the pod";
 
+/// Filter reason for a node where a gang's seat holds a host port the pod asks for.
+pub fn host_port_held(
+    port: &impl fmt::Display,
+    gang: &impl fmt::Display,
+    member: &impl fmt::Display,
+) -> String {
+    format!("host port {port} is reserved here for gang {gang} (the seat of {member})")
+}
+
 /// Filter reason for a node without room; says so when gang seats take part of it.
 pub fn no_room(shortfall: &impl fmt::Display, seats_here: bool) -> String {
     if seats_here {

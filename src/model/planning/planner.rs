@@ -743,7 +743,25 @@ impl GangTable {
             bound
         };
         let nodes = self.ledger.iter().map(|(_, e)| e.info()).collect();
-        ClusterSnapshot::new(nodes, bound, &self.namespaces)
+        let snapshot = ClusterSnapshot::new(nodes, bound, &self.namespaces);
+        // A seat holds its member's host ports as it holds its room: the seated members of
+        // other gangs count for NodePorts (only: their other rules are not checked against).
+        if !members.iter().any(|p| has_host_ports(p)) {
+            return snapshot;
+        }
+        let own = members.first().and_then(|p| p.gang()).map(|m| &m.gang);
+        let seated: Vec<(&NodeInfo, &PodInfo)> = self
+            .gangs
+            .iter()
+            .filter(|(key, _)| Some(*key) != own)
+            .flat_map(|(_, g)| g.seats())
+            .filter_map(|(holder, seat)| {
+                let p = self.pods.get(holder.member()?)?;
+                let seated = p.charged_node().is_none() && has_host_ports(&p.info);
+                (seated && keep(&p.info)).then_some((self.ledger.get(&seat.node)?.info(), &p.info))
+            })
+            .collect();
+        snapshot.with_seated_ports(seated)
     }
 
     /// Reserves, in the simulation, room for every competing gang that comes before `key`

@@ -63,6 +63,13 @@ impl<'a> ClusterSnapshot<'a> {
     pub fn nodes(&self) -> &[&'a NodeInfo] {
         &self.nodes
     }
+
+    /// Members of other gangs holding seats (`seated`, on their seats' nodes) whose host ports
+    /// NodePorts counts as in use there; no other rule reads them.
+    pub fn with_seated_ports(mut self, seated: Vec<(&'a NodeInfo, &'a PodInfo)>) -> Self {
+        self.with_host_ports.extend(seated);
+        self
+    }
 }
 
 fn anti_affinity_of(pod: &PodInfo) -> &[PodAffinityTerm] {

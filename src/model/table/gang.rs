@@ -115,6 +115,10 @@ pub struct Gang {
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
     pub partly_bound: Option<String>,
+    /// How many times room the gang's quorum waited for was freed (`RoomWait::PodsLeaving`
+    /// ended): a held bind call compares it with the count at its decision, so room freed
+    /// before the call began to wait still makes it decide again.
+    pub(in crate::model) rooms_freed: u64,
 }
 
 impl Default for Gang {
@@ -137,6 +141,7 @@ impl Default for Gang {
             awaiting_room: Vec::new(),
             marker_warning: None,
             partly_bound: None,
+            rooms_freed: 0,
         }
     }
 }

@@ -238,6 +238,14 @@ impl GangTable {
         std::mem::take(&mut self.room_freed)
     }
 
+    /// How many times room the gang waited for was freed so far (0 for a gang not in the
+    /// table). Read under the lock of a bind decision that waits, and again by its held call
+    /// before it sleeps: a change means the room came in between, when the wake-up
+    /// (`take_room_freed`) found no held call to wake.
+    pub fn rooms_freed(&self, key: &GangKey) -> u64 {
+        self.gangs.get(key).map_or(0, |g| g.rooms_freed)
+    }
+
     /// Notices produced since the last call; a `Retry` for every pod refused for held room
     /// when seats were released meanwhile, and for every pod refused while a node it was
     /// offered was unknown when a new node arrived meanwhile (one per pod, even if both hold).

@@ -449,3 +449,78 @@ fn dynamic_resources_a_gang_with_claims_holds_nothing_until_the_dra_objects_are_
     w.table.device_kind_listed(KINDS[3]);
     assert_eq!(w.filter(&p).0.len(), 1, "one member per node");
 }
+
+/// Found by the model check: seats hold their members' devices against the gangs muster
+/// simulates, but a pod muster judges by room alone (one in no gang, or a later member of a
+/// placed gang: `filter_by_room`) is offered the node whose devices a seat holds, and takes
+/// them. Gang g (p with a claim for all 4 devices of n1, the only node with devices, and r)
+/// is seated below quorum; a plain pod with the same claim must not be offered n1
+/// (no-overcommit: seats + allocations ≤ devices). It is: reported, not fixed here.
+#[test]
+#[ignore = "known gap: the room-only filter does not count the devices seats hold"]
+fn dynamic_resources_a_plain_pod_is_not_offered_the_devices_a_seat_holds() {
+    let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
+    dra_devices(&mut w.table, &["n1"]);
+    let p = with_dra_claim(&mut w.table, pod("p").cpu(100).gang("g", 2).build());
+    let r = pod("r").cpu(100).gang("g", 2).build();
+    w.add(&[&p, &r]);
+    assert_eq!(w.filter(&p).0, ["n1"]);
+    assert!(matches!(w.bind(&p, "n1"), BindDecision::Wait { .. }));
+    assert!(
+        w.table.holds_seat(&p.uid),
+        "p's seat on n1 holds its devices"
+    );
+    let plain = with_dra_claim(&mut w.table, pod("plain").cpu(100).build());
+    let (ok, reasons) = w.filter(&plain);
+    assert!(!ok.contains(&"n1".to_string()), "{ok:?} {reasons:?}");
+}
+
+/// The same for host ports (found with it, and fixed): a member seated on n1 with host port
+/// 8080; a plain pod asking for the same port, judged by room alone, is not offered n1, and
+/// the reason names the seat.
+#[test]
+fn node_ports_a_plain_pod_is_not_offered_the_host_port_a_seat_holds() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let p = pod("p").cpu(100).gang("g", 2).host_port(8080).build();
+    let r = pod("r").cpu(100).gang("g", 2).build();
+    w.add(&[&p, &r]);
+    assert_eq!(w.filter(&p).0, ["n1"]);
+    assert!(matches!(w.bind(&p, "n1"), BindDecision::Wait { .. }));
+    assert!(w.table.holds_seat(&p.uid), "p's seat on n1 holds its port");
+    let plain = pod("plain").cpu(100).host_port(8080).build();
+    let (ok, reasons) = w.filter(&plain);
+    assert!(ok.is_empty(), "{ok:?} {reasons:?}");
+    assert_eq!(
+        reasons,
+        ["host port 8080/TCP is reserved here for gang ml/g (the seat of p)"]
+    );
+    // Another port fits.
+    let other = pod("other").cpu(100).host_port(9090).build();
+    assert_eq!(w.filter(&other).0, ["n1"]);
+}
+
+/// Found by the model check (and fixed): a seat holds its member's host port against another
+/// gang's simulation too, whose snapshot had the pods on nodes and not the seated members of
+/// other gangs (`GangTable::snapshot`). Gang a is seated on n1 below quorum with host port
+/// 8080; gang b of one member asking for the same port is not planned onto n1.
+#[test]
+fn node_ports_a_gang_is_not_planned_onto_the_host_port_another_gangs_seat_holds() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a1 = pod("a1").cpu(100).gang("a", 2).host_port(8080).build();
+    let a2 = pod("a2").cpu(100).gang("a", 2).build();
+    w.add(&[&a1, &a2]);
+    assert_eq!(w.filter(&a1).0, ["n1"]);
+    assert!(matches!(w.bind(&a1, "n1"), BindDecision::Wait { .. }));
+    assert!(
+        w.table.holds_seat(&a1.uid),
+        "a1's seat on n1 holds its port"
+    );
+    let b1 = pod("b1").cpu(100).gang("b", 1).host_port(8080).build();
+    let (ok, reasons) = w.filter(&b1);
+    assert!(ok.is_empty(), "{ok:?} {reasons:?}");
+    assert!(
+        reasons.iter().all(|r| r.contains("8080")),
+        "the reason names the port: {reasons:?}"
+    );
+    assert_eq!(total_reserved(&w), 200, "b holds nothing");
+}

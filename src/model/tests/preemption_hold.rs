@@ -373,3 +373,39 @@ fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go(
         (0, 0, 0)
     );
 }
+
+/// Found by the model check: room a preemption planned for a member not created yet, where a
+/// pod of lower priority still runs, went to the member that then arrived even though another
+/// component's scheduling gate keeps it out of scheduling (holds-nothing: a gated member is
+/// placed nowhere). It waits for a member that may be scheduled.
+#[test]
+fn planned_room_freed_does_not_go_to_a_gated_member() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let pair = high_pair();
+    w.add(&[&a, &b, &pair[0]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
+    let planned = |w: &World| {
+        w.table
+            .views(w.now)
+            .into_iter()
+            .find(|v| v.name == "pair")
+            .map(|v| v.planned_room)
+    };
+    assert_eq!(planned(&w), Some(vec!["(not created yet)@n2".to_string()]));
+    let mut gated = pair[1].clone();
+    gated
+        .rules
+        .get_or_insert_with(Default::default)
+        .scheduling_gates = vec!["example.com/quota".to_string()];
+    w.add(&[&gated]);
+    w.table.remove_pod(&b.uid);
+    assert!(
+        !w.table.holds_seat(&gated.uid),
+        "no seat for a gated member"
+    );
+    assert_eq!(w.reserved("n2"), 0, "nothing held on n2 for it");
+}

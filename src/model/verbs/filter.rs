@@ -15,6 +15,7 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::rules::node_ports;
 use crate::model::table::evidence::EvidenceStore;
 use crate::model::table::GangTable;
 use crate::model::verbs::prioritize::Nearness;
@@ -296,6 +297,9 @@ impl GangTable {
                 }
             }
         }
+        // Nodes where a seat holds a host port the pod asks for: a seat holds its member's ports
+        // as it holds its room (NodePorts; no two pods on a node share a host port).
+        let ports_held = self.ports_held_by_seats(pod);
         // First pass, no strings: which nodes the pod may use, and (gang members only) the
         // best of them as (preference, packing score, position).
         let mut best: Option<(u8, i64, f64, usize)> = None;
@@ -307,7 +311,7 @@ impl GangTable {
                 let Some(i) = *p else {
                     return NodeVerdict::NotOffered;
                 };
-                if !in_domain(i) {
+                if !in_domain(i) || ports_held.contains_key(&i) {
                     return NodeVerdict::NotOffered;
                 }
                 let preference = if own_seat == Some(i) {
@@ -367,6 +371,10 @@ impl GangTable {
                         label, value,
                     )));
                 }
+                if let Some(why) = ports_held.get(&i) {
+                    for_seats = true;
+                    return NodeVerdict::Unschedulable(Arc::from(why.as_str()));
+                }
                 let short = self
                     .ledger
                     .shortfall(i, &pod.requests, None, None)
@@ -382,6 +390,38 @@ impl GangTable {
             })
             .collect();
         (verdicts, for_seats)
+    }
+
+    /// For a pod with host ports: the nodes (by position) where the seat of another pod holds
+    /// one of them, with the message saying so.
+    fn ports_held_by_seats(&self, pod: &PodInfo) -> HashMap<usize, String> {
+        let mut held = HashMap::default();
+        let wanted = node_ports::host_ports(pod);
+        if wanted.is_empty() {
+            return held;
+        }
+        for (key, g) in &self.gangs {
+            for (holder, seat) in g.seats() {
+                let Some(uid) = holder.member().filter(|u| ***u != *pod.uid) else {
+                    continue;
+                };
+                let Some(member) = self.pods.get(uid) else {
+                    continue;
+                };
+                let used = node_ports::host_ports(&member.info);
+                let Some(port) = wanted
+                    .iter()
+                    .find(|w| used.iter().any(|u| w.conflicts_with(u)))
+                else {
+                    continue;
+                };
+                if let Some(i) = self.ledger.position(&seat.node) {
+                    held.entry(i)
+                        .or_insert_with(|| messages::host_port_held(port, key, &member.info.name));
+                }
+            }
+        }
+        held
     }
 
     /// Remembers whether the gang's own simulation found a rule that stops it (gangs behind it

@@ -39,6 +39,7 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::rules::scheduling_gates;
 use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::room_waits::RoomWait;
@@ -305,8 +306,14 @@ impl GangTable {
         if !gang.is_admitted() {
             return;
         }
+        // A member another component's scheduling gate keeps out of scheduling is placed
+        // nowhere (holds-nothing): the room waits for one that may be scheduled.
         let needs = |uid: &PodUid| {
-            gang.seat_of(uid).is_none() && self.pods.get(uid).is_some_and(|p| p.is_pending())
+            gang.seat_of(uid).is_none()
+                && self
+                    .pods
+                    .get(uid)
+                    .is_some_and(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
         };
         let mut planned = gang.awaiting_room.clone();
         let mut homeless: Vec<&PodInfo> = self

@@ -1,18 +1,23 @@
 //! The cluster as the API server holds it, for the model check: nodes (with memory, GPUs, a pod
-//! count, a label and a taint that come and go), pods (bound or not, being deleted or not, gated
-//! or not, nominated or not), the PodGroups of the three APIs and the bindings muster has in
+//! count, a label and a taint that come and go, and a ResourceSlice of DRA devices), pods
+//! (bound or not, being deleted or not, gated or not, nominated or not, with a host port or a
+//! ResourceClaim made from a template), the claims (allocated by kube-scheduler's part, played
+//! here, when a pod is bound), the PodGroups of the three APIs and the bindings muster has in
 //! flight; objects are written as the watch would deliver them (Kubernetes JSON through
 //! `apply_event`).
 //!
 //! Each case draws a [`Shape`]: what every node offers and what every slot's pod asks for
 //! (resources, a node selector or required node affinity, a toleration, a scheduling gate of
-//! another component, a priority). The rules a pod's placement must pass are evaluated here a
-//! second time, independently of `model::rules` ([`Cluster::admits`]): they are what the test
-//! holds muster's seats and bindings to.
+//! another component, a priority, a host port, a device claim). The rules a pod's placement
+//! must pass are evaluated here a second time, independently of `model::rules`
+//! ([`Cluster::admits`]): they are what the test holds muster's seats and bindings to.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -31,6 +36,12 @@ const TAINT_KEY: &str = "dedicated";
 /// Another component's scheduling gate (not muster's): the pod is placeable nowhere while it
 /// stays.
 pub const FOREIGN_GATE: &str = "example.com/quota";
+/// The DRA driver and device class of every slice, and the template members' claims are made
+/// from (one device of the class; kube-scheduler's DynamicResources allocates it).
+pub const DRA_CLASS: &str = "gpu.example.com";
+const TEMPLATE: &str = "one-gpu";
+/// The host ports a slot's pod may ask for (NodePorts: one pod per port and node).
+const HOST_PORTS: [i32; 2] = [8080, 9090];
 
 /// Slots of pods that come and go: which gang (and its quorum by the pods' keys) and how much
 /// CPU. `g0` declares its quorum with muster's keys; `g1` is a Volcano job (its PodGroup comes
@@ -80,6 +91,8 @@ pub struct NodeShape {
     pub memory_gi: i64,
     pub gpus: i64,
     pub pods: i64,
+    /// DRA devices in the node's ResourceSlice (none: no slice).
+    pub devices: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -91,6 +104,10 @@ pub struct SlotShape {
     /// Created with [`FOREIGN_GATE`].
     pub gated: bool,
     pub priority: i32,
+    /// `hostPort` of its container (TCP, every host IP).
+    pub host_port: Option<i32>,
+    /// A claim for one device, from the template.
+    pub claim: bool,
 }
 
 /// The cluster a case runs on, and what its pods ask for.
@@ -106,11 +123,15 @@ pub struct Shape {
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
-    let node = (1..=4i64, 0..=2i64, 2..=5i64).prop_map(|(memory_gi, gpus, pods)| NodeShape {
-        memory_gi,
-        gpus,
-        pods,
-    });
+    let node =
+        (1..=4i64, 0..=2i64, 2..=5i64, 0..=2usize).prop_map(|(memory_gi, gpus, pods, devices)| {
+            NodeShape {
+                memory_gi,
+                gpus,
+                pods,
+                devices,
+            }
+        });
     let placement = prop_oneof![
         6 => Just(Placement::Anywhere),
         1 => Just(Placement::Selector),
@@ -124,15 +145,19 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         any::<bool>(),
         proptest::bool::weighted(0.1),
         prop_oneof![Just(0), Just(100), Just(1000)],
+        proptest::option::weighted(0.25, proptest::sample::select(&HOST_PORTS[..])),
+        proptest::bool::weighted(0.3),
     )
         .prop_map(
-            |(memory_gi, gpu, placement, tolerates, gated, priority)| SlotShape {
+            |(memory_gi, gpu, placement, tolerates, gated, priority, host_port, claim)| SlotShape {
                 memory_gi,
                 gpus: i64::from(gpu),
                 placement,
                 tolerates,
                 gated,
                 priority,
+                host_port,
+                claim,
             },
         );
     (
@@ -223,6 +248,9 @@ pub struct SimPod {
     pub priority: i32,
     /// `status.nominatedNodeName` (kube-scheduler's preemption).
     pub nominated: Option<String>,
+    pub host_port: Option<i32>,
+    /// The name of the claim made for it from the template (`<name>-gpu`).
+    pub claim: Option<String>,
 }
 
 impl SimPod {
@@ -280,11 +308,20 @@ impl SimPod {
         if self.requests.gpus > 0 {
             requests[GPU] = json!(self.requests.gpus.to_string());
         }
+        let mut container = json!({"name": "main", "resources": {"requests": requests}});
+        if let Some(port) = self.host_port {
+            container["ports"] =
+                json!([{"containerPort": port, "hostPort": port, "protocol": "TCP"}]);
+        }
         let mut spec = json!({
             "nodeName": self.node,
             "priority": self.priority,
-            "containers": [{"name": "main", "resources": {"requests": requests}}],
+            "containers": [container],
         });
+        if self.claim.is_some() {
+            spec["resourceClaims"] =
+                json!([{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}]);
+        }
         match self.placement {
             Placement::Anywhere => {}
             Placement::Selector => spec["nodeSelector"] = json!({POOL: "a"}),
@@ -315,6 +352,9 @@ impl SimPod {
         let mut status = json!({"phase": if self.node.is_some() { "Running" } else { "Pending" }});
         if let Some(n) = &self.nominated {
             status["nominatedNodeName"] = json!(n);
+        }
+        if let Some(claim) = &self.claim {
+            status["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": claim}]);
         }
         serde_json::from_value(json!({"metadata": meta, "spec": spec, "status": status}))
             .expect("a valid pod")
@@ -364,6 +404,48 @@ impl SimNode {
         }))
         .expect("a valid node")
     }
+
+    /// The node's ResourceSlice (a pool of its own, one slice), if it has devices.
+    pub fn slice(&self) -> Option<ResourceSlice> {
+        let devices: Vec<serde_json::Value> = (0..self.shape.devices)
+            .map(|i| json!({"name": format!("gpu-{i}")}))
+            .collect();
+        (!devices.is_empty()).then(|| {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{}-gpus", self.name)},
+                "spec": {
+                    "driver": DRA_CLASS,
+                    "pool": {"name": self.name, "generation": 1, "resourceSliceCount": 1},
+                    "nodeName": self.name,
+                    "devices": devices,
+                },
+            }))
+            .expect("a valid slice")
+        })
+    }
+}
+
+/// A claim's spec, the template's: one device of the class.
+fn claim_spec() -> serde_json::Value {
+    json!({"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1}}
+    ]}})
+}
+
+pub fn device_class() -> DeviceClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": DRA_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRA_CLASS}'")}}]},
+    }))
+    .expect("a valid device class")
+}
+
+pub fn claim_template() -> ResourceClaimTemplate {
+    serde_json::from_value(json!({
+        "metadata": {"name": TEMPLATE, "namespace": "ml"},
+        "spec": {"spec": claim_spec()},
+    }))
+    .expect("a valid claim template")
 }
 
 pub struct Cluster {
@@ -374,6 +456,8 @@ pub struct Cluster {
     pub in_flight: Vec<(String, String)>,
     /// The PodGroups of `g1`, `g2`, `g3` that exist: their `minMember`.
     pub pod_groups: [Option<u32>; 3],
+    /// The claims made from the template, by name: the node and device allocated, if any.
+    pub claims: BTreeMap<String, Option<(String, usize)>>,
     /// The latest `minMember` of each, also after its deletion (the quorum its members were
     /// bound under).
     pub last_min_member: [u32; 3],
@@ -390,6 +474,7 @@ impl Cluster {
             pods: Vec::new(),
             in_flight: Vec::new(),
             pod_groups: min.map(Some),
+            claims: BTreeMap::new(),
             last_min_member: min,
             generation: 0,
         }
@@ -427,6 +512,8 @@ impl Cluster {
                 None => s.priority,
             },
             nominated: None,
+            host_port: s.host_port,
+            claim: s.claim.then(|| format!("p{slot}-{g}-gpu")),
         }
     }
 
@@ -479,6 +566,17 @@ impl Cluster {
     /// with effect NoSchedule) and NodeAffinity (`nodeSelector` and required affinity on
     /// `pool`).
     pub fn admits(&self, node: &str, p: &SimPod) -> bool {
+        self.admits_for(node, p, false)
+    }
+
+    /// [`Cluster::admits`] for a seat: the host ports of pods being deleted there do not count
+    /// (room a preemption frees is held while its victims terminate, see `preemption_hold`),
+    /// nor do devices (see `Check::check_ports`).
+    pub fn admits_seat(&self, node: &str, p: &SimPod) -> bool {
+        self.admits_for(node, p, true)
+    }
+
+    fn admits_for(&self, node: &str, p: &SimPod, seat: bool) -> bool {
         let Some(n) = self.nodes.get(node) else {
             return false;
         };
@@ -487,15 +585,137 @@ impl Cluster {
             Placement::Selector | Placement::AffinityIn => n.labelled,
             Placement::AffinityNotIn => !n.labelled,
         };
-        !n.cordoned && (!n.tainted || p.tolerates) && affinity
+        !n.cordoned
+            && (!n.tainted || p.tolerates)
+            && affinity
+            && self.ports_free(node, p, !seat)
+            && (seat || self.claim_fits(node, p))
     }
 
-    /// A table as muster starts it: every PodGroup API is served, and the PodGroups that
-    /// exist are listed (before the pods, as the watches would deliver them).
+    /// NodePorts: no other pod on `node` (bound or being bound; being deleted too, with
+    /// `leaving`) uses the pod's host port.
+    pub fn ports_free(&self, node: &str, p: &SimPod, leaving: bool) -> bool {
+        p.host_port.is_none_or(|port| {
+            !self.pods.iter().any(|q| {
+                q.uid != p.uid
+                    && q.host_port == Some(port)
+                    && (leaving || !q.terminating)
+                    && self.node_of(q).as_deref() == Some(node)
+            })
+        })
+    }
+
+    /// DynamicResources: the pod's claim is allocated on `node`, or one of the node's devices
+    /// is in no claim's allocation.
+    pub fn claim_fits(&self, node: &str, p: &SimPod) -> bool {
+        match p.claim.as_ref().and_then(|c| self.claims.get(c)) {
+            None => true,
+            Some(Some((n, _))) => n == node,
+            Some(None) => self.free_device(node).is_some(),
+        }
+    }
+
+    /// The devices of `node`'s slice (none while the node does not exist).
+    pub fn devices(&self, node: &str) -> usize {
+        self.nodes.get(node).map_or(0, |n| n.shape.devices)
+    }
+
+    /// The first device of `node` in no claim's allocation.
+    pub fn free_device(&self, node: &str) -> Option<usize> {
+        (0..self.devices(node)).find(|d| {
+            !self
+                .claims
+                .values()
+                .any(|a| a.as_ref().is_some_and(|(n, i)| n == node && i == d))
+        })
+    }
+
+    /// kube-scheduler's DynamicResources, as the pod is bound to `node`: its claim gets the
+    /// node's first free device (kept if already allocated there). `Err` when no device is
+    /// free there: the binding would need a device allocated twice.
+    pub fn allocate(&mut self, uid: &str, node: &str) -> Result<Option<ResourceClaim>, String> {
+        let Some(claim) = self.pod(uid).and_then(|p| p.claim.clone()) else {
+            return Ok(None);
+        };
+        match self.claims.get(&claim) {
+            Some(Some((n, _))) if n == node => return Ok(None),
+            Some(Some((n, d))) => {
+                return Err(format!(
+                    "claim {claim} is allocated on {n} (gpu-{d}), not {node}"
+                ))
+            }
+            Some(None) => {}
+            None => return Err(format!("claim {claim} does not exist")),
+        }
+        let device = self.free_device(node).ok_or_else(|| {
+            format!(
+                "claim {claim} bound to {node}, whose {} devices are all allocated",
+                self.devices(node)
+            )
+        })?;
+        self.claims
+            .insert(claim.clone(), Some((node.to_string(), device)));
+        Ok(Some(self.claim_object(&claim)))
+    }
+
+    /// The pod's binding did not happen: its claim's allocation is taken back (kube-scheduler's
+    /// DynamicResources `Unreserve`).
+    pub fn deallocate(&mut self, uid: &str) -> Option<ResourceClaim> {
+        let claim = self.pod(uid)?.claim.clone()?;
+        let allocation = self.claims.get_mut(&claim)?;
+        allocation.take()?;
+        Some(self.claim_object(&claim))
+    }
+
+    /// The claim as the claim watch delivers it.
+    pub fn claim_object(&self, name: &str) -> ResourceClaim {
+        let mut status = json!({});
+        if let Some(Some((node, device))) = self.claims.get(name) {
+            status["allocation"] = json!({
+                "devices": {"results": [
+                    {"request": "gpu", "driver": DRA_CLASS, "pool": node, "device": format!("gpu-{device}")}
+                ]},
+                "nodeSelector": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]},
+            });
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": claim_spec(),
+            "status": status,
+        }))
+        .expect("a valid claim")
+    }
+
+    /// A table as muster starts it: every PodGroup API is served, and the PodGroups and the
+    /// DRA objects that exist are listed (before the pods, as the watches would deliver them).
     pub fn fresh_table(&self) -> GangTable {
+        use crate::cluster::watch::{apply_event, Relist};
+        use kube::runtime::watcher::Event;
         let mut table = GangTable::new(ModelConfig::default());
         for api in PodGroupApi::ALL {
             table.set_pod_group_api_served(api, true);
+        }
+        apply_event(
+            &mut table,
+            &mut Relist::default(),
+            Event::Apply(device_class()),
+        );
+        apply_event(
+            &mut table,
+            &mut Relist::default(),
+            Event::Apply(claim_template()),
+        );
+        let mut slices = Relist::default();
+        for n in self.nodes.values() {
+            if let Some(s) = n.slice() {
+                apply_event(&mut table, &mut slices, Event::Apply(s));
+            }
+        }
+        let mut claims = Relist::default();
+        for c in self.claims.keys() {
+            apply_event(&mut table, &mut claims, Event::Apply(self.claim_object(c)));
         }
         for (i, (gang, _)) in GANGS[1..].iter().enumerate() {
             if let Some(def) = self.pod_groups[i].and_then(|m| pod_group(gang, m)) {

@@ -1,0 +1,141 @@
+//! A held bind call and a watch event that lands between its decision and its hold.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+
+use super::{bind, BindCall};
+use crate::cluster::binder::{BindError, Binder};
+use crate::cluster::events::EventSink;
+use crate::model::{BindRequest, ModelConfig, NodeName, PodRef};
+use crate::state::Shared;
+use crate::testkit::{node, pod};
+
+thread_local! {
+    /// Run once by the next bind call of this thread that is held, between its decision and
+    /// its hold (the tests run on a current-thread runtime: the call runs on this thread).
+    static BETWEEN: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+}
+
+/// The hook in `bind`: runs what the test put there, once.
+pub(super) fn between_decision_and_hold() {
+    if let Some(f) = BETWEEN.with(|b| b.borrow_mut().take()) {
+        f();
+    }
+}
+
+/// Records the bindings; every one succeeds.
+#[derive(Default)]
+struct Recording(Mutex<Vec<String>>);
+
+impl Binder for Recording {
+    fn bind(&self, pod: PodRef, node: NodeName) -> BoxFuture<'static, Result<(), BindError>> {
+        self.0.lock().push(format!("{pod}@{node}"));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn request<'a>(name: &'a str, uid: &'a str, node: &'a str) -> BindRequest<'a> {
+    BindRequest {
+        namespace: "ml",
+        name,
+        uid,
+        node,
+    }
+}
+
+async fn call(
+    shared: &Arc<Shared>,
+    req: BindRequest<'_>,
+    bind_wait: Duration,
+) -> Result<(), String> {
+    let call = BindCall {
+        request: req,
+        answer_by: tokio::time::Instant::now() + Duration::from_secs(60),
+        bind_wait,
+    };
+    bind(shared, call, || Ok(())).await
+}
+
+/// The watch delivers the deletion of `uid`, then flushes the table's notices (which wakes
+/// the bind calls held for gangs whose awaited room was freed), as after every event.
+fn watch_deleted(shared: &Shared, uid: &str) {
+    shared.table.lock().remove_pod(uid);
+    shared.cache_changed();
+    shared.flush_notices();
+}
+
+/// The lost wake-up. Nodes a and b of 1 CPU; a gang of two 600m members; the master's call
+/// gave up waiting and its seat on a is kept; two pods of 500m being deleted use a's room. The
+/// worker's call completes the quorum but a's room is still theirs: the call is to be held,
+/// waiting for them to go. Both go exactly after that decision and before the hold begins:
+/// the wake-up they send finds no held call yet. The call must see the freed room anyway and
+/// bind the gang at once, not answer "waiting" when its `--bind-wait` runs out.
+#[tokio::test]
+async fn room_freed_between_the_decision_and_the_hold_is_not_missed() {
+    let binder = Arc::new(Recording::default());
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        binder.clone(),
+        EventSink::disabled(),
+    ));
+    {
+        let mut t = shared.table.lock();
+        for n in ["a", "b"] {
+            t.apply_node(node(n).cpu(1000).build());
+        }
+        for m in ["master", "worker"] {
+            t.apply_pod(pod(m).cpu(600).gang("job", 2).build());
+        }
+    }
+    shared.readiness.set_pods_synced();
+    shared.readiness.set_nodes_synced();
+    let waiting = call(
+        &shared,
+        request("master", "uid-master", "a"),
+        Duration::ZERO,
+    )
+    .await;
+    assert!(
+        waiting
+            .as_ref()
+            .is_err_and(|e| e.contains("waiting for quorum")),
+        "{waiting:?}"
+    );
+    {
+        let mut t = shared.table.lock();
+        for v in ["victim-0", "victim-1"] {
+            t.apply_pod(pod(v).cpu(500).bound("a").terminating().build());
+        }
+    }
+    let freeing = shared.clone();
+    BETWEEN.with(|b| {
+        *b.borrow_mut() = Some(Box::new(move || {
+            let t = freeing.table.lock();
+            let reason = t.wait_reason("uid-worker").unwrap_or_default();
+            assert!(
+                reason.contains("2 pods being deleted on node a"),
+                "decided to wait for the room: {reason:?}"
+            );
+            drop(t);
+            watch_deleted(&freeing, "uid-victim-0");
+            watch_deleted(&freeing, "uid-victim-1");
+        }))
+    });
+    let bind_wait = Duration::from_secs(20);
+    let started = tokio::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(&shared, request("worker", "uid-worker", "b"), bind_wait),
+    )
+    .await
+    .expect("answered at once, long before its --bind-wait (the wake-up was lost)");
+    assert!(BETWEEN.with(|b| b.borrow().is_none()), "the hook ran");
+    assert_eq!(answer, Ok(()), "after {:?}", started.elapsed());
+    let mut calls = binder.0.lock().clone();
+    calls.sort();
+    assert_eq!(calls, ["ml/master@a", "ml/worker@b"]);
+}

@@ -11,7 +11,7 @@
 //! with 4 free devices, so the test fails there on cluster truth.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};

@@ -13,7 +13,7 @@
 //! fails there on cluster truth.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 use muster_harness::k8s::GangKey;

@@ -31,6 +31,7 @@ use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::checks::metric;
 use muster_harness::control_plane::default_scheduler_config;
 use muster_harness::k8s::{self, GangKey};
+use muster_harness::timing;
 use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
     control_run_requested, ensure_truth, holds_for, names, rbac, wait_for, ControlPlane,
@@ -296,10 +297,10 @@ async fn a_binding_throttled_past_its_budget_fails_at_once_after_one_request() -
             .cpu("100m")
             .create(&client)
             .await?;
-        // Failed within the binding's budget (6 s), not after Retry-After (30 s).
+        // Failed within the binding's budget and a cycle, not after Retry-After (30 s).
         wait_for(
             "the throttled binding to fail",
-            Duration::from_secs(8),
+            timing::BINDING_BUDGET + timing::WINDOW,
             || async {
                 let failures = env.metric("muster_bind_failures_total").await?;
                 Ok(if failures >= 1.0 {
@@ -491,7 +492,7 @@ async fn a_gang_that_lost_a_member_while_muster_was_down_waits_for_its_replaceme
         // bound (the gang waits, as a running muster would have it wait).
         holds_for(
             "the gang's running members kept, its replacement waiting",
-            Duration::from_secs(6),
+            timing::MUSTER_TICK * 6,
             || async {
                 let pods = k8s::list_pods(&client, NS).await?;
                 let gone: Vec<&String> = kept

@@ -11,7 +11,7 @@
 //! with 4 free devices, so the test fails there on cluster truth.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
@@ -21,6 +21,7 @@ use k8s_openapi::api::resource::v1::{
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use muster_harness::dra;
 use muster_harness::k8s::{self, GangKey};
+use muster_harness::timing::PROMPTLY;
 use muster_harness::{
     ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
     TOGETHER,
@@ -29,8 +30,6 @@ use serde_json::json;
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 const CLASS: &str = "gpu.example.com";
-/// A plain pod next to a gang that holds nothing is scheduled within this.
-const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// A node with `gpus` devices of class `gpu.example.com`, published in a node-local slice
 /// (pool = node name).

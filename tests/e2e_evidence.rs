@@ -13,19 +13,17 @@
 //! fails there on cluster truth.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 use muster_harness::k8s::GangKey;
+use muster_harness::timing::PROMPTLY;
 use muster_harness::{
     ensure_truth, muster_view_is_checked, spread, Cluster, ClusterOptions, NodeShape, PodBuilder,
     Timer, PLACE, REASON, TOGETHER,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// A plain pod next to a gang that holds nothing is scheduled within this (one cycle, and the
-/// once-a-second release tick's retry of a pod refused meanwhile).
-const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// Case 1 (NodePorts): one 4-CPU node; a gang of 2 × 1 CPU that each need host port 8080
 /// holds nothing, so a plain pod that needs the port is bound at once; with a second node (and

@@ -25,6 +25,7 @@ use kube::Api;
 use muster_harness::checks::metric_sum;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::process::{pid_alive, Lifetime, ManagedProcess};
+use muster_harness::timing::{FAN_OUT, PARKED};
 use muster_harness::{
     ensure_truth, holds_for, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
     Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
@@ -34,15 +35,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// How long some but fewer than quorum members may be seen bound: the bindings of one gang are
-/// made concurrently, so a list can fall between two of them; a gang still partly bound after
-/// this is a partial gang, not a fan-out in progress. The writes of one fan-out land within tens
-/// of milliseconds of each other; 1 s is a margin of 3x over a 300 ms write on a loaded 2-core
-/// machine, and stays short enough to catch a partial gang left by an API server outage.
-const FAN_OUT: Duration = Duration::from_secs(1);
-/// Observation window after which a pod kube-scheduler could not place has had its retry after
-/// back-off (kube-scheduler's podMaxBackoffSeconds is 10 s) and, if nothing changed, is parked.
-const PARKED: Duration = Duration::from_secs(15);
 /// Finalizer that holds a deleted pod in Terminating until the test removes it.
 const HOLD: &str = "muster.test/hold";
 

@@ -31,6 +31,7 @@ use muster_harness::checks::metric;
 use muster_harness::control_plane::client_from_kubeconfig;
 use muster_harness::k8s::{self, GangKey};
 use muster_harness::paths::{control_plane_bin_dir, repo_root};
+use muster_harness::timing;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, ensure_truth, holds_for, muster_view_is_checked, names, rbac, wait_for,
@@ -450,7 +451,8 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         samples.len()
     );
     // The Lease, as the API server held it throughout: the same holder and transitions, and
-    // renewed more often than its 3 s duration (a standby could otherwise have taken it).
+    // renewed more often than its duration, `timing::LEASE_DURATION` (a standby could otherwise
+    // have taken it).
     let mut last_renewal = (started, first.renewed);
     let mut longest = Duration::ZERO;
     for (at, l) in &samples {
@@ -466,8 +468,9 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
     longest = longest.max(until - last_renewal.0);
     eprintln!("longest time the Lease was seen unrenewed under the load: {longest:?}");
     ensure_truth!(
-        longest < Duration::from_secs(3),
-        "muster's Lease went {longest:?} without a renewal under the load (lease duration 3 s)"
+        longest < timing::LEASE_DURATION,
+        "muster's Lease went {longest:?} without a renewal under the load (lease duration {:?})",
+        timing::LEASE_DURATION
     );
     if muster_view_is_checked() {
         let log = muster.log_tail(2000);
@@ -654,7 +657,7 @@ async fn musters_leader_keeps_its_lease_while_its_other_requests_are_starved() -
     eprintln!("with deploy/flowcontrol.yaml: {s:?}");
     s.check_starved()?;
     ensure_truth!(
-        !s.changed_hands && s.longest_unrenewed < Duration::from_secs(3),
+        !s.changed_hands && s.longest_unrenewed < timing::LEASE_DURATION,
         "muster's Lease lapsed while its other requests were starved: {s:?}"
     );
     if muster_view_is_checked() {
@@ -673,7 +676,7 @@ async fn without_its_lease_level_the_same_starvation_makes_musters_leader_step_d
     eprintln!("without deploy/flowcontrol.yaml: {s:?}");
     s.check_starved()?;
     ensure_truth!(
-        s.longest_unrenewed >= Duration::from_secs(3),
+        s.longest_unrenewed >= timing::LEASE_DURATION,
         "muster's Lease was renewed throughout although its requests shared the starved level: \
          {s:?}"
     );

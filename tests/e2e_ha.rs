@@ -45,6 +45,7 @@ use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use muster_harness::checks::metric;
 use muster_harness::forward::http_post_json;
+use muster_harness::timing;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, k8s, muster_view_is_checked, ControlPlane, ControlPlaneOptions,
@@ -57,8 +58,9 @@ const NS: &str = "ha";
 /// Where the replicas' pod objects and the Lease live, as in the shipped manifests.
 const MUSTER_NS: &str = "muster-system";
 const LEADER_LABEL: &str = "muster.dev/leader";
-/// Members of one gang are bound by concurrent API calls: a poll may fall between them.
-const BINDING_GRACE: Duration = Duration::from_secs(2);
+/// Members of one gang are bound by concurrent API calls: a poll may fall between them
+/// ([`muster_harness::timing::FAN_OUT`]).
+const BINDING_GRACE: Duration = muster_harness::timing::FAN_OUT;
 
 /// One muster process and the pod object it stands for.
 struct Replica {
@@ -886,13 +888,13 @@ async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_bot
     let mut ha = Ha::start(false).await?;
     let r = async {
         let (placed, _) = failovers(&mut ha, runs(), Stop::Kill).await?;
-        // The shipped timings take the Lease 2.5 to 3.6 s after the kill, before kube-scheduler's
-        // second retry (about 5 s; its error back-off is 1, 2, 4 s, each aligned up to its 1 s
-        // window) of the calls that failed meanwhile.
+        // The shipped timings take the Lease before kube-scheduler retries the calls that
+        // failed meanwhile a third time (`timing::FAILOVER`).
         ensure!(
-            placed[placed.len() - 1] <= 10.0,
-            "a failover took {:.1} s (≤ 10 s with the shipped timings): {placed:?}",
-            placed[placed.len() - 1]
+            placed[placed.len() - 1] <= timing::FAILOVER.as_secs_f64(),
+            "a failover took {:.1} s (≤ {:?} with the shipped timings): {placed:?}",
+            placed[placed.len() - 1],
+            timing::FAILOVER
         );
         Ok(())
     }
@@ -954,11 +956,13 @@ async fn a_leader_cut_off_from_the_api_server_stops_deciding_before_the_standby_
             a_stopped < b_took_over,
             "muster-a stopped at {a_stopped:?}, after muster-b took over at {b_took_over:?}"
         );
-        // Its last renewal started before the cut, so it may decide until 2 s after the cut
-        // at most: a call sent later was refused.
+        // Its last renewal started before the cut, so it may decide until its renew deadline
+        // after the cut at most: a call sent later was refused.
         ensure!(
-            a_last_decided.is_none_or(|t| t <= Duration::from_secs(2)),
-            "muster-a decided a call sent {a_last_decided:?} after the cut: past its 2 s renew deadline"
+            a_last_decided.is_none_or(|t| t <= timing::RENEW_DEADLINE),
+            "muster-a decided a call sent {a_last_decided:?} after the cut: past its {:?} renew \
+             deadline",
+            timing::RENEW_DEADLINE
         );
         let (code, body) = ha.replicas[0].muster.get("/readyz").await?;
         ensure!(
@@ -983,12 +987,13 @@ async fn a_leader_stopped_with_sigterm_releases_the_lease_and_the_standby_takes_
     let mut ha = Ha::start(false).await?;
     let r = async {
         let (_, decided) = failovers(&mut ha, runs(), Stop::Term).await?;
-        // Without the release the standby would wait out the 3 s lease duration; with it, one
-        // retry period (500 ms, up to 600 ms with jitter) and change.
+        // Without the release the standby would wait out the lease duration; with it, one
+        // retry period (up to 600 ms with jitter) and change (`timing::HANDOVER`).
         ensure!(
-            decided[decided.len() - 1] <= 2.0,
-            "a hand-over after SIGTERM took {:.2} s (≤ 2 s expected): {decided:?}",
-            decided[decided.len() - 1]
+            decided[decided.len() - 1] <= timing::HANDOVER.as_secs_f64(),
+            "a hand-over after SIGTERM took {:.2} s (≤ {:?} expected): {decided:?}",
+            decided[decided.len() - 1],
+            timing::HANDOVER
         );
         let lease = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
             ha.cp.client(),
@@ -1147,8 +1152,9 @@ async fn a_rolling_replacement_of_both_replicas_under_a_stream_of_gangs_places_e
                 next_placed.as_secs_f64()
             );
             ensure!(
-                decided <= Duration::from_secs(2),
-                "hand-over took {decided:?} (≤ 2 s expected)"
+                decided <= timing::HANDOVER,
+                "hand-over took {decided:?} (≤ {:?} expected)",
+                timing::HANDOVER
             );
         }
         ensure!(handovers >= 1, "the leader was stopped, so it handed over");

@@ -19,21 +19,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use muster_harness::k8s::GangKey;
+use muster_harness::timing::{self, CREATION_WINDOW, PROMPTLY};
 use muster_harness::{
     ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
     TOGETHER,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// A plain pod next to a gang that holds nothing is scheduled within this.
-const PROMPTLY: Duration = Duration::from_secs(5);
-/// muster's default `--creation-window`.
-const CREATION_WINDOW: Duration = Duration::from_secs(5);
-/// One scheduling cycle after muster releases room: its once-a-second release tick, the
-/// `muster.dev/retry` annotation that re-queues the refused pod, and the pod's cycle. Without
-/// the annotation kube-scheduler would wait for an unrelated event (it took 11-12 s here, when
-/// the seated member's held bind call timed out) or its 5-minute flush.
-const ONE_CYCLE: Duration = Duration::from_secs(3);
+/// One scheduling cycle after muster releases room ([`timing::RETRIED_AFTER_RELEASE`]). Without
+/// the `muster.dev/retry` annotation kube-scheduler would wait for an unrelated event (it took
+/// 11-12 s here, when the seated member's held bind call timed out) or its 5-minute flush.
+const ONE_CYCLE: Duration = timing::RETRIED_AFTER_RELEASE;
 
 /// Creates `pod` and returns how long it took to be bound (deadline `within`).
 async fn bound_within(

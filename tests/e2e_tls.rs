@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use muster_harness::k8s::GangKey;
+use muster_harness::timing;
 use muster_harness::tls::{
     curl, openssl_output, serial_from_openssl, Ca, CertPair, HttpsClient, Usage,
 };
@@ -23,8 +24,9 @@ use muster_harness::{
 use muster_harness::Timer;
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
-/// muster checks the certificate files every 10 s; a rotation must be served within this.
-const ROTATION: Duration = Duration::from_secs(30);
+/// muster checks the certificate files every [`timing::CERT_CHECK`]; a rotation must be served
+/// within three checks.
+const ROTATION: Duration = timing::CERT_CHECK.saturating_mul(3);
 
 async fn tls_cluster() -> Result<Cluster> {
     Cluster::start_with(ClusterOptions::new(MUSTER).tls(true)).await

@@ -384,14 +384,15 @@ async fn a_held_bind_call_woken_while_its_gang_is_being_bound_keeps_waiting() {
 /// for a loaded machine, none for a wait that is ignored, replaced or never ends.
 #[tokio::test]
 async fn a_held_bind_call_gives_up_with_the_wait_reason_after_bind_wait() {
+    use muster_harness::timing::{AT_ONCE, LATE_ANSWER};
     use std::time::{Duration, Instant};
     for (wait, earliest, latest) in [
         (
             Duration::from_secs(1),
             Duration::from_secs(1),
-            Duration::from_secs(4),
+            Duration::from_secs(1) + LATE_ANSWER,
         ),
-        (Duration::ZERO, Duration::ZERO, Duration::from_millis(500)),
+        (Duration::ZERO, Duration::ZERO, AT_ONCE),
     ] {
         let mut f = Fixture::new(&[node("node1", 1000)]);
         f.bind_wait = wait;
@@ -929,6 +930,25 @@ async fn malformed_preempt_bodies_get_400_naming_the_json_path() {
     }
     let (_, metrics) = f.call("GET", "/metrics", "").await;
     assert!(metrics.contains(r#"muster_requests_total{verb="preempt",outcome="bad_request"} 4"#));
+}
+
+/// The figures the suite's timing limits are derived from (`muster_harness::timing`) are
+/// muster's own defaults and constants: a change to one of them fails here, not as a flaky limit.
+#[test]
+fn the_suites_timing_figures_are_musters_defaults() {
+    use clap::Parser;
+    use muster_harness::timing;
+    let args = muster::config::Args::try_parse_from(["muster"]).unwrap();
+    assert_eq!(args.creation_window, timing::CREATION_WINDOW);
+    assert_eq!(args.leader_elect_lease_duration, timing::LEASE_DURATION);
+    assert_eq!(args.leader_elect_renew_deadline, timing::RENEW_DEADLINE);
+    assert_eq!(args.leader_elect_retry_period, timing::RETRY_PERIOD);
+    assert_eq!(muster::cluster::gather::TICK, timing::MUSTER_TICK);
+    assert_eq!(muster::http::ANSWER_MARGIN, timing::ANSWER_MARGIN);
+    assert_eq!(
+        muster::cluster::binder::RetryPolicy::default().budget,
+        timing::BINDING_BUDGET
+    );
 }
 
 #[path = "router/whole.rs"]

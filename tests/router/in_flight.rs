@@ -10,6 +10,13 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use muster_harness::timing::{ANSWER_MARGIN, LATE_ANSWER};
+
+/// kube-scheduler's `httpTimeout` in these tests: short, so that a held call's answer is due
+/// ([`DUE`]) well before any `--bind-wait` they set.
+const HTTP_TIMEOUT: Duration = Duration::from_millis(1500);
+/// When muster answers a call it holds: [`ANSWER_MARGIN`] before kube-scheduler stops listening.
+const DUE: Duration = HTTP_TIMEOUT.saturating_sub(ANSWER_MARGIN);
 
 /// Two members on `nodes`; the gang's bindings wait at the returned gate. The master's first
 /// call gave up waiting (`--bind-wait 0s`, as after a hold that ran out); the worker's call
@@ -146,12 +153,8 @@ async fn a_retry_on_another_node_than_muster_binds_to_names_the_node() {
 /// second) is answered as still in flight, at that moment: not earlier, and not later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_is_answered_before_kube_scheduler_stops_listening() {
-    let (f, gate, completing) = gang_being_bound(
-        &[node("node1", 1000)],
-        FakeBinder::default(),
-        Duration::from_millis(1500),
-    )
-    .await;
+    let (f, gate, completing) =
+        gang_being_bound(&[node("node1", 1000)], FakeBinder::default(), HTTP_TIMEOUT).await;
     let started = Instant::now();
     let (status, body) = retry(&f, "node1").await.unwrap();
     let took = started.elapsed();
@@ -163,8 +166,8 @@ async fn a_retry_is_answered_before_kube_scheduler_stops_listening() {
         )
     );
     assert!(
-        (Duration::from_millis(500)..Duration::from_secs(3)).contains(&took),
-        "answered after {took:?}, not at httpTimeout - 1s = 500ms"
+        (DUE..DUE + LATE_ANSWER).contains(&took),
+        "answered after {took:?}, not at httpTimeout - {ANSWER_MARGIN:?} = {DUE:?}"
     );
     // The call that completed the gang is answered before kube-scheduler stops listening
     // too; its binding goes on and a later retry hears how it ended.
@@ -193,7 +196,7 @@ async fn a_held_call_never_outlasts_kube_schedulers_http_timeout() {
         Arc::new(FakeBinder::default()),
         EventSink::disabled(),
     )
-    .with_extender_timeout(Duration::from_millis(1500));
+    .with_extender_timeout(HTTP_TIMEOUT);
     shared.table.lock().apply_node(node("node1", 1000));
     shared.readiness.set_pods_synced();
     shared.readiness.set_nodes_synced();
@@ -212,8 +215,8 @@ async fn a_held_call_never_outlasts_kube_schedulers_http_timeout() {
     let took = started.elapsed();
     assert_eq!(body, SEED_MASTER_WAITING);
     assert!(
-        (Duration::from_millis(500)..Duration::from_secs(3)).contains(&took),
-        "held for {took:?}, not until httpTimeout - 1s = 500ms"
+        (DUE..DUE + LATE_ANSWER).contains(&took),
+        "held for {took:?}, not until httpTimeout - {ANSWER_MARGIN:?} = {DUE:?}"
     );
     assert_eq!(f.seats(), 2, "its seat (and the planned one) are kept");
 }

@@ -18,18 +18,12 @@ pub const PLACE: Duration = Duration::from_secs(60);
 /// Deadline for muster's verdict (a reason in `/gangs`, an Event, a metric) to show up.
 pub const REASON: Duration = Duration::from_secs(30);
 
-/// Observation window for "nothing gets bound" / "stays as it is". A pod that *can* be bound
-/// (kube-scheduler alone, in the control run) is bound within one scheduling cycle of its
-/// creation or of the event that let it fit: a few milliseconds of scheduling plus one binding
-/// write. 3 s is a margin of 10x over a 300 ms cycle on a loaded 2-core machine.
-pub const WINDOW: Duration = Duration::from_secs(3);
+/// Observation window for "nothing gets bound" / "stays as it is" ([`crate::timing::WINDOW`]).
+pub use crate::timing::WINDOW;
 
-/// How far apart a gang's members may be bound and still count as bound together. muster binds
-/// every member of a gang at quorum with concurrent API calls, in one step, once the last bind
-/// call has arrived; the spread seen here is those calls' latency (one binding write each, tens
-/// of milliseconds) plus [`crate::Cluster::wait_bound`]'s 50 ms poll. 3 s is a margin of 10x
-/// over a 300 ms write on a loaded 2-core machine.
-pub const TOGETHER: Duration = Duration::from_secs(3);
+/// How far apart a gang's members may be bound and still count as bound together
+/// ([`crate::timing::TOGETHER`]).
+pub use crate::timing::TOGETHER;
 
 /// Time between the first and the last binding in `bound` (as [`crate::Cluster::wait_bound`]
 /// returns it: name → (node, first seen bound)).

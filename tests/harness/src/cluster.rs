@@ -239,10 +239,15 @@ impl Cluster {
             scheduler: t2.elapsed(),
             total: t0.elapsed(),
         };
+        let phases = cp.start_phases();
         eprintln!(
-            "muster-harness: cluster up in {:.1}s (etcd+apiserver {:.1}s, muster {:.1}s, kube-scheduler {:.1}s) in {}",
+            "muster-harness: cluster up in {:.1}s (etcd+apiserver {:.1}s [pki {:.1}s, etcd {:.1}s, \
+             apiserver {:.1}s], muster {:.1}s, kube-scheduler {:.1}s) in {}",
             startup.total.as_secs_f64(),
             startup.control_plane.as_secs_f64(),
+            phases.pki.as_secs_f64(),
+            phases.etcd.as_secs_f64(),
+            phases.apiserver.as_secs_f64(),
             startup.muster.as_secs_f64(),
             startup.scheduler.as_secs_f64(),
             cp.dir().display()

@@ -109,6 +109,7 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
     client: Client,
     startup: Duration,
+    phases: StartPhases,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -128,6 +129,17 @@ pub struct StoppedApiserver {
     argv: Vec<String>,
     log: PathBuf,
     index: usize,
+}
+
+/// The parts of [`ControlPlane::start`], one after the other.
+#[derive(Debug, Clone, Copy)]
+pub struct StartPhases {
+    /// Binaries found, directory, certificates and keys (`openssl`), token and kubeconfig.
+    pub pki: Duration,
+    /// etcd started until its `/health` answers.
+    pub etcd: Duration,
+    /// kube-apiserver started until its `/readyz` answers.
+    pub apiserver: Duration,
 }
 
 /// Removes the directory and kills processes when startup fails half-way.
@@ -188,6 +200,7 @@ impl ControlPlane {
         let apiserver_port = free_port()?;
         let kubeconfig = dir.join("kubeconfig");
         write_kubeconfig(&kubeconfig, apiserver_port, &pki.ca_cert, &token)?;
+        let pki_ready = t0.elapsed();
 
         // --- etcd
         let etcd_client = format!("http://127.0.0.1:{etcd_port}");
@@ -213,6 +226,7 @@ impl ControlPlane {
             deadline,
         )
         .await?;
+        let etcd_ready = t0.elapsed();
 
         // --- kube-apiserver
         let mut cmd = Command::new(&bins.kube_apiserver);
@@ -291,6 +305,11 @@ impl ControlPlane {
             kubeconfig,
             client,
             startup: t0.elapsed(),
+            phases: StartPhases {
+                pki: pki_ready,
+                etcd: etcd_ready - pki_ready,
+                apiserver: t0.elapsed() - etcd_ready,
+            },
         })
     }
 
@@ -320,6 +339,11 @@ impl ControlPlane {
     /// How long `start` took (binaries already cached: the control-plane start time).
     pub fn startup_time(&self) -> Duration {
         self.startup
+    }
+
+    /// How long each part of `start` took.
+    pub fn start_phases(&self) -> StartPhases {
+        self.phases
     }
 
     /// The processes started so far (name, pid, log).

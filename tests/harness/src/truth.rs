@@ -29,10 +29,8 @@ use crate::cluster::control_run_requested;
 pub const CLUSTER_TRUTH: &str = "cluster truth:";
 
 /// In a control run, how long a wait on muster's view observes its cluster-truth part instead.
-/// kube-scheduler alone binds a pod that fits within a second or two of its creation (one
-/// scheduling cycle, no backoff: the pod was never unschedulable), so 5 s is that with a margin
-/// of more than 2x for a loaded 2-core machine.
-pub const CONTROL_TRUTH_WINDOW: Duration = Duration::from_secs(5);
+/// kube-scheduler alone binds a pod that fits within [`crate::timing::PROMPTLY`] of its creation.
+pub const CONTROL_TRUTH_WINDOW: Duration = crate::timing::PROMPTLY;
 
 /// An error of a cluster-truth check: `cluster truth: <what>`.
 pub fn truth(what: impl Display) -> anyhow::Error {

@@ -44,11 +44,15 @@ use crate::model::verbs::verdict::Refused;
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
 pub(in crate::model) enum GangPlan {
-    /// `first_nodes`: the candidate nodes the requesting member may take; `seats`: where the
+    /// `first_node`: the candidate node the requesting member takes (of the candidates left
+    /// for it once the others are placed, the tightest fit, [`NodeLedger::tightest_where`]; with
+    /// preferred topology levels, the first in the order the others filled); `seats`: where the
     /// other members needed for quorum go (members not created yet included, assumed to
     /// request `not_created` of their task).
+    ///
+    /// [`NodeLedger::tightest_where`]: crate::model::table::ledger::NodeLedger::tightest_where
     Fits {
-        first_nodes: Vec<usize>,
+        first_node: usize,
         seats: Vec<(SeatHolder, usize)>,
         not_created: Vec<(Option<Arc<str>>, Resources)>,
     },
@@ -352,8 +356,8 @@ impl GangTable {
         self.reserve_gangs_ahead(key, &mut overlay, now);
         let base = overlay.checkpoint();
         let rules_base = rules.checkpoint();
-        let fits = |first_nodes: Vec<usize>, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
-            first_nodes,
+        let fits = |first_node: usize, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
+            first_node,
             seats,
             not_created: templates
                 .iter()
@@ -362,6 +366,14 @@ impl GangTable {
         };
         let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
+        };
+        // The tightest of `options` left for this pod: judged tightest first, only until one
+        // passes (a member's check may allocate its devices on each node).
+        let tightest_left = |rules: &GangRules, overlay: &Overlay, options: &[usize]| {
+            self.ledger
+                .tightest_where(&pod.requests, options.iter().copied(), |i| {
+                    first_fits(rules, overlay, i)
+                })
         };
 
         // Topology: the same simulation, one domain of `label` at a time (see
@@ -395,13 +407,8 @@ impl GangTable {
                     first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
                 let mut got = seats.len();
                 if seats.len() == chosen.len() {
-                    let first_nodes: Vec<usize> = mine
-                        .iter()
-                        .copied()
-                        .filter(|&i| first_fits(&rules, &overlay, i))
-                        .collect();
-                    if !first_nodes.is_empty() {
-                        return Ok(fits(first_nodes, seats));
+                    if let Some(first) = tightest_left(&rules, &overlay, &mine) {
+                        return Ok(fits(first, seats));
                     }
                 } else {
                     got += usize::from(mine.iter().any(|&i| first_fits(&rules, &overlay, i)));
@@ -417,7 +424,7 @@ impl GangTable {
                     let seats =
                         first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
                     if seats.len() == chosen.len() {
-                        return Ok(fits(vec![first], seats));
+                        return Ok(fits(first, seats));
                     }
                     got = got.max(seats.len() + 1);
                     overlay.rollback(base);
@@ -494,7 +501,7 @@ impl GangTable {
             return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
         }
         if seats.len() == chosen.len() {
-            let first_nodes: Vec<usize> = match &order {
+            let first = match &order {
                 // Preferred topology: the first node in `order` too, so the member asking
                 // joins the domains the others fill.
                 Some(o) => {
@@ -503,17 +510,11 @@ impl GangTable {
                     o.iter()
                         .copied()
                         .find(|&i| offered.contains(&i) && first_fits(&rules, &overlay, i))
-                        .into_iter()
-                        .collect()
                 }
-                None => candidates
-                    .iter()
-                    .copied()
-                    .filter(|&i| first_fits(&rules, &overlay, i))
-                    .collect(),
+                None => tightest_left(&rules, &overlay, candidates),
             };
-            if !first_nodes.is_empty() {
-                return fits(first_nodes, seats);
+            if let Some(first) = first {
+                return fits(first, seats);
             }
         }
         let first_has_room = candidates.iter().any(|&i| first_fits(&rules, &overlay, i));
@@ -537,7 +538,7 @@ impl GangTable {
             rules.place(0, self.ledger.at(first).info());
             let seats = fit_others!();
             if seats.len() == chosen.len() {
-                return fits(vec![first], seats);
+                return fits(first, seats);
             }
             best = best.max(seats.len() + 1);
             overlay.rollback(base);

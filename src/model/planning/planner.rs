@@ -12,7 +12,8 @@
 //! a gang without such terms never walks the pod list.
 //!
 //! Competing gangs ahead are simulated with [`StaticRules`] (resources and the rules that need
-//! no other pod), not with the full rules: a full simulation per gang ahead would multiply the
+//! no other pod; and the devices their claims need when the gang decided has claims:
+//! [`AheadRules`]), not with the full rules: a full simulation per gang ahead would multiply the
 //! snapshot's cost by up to `max_gangs_ahead` on every member's filter call, and a gang ahead
 //! whose own latest full simulation failed on a rule is skipped (`Gang::blocked_by_rule`), so
 //! a gang that cannot run never makes room wait for it.
@@ -34,7 +35,7 @@ use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
 use crate::model::planning::domains::{domain_of, smallest_of};
-use crate::model::rules::dynamic_resources::DynamicResources;
+use crate::model::rules::dynamic_resources::{DynamicResources, Outside, Took};
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
@@ -353,7 +354,7 @@ impl GangTable {
             _ => task_of(judged[index]),
         };
         let mut overlay = Overlay::default();
-        self.reserve_gangs_ahead(key, &mut overlay, now);
+        self.reserve_gangs_ahead(key, &mut overlay, rules.devices.as_mut(), now);
         let base = overlay.checkpoint();
         let rules_base = rules.checkpoint();
         let fits = |first_node: usize, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
@@ -750,8 +751,16 @@ impl GangTable {
     /// Reserves, in the simulation, room for every competing gang that comes before `key`
     /// (higher priority, then older) and fits. Gangs ahead that do not fit are skipped, so a
     /// big gang never blocks a smaller one behind it; so are gangs whose own simulation found
-    /// a rule that stops them (they hold nothing and will take nothing).
-    fn reserve_gangs_ahead(&self, key: &GangKey, overlay: &mut Overlay, now: Instant) {
+    /// a rule that stops them (they hold nothing and will take nothing). `devices`: the
+    /// DynamicResources state of the gang being decided, when it has claims; the gangs ahead
+    /// then take the devices their claims need too ([`AheadRules`]).
+    fn reserve_gangs_ahead<'a>(
+        &'a self,
+        key: &GangKey,
+        overlay: &mut Overlay,
+        mut devices: Option<&mut DynamicResources<'a>>,
+        now: Instant,
+    ) {
         let me = self.facts(key).spec;
         let my_order = (Reverse(me.priority), me.created, key);
         let mut ahead: Vec<(Reverse<i32>, i64, &GangKey)> = self
@@ -776,18 +785,83 @@ impl GangTable {
             let chosen: Vec<Member<()>> = selection
                 .existing
                 .into_iter()
-                .map(|p| Member {
+                .enumerate()
+                .map(|(index, p)| Member {
                     holder: (),
-                    index: 0,
+                    index,
                     pod: &p.info,
                 })
                 .collect();
             let cp = overlay.checkpoint();
-            if first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len() < chosen.len()
-            {
+            let placed = match devices.as_deref_mut() {
+                Some(devices) => {
+                    let claims: Vec<_> = chosen.iter().map(|m| devices.outside(m.pod)).collect();
+                    if claims.iter().all(Option::is_none) {
+                        first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len()
+                    } else {
+                        let mut rules = AheadRules {
+                            devices,
+                            claims,
+                            took: Vec::new(),
+                        };
+                        let placed =
+                            first_fit_each(&self.ledger, &chosen, overlay, &mut rules).len();
+                        if placed < chosen.len() {
+                            rules.rollback(0);
+                        }
+                        placed
+                    }
+                }
+                None => first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len(),
+            };
+            if placed < chosen.len() {
                 overlay.rollback(cp);
             }
         }
+    }
+}
+
+/// The rules a competing gang ahead is simulated with when the gang being decided has
+/// ResourceClaims: [`StaticRules`], and the devices its members' claims need, taken from the
+/// decided gang's DynamicResources state for the whole simulation, so the gang behind is not
+/// planned onto devices a gang ahead of it needs (as it is not onto its room).
+struct AheadRules<'r, 'a> {
+    devices: &'r mut DynamicResources<'a>,
+    /// Per member of the gang ahead, its claims (`None`: none; `Err`: muster cannot judge
+    /// them, so it fits nowhere).
+    claims: Vec<Option<Result<Outside<'a>, ()>>>,
+    took: Vec<Took<'a>>,
+}
+
+impl<'a> Rules<'a> for AheadRules<'_, 'a> {
+    fn check(&self, member: usize, pod: &PodInfo, node: &NodeInfo) -> Result<(), Reason> {
+        StaticRules.check(member, pod, node)?;
+        match self.claims.get(member) {
+            Some(Some(Ok(c))) if !self.devices.fits_outside(c, node) => {
+                Err(Reason::DynamicResources)
+            }
+            Some(Some(Err(()))) => Err(Reason::DynamicResources),
+            _ => Ok(()),
+        }
+    }
+    fn place(&mut self, member: usize, node: &'a NodeInfo) {
+        let took = match self.claims.get(member) {
+            Some(Some(Ok(c))) => self.devices.take_outside(c, node),
+            _ => Took::default(),
+        };
+        self.took.push(took);
+    }
+    fn checkpoint(&self) -> usize {
+        self.took.len()
+    }
+    fn rollback(&mut self, checkpoint: usize) {
+        while self.took.len() > checkpoint {
+            let took = self.took.pop().expect("longer than the checkpoint");
+            self.devices.give_back(took);
+        }
+    }
+    fn placement_independent(&self) -> bool {
+        true
     }
 }
 

@@ -163,6 +163,13 @@ struct Placed<'a> {
     claims: Vec<(ObjectKey, Vec<&'a DeviceId>)>,
 }
 
+/// The claims of a pod outside the simulation (see [`DynamicResources::outside`]).
+pub struct Outside<'a>(Vec<Resolved<'a>>);
+
+/// Devices taken for a pod outside the simulation (see [`DynamicResources::take_outside`]).
+#[derive(Default)]
+pub struct Took<'a>(Placed<'a>);
+
 /// A device's identity within one simulation: the address of its id in the inventory.
 fn addr(id: &DeviceId) -> usize {
     id as *const DeviceId as usize
@@ -289,24 +296,56 @@ impl<'a> DynamicResources<'a> {
     /// only thing that keeps two gangs from being planned onto the same devices
     /// (no-overcommit). A claim already allocated takes nothing here (its devices are held in
     /// the inventory); a seat whose claims no longer fit on its node takes nothing.
-    pub fn hold(&mut self, pod: &'a PodInfo, node: &NodeInfo) {
-        let claims: Result<Vec<Resolved<'a>>, String> = pod
-            .rules
-            .as_ref()
-            .map_or(&[][..], |r| &r.claims[..])
-            .iter()
-            .map(|c| resolve(self.inventory, pod, &c.name, &c.source, false))
-            .collect();
-        let Ok(claims) = claims else {
-            return;
-        };
-        if let Ok(held) = self.allocate_claims(&claims, node) {
-            for d in &held.devices {
-                self.taken.insert(addr(d));
-            }
-            for (key, devices) in held.claims {
-                self.allocated.insert(key, devices);
-            }
+    pub fn hold(&mut self, pod: &PodInfo, node: &NodeInfo) {
+        if let Some(Ok(claims)) = self.outside(pod) {
+            self.take_outside(&claims, node);
+        }
+    }
+
+    /// The claims of a pod outside the simulation, resolved once: `None` when it has none,
+    /// `Err` when muster cannot judge them (it then fits nowhere).
+    pub fn outside(&self, pod: &PodInfo) -> Option<Result<Outside<'a>, ()>> {
+        let claims = pod.rules.as_ref().map_or(&[][..], |r| &r.claims[..]);
+        if claims.is_empty() {
+            return None;
+        }
+        Some(
+            claims
+                .iter()
+                .map(|c| resolve(self.inventory, pod, &c.name, &c.source, false))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Outside)
+                .map_err(|_| ()),
+        )
+    }
+
+    /// Whether the claims of a pod outside the simulation can be allocated on `node`, after
+    /// what the simulation has taken so far.
+    pub fn fits_outside(&self, claims: &Outside<'a>, node: &NodeInfo) -> bool {
+        self.allocate_claims(&claims.0, node).is_ok()
+    }
+
+    /// The devices the claims of a pod outside the simulation get on `node` are taken, outside
+    /// the simulation's checkpoints (nothing when they do not fit there); what was taken is
+    /// returned, for [`DynamicResources::give_back`].
+    pub fn take_outside(&mut self, claims: &Outside<'a>, node: &NodeInfo) -> Took<'a> {
+        let held = self.allocate_claims(&claims.0, node).unwrap_or_default();
+        for d in &held.devices {
+            self.taken.insert(addr(d));
+        }
+        for (key, devices) in &held.claims {
+            self.allocated.insert(key.clone(), devices.clone());
+        }
+        Took(held)
+    }
+
+    /// Gives back what [`DynamicResources::take_outside`] took.
+    pub fn give_back(&mut self, took: Took<'a>) {
+        for d in &took.0.devices {
+            self.taken.remove(&addr(d));
+        }
+        for (key, _) in &took.0.claims {
+            self.allocated.remove(key);
         }
     }
 

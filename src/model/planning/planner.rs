@@ -36,6 +36,7 @@ use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
 use crate::model::planning::domains::{domain_of, smallest_of};
 use crate::model::rules::dynamic_resources::{DynamicResources, Outside, Took};
+use crate::model::rules::node_affinity::NodeSelector;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
@@ -799,15 +800,19 @@ impl GangTable {
                     if claims.iter().all(Option::is_none) {
                         first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len()
                     } else {
+                        let likeness = ahead_likenesses(&chosen, &claims);
                         let mut rules = AheadRules {
                             devices,
                             claims,
+                            likeness,
                             took: Vec::new(),
                         };
                         let placed =
                             first_fit_each(&self.ledger, &chosen, overlay, &mut rules).len();
                         if placed < chosen.len() {
                             rules.rollback(0);
+                        } else {
+                            rules.devices.note_gang_ahead(&rules.claims);
                         }
                         placed
                     }
@@ -830,7 +835,47 @@ struct AheadRules<'r, 'a> {
     /// Per member of the gang ahead, its claims (`None`: none; `Err`: muster cannot judge
     /// them, so it fits nowhere).
     claims: Vec<Option<Result<Outside<'a>, ()>>>,
+    /// Per member, its likeness (see [`ahead_likenesses`]).
+    likeness: Vec<Option<u64>>,
     took: Vec<Took<'a>>,
+}
+
+/// The likeness of each member of a gang ahead (see [`Rules::likeness`]): the same static
+/// rules (what [`StaticRules`] reads: `nodeSelector`, tolerations, required node affinity) and
+/// claims alike ([`DynamicResources::outside_likenesses`]). First fit then resumes for each
+/// where the previous one like it went, instead of walking again every node the gang ahead
+/// already filled (quadratic in its size).
+fn ahead_likenesses(
+    members: &[Member<'_, ()>],
+    claims: &[Option<Result<Outside<'_>, ()>>],
+) -> Vec<Option<u64>> {
+    let by_claims = DynamicResources::outside_likenesses(claims);
+    fn node_affinity(p: &PodInfo) -> Option<&NodeSelector> {
+        p.rules.as_ref()?.node_affinity.as_ref()
+    }
+    let mut statics: Vec<&PodInfo> = Vec::new();
+    members
+        .iter()
+        .zip(by_claims)
+        .map(|(m, c)| {
+            let c = c?;
+            let p = m.pod;
+            let same = |q: &&PodInfo| {
+                q.node_selector == p.node_selector
+                    && q.tolerations == p.tolerations
+                    && node_affinity(q) == node_affinity(p)
+            };
+            let s = match statics.iter().position(same) {
+                Some(s) => s,
+                None if statics.len() < 64 => {
+                    statics.push(p);
+                    statics.len() - 1
+                }
+                None => return None,
+            };
+            Some((s as u64) << 32 | u64::from(c))
+        })
+        .collect()
 }
 
 impl<'a> Rules<'a> for AheadRules<'_, 'a> {
@@ -862,6 +907,9 @@ impl<'a> Rules<'a> for AheadRules<'_, 'a> {
     }
     fn placement_independent(&self) -> bool {
         true
+    }
+    fn likeness(&self, member: usize) -> Option<u64> {
+        self.likeness.get(member).copied().flatten()
     }
 }
 

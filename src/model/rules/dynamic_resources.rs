@@ -28,11 +28,11 @@
 //! backtracking search does for claims without constraints. The devices picked may differ
 //! from kube-scheduler's (it allocates in its binding cycle, from what it then sees): only
 //! whether the member fits, and how many devices of which node it takes, matter here.
-//! Competing gangs ahead are simulated without devices, like their other rules
-//! (`StaticRules`).
+//! Competing gangs ahead take the devices their claims need ([`DynamicResources::take_outside`],
+//! for the whole simulation), so a gang behind them is not planned onto those devices.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap as StdHashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap as StdHashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -45,6 +45,7 @@ use crate::model::inputs::devices::{
     DeviceInventory, ObjectKey, Request,
 };
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::messages;
 
 /// A CEL selector, compiled once.
 pub struct Selector {
@@ -194,6 +195,9 @@ pub struct DynamicResources<'a> {
     nodes: RefCell<HashMap<Arc<str>, Rc<[Usable<'a>]>>>,
     /// Per member, its likeness (see [`DynamicResources::likeness`]).
     likeness: Vec<Option<u32>>,
+    /// Per device class, how many competing gangs ahead took devices for their claims
+    /// ([`DynamicResources::note_gang_ahead`]), for the message.
+    ahead: BTreeMap<Arc<str>, u32>,
 }
 
 /// Distinct likenesses told apart per simulation; members beyond are alike to none (their
@@ -233,7 +237,11 @@ impl<'a> DynamicResources<'a> {
                     .collect()
             })
             .collect();
-        let likeness = likenesses(&members);
+        let claims: Vec<Option<&[Resolved<'a>]>> = members
+            .iter()
+            .map(|m| m.as_ref().ok().map(Vec::as_slice))
+            .collect();
+        let likeness = likenesses(&claims);
         Some(DynamicResources {
             inventory,
             members,
@@ -244,6 +252,7 @@ impl<'a> DynamicResources<'a> {
             memo: RefCell::default(),
             nodes: RefCell::default(),
             likeness,
+            ahead: BTreeMap::new(),
         })
     }
 
@@ -337,6 +346,41 @@ impl<'a> DynamicResources<'a> {
             self.allocated.insert(key.clone(), devices.clone());
         }
         Took(held)
+    }
+
+    /// The likeness of each of the pods outside the simulation whose claims are `claims` (as
+    /// [`DynamicResources::outside`] gives them), among themselves: pods of one likeness have
+    /// claims alike one by one, none shared with another of them, so a node that cannot
+    /// allocate one's cannot allocate the next one's. `None`: alike to none.
+    pub fn outside_likenesses(claims: &[Option<Result<Outside<'a>, ()>>]) -> Vec<Option<u32>> {
+        let claims: Vec<Option<&[Resolved<'a>]>> = claims
+            .iter()
+            .map(|c| match c {
+                None => Some(&[][..]),
+                Some(Ok(o)) => Some(&o.0[..]),
+                Some(Err(())) => None,
+            })
+            .collect();
+        likenesses(&claims)
+    }
+
+    /// A competing gang ahead, whose members' claims are `claims`, keeps what it took: counted
+    /// once per device class its claims ask for, for [`DynamicResources::shortfall`].
+    pub fn note_gang_ahead(&mut self, claims: &[Option<Result<Outside<'a>, ()>>]) {
+        let classes: BTreeSet<&Arc<str>> = claims
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|o| &o.0)
+            .filter_map(|c| match c {
+                Resolved::Open { spec, .. } => Some(spec.requests.iter().map(|r| &r.class)),
+                Resolved::Allocated(_) => None,
+            })
+            .flatten()
+            .collect();
+        for class in classes {
+            *self.ahead.entry(class.clone()).or_default() += 1;
+        }
     }
 
     /// Gives back what [`DynamicResources::take_outside`] took.
@@ -674,6 +718,11 @@ impl<'a> DynamicResources<'a> {
                 if (fits as usize) < need || error.is_some() {
                     return Some(m);
                 }
+                // The cluster has the nodes, but competing gangs ahead of this one keep
+                // devices of this class for themselves.
+                if let Some(gangs) = self.ahead.get(&request.class) {
+                    return Some(messages::devices_reserved_ahead(&m, &request.class, *gangs));
+                }
             }
         }
         Some("cannot allocate all claims of the next member on any node".to_string())
@@ -732,12 +781,13 @@ fn augment(
     false
 }
 
-/// Each member's likeness (see [`DynamicResources::likeness`]): the index of the first
-/// member alike, among at most [`MAX_LIKENESSES`].
-fn likenesses(members: &[Result<Vec<Resolved<'_>>, String>]) -> Vec<Option<u32>> {
+/// Each member's likeness (see [`DynamicResources::likeness`]) from its claims (`None`: muster
+/// cannot judge them): the index of the first member alike, among at most
+/// [`MAX_LIKENESSES`].
+fn likenesses(members: &[Option<&[Resolved<'_>]>]) -> Vec<Option<u32>> {
     let mut users: HashMap<&ObjectKey, u32> = HashMap::default();
     for claims in members.iter().flatten() {
-        for c in claims {
+        for c in claims.iter() {
             if let Resolved::Open {
                 shared: Some(key), ..
             } = c
@@ -757,7 +807,7 @@ fn likenesses(members: &[Result<Vec<Resolved<'_>>, String>]) -> Vec<Option<u32>>
     members
         .iter()
         .map(|m| {
-            let claims = m.as_ref().ok()?;
+            let claims = (*m)?;
             let own = claims.iter().all(|c| match c {
                 Resolved::Open {
                     shared: Some(key), ..

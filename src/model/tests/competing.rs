@@ -158,7 +158,7 @@ fn dynamic_resources_a_gang_ahead_takes_the_devices_its_claims_need() {
     );
     assert_eq!(
         reasons,
-        vec!["gang ml/young: cannot allocate all claims of the next member on any node"]
+        vec!["gang ml/young: 2 members need 4 devices of class gpu.example.com each; nodes with 4 free: 2; devices of class gpu.example.com are reserved for 1 gang ahead of this one"]
     );
     assert_eq!(w.filter(&old[0]).0.len(), 1, "the older gang fits");
 

@@ -568,6 +568,88 @@ fn dra(c: &mut Criterion) {
     group.bench_function("filter_gang64_member/5000n_x_8dev/500names", |b| {
         b.iter(|| table.filter(&member, &sample, Instant::now()))
     });
+
+    // Ten gangs ahead: a member of each of the ten asks once (so each competes), and a gang
+    // created later (`late`) is decided behind all ten, whose members' claims take 8 devices
+    // of a node each first (640 nodes' worth, first fit from the first node).
+    // kube-scheduler tries each again well within the active window (30 s): every 500 calls
+    // measured, untimed.
+    let firsts: Vec<muster::model::PodInfo> = (0..10)
+        .map(|g| {
+            let gang = format!("gang{g}");
+            with_claim(support::pod(
+                &format!("{gang}-0"),
+                1000,
+                Some((&gang, 64)),
+                None,
+            ))
+        })
+        .collect();
+    let ask_again = |table: &mut muster::model::GangTable| {
+        for first in &firsts {
+            table.filter(first, &sample, Instant::now());
+        }
+    };
+    ask_again(&mut table);
+    let late: Vec<muster::model::PodInfo> = (0..64)
+        .map(|m| {
+            let mut p = with_claim(support::pod(
+                &format!("late-{m}"),
+                1000,
+                Some(("late", 64)),
+                None,
+            ));
+            p.created = 1;
+            p
+        })
+        .collect();
+    for p in &late {
+        table.apply_pod(p.clone());
+    }
+    let verdicts = table.filter(&late[0], &sample, Instant::now());
+    let offered = verdicts
+        .iter()
+        .position(|v| matches!(v, muster::model::NodeVerdict::Fits))
+        .expect("the late gang fits behind the ten");
+    assert!(
+        offered * (NODES / 500) >= 10 * 64,
+        "the ten gangs ahead keep their devices: node-{} offered",
+        offered * (NODES / 500)
+    );
+    let mut took: Vec<std::time::Duration> = (0..p99_calls())
+        .map(|n| {
+            if n % 500 == 0 {
+                ask_again(&mut table);
+            }
+            let t = Instant::now();
+            std::hint::black_box(table.filter(&late[0], &sample, Instant::now()));
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    eprintln!(
+        "dra p99 over {} calls, {NODES} nodes x 8 devices/20000 pods, gang of 64 x 8 \
+         devices behind 10 such gangs: {:?}",
+        p99_calls(),
+        took[took.len() * 99 / 100]
+    );
+    group.bench_function(
+        "filter_gang64_member_behind_10_gangs/5000n_x_8dev/500names",
+        |b| {
+            b.iter_custom(|iters| {
+                let mut spent = std::time::Duration::ZERO;
+                for n in 0..iters {
+                    if n % 500 == 0 {
+                        ask_again(&mut table);
+                    }
+                    let t = Instant::now();
+                    std::hint::black_box(table.filter(&late[0], &sample, Instant::now()));
+                    spent += t.elapsed();
+                }
+                spent
+            })
+        },
+    );
     group.finish();
 }
 

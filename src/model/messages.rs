@@ -129,6 +129,18 @@ pub fn room_short(
     }
 }
 
+/// A DRA request the cluster has nodes for, whose devices competing gangs ahead of this one
+/// keep: `need` says what the members need and how many nodes have it free ("2 members need
+/// 4 devices of class gpu.example.com each; nodes with 4 free: 3"); `gangs` how many gangs
+/// ahead take devices of `class`.
+pub fn devices_reserved_ahead(need: &str, class: &str, gangs: u32) -> String {
+    let gangs = match gangs {
+        1 => "1 gang".to_string(),
+        n => format!("{n} gangs"),
+    };
+    format!("{need}; devices of class {class} are reserved for {gangs} ahead of this one")
+}
+
 /// Why a gang cannot be placed now while `missing` of its `quorum` members are not created
 /// yet (within the creation window).
 pub fn room_short_of_members_to_come(

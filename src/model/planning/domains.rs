@@ -90,24 +90,18 @@ impl GangTable {
         need: usize,
         only: Option<&str>,
     ) -> Vec<Domain> {
-        let mut by_value: std::collections::BTreeMap<&str, (i64, Vec<usize>, i64)> =
-            std::collections::BTreeMap::new();
-        for (i, e) in self.ledger.iter() {
-            let Some(value) = domain_of(e.info(), label) else {
-                continue;
-            };
-            if only.is_some_and(|o| o != value) {
-                continue;
-            }
-            let d = by_value.entry(value).or_default();
-            d.0 = d.0.saturating_add(copies(&self.ledger, i, largest));
-            d.1.push(i);
-            d.2 = d.2.saturating_add(copies(&self.ledger, i, smallest));
-        }
+        // The grouping is the ledger's (made once per label); only the room is counted here.
+        let by_label = self.ledger.by_label(label);
         let need = need as i64;
-        let mut domains: Vec<(bool, i64, &str, Vec<usize>, i64)> = by_value
-            .into_iter()
-            .map(|(value, (room, nodes, at_most))| {
+        let mut domains: Vec<_> = by_label
+            .iter()
+            .filter(|(value, _)| only.is_none_or(|o| o == &**value))
+            .map(|(value, nodes)| {
+                let (mut room, mut at_most) = (0i64, 0i64);
+                for &i in nodes {
+                    room = room.saturating_add(copies(&self.ledger, i, largest));
+                    at_most = at_most.saturating_add(copies(&self.ledger, i, smallest));
+                }
                 let holds = room >= need;
                 // Ascending sort: holding domains first, fewest copies first; then the rest,
                 // most copies first.
@@ -120,12 +114,12 @@ impl GangTable {
                 )
             })
             .collect();
-        domains.sort();
+        domains.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
         domains
             .into_iter()
             .map(|(_, _, value, nodes, at_most)| Domain {
-                value: Arc::from(value),
-                nodes,
+                value: value.clone(),
+                nodes: nodes.clone(),
                 at_most,
             })
             .collect()

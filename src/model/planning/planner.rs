@@ -12,7 +12,8 @@
 //! a gang without such terms never walks the pod list.
 //!
 //! Competing gangs ahead are simulated with [`StaticRules`] (resources and the rules that need
-//! no other pod), not with the full rules: a full simulation per gang ahead would multiply the
+//! no other pod; and the devices their claims need when the gang decided has claims:
+//! [`AheadRules`]), not with the full rules: a full simulation per gang ahead would multiply the
 //! snapshot's cost by up to `max_gangs_ahead` on every member's filter call, and a gang ahead
 //! whose own latest full simulation failed on a rule is skipped (`Gang::blocked_by_rule`), so
 //! a gang that cannot run never makes room wait for it.
@@ -34,7 +35,8 @@ use crate::model::inputs::resources::Resources;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
 use crate::model::messages;
 use crate::model::planning::domains::{domain_of, smallest_of};
-use crate::model::rules::dynamic_resources::DynamicResources;
+use crate::model::rules::dynamic_resources::{DynamicResources, Outside, Took};
+use crate::model::rules::node_affinity::NodeSelector;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
@@ -44,11 +46,15 @@ use crate::model::verbs::verdict::Refused;
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]
 pub(in crate::model) enum GangPlan {
-    /// `first_nodes`: the candidate nodes the requesting member may take; `seats`: where the
+    /// `first_node`: the candidate node the requesting member takes (of the candidates left
+    /// for it once the others are placed, the tightest fit, [`NodeLedger::tightest_where`]; with
+    /// preferred topology levels, the first in the order the others filled); `seats`: where the
     /// other members needed for quorum go (members not created yet included, assumed to
     /// request `not_created` of their task).
+    ///
+    /// [`NodeLedger::tightest_where`]: crate::model::table::ledger::NodeLedger::tightest_where
     Fits {
-        first_nodes: Vec<usize>,
+        first_node: usize,
         seats: Vec<(SeatHolder, usize)>,
         not_created: Vec<(Option<Arc<str>>, Resources)>,
     },
@@ -349,11 +355,11 @@ impl GangTable {
             _ => task_of(judged[index]),
         };
         let mut overlay = Overlay::default();
-        self.reserve_gangs_ahead(key, &mut overlay, now);
+        self.reserve_gangs_ahead(key, &mut overlay, rules.devices.as_mut(), now);
         let base = overlay.checkpoint();
         let rules_base = rules.checkpoint();
-        let fits = |first_nodes: Vec<usize>, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
-            first_nodes,
+        let fits = |first_node: usize, seats: Vec<(SeatHolder, usize)>| GangPlan::Fits {
+            first_node,
             seats,
             not_created: templates
                 .iter()
@@ -362,6 +368,14 @@ impl GangTable {
         };
         let first_fits = |rules: &GangRules, overlay: &Overlay, i: usize| {
             admits(&self.ledger, rules, overlay, 0, pod, i).is_ok()
+        };
+        // The tightest of `options` left for this pod: judged tightest first, only until one
+        // passes (a member's check may allocate its devices on each node).
+        let tightest_left = |rules: &GangRules, overlay: &Overlay, options: &[usize]| {
+            self.ledger
+                .tightest_where(&pod.requests, options.iter().copied(), |i| {
+                    first_fits(rules, overlay, i)
+                })
         };
 
         // Topology: the same simulation, one domain of `label` at a time (see
@@ -395,13 +409,8 @@ impl GangTable {
                     first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
                 let mut got = seats.len();
                 if seats.len() == chosen.len() {
-                    let first_nodes: Vec<usize> = mine
-                        .iter()
-                        .copied()
-                        .filter(|&i| first_fits(&rules, &overlay, i))
-                        .collect();
-                    if !first_nodes.is_empty() {
-                        return Ok(fits(first_nodes, seats));
+                    if let Some(first) = tightest_left(&rules, &overlay, &mine) {
+                        return Ok(fits(first, seats));
                     }
                 } else {
                     got += usize::from(mine.iter().any(|&i| first_fits(&rules, &overlay, i)));
@@ -417,7 +426,7 @@ impl GangTable {
                     let seats =
                         first_fit_among(&self.ledger, &d.nodes, &chosen, &mut overlay, &mut rules);
                     if seats.len() == chosen.len() {
-                        return Ok(fits(vec![first], seats));
+                        return Ok(fits(first, seats));
                     }
                     got = got.max(seats.len() + 1);
                     overlay.rollback(base);
@@ -494,7 +503,7 @@ impl GangTable {
             return GangPlan::DoesNotFit(self.out_of_budget(&facts, seats.len(), need, missing));
         }
         if seats.len() == chosen.len() {
-            let first_nodes: Vec<usize> = match &order {
+            let first = match &order {
                 // Preferred topology: the first node in `order` too, so the member asking
                 // joins the domains the others fill.
                 Some(o) => {
@@ -503,17 +512,11 @@ impl GangTable {
                     o.iter()
                         .copied()
                         .find(|&i| offered.contains(&i) && first_fits(&rules, &overlay, i))
-                        .into_iter()
-                        .collect()
                 }
-                None => candidates
-                    .iter()
-                    .copied()
-                    .filter(|&i| first_fits(&rules, &overlay, i))
-                    .collect(),
+                None => tightest_left(&rules, &overlay, candidates),
             };
-            if !first_nodes.is_empty() {
-                return fits(first_nodes, seats);
+            if let Some(first) = first {
+                return fits(first, seats);
             }
         }
         let first_has_room = candidates.iter().any(|&i| first_fits(&rules, &overlay, i));
@@ -537,7 +540,7 @@ impl GangTable {
             rules.place(0, self.ledger.at(first).info());
             let seats = fit_others!();
             if seats.len() == chosen.len() {
-                return fits(vec![first], seats);
+                return fits(first, seats);
             }
             best = best.max(seats.len() + 1);
             overlay.rollback(base);
@@ -767,8 +770,16 @@ impl GangTable {
     /// Reserves, in the simulation, room for every competing gang that comes before `key`
     /// (higher priority, then older) and fits. Gangs ahead that do not fit are skipped, so a
     /// big gang never blocks a smaller one behind it; so are gangs whose own simulation found
-    /// a rule that stops them (they hold nothing and will take nothing).
-    fn reserve_gangs_ahead(&self, key: &GangKey, overlay: &mut Overlay, now: Instant) {
+    /// a rule that stops them (they hold nothing and will take nothing). `devices`: the
+    /// DynamicResources state of the gang being decided, when it has claims; the gangs ahead
+    /// then take the devices their claims need too ([`AheadRules`]).
+    fn reserve_gangs_ahead<'a>(
+        &'a self,
+        key: &GangKey,
+        overlay: &mut Overlay,
+        mut devices: Option<&mut DynamicResources<'a>>,
+        now: Instant,
+    ) {
         let me = self.facts(key).spec;
         let my_order = (Reverse(me.priority), me.created, key);
         let mut ahead: Vec<(Reverse<i32>, i64, &GangKey)> = self
@@ -793,18 +804,130 @@ impl GangTable {
             let chosen: Vec<Member<()>> = selection
                 .existing
                 .into_iter()
-                .map(|p| Member {
+                .enumerate()
+                .map(|(index, p)| Member {
                     holder: (),
-                    index: 0,
+                    index,
                     pod: &p.info,
                 })
                 .collect();
             let cp = overlay.checkpoint();
-            if first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len() < chosen.len()
-            {
+            let placed = match devices.as_deref_mut() {
+                Some(devices) => {
+                    let claims: Vec<_> = chosen.iter().map(|m| devices.outside(m.pod)).collect();
+                    if claims.iter().all(Option::is_none) {
+                        first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len()
+                    } else {
+                        let likeness = ahead_likenesses(&chosen, &claims);
+                        let mut rules = AheadRules {
+                            devices,
+                            claims,
+                            likeness,
+                            took: Vec::new(),
+                        };
+                        let placed =
+                            first_fit_each(&self.ledger, &chosen, overlay, &mut rules).len();
+                        if placed < chosen.len() {
+                            rules.rollback(0);
+                        } else {
+                            rules.devices.note_gang_ahead(&rules.claims);
+                        }
+                        placed
+                    }
+                }
+                None => first_fit_each(&self.ledger, &chosen, overlay, &mut StaticRules).len(),
+            };
+            if placed < chosen.len() {
                 overlay.rollback(cp);
             }
         }
+    }
+}
+
+/// The rules a competing gang ahead is simulated with when the gang being decided has
+/// ResourceClaims: [`StaticRules`], and the devices its members' claims need, taken from the
+/// decided gang's DynamicResources state for the whole simulation, so the gang behind is not
+/// planned onto devices a gang ahead of it needs (as it is not onto its room).
+struct AheadRules<'r, 'a> {
+    devices: &'r mut DynamicResources<'a>,
+    /// Per member of the gang ahead, its claims (`None`: none; `Err`: muster cannot judge
+    /// them, so it fits nowhere).
+    claims: Vec<Option<Result<Outside<'a>, ()>>>,
+    /// Per member, its likeness (see [`ahead_likenesses`]).
+    likeness: Vec<Option<u64>>,
+    took: Vec<Took<'a>>,
+}
+
+/// The likeness of each member of a gang ahead (see [`Rules::likeness`]): the same static
+/// rules (what [`StaticRules`] reads: `nodeSelector`, tolerations, required node affinity) and
+/// claims alike ([`DynamicResources::outside_likenesses`]). First fit then resumes for each
+/// where the previous one like it went, instead of walking again every node the gang ahead
+/// already filled (quadratic in its size).
+fn ahead_likenesses(
+    members: &[Member<'_, ()>],
+    claims: &[Option<Result<Outside<'_>, ()>>],
+) -> Vec<Option<u64>> {
+    let by_claims = DynamicResources::outside_likenesses(claims);
+    fn node_affinity(p: &PodInfo) -> Option<&NodeSelector> {
+        p.rules.as_ref()?.node_affinity.as_ref()
+    }
+    let mut statics: Vec<&PodInfo> = Vec::new();
+    members
+        .iter()
+        .zip(by_claims)
+        .map(|(m, c)| {
+            let c = c?;
+            let p = m.pod;
+            let same = |q: &&PodInfo| {
+                q.node_selector == p.node_selector
+                    && q.tolerations == p.tolerations
+                    && node_affinity(q) == node_affinity(p)
+            };
+            let s = match statics.iter().position(same) {
+                Some(s) => s,
+                None if statics.len() < 64 => {
+                    statics.push(p);
+                    statics.len() - 1
+                }
+                None => return None,
+            };
+            Some((s as u64) << 32 | u64::from(c))
+        })
+        .collect()
+}
+
+impl<'a> Rules<'a> for AheadRules<'_, 'a> {
+    fn check(&self, member: usize, pod: &PodInfo, node: &NodeInfo) -> Result<(), Reason> {
+        StaticRules.check(member, pod, node)?;
+        match self.claims.get(member) {
+            Some(Some(Ok(c))) if !self.devices.fits_outside(c, node) => {
+                Err(Reason::DynamicResources)
+            }
+            Some(Some(Err(()))) => Err(Reason::DynamicResources),
+            _ => Ok(()),
+        }
+    }
+    fn place(&mut self, member: usize, node: &'a NodeInfo) {
+        let took = match self.claims.get(member) {
+            Some(Some(Ok(c))) => self.devices.take_outside(c, node),
+            _ => Took::default(),
+        };
+        self.took.push(took);
+    }
+    fn checkpoint(&self) -> usize {
+        self.took.len()
+    }
+    fn rollback(&mut self, checkpoint: usize) {
+        while self.took.len() > checkpoint {
+            let took = self.took.pop().expect("longer than the checkpoint");
+            self.devices.give_back(took);
+        }
+    }
+    fn placement_independent(&self) -> bool {
+        true
+    }
+    fn likeness(&self, member: usize) -> Option<u64> {
+        self.likeness.get(member).copied().flatten()
     }
 }
 

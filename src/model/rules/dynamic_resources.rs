@@ -28,11 +28,11 @@
 //! backtracking search does for claims without constraints. The devices picked may differ
 //! from kube-scheduler's (it allocates in its binding cycle, from what it then sees): only
 //! whether the member fits, and how many devices of which node it takes, matter here.
-//! Competing gangs ahead are simulated without devices, like their other rules
-//! (`StaticRules`).
+//! Competing gangs ahead take the devices their claims need ([`DynamicResources::take_outside`],
+//! for the whole simulation), so a gang behind them is not planned onto those devices.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap as StdHashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap as StdHashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -45,6 +45,7 @@ use crate::model::inputs::devices::{
     DeviceInventory, ObjectKey, Request,
 };
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::messages;
 
 /// A CEL selector, compiled once.
 pub struct Selector {
@@ -163,6 +164,13 @@ struct Placed<'a> {
     claims: Vec<(ObjectKey, Vec<&'a DeviceId>)>,
 }
 
+/// The claims of a pod outside the simulation (see [`DynamicResources::outside`]).
+pub struct Outside<'a>(Vec<Resolved<'a>>);
+
+/// Devices taken for a pod outside the simulation (see [`DynamicResources::take_outside`]).
+#[derive(Default)]
+pub struct Took<'a>(Placed<'a>);
+
 /// A device's identity within one simulation: the address of its id in the inventory.
 fn addr(id: &DeviceId) -> usize {
     id as *const DeviceId as usize
@@ -187,6 +195,9 @@ pub struct DynamicResources<'a> {
     nodes: RefCell<HashMap<Arc<str>, Rc<[Usable<'a>]>>>,
     /// Per member, its likeness (see [`DynamicResources::likeness`]).
     likeness: Vec<Option<u32>>,
+    /// Per device class, how many competing gangs ahead took devices for their claims
+    /// ([`DynamicResources::note_gang_ahead`]), for the message.
+    ahead: BTreeMap<Arc<str>, u32>,
 }
 
 /// Distinct likenesses told apart per simulation; members beyond are alike to none (their
@@ -226,7 +237,11 @@ impl<'a> DynamicResources<'a> {
                     .collect()
             })
             .collect();
-        let likeness = likenesses(&members);
+        let claims: Vec<Option<&[Resolved<'a>]>> = members
+            .iter()
+            .map(|m| m.as_ref().ok().map(Vec::as_slice))
+            .collect();
+        let likeness = likenesses(&claims);
         Some(DynamicResources {
             inventory,
             members,
@@ -237,6 +252,7 @@ impl<'a> DynamicResources<'a> {
             memo: RefCell::default(),
             nodes: RefCell::default(),
             likeness,
+            ahead: BTreeMap::new(),
         })
     }
 
@@ -289,24 +305,91 @@ impl<'a> DynamicResources<'a> {
     /// only thing that keeps two gangs from being planned onto the same devices
     /// (no-overcommit). A claim already allocated takes nothing here (its devices are held in
     /// the inventory); a seat whose claims no longer fit on its node takes nothing.
-    pub fn hold(&mut self, pod: &'a PodInfo, node: &NodeInfo) {
-        let claims: Result<Vec<Resolved<'a>>, String> = pod
-            .rules
-            .as_ref()
-            .map_or(&[][..], |r| &r.claims[..])
+    pub fn hold(&mut self, pod: &PodInfo, node: &NodeInfo) {
+        if let Some(Ok(claims)) = self.outside(pod) {
+            self.take_outside(&claims, node);
+        }
+    }
+
+    /// The claims of a pod outside the simulation, resolved once: `None` when it has none,
+    /// `Err` when muster cannot judge them (it then fits nowhere).
+    pub fn outside(&self, pod: &PodInfo) -> Option<Result<Outside<'a>, ()>> {
+        let claims = pod.rules.as_ref().map_or(&[][..], |r| &r.claims[..]);
+        if claims.is_empty() {
+            return None;
+        }
+        Some(
+            claims
+                .iter()
+                .map(|c| resolve(self.inventory, pod, &c.name, &c.source, false))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Outside)
+                .map_err(|_| ()),
+        )
+    }
+
+    /// Whether the claims of a pod outside the simulation can be allocated on `node`, after
+    /// what the simulation has taken so far.
+    pub fn fits_outside(&self, claims: &Outside<'a>, node: &NodeInfo) -> bool {
+        self.allocate_claims(&claims.0, node).is_ok()
+    }
+
+    /// The devices the claims of a pod outside the simulation get on `node` are taken, outside
+    /// the simulation's checkpoints (nothing when they do not fit there); what was taken is
+    /// returned, for [`DynamicResources::give_back`].
+    pub fn take_outside(&mut self, claims: &Outside<'a>, node: &NodeInfo) -> Took<'a> {
+        let held = self.allocate_claims(&claims.0, node).unwrap_or_default();
+        for d in &held.devices {
+            self.taken.insert(addr(d));
+        }
+        for (key, devices) in &held.claims {
+            self.allocated.insert(key.clone(), devices.clone());
+        }
+        Took(held)
+    }
+
+    /// The likeness of each of the pods outside the simulation whose claims are `claims` (as
+    /// [`DynamicResources::outside`] gives them), among themselves: pods of one likeness have
+    /// claims alike one by one, none shared with another of them, so a node that cannot
+    /// allocate one's cannot allocate the next one's. `None`: alike to none.
+    pub fn outside_likenesses(claims: &[Option<Result<Outside<'a>, ()>>]) -> Vec<Option<u32>> {
+        let claims: Vec<Option<&[Resolved<'a>]>> = claims
             .iter()
-            .map(|c| resolve(self.inventory, pod, &c.name, &c.source, false))
+            .map(|c| match c {
+                None => Some(&[][..]),
+                Some(Ok(o)) => Some(&o.0[..]),
+                Some(Err(())) => None,
+            })
             .collect();
-        let Ok(claims) = claims else {
-            return;
-        };
-        if let Ok(held) = self.allocate_claims(&claims, node) {
-            for d in &held.devices {
-                self.taken.insert(addr(d));
-            }
-            for (key, devices) in held.claims {
-                self.allocated.insert(key, devices);
-            }
+        likenesses(&claims)
+    }
+
+    /// A competing gang ahead, whose members' claims are `claims`, keeps what it took: counted
+    /// once per device class its claims ask for, for [`DynamicResources::shortfall`].
+    pub fn note_gang_ahead(&mut self, claims: &[Option<Result<Outside<'a>, ()>>]) {
+        let classes: BTreeSet<&Arc<str>> = claims
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|o| &o.0)
+            .filter_map(|c| match c {
+                Resolved::Open { spec, .. } => Some(spec.requests.iter().map(|r| &r.class)),
+                Resolved::Allocated(_) => None,
+            })
+            .flatten()
+            .collect();
+        for class in classes {
+            *self.ahead.entry(class.clone()).or_default() += 1;
+        }
+    }
+
+    /// Gives back what [`DynamicResources::take_outside`] took.
+    pub fn give_back(&mut self, took: Took<'a>) {
+        for d in &took.0.devices {
+            self.taken.remove(&addr(d));
+        }
+        for (key, _) in &took.0.claims {
+            self.allocated.remove(key);
         }
     }
 
@@ -635,6 +718,11 @@ impl<'a> DynamicResources<'a> {
                 if (fits as usize) < need || error.is_some() {
                     return Some(m);
                 }
+                // The cluster has the nodes, but competing gangs ahead of this one keep
+                // devices of this class for themselves.
+                if let Some(gangs) = self.ahead.get(&request.class) {
+                    return Some(messages::devices_reserved_ahead(&m, &request.class, *gangs));
+                }
             }
         }
         Some("cannot allocate all claims of the next member on any node".to_string())
@@ -693,12 +781,13 @@ fn augment(
     false
 }
 
-/// Each member's likeness (see [`DynamicResources::likeness`]): the index of the first
-/// member alike, among at most [`MAX_LIKENESSES`].
-fn likenesses(members: &[Result<Vec<Resolved<'_>>, String>]) -> Vec<Option<u32>> {
+/// Each member's likeness (see [`DynamicResources::likeness`]) from its claims (`None`: muster
+/// cannot judge them): the index of the first member alike, among at most
+/// [`MAX_LIKENESSES`].
+fn likenesses(members: &[Option<&[Resolved<'_>]>]) -> Vec<Option<u32>> {
     let mut users: HashMap<&ObjectKey, u32> = HashMap::default();
     for claims in members.iter().flatten() {
-        for c in claims {
+        for c in claims.iter() {
             if let Resolved::Open {
                 shared: Some(key), ..
             } = c
@@ -718,7 +807,7 @@ fn likenesses(members: &[Result<Vec<Resolved<'_>>, String>]) -> Vec<Option<u32>>
     members
         .iter()
         .map(|m| {
-            let claims = m.as_ref().ok()?;
+            let claims = (*m)?;
             let own = claims.iter().all(|c| match c {
                 Resolved::Open {
                     shared: Some(key), ..

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::model::inputs::objects::{NodeInfo, NodeName};
@@ -53,7 +54,16 @@ pub struct NodeLedger {
     positions: HashMap<NodeName, usize>,
     /// Usage of pods bound to nodes not (yet) known; moved in when the node appears.
     orphan_usage: HashMap<NodeName, Resources>,
+    /// Per node label a plan grouped the nodes by (a topology level), its values and their
+    /// nodes (see [`NodeLedger::by_label`]). A gang held to one domain groups every node by its
+    /// label on every filter call; labels and positions change only in `upsert` (a new node, or
+    /// changed labels) and `remove`, which clear it.
+    by_label: Mutex<HashMap<Arc<str>, LabelIndex>>,
 }
+
+/// The values of one node label, ascending, each with the positions of its nodes
+/// (ascending); nodes without the label are in none.
+pub type LabelIndex = Arc<[(Arc<str>, Vec<usize>)]>;
 
 impl NodeLedger {
     pub fn len(&self) -> usize {
@@ -77,16 +87,40 @@ impl NodeLedger {
         self.nodes.iter().enumerate()
     }
 
+    /// The nodes grouped by the values of `label` ([`LabelIndex`]), made once per label until a
+    /// node is added, removed or relabelled.
+    pub fn by_label(&self, label: &str) -> LabelIndex {
+        if let Some(index) = self.by_label.lock().get(label) {
+            return index.clone();
+        }
+        let mut values: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        for (i, e) in self.nodes.iter().enumerate() {
+            if let Some(v) = e.info.labels.get(label) {
+                values.entry(v.as_str()).or_default().push(i);
+            }
+        }
+        let index: LabelIndex = values
+            .into_iter()
+            .map(|(v, nodes)| (Arc::from(v), nodes))
+            .collect();
+        self.by_label.lock().insert(Arc::from(label), index.clone());
+        index
+    }
+
     /// A node was added or changed. A new node starts with the usage of pods already bound to
     /// it, and no seats.
     pub fn upsert(&mut self, info: NodeInfo) {
         let zone = info.zone().map(Arc::from);
         if let Some(&i) = self.positions.get(&info.name) {
             let entry = &mut self.nodes[i];
+            if entry.info.labels != info.labels {
+                self.by_label.get_mut().clear();
+            }
             entry.info = info;
             entry.zone = zone;
             return;
         }
+        self.by_label.get_mut().clear();
         let used = self.orphan_usage.remove(&info.name).unwrap_or_default();
         self.positions.insert(info.name.clone(), self.nodes.len());
         self.nodes.push(NodeEntry {
@@ -103,6 +137,7 @@ impl NodeLedger {
         let Some(i) = self.positions.remove(name) else {
             return false;
         };
+        self.by_label.get_mut().clear();
         let entry = self.nodes.swap_remove(i);
         if let Some(moved) = self.nodes.get(i) {
             self.positions.insert(moved.info.name.clone(), i);
@@ -218,7 +253,28 @@ impl NodeLedger {
         }
     }
 
-    /// The position among `options` where `request` packs tightest (lowest position on ties).
+    /// The position among the `options` that `admits` passes where `request` packs tightest
+    /// (the highest [`NodeLedger::packing_score`], the lowest position on ties), asking
+    /// `admits` tightest first and only until it passes one: the planner's check of a node can
+    /// allocate a member's devices, and judging every candidate to keep one was most of a DRA
+    /// gang's filter call.
+    pub fn tightest_where(
+        &self,
+        request: &Resources,
+        options: impl Iterator<Item = usize>,
+        mut admits: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let mut scored: Vec<(f64, usize)> = options
+            .map(|i| (self.packing_score(i, request), i))
+            .collect();
+        // Highest score first, then the lowest position: `tightest`'s preference.
+        scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.into_iter().map(|(_, i)| i).find(|&i| admits(i))
+    }
+
+    /// The position among `options` where `request` packs tightest (lowest position on ties):
+    /// what [`NodeLedger::tightest_where`] finds, judged the plain way for its tests.
+    #[cfg(test)]
     pub fn tightest(
         &self,
         request: &Resources,
@@ -330,5 +386,32 @@ mod tests {
         assert_eq!(l.tightest(&r, [0].into_iter()), Some(0));
         assert_eq!(l.tightest(&r, std::iter::empty()), None);
         assert!(l.packing_score(1, &r) > l.packing_score(0, &r));
+    }
+
+    #[test]
+    fn tightest_where_is_the_tightest_of_the_options_admitted_asking_only_until_one_is() {
+        let mut l = ledger(&[
+            ("empty", 4000),
+            ("busy", 4000),
+            ("busy2", 4000),
+            ("b3", 4000),
+        ]);
+        l.charge(&Arc::from("busy"), &Resources::cpu(2000));
+        l.charge(&Arc::from("b3"), &Resources::cpu(2000));
+        l.reserve("busy2", &Resources::cpu(1000));
+        let r = Resources::cpu(1000);
+        for refused in [vec![], vec![1], vec![1, 3], vec![1, 2, 3], vec![0, 1, 2, 3]] {
+            let admitted = |i: &usize| !refused.contains(i);
+            let mut asked = Vec::new();
+            let got = l.tightest_where(&r, 0..4, |i| {
+                asked.push(i);
+                admitted(&i)
+            });
+            assert_eq!(got, l.tightest(&r, (0..4).filter(admitted)), "{refused:?}");
+            // Tightest first (1 and 3 tie: the lower position), then 2, then 0.
+            let order = [1, 3, 2, 0];
+            let stop = order.iter().position(admitted).map_or(4, |p| p + 1);
+            assert_eq!(asked, order[..stop], "{refused:?}");
+        }
     }
 }

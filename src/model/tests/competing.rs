@@ -134,3 +134,35 @@ fn plain_pods_cannot_take_seats_reserved_for_a_gang() {
     w.add(&[&small]);
     assert_eq!(w.filter(&small).0, vec!["n1"]);
 }
+
+/// DynamicResources for the competing gangs ahead: an older gang that needs every GPU of n1
+/// and n2 (4 each) is planned before a younger one with the same claims, so the younger one
+/// is not planned onto the devices the older one needs (there is CPU enough for both).
+#[test]
+fn dynamic_resources_a_gang_ahead_takes_the_devices_its_claims_need() {
+    let mut w = World::new(&[node("n1", 8000), node("n2", 8000)]);
+    dra_devices(&mut w.table, &["n1", "n2"]);
+    let member = |w: &mut World, name: &str, created: i64| {
+        let gang = &name[..name.len() - 1];
+        let p = pod(name).cpu(100).created(created).gang(gang, 2).build();
+        with_dra_claim(&mut w.table, p)
+    };
+    let old = [member(&mut w, "old0", 1), member(&mut w, "old1", 1)];
+    let young = [member(&mut w, "young0", 2), member(&mut w, "young1", 2)];
+    w.add(&[&old[0], &old[1], &young[0], &young[1]]);
+    w.filter(&old[0]);
+    let (ok, reasons) = w.filter(&young[0]);
+    assert!(
+        ok.is_empty(),
+        "the older gang's devices are not offered: {ok:?}"
+    );
+    assert_eq!(
+        reasons,
+        vec!["gang ml/young: 2 members need 4 devices of class gpu.example.com each; nodes with 4 free: 2; devices of class gpu.example.com are reserved for 1 gang ahead of this one"]
+    );
+    assert_eq!(w.filter(&old[0]).0.len(), 1, "the older gang fits");
+
+    // Once the older gang stops competing, the younger one may go.
+    w.advance(ModelConfig::default().active_window + Duration::from_secs(1));
+    assert_eq!(w.filter(&young[0]).0.len(), 1);
+}

@@ -135,18 +135,15 @@ impl GangTable {
         let plan = self.plan(&key, pod, &known, now);
         self.note_verdict(&key, &plan);
         match &plan {
-            GangPlan::Fits { first_nodes, .. } => {
+            GangPlan::Fits { first_node, .. } => {
                 // One node, muster's choice: kube-scheduler then skips scoring (and the
                 // prioritize call) for this pod, and the member lands where the plan expects.
                 // Every other node is simply not offered: with one node passing,
                 // kube-scheduler never reads failure reasons, so none are made.
-                let chosen = self
-                    .ledger
-                    .tightest(&pod.requests, first_nodes.iter().copied());
                 positions
                     .iter()
                     .map(|p| match p {
-                        Some(i) if Some(*i) == chosen => NodeVerdict::Fits,
+                        Some(i) if i == first_node => NodeVerdict::Fits,
                         _ => NodeVerdict::NotOffered,
                     })
                     .collect()

@@ -115,10 +115,9 @@ impl GangTable {
         let plan = self.plan(key, pod, candidates, now);
         let to = match &plan {
             GangPlan::Fits {
-                first_nodes, seats, ..
+                first_node, seats, ..
             } => {
-                let mut values = first_nodes
-                    .iter()
+                let mut values = std::iter::once(first_node)
                     .chain(seats.iter().map(|(_, i)| i))
                     .map(|&i| domain_of(self.ledger.at(i).info(), &label));
                 let first = values.next().flatten();

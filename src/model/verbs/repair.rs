@@ -142,20 +142,16 @@ impl GangTable {
         let plan = self.plan(key, &first, &every_node, now);
         self.note_verdict(key, &plan);
         let window = self.config.creation_window;
-        let (first_nodes, seats) = match plan {
+        let (chosen, seats) = match plan {
             GangPlan::Fits {
-                first_nodes, seats, ..
-            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_nodes, seats),
+                first_node, seats, ..
+            } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_node, seats),
             GangPlan::Fits { .. } => return Err(None),
             GangPlan::DoesNotFit(
                 ref why @ (GangShortfall::Room { .. } | GangShortfall::BeyondCluster(_)),
             ) => return Err(Some(why.message(key, window))),
             GangPlan::DoesNotFit(_) => return Err(None),
         };
-        let chosen = self
-            .ledger
-            .tightest(&first.requests, first_nodes.iter().copied())
-            .ok_or(None)?;
         let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
         placed.extend(seats);
         let mut out = Vec::with_capacity(placed.len());

@@ -142,11 +142,10 @@ impl GangTable {
         self.note_verdict(key, &plan);
         match plan {
             GangPlan::Fits {
-                first_nodes, seats, ..
+                first_node: chosen,
+                seats,
+                ..
             } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => {
-                let chosen = self
-                    .ledger
-                    .tightest(&first.requests, first_nodes.iter().copied())?;
                 let mut placed = vec![(SeatHolder::Member(first.uid.clone()), chosen)];
                 placed.extend(seats);
                 let mut out = Vec::with_capacity(placed.len());
@@ -205,12 +204,7 @@ impl GangTable {
     ) -> Option<NodeName> {
         let every_node: Vec<usize> = (0..self.ledger.len()).collect();
         match self.plan(key, pod, &every_node, now) {
-            GangPlan::Fits { first_nodes, .. } => {
-                let i = self
-                    .ledger
-                    .tightest(&pod.requests, first_nodes.iter().copied())?;
-                Some(self.ledger.at(i).name().clone())
-            }
+            GangPlan::Fits { first_node, .. } => Some(self.ledger.at(first_node).name().clone()),
             GangPlan::DoesNotFit(_) => None,
         }
     }

@@ -524,3 +524,34 @@ fn node_ports_a_gang_is_not_planned_onto_the_host_port_another_gangs_seat_holds(
     );
     assert_eq!(total_reserved(&w), 200, "b holds nothing");
 }
+
+/// Found by the model check: the filter offered n1 to a plain pod asking for host port 8080
+/// before a gang member asking for the same port was seated there; the plain pod's bind then
+/// came to n1. The bind looks again (NodePorts: no two pods on a node share a host port) and
+/// refuses it, naming the seat; the seat keeps its port. The same for a member of an admitted
+/// gang binding off its own seat.
+#[test]
+fn node_ports_a_bind_on_a_node_offered_before_a_seat_took_its_host_port_is_refused() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let plain = pod("plain").cpu(100).host_port(8080).build();
+    w.add(&[&plain]);
+    assert_eq!(w.filter(&plain).0, ["n1"], "no seat holds 8080 yet");
+    let p = pod("p").cpu(100).gang("g", 2).host_port(8080).build();
+    let r = pod("r").cpu(100).gang("g", 2).build();
+    w.add(&[&p, &r]);
+    assert!(matches!(w.bind(&p, "n1"), BindDecision::Wait { .. }));
+    assert!(w.table.holds_seat(&p.uid), "p's seat on n1 holds 8080");
+    match w.bind(&plain, "n1") {
+        BindDecision::Reject(e @ BindRejection::HostPortHeld { .. }) => assert_eq!(
+            e.to_string(),
+            "node n1 cannot take pod ml/plain: host port 8080/TCP is reserved here for gang \
+             ml/g (the seat of p)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(w.table.holds_seat(&p.uid), "the seat keeps its port");
+    // Another port binds.
+    let other = pod("other").cpu(100).host_port(9090).build();
+    w.add(&[&other]);
+    assert!(matches!(w.bind(&other, "n1"), BindDecision::BindNow { .. }));
+}

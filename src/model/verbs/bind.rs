@@ -85,6 +85,14 @@ pub enum BindRejection {
         node: String,
         shortfall: InsufficientResource,
     },
+    /// A seat of a gang holds a host port the pod asks for on that node (NodePorts: no two
+    /// pods on a node share a host port; a seat holds its member's ports as it holds its room).
+    #[error("node {node} cannot take pod {pod}: {reason}")]
+    HostPortHeld {
+        pod: String,
+        node: String,
+        reason: String,
+    },
     #[error("{0}")]
     GangCannotBePlaced(String),
 }
@@ -197,6 +205,11 @@ impl GangTable {
                 shortfall,
             });
         }
+        // The filter that offered this node may have run before a seat there took a host port
+        // the pod asks for (no-overcommit, NodePorts): the bind looks again.
+        if let Err(r) = self.no_seat_holds_its_ports(info, &node, position) {
+            return BindDecision::Reject(r);
+        }
         self.assume(&info.uid, node.clone());
         BindDecision::BindNow {
             pod: PodRef::of(info),
@@ -254,6 +267,24 @@ impl GangTable {
         }
 
         self.bind_at_quorum(key, info, facts)
+    }
+
+    /// `Err` when a seat of another pod on `node` (at `position`) holds a host port `info`
+    /// asks for.
+    fn no_seat_holds_its_ports(
+        &self,
+        info: &PodInfo,
+        node: &NodeName,
+        position: usize,
+    ) -> Result<(), BindRejection> {
+        match self.ports_held_by_seats(info).remove(&position) {
+            Some(reason) => Err(BindRejection::HostPortHeld {
+                pod: info.display_name(),
+                node: node.to_string(),
+                reason,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The plan fitted: the member takes its seat on `node`, every other member its planned
@@ -330,6 +361,9 @@ impl GangTable {
             return Ok(());
         }
         let position = self.ledger.position(node).expect("bind checked the node");
+        // Off its own seat the member is judged as any pod: a seat of another member there may
+        // hold a host port it asks for (no-overcommit, NodePorts).
+        self.no_seat_holds_its_ports(info, node, position)?;
         let fits_with = |credit: &Resources| {
             self.ledger
                 .shortfall(position, &info.requests, Some(credit), None)

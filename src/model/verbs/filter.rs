@@ -391,7 +391,7 @@ impl GangTable {
 
     /// For a pod with host ports: the nodes (by position) where the seat of another pod holds
     /// one of them, with the message saying so.
-    fn ports_held_by_seats(&self, pod: &PodInfo) -> HashMap<usize, String> {
+    pub(in crate::model) fn ports_held_by_seats(&self, pod: &PodInfo) -> HashMap<usize, String> {
         let mut held = HashMap::default();
         let wanted = node_ports::host_ports(pod);
         if wanted.is_empty() {

@@ -409,3 +409,64 @@ fn planned_room_freed_does_not_go_to_a_gated_member() {
     );
     assert_eq!(w.reserved("n2"), 0, "nothing held on n2 for it");
 }
+
+/// Room a preemption planned for a member not created yet goes, at the hold, to a member that
+/// arrived since only where that member's rules pass the node (NodeAffinity's nodeSelector
+/// here): otherwise the seat would hold room its member can never use (holds-nothing). Found
+/// by the model check (seed c3c693ff…c05d).
+#[test]
+fn a_member_delivered_after_the_decision_takes_planned_room_only_where_its_rules_pass() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
+    let pair = high_pair();
+    let mut picky = pair[1].clone();
+    picky.node_selector = vec![("pool".into(), "a".into())];
+    w.add(&[&low, &pair[0]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&picky]);
+    w.add(&[&terminating(&low), &nominated(&pair[0], Some("n1"))]);
+    assert!(
+        !w.table.holds_seat(&picky.uid),
+        "no seat on n2 for a member whose nodeSelector refuses n2"
+    );
+    w.table.remove_pod(&low.uid);
+    assert!(
+        !w.table.holds_seat(&picky.uid),
+        "nor once room is freed elsewhere"
+    );
+}
+
+/// Room planned for a member not created yet, freed later, is handed to an arrived member only
+/// where that member's rules pass the node: a member whose nodeSelector refuses it leaves the
+/// room planned for a member to come (holds-nothing), as the hold itself does above.
+#[test]
+fn planned_room_freed_does_not_go_to_a_member_its_node_refuses() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let pair = high_pair();
+    w.add(&[&a, &b, &pair[0]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
+    let planned = |w: &World| {
+        w.table
+            .views(w.now)
+            .into_iter()
+            .find(|v| v.name == "pair")
+            .map(|v| v.planned_room)
+    };
+    assert_eq!(planned(&w), Some(vec!["(not created yet)@n2".to_string()]));
+    let mut picky = pair[1].clone();
+    picky.node_selector = vec![("pool".into(), "a".into())];
+    w.add(&[&picky]);
+    w.table.remove_pod(&b.uid);
+    assert!(!w.table.holds_seat(&picky.uid), "no seat on n2 for it");
+    assert_eq!(w.reserved("n2"), 0, "nothing held on n2 for it");
+    assert_eq!(
+        planned(&w),
+        Some(vec!["(not created yet)@n2".to_string()]),
+        "the room stays planned for a member to come"
+    );
+}

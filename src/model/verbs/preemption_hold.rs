@@ -39,6 +39,7 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::selection::task_of;
 use crate::model::rules::scheduling_gates;
 use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
@@ -225,8 +226,12 @@ impl GangTable {
     }
 
     /// The plan's seats for members not created yet, given to members that exist now and have
-    /// no seat (the watch may have delivered them since the decision), when they fit in them:
-    /// room held for a member not created yet is released when the creation window closes.
+    /// no seat (the watch may have delivered them since the decision), when they fit in them,
+    /// their rules pass the seat's node, no other component's scheduling gate holds them and,
+    /// with per-task minimums, the seat was planned for their task: room held for a member not
+    /// created yet is released when the creation window closes, but a seat given to a member
+    /// its node refuses would be held for nothing (holds-nothing). A seat no arrived member
+    /// can take stays with the member not created yet.
     fn members_for_late_seats(
         &self,
         key: &GangKey,
@@ -240,21 +245,35 @@ impl GangTable {
             .iter()
             .filter_map(|s| s.holder.member().cloned())
             .collect();
-        let mut arrived = self.members_of(gang).filter(|p| {
-            p.is_pending()
-                && p.info.uid != *preemptor
-                && gang.seat_of(&p.info.uid).is_none()
-                && !planned.contains(&p.info.uid)
-        });
-        for s in seats
-            .iter_mut()
-            .filter(|s| matches!(s.holder, SeatHolder::NotCreatedYet { .. }))
-        {
-            let Some(p) = arrived.find(|p| p.info.requests.fits_in(&s.requests)) else {
-                break;
+        let mut arrived: Vec<&PodInfo> = self
+            .members_of(gang)
+            .filter(|p| {
+                p.is_pending()
+                    && p.info.uid != *preemptor
+                    && gang.seat_of(&p.info.uid).is_none()
+                    && !planned.contains(&p.info.uid)
+                    && scheduling_gates::check(&p.info).is_ok()
+            })
+            .map(|p| &p.info)
+            .collect();
+        for s in seats.iter_mut() {
+            let SeatHolder::NotCreatedYet { task, .. } = &s.holder else {
+                continue;
             };
-            s.holder = SeatHolder::Member(p.info.uid.clone());
-            s.requests = p.info.requests.clone();
+            let Some(node) = self.ledger.get(&s.node) else {
+                continue;
+            };
+            let takes = |p: &&PodInfo| {
+                p.requests.fits_in(&s.requests)
+                    && (task.is_none() || task.as_deref() == task_of(p))
+                    && node_admits(node.info(), p)
+            };
+            let Some(i) = arrived.iter().position(takes) else {
+                continue;
+            };
+            let p = arrived.remove(i);
+            s.holder = SeatHolder::Member(p.uid.clone());
+            s.requests = p.requests.clone();
         }
         seats
     }
@@ -315,6 +334,7 @@ impl GangTable {
                     .get(uid)
                     .is_some_and(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
         };
+        let with_tasks = &gang.spec().tasks;
         let mut planned = gang.awaiting_room.clone();
         let mut homeless: Vec<&PodInfo> = self
             .members_of(gang)
@@ -330,10 +350,26 @@ impl GangTable {
             if s.holder.member().is_some_and(&needs) {
                 return true;
             }
-            match homeless
-                .iter()
-                .position(|p| p.requests.fits_in(&s.requests))
-            {
+            // The same test as a seat planned for a member not created yet given at the hold
+            // (`members_for_late_seats`): it fits, its task's, and its rules pass the node.
+            let takes = |p: &&PodInfo| {
+                let task_ok = match &s.holder {
+                    SeatHolder::NotCreatedYet { task, .. } => {
+                        task.is_none() || task.as_deref() == task_of(p)
+                    }
+                    SeatHolder::Member(m) => {
+                        with_tasks.is_empty()
+                            || self.pods.get(m).and_then(|o| task_of(&o.info)) == task_of(p)
+                    }
+                };
+                p.requests.fits_in(&s.requests)
+                    && task_ok
+                    && self
+                        .ledger
+                        .get(&s.node)
+                        .is_some_and(|n| node_admits(n.info(), p))
+            };
+            match homeless.iter().position(takes) {
                 Some(i) => {
                     let p = homeless.remove(i);
                     s.holder = SeatHolder::Member(p.uid.clone());

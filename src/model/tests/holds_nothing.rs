@@ -555,3 +555,29 @@ fn node_ports_a_bind_on_a_node_offered_before_a_seat_took_its_host_port_is_refus
     w.add(&[&other]);
     assert!(matches!(w.bind(&other, "n1"), BindDecision::BindNow { .. }));
 }
+
+/// A member of an admitted gang binding off its own seat is judged as any pod there (NodePorts):
+/// a node where another member's seat holds the host port it asks for is refused, and both
+/// seats stay as they were.
+#[test]
+fn node_ports_a_member_binding_off_its_seat_where_another_seat_holds_its_port_is_refused() {
+    let mut w = World::new(&[node("n1", 4000), node("n2", 4000)]);
+    let p0 = pod("p0").cpu(100).gang("g", 2).host_port(8080).build();
+    let p1 = pod("p1").cpu(100).gang("g", 2).host_port(8080).build();
+    w.add(&[&p0, &p1]);
+    assert!(matches!(w.bind(&p0, "n1"), BindDecision::Wait { .. }));
+    assert!(
+        w.table.holds_seat(&p1.uid),
+        "the plan seats p1 (on n2: n1's 8080 is p0's)"
+    );
+    match w.bind(&p1, "n1") {
+        BindDecision::Reject(e @ BindRejection::HostPortHeld { .. }) => assert_eq!(
+            e.to_string(),
+            "node n1 cannot take pod ml/p1: host port 8080/TCP is reserved here for gang \
+             ml/g (the seat of p0)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(w.table.holds_seat(&p0.uid) && w.table.holds_seat(&p1.uid));
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 200, "both seats kept");
+}

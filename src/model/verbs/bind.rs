@@ -277,7 +277,10 @@ impl GangTable {
         node: &NodeName,
         position: usize,
     ) -> Result<(), BindRejection> {
-        match self.ports_held_by_seats(info).remove(&position) {
+        match self
+            .ports_held_by_seats(info, Some(position))
+            .remove(&position)
+        {
             Some(reason) => Err(BindRejection::HostPortHeld {
                 pod: info.display_name(),
                 node: node.to_string(),

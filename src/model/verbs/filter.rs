@@ -296,7 +296,7 @@ impl GangTable {
         }
         // Nodes where a seat holds a host port the pod asks for: a seat holds its member's ports
         // as it holds its room (NodePorts; no two pods on a node share a host port).
-        let ports_held = self.ports_held_by_seats(pod);
+        let ports_held = self.ports_held_by_seats(pod, None);
         // First pass, no strings: which nodes the pod may use, and (gang members only) the
         // best of them as (preference, packing score, position).
         let mut best: Option<(u8, i64, f64, usize)> = None;
@@ -390,8 +390,13 @@ impl GangTable {
     }
 
     /// For a pod with host ports: the nodes (by position) where the seat of another pod holds
-    /// one of them, with the message saying so.
-    pub(in crate::model) fn ports_held_by_seats(&self, pod: &PodInfo) -> HashMap<usize, String> {
+    /// one of them, with the message saying so; only the node at `only`, when given (a bind
+    /// asks about one node: no message is built for the others).
+    pub(in crate::model) fn ports_held_by_seats(
+        &self,
+        pod: &PodInfo,
+        only: Option<usize>,
+    ) -> HashMap<usize, String> {
         let mut held = HashMap::default();
         let wanted = node_ports::host_ports(pod);
         if wanted.is_empty() {
@@ -402,6 +407,12 @@ impl GangTable {
                 let Some(uid) = holder.member().filter(|u| ***u != *pod.uid) else {
                     continue;
                 };
+                let Some(i) = self.ledger.position(&seat.node) else {
+                    continue;
+                };
+                if only.is_some_and(|o| o != i) {
+                    continue;
+                }
                 let Some(member) = self.pods.get(uid) else {
                     continue;
                 };
@@ -412,10 +423,8 @@ impl GangTable {
                 else {
                     continue;
                 };
-                if let Some(i) = self.ledger.position(&seat.node) {
-                    held.entry(i)
-                        .or_insert_with(|| messages::host_port_held(port, key, &member.info.name));
-                }
+                held.entry(i)
+                    .or_insert_with(|| messages::host_port_held(port, key, &member.info.name));
             }
         }
         held

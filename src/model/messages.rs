@@ -294,6 +294,13 @@ pub fn host_port_held(
     format!("host port {port} is reserved here for gang {gang} (the seat of {member})")
 }
 
+/// Filter reason for a node whose free devices a seat holds (DynamicResources).
+pub fn devices_held(gang: &impl fmt::Display, member: &impl fmt::Display) -> String {
+    format!(
+        "the devices this pod's claims need here are reserved for gang {gang} (the seat of {member})"
+    )
+}
+
 /// Filter reason for a node without room; says so when gang seats take part of it.
 pub fn no_room(shortfall: &impl fmt::Display, seats_here: bool) -> String {
     if seats_here {

@@ -93,6 +93,14 @@ pub enum BindRejection {
         node: String,
         reason: String,
     },
+    /// Seats on that node hold the devices the pod's claims need (DynamicResources: a seat
+    /// holds its member's devices as it holds its room).
+    #[error("node {node} cannot take pod {pod}: {reason}")]
+    DevicesHeld {
+        pod: String,
+        node: String,
+        reason: String,
+    },
     #[error("{0}")]
     GangCannotBePlaced(String),
 }
@@ -210,6 +218,10 @@ impl GangTable {
         if let Err(r) = self.no_seat_holds_its_ports(info, &node, position) {
             return BindDecision::Reject(r);
         }
+        // Likewise the devices its claims need (no-overcommit, DynamicResources).
+        if let Err(r) = self.no_seat_holds_its_devices(info, &node, position, |_, _| false) {
+            return BindDecision::Reject(r);
+        }
         self.assume(&info.uid, node.clone());
         BindDecision::BindNow {
             pod: PodRef::of(info),
@@ -282,6 +294,28 @@ impl GangTable {
             .remove(&position)
         {
             Some(reason) => Err(BindRejection::HostPortHeld {
+                pod: info.display_name(),
+                node: node.to_string(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `Err` when seats on `node` (at `position`), but those `skip` names, hold the devices the
+    /// claims of `info` need there.
+    fn no_seat_holds_its_devices(
+        &self,
+        info: &PodInfo,
+        node: &NodeName,
+        position: usize,
+        skip: impl Fn(&GangKey, &SeatHolder) -> bool,
+    ) -> Result<(), BindRejection> {
+        match self
+            .devices_held_by_seats(info, skip, Some(position))
+            .remove(&position)
+        {
+            Some(reason) => Err(BindRejection::DevicesHeld {
                 pod: info.display_name(),
                 node: node.to_string(),
                 reason,
@@ -410,6 +444,14 @@ impl GangTable {
             } else {
                 held_for_late.first().map(|(held, _)| *held)
             };
+        // Off its own seat, the devices its claims need there must not be held by another seat
+        // (no-overcommit, DynamicResources), its gang's included: a seat it takes over here
+        // holds nothing against it.
+        let released_here =
+            release.filter(|h| gang.seats().get(*h).is_some_and(|s| s.node == *node));
+        self.no_seat_holds_its_devices(info, node, position, |k, h| {
+            k == key && (*h == me || Some(h) == released_here)
+        })?;
         // The member whose planned seat is taken over gets the taker's old seat, when it fits in
         // it and its rules pass that node (the taker may be leaving it because the node was
         // cordoned or tainted since; a member not created yet is judged by the taker, as the

@@ -15,8 +15,10 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::rules::node_ports;
 use crate::model::table::evidence::EvidenceStore;
+use crate::model::table::gang::SeatHolder;
 use crate::model::table::GangTable;
 use crate::model::verbs::prioritize::Nearness;
 
@@ -254,6 +256,7 @@ impl GangTable {
                 domain_of(self.ledger.at(i).info(), label) == Some(&**value)
             })
         };
+        let gang_key = gang;
         let gang = gang.and_then(|k| self.gangs.get(k));
         // A gang with preferred topology levels: of the nodes with room, the nearest to where
         // its members are or are seated (its rack, then its block), so a member that cannot
@@ -297,6 +300,16 @@ impl GangTable {
         // Nodes where a seat holds a host port the pod asks for: a seat holds its member's ports
         // as it holds its room (NodePorts; no two pods on a node share a host port).
         let ports_held = self.ports_held_by_seats(pod, None);
+        // Nodes where seats of other gangs hold the devices its claims need (DynamicResources).
+        // A member of an admitted gang may take over its gang's planned seats: those hold
+        // nothing against it.
+        let devices_held = self.devices_held_by_seats(
+            pod,
+            |k, h| {
+                gang_key == Some(k) && self.gangs[k].seats().get(h).is_some_and(|s| !s.confirmed)
+            },
+            None,
+        );
         // First pass, no strings: which nodes the pod may use, and (gang members only) the
         // best of them as (preference, packing score, position).
         let mut best: Option<(u8, i64, f64, usize)> = None;
@@ -308,7 +321,7 @@ impl GangTable {
                 let Some(i) = *p else {
                     return NodeVerdict::NotOffered;
                 };
-                if !in_domain(i) || ports_held.contains_key(&i) {
+                if !in_domain(i) || ports_held.contains_key(&i) || devices_held.contains_key(&i) {
                     return NodeVerdict::NotOffered;
                 }
                 let preference = if own_seat == Some(i) {
@@ -368,7 +381,7 @@ impl GangTable {
                         label, value,
                     )));
                 }
-                if let Some(why) = ports_held.get(&i) {
+                if let Some(why) = ports_held.get(&i).or_else(|| devices_held.get(&i)) {
                     for_seats = true;
                     return NodeVerdict::Unschedulable(Arc::from(why.as_str()));
                 }
@@ -425,6 +438,83 @@ impl GangTable {
                 };
                 held.entry(i)
                     .or_insert_with(|| messages::host_port_held(port, key, &member.info.name));
+            }
+        }
+        held
+    }
+
+    /// For a pod with ResourceClaims: the nodes (by position) where the devices its claims need
+    /// are free but for what seats hold there, with the message saying so. A seat holds its
+    /// member's devices as it holds its room (no-overcommit): kube-scheduler, which allocates a
+    /// claim only in the pod's binding cycle, does not see a seat's devices, so a pod muster
+    /// judges by room (a plain pod in the every-pod mode, a member of an admitted gang) could
+    /// be given them. Seats `skip` names are left out (the pod's own, or one it would take
+    /// over); only the node at `only`, when given. Only nodes with a seat holding claims are
+    /// looked at, and only a refusal the seats cause: where the pod's claims do not fit even
+    /// without them, kube-scheduler's own DynamicResources verdict stands (it passed the node),
+    /// and a claim muster does not simulate refuses nothing here.
+    pub(in crate::model) fn devices_held_by_seats(
+        &self,
+        pod: &PodInfo,
+        skip: impl Fn(&GangKey, &SeatHolder) -> bool,
+        only: Option<usize>,
+    ) -> HashMap<usize, String> {
+        let mut held = HashMap::default();
+        if pod.rules.as_ref().is_none_or(|r| r.claims.is_empty()) {
+            return held;
+        }
+        let mut seated: Vec<(&GangKey, &PodInfo, usize)> = Vec::new();
+        for (key, g) in &self.gangs {
+            for (holder, seat) in g.seats() {
+                if skip(key, holder) {
+                    continue;
+                }
+                let Some(member) = holder.member().and_then(|u| self.pods.get(u)) else {
+                    continue;
+                };
+                let has_claims = member
+                    .info
+                    .rules
+                    .as_ref()
+                    .is_some_and(|r| !r.claims.is_empty());
+                // A member being bound holds its devices through the bind (kube-scheduler's
+                // allocation), not through its seat.
+                if !has_claims
+                    || member.info.terminal
+                    || member.info.uid == pod.uid
+                    || member.charged_node().is_some()
+                {
+                    continue;
+                }
+                let Some(i) = self.ledger.position(&seat.node) else {
+                    continue;
+                };
+                if only.is_none_or(|o| o == i) {
+                    seated.push((key, &member.info, i));
+                }
+            }
+        }
+        if seated.is_empty() {
+            return held;
+        }
+        let Some(bare) = DynamicResources::new(&self.devices, &[pod], |_| false) else {
+            return held;
+        };
+        let Some(mut with_seats) = DynamicResources::new(&self.devices, &[pod], |_| false) else {
+            return held;
+        };
+        // In a fixed order, as the gang simulation holds them.
+        seated.sort_unstable_by(|a, b| a.1.uid.cmp(&b.1.uid));
+        for (_, member, i) in &seated {
+            with_seats.hold(member, self.ledger.at(*i).info());
+        }
+        for (key, member, i) in &seated {
+            if held.contains_key(i) {
+                continue;
+            }
+            let node = self.ledger.at(*i).info();
+            if bare.check(0, node).is_ok() && with_seats.check(0, node).is_err() {
+                held.insert(*i, messages::devices_held(key, &member.name));
             }
         }
         held

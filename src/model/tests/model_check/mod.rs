@@ -1218,11 +1218,11 @@ impl Check {
     /// Host ports, per node: no two pods there (bound, being bound or being deleted) share a
     /// host port (NodePorts), and the seats there hold their ports too: no seated member's
     /// host port is another's or a placed pod's (holds-nothing), unless the node changed
-    /// after the seat was taken. (DRA devices: no device is in two claims' allocations, by
-    /// construction — [`Cluster::allocate`] fails the case first. That seats hold their
-    /// devices is not checked: a pod muster's filter judges by room alone may take a device
-    /// a seat holds, a known gap, see
-    /// `holds_nothing::dynamic_resources_a_plain_pod_is_not_offered_the_devices_a_seat_holds`.)
+    /// after the seat was taken. DRA devices: no device is in two claims' allocations, by
+    /// construction ([`Cluster::allocate`] fails the case first), and the seats hold their
+    /// devices too (no-overcommit): the claims allocated on a node to pods that are not
+    /// leaving, plus the seated members there whose claim is not allocated yet, are at most
+    /// the node's devices, unless the node changed after the seat was taken.
     fn check_ports(&mut self, seats: &[(String, String)]) -> Result<(), TestCaseError> {
         for name in self.cluster.nodes.keys() {
             // (port, pod, being deleted)
@@ -1271,7 +1271,43 @@ impl Check {
                     ports.push((port, &p.name, false));
                 }
             }
-            self.checks += 2;
+            // Devices: allocated here to pods that stay, and wanted by the seats here.
+            let allocated_here = |c: &String| {
+                self.cluster
+                    .claims
+                    .get(c)
+                    .is_some_and(|a| a.as_ref().is_some_and(|(n, _)| n == name))
+            };
+            let staying = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|p| !p.terminating && p.claim.as_ref().is_some_and(allocated_here))
+                .count();
+            let mut wanted: Vec<&str> = Vec::new();
+            for uid in &seated {
+                let Some(p) = self.cluster.pod(uid) else {
+                    continue;
+                };
+                let unallocated = p
+                    .claim
+                    .as_ref()
+                    .and_then(|c| self.cluster.claims.get(c))
+                    .is_some_and(Option::is_none);
+                if unallocated {
+                    wanted.push(&p.name);
+                }
+            }
+            prop_assert!(
+                staying + wanted.len() <= self.cluster.devices(name),
+                "seats of {:?} on {} want devices of {} where {} of its {} are allocated",
+                wanted,
+                name,
+                name,
+                staying,
+                self.cluster.devices(name)
+            );
+            self.checks += 3;
         }
         Ok(())
     }

@@ -374,12 +374,10 @@ fn a_planned_seat_where_lower_priority_pods_still_run_is_held_only_once_they_go(
     );
 }
 
-/// Found by the model check: room a preemption planned for a member not created yet, where a
-/// pod of lower priority still runs, went to the member that then arrived even though another
-/// component's scheduling gate keeps it out of scheduling (holds-nothing: a gated member is
-/// placed nowhere). It waits for a member that may be scheduled.
-#[test]
-fn planned_room_freed_does_not_go_to_a_gated_member() {
+/// The room planned for pair-1, not created yet: pair-0's preemption frees n1 (a terminates,
+/// pair-0 nominated there) and plans pair-1's room on n2, where b (low priority) still runs.
+/// Returns the world, the pair and b.
+fn room_planned_for_a_member_to_come() -> (World, Vec<PodInfo>, PodInfo) {
     let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
     let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
     let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
@@ -388,14 +386,26 @@ fn planned_room_freed_does_not_go_to_a_gated_member() {
     let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
     assert_eq!(d.outcome, PreemptOutcome::Kept);
     w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
-    let planned = |w: &World| {
-        w.table
-            .views(w.now)
-            .into_iter()
-            .find(|v| v.name == "pair")
-            .map(|v| v.planned_room)
-    };
     assert_eq!(planned(&w), Some(vec!["(not created yet)@n2".to_string()]));
+    (w, pair, b)
+}
+
+/// The room `pair` has planned (`/gangs`'s `plannedRoom`).
+fn planned(w: &World) -> Option<Vec<String>> {
+    w.table
+        .views(w.now)
+        .into_iter()
+        .find(|v| v.name == "pair")
+        .map(|v| v.planned_room)
+}
+
+/// Found by the model check: room a preemption planned for a member not created yet, where a
+/// pod of lower priority still runs, went to the member that then arrived even though another
+/// component's scheduling gate keeps it out of scheduling (holds-nothing: a gated member is
+/// placed nowhere). It waits for a member that may be scheduled.
+#[test]
+fn planned_room_freed_does_not_go_to_a_gated_member() {
+    let (mut w, pair, b) = room_planned_for_a_member_to_come();
     let mut gated = pair[1].clone();
     gated
         .rules
@@ -442,22 +452,7 @@ fn a_member_delivered_after_the_decision_takes_planned_room_only_where_its_rules
 /// room planned for a member to come (holds-nothing), as the hold itself does above.
 #[test]
 fn planned_room_freed_does_not_go_to_a_member_its_node_refuses() {
-    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
-    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
-    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
-    let pair = high_pair();
-    w.add(&[&a, &b, &pair[0]]);
-    let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
-    assert_eq!(d.outcome, PreemptOutcome::Kept);
-    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
-    let planned = |w: &World| {
-        w.table
-            .views(w.now)
-            .into_iter()
-            .find(|v| v.name == "pair")
-            .map(|v| v.planned_room)
-    };
-    assert_eq!(planned(&w), Some(vec!["(not created yet)@n2".to_string()]));
+    let (mut w, pair, b) = room_planned_for_a_member_to_come();
     let mut picky = pair[1].clone();
     picky.node_selector = vec![("pool".into(), "a".into())];
     w.add(&[&picky]);

@@ -41,7 +41,7 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::selection::task_of;
 use crate::model::rules::scheduling_gates;
-use crate::model::table::gang::{PreemptionHold, Seat, SeatHolder};
+use crate::model::table::gang::{Gang, PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
@@ -256,19 +256,11 @@ impl GangTable {
             })
             .map(|p| &p.info)
             .collect();
-        for s in seats.iter_mut() {
-            let SeatHolder::NotCreatedYet { task, .. } = &s.holder else {
-                continue;
-            };
-            let Some(node) = self.ledger.get(&s.node) else {
-                continue;
-            };
-            let takes = |p: &&PodInfo| {
-                p.requests.fits_in(&s.requests)
-                    && (task.is_none() || task.as_deref() == task_of(p))
-                    && node_admits(node.info(), p)
-            };
-            let Some(i) = arrived.iter().position(takes) else {
+        for s in seats.iter_mut().filter(|s| s.holder.is_not_created_yet()) {
+            let Some(i) = arrived
+                .iter()
+                .position(|p| self.may_take_planned_room(gang, p, s))
+            else {
                 continue;
             };
             let p = arrived.remove(i);
@@ -276,6 +268,29 @@ impl GangTable {
             s.requests = p.requests.clone();
         }
         seats
+    }
+
+    /// Whether member `p` (arrived, seatless, not gated) may take room planned for `seat`'s
+    /// holder: it fits in it, its rules pass the seat's node (holds-nothing: a seat its node
+    /// refuses would be held for nothing), and, with per-task minimums, it is of the task the
+    /// room was planned for. The one test for both hand-overs: at the hold, and when planned
+    /// room is freed later.
+    fn may_take_planned_room(&self, gang: &Gang, p: &PodInfo, seat: &PlannedSeat) -> bool {
+        let same_task = match &seat.holder {
+            SeatHolder::NotCreatedYet { task, .. } => {
+                task.is_none() || task.as_deref() == task_of(p)
+            }
+            SeatHolder::Member(m) => {
+                gang.spec().tasks.is_empty()
+                    || self.pods.get(m).and_then(|o| task_of(&o.info)) == task_of(p)
+            }
+        };
+        p.requests.fits_in(&seat.requests)
+            && same_task
+            && self
+                .ledger
+                .get(&seat.node)
+                .is_some_and(|n| node_admits(n.info(), p))
     }
 
     /// Room was freed on `node` (a pod left it, or shrank): the planned seats of preempting
@@ -334,7 +349,6 @@ impl GangTable {
                     .get(uid)
                     .is_some_and(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
         };
-        let with_tasks = &gang.spec().tasks;
         let mut planned = gang.awaiting_room.clone();
         let mut homeless: Vec<&PodInfo> = self
             .members_of(gang)
@@ -350,26 +364,10 @@ impl GangTable {
             if s.holder.member().is_some_and(&needs) {
                 return true;
             }
-            // The same test as a seat planned for a member not created yet given at the hold
-            // (`members_for_late_seats`): it fits, its task's, and its rules pass the node.
-            let takes = |p: &&PodInfo| {
-                let task_ok = match &s.holder {
-                    SeatHolder::NotCreatedYet { task, .. } => {
-                        task.is_none() || task.as_deref() == task_of(p)
-                    }
-                    SeatHolder::Member(m) => {
-                        with_tasks.is_empty()
-                            || self.pods.get(m).and_then(|o| task_of(&o.info)) == task_of(p)
-                    }
-                };
-                p.requests.fits_in(&s.requests)
-                    && task_ok
-                    && self
-                        .ledger
-                        .get(&s.node)
-                        .is_some_and(|n| node_admits(n.info(), p))
-            };
-            match homeless.iter().position(takes) {
+            match homeless
+                .iter()
+                .position(|p| self.may_take_planned_room(gang, p, s))
+            {
                 Some(i) => {
                     let p = homeless.remove(i);
                     s.holder = SeatHolder::Member(p.uid.clone());

@@ -28,7 +28,7 @@ use muster_harness::control_plane::client_from_kubeconfig;
 use muster_harness::k8s::{self, GangKey, MUSTER_GROUP, MUSTER_MIN_AVAILABLE};
 use muster_harness::{
     ensure_truth, muster_view_is_checked, names, pod_names, rbac, spread, wait_for, Cluster,
-    NodeShape, PodBuilder, Progress, Timer, PLACE, REASON, TOGETHER, WINDOW,
+    ClusterOptions, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON, TOGETHER, WINDOW,
 };
 use serde_json::{json, Value};
 
@@ -719,7 +719,8 @@ async fn watch_errors_are_counted_while_the_api_server_is_down() -> Result<()> {
         "watch_errors_are_counted_while_the_api_server_is_down",
         Instant::now(),
     );
-    let mut c = Cluster::start(MUSTER).await?;
+    // Kills kube-apiserver: its own, not the slot's shared one.
+    let mut c = Cluster::start_with(ClusterOptions::new(MUSTER).own_control_plane()).await?;
     let ns = "outage";
     let r = api_server_outage(&mut c, ns).await;
     c.report(&[ns], r).await
@@ -737,7 +738,8 @@ async fn watches_recover_after_the_api_server_restarts() -> Result<()> {
         "watches_recover_after_the_api_server_restarts",
         Instant::now(),
     );
-    let mut c = Cluster::start(MUSTER).await?;
+    // Kills kube-apiserver: its own, not the slot's shared one.
+    let mut c = Cluster::start_with(ClusterOptions::new(MUSTER).own_control_plane()).await?;
     let ns = "outage";
     let r = async {
         api_server_outage(&mut c, ns).await?;

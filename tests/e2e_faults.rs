@@ -5,8 +5,8 @@
 //! node is added, which kube-scheduler then offers before muster knows it), and a job is
 //! re-submitted under the same group name while its old pods still terminate.
 //!
-//! Every test gets its own control plane (etcd, kube-apiserver, the stock kube-scheduler, fake
-//! nodes, no kubelets) and waits by polling with deadlines. Pods are held in Terminating with a
+//! Every test gets its own kube-scheduler and muster (the tests that kill kube-apiserver their own
+//! etcd and kube-apiserver too; the others a slot's shared pair, reset; fake nodes, no kubelets) and waits by polling with deadlines. Pods are held in Terminating with a
 //! finalizer, as no kubelet would ever finish deleting them. Each test first puts its gang where
 //! the stock kube-scheduler alone binds members that fit, so `tests/control-run` requires every
 //! test here to fail without muster.
@@ -461,8 +461,13 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
         Instant::now(),
     );
     // Held bind calls outlast the freeze (9s, below the extender's 10s httpTimeout).
-    let c =
-        Cluster::start_with(ClusterOptions::new(MUSTER).muster_args(["--bind-wait", "9s"])).await?;
+    // Kills kube-apiserver: its own, not the slot's shared one.
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .own_control_plane()
+            .muster_args(["--bind-wait", "9s"]),
+    )
+    .await?;
     let ns = "outage";
     let gang = names("a", 0..3);
     let mut restarted = None;
@@ -689,7 +694,8 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
         "a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwards",
         Instant::now(),
     );
-    let mut c = Cluster::start(MUSTER).await?;
+    // Restarts kube-apiserver: its own, not the slot's shared one.
+    let mut c = Cluster::start_with(ClusterOptions::new(MUSTER).own_control_plane()).await?;
     let ns = "cut";
     let proxy = CuttableProxy::start(apiserver_port(&c)?).await?;
     let mut restarted = None;

@@ -146,6 +146,13 @@ impl ClusterOptions {
         self
     }
 
+    /// Its own etcd and kube-apiserver, never the slot's shared ones (see [`crate::shared`]):
+    /// for a test that kills, restarts or pauses them.
+    pub fn own_control_plane(mut self) -> Self {
+        self.control_plane.own = true;
+        self
+    }
+
     /// HTTPS between kube-scheduler and muster; see [`ClusterOptions::tls`].
     pub fn tls(mut self, require_client_cert: bool) -> Self {
         self.tls = Some(TlsOptions {

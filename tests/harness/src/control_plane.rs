@@ -26,6 +26,10 @@ pub struct ControlPlaneOptions {
     pub start_timeout: Duration,
     /// Extra kube-apiserver flags.
     pub apiserver_args: Vec<String>,
+    /// Its own etcd and kube-apiserver even when `tests/e2e-run` shares one per slot
+    /// ([`crate::shared`]): for a test that kills, restarts or pauses kube-apiserver or etcd.
+    /// (A plane with `apiserver_args`, a `dir` or a detached lifetime is always its own.)
+    pub own: bool,
 }
 
 impl Default for ControlPlaneOptions {
@@ -35,6 +39,7 @@ impl Default for ControlPlaneOptions {
             lifetime: Lifetime::Attached,
             start_timeout: Duration::from_secs(120),
             apiserver_args: Vec::new(),
+            own: false,
         }
     }
 }
@@ -110,6 +115,9 @@ pub struct ControlPlane {
     client: Client,
     startup: Duration,
     phases: StartPhases,
+    /// The slot whose etcd and kube-apiserver this plane borrows ([`crate::shared`]); `procs`
+    /// then holds only the schedulers this test started.
+    shared: Option<crate::shared::Slot>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -166,8 +174,69 @@ fn keep_data() -> bool {
 
 impl ControlPlane {
     /// Starts etcd and kube-apiserver (building the binaries first if they are not cached) and
-    /// waits for `/readyz`.
+    /// waits for `/readyz`. Under `tests/e2e-run` (which sets
+    /// [`MUSTER_E2E_SHARED_CONTROL_PLANES`](crate::shared::SHARED_ENV)) a plane that
+    /// [may be shared](crate::shared::may_share) is instead the slot's running one, reset to
+    /// what the API server first made.
     pub async fn start(opts: ControlPlaneOptions) -> Result<Self> {
+        if crate::shared::may_share(&opts) {
+            if let Some(slot) = crate::shared::slot_dir() {
+                return Self::adopt_shared(&slot, opts).await;
+            }
+        }
+        Self::start_own(opts).await
+    }
+
+    /// The slot's shared etcd + kube-apiserver (started if need be), every object a test made
+    /// there deleted; a fresh directory of this test's own for the rest.
+    async fn adopt_shared(slot_dir: &Path, opts: ControlPlaneOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let bins = ensure_control_plane_binaries()?;
+        let slot = crate::shared::Slot::ready(slot_dir, opts.start_timeout).await?;
+        let started = t0.elapsed();
+        let dir = std::env::temp_dir().join(format!(
+            "muster-e2e-{}-{}",
+            std::process::id(),
+            random_string(6)
+        ));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = dir.canonicalize()?;
+        let kubeconfig = dir.join("kubeconfig");
+        fs::copy(&slot.kubeconfig, &kubeconfig)
+            .with_context(|| format!("copying {}", slot.kubeconfig.display()))?;
+        let client = client_from_kubeconfig(&kubeconfig).await?;
+        let report = slot.reset(&client).await?;
+        eprintln!(
+            "muster-harness: shared control plane {} ({}), reset in {:.2}s: {} objects deleted in {} passes",
+            slot.dir.display(),
+            if slot.started_now { format!("started in {:.1}s", started.as_secs_f64()) } else { "running".into() },
+            report.took.as_secs_f64(),
+            report.deleted,
+            report.passes
+        );
+        Ok(Self {
+            dir,
+            remove_dir: !keep_data(),
+            bins,
+            procs: Vec::new(),
+            detached: false,
+            lifetime: opts.lifetime,
+            apiserver_port: slot.apiserver_port,
+            etcd_port: slot.etcd_port,
+            scheduler_port: None,
+            kubeconfig,
+            client,
+            startup: t0.elapsed(),
+            phases: StartPhases {
+                pki: Duration::ZERO,
+                etcd: Duration::ZERO,
+                apiserver: t0.elapsed(),
+            },
+            shared: Some(slot),
+        })
+    }
+
+    async fn start_own(opts: ControlPlaneOptions) -> Result<Self> {
         let t0 = Instant::now();
         let bins = ensure_control_plane_binaries()?;
         let (dir, remove_dir) = match &opts.dir {
@@ -310,6 +379,7 @@ impl ControlPlane {
                 etcd: etcd_ready - pki_ready,
                 apiserver: t0.elapsed() - etcd_ready,
             },
+            shared: None,
         })
     }
 
@@ -336,6 +406,15 @@ impl ControlPlane {
         self.etcd_port
     }
 
+    pub fn apiserver_port(&self) -> u16 {
+        self.apiserver_port
+    }
+
+    /// Whether etcd and kube-apiserver are a slot's shared ones ([`crate::shared`]).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// How long `start` took (binaries already cached: the control-plane start time).
     pub fn startup_time(&self) -> Duration {
         self.startup
@@ -346,7 +425,7 @@ impl ControlPlane {
         self.phases
     }
 
-    /// The processes started so far (name, pid, log).
+    /// The processes started so far (name, pid, log); on a shared plane only the schedulers.
     pub fn processes(&self) -> impl Iterator<Item = &ManagedProcess> {
         self.procs.iter()
     }
@@ -441,6 +520,13 @@ impl ControlPlane {
     /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
     /// the data. Returns its command line.
     pub fn kill_apiserver(&mut self) -> Result<StoppedApiserver> {
+        if let Some(slot) = &self.shared {
+            bail!(
+                "kube-apiserver is shared by the tests of {} (tests/e2e-run): a test that kills \
+                 it starts with ControlPlaneOptions::own (ClusterOptions::own_control_plane)",
+                slot.dir.display()
+            );
+        }
         let i = self
             .procs
             .iter()
@@ -508,16 +594,23 @@ impl ControlPlane {
 
     /// The last lines of every process log (for failure messages).
     pub fn log_tails(&self, n: usize) -> String {
-        self.procs
-            .iter()
-            .map(|p| {
+        let shared = self.shared.iter().map(|slot| {
+            let log = slot.dir.join("kube-apiserver.log");
+            format!(
+                "--- kube-apiserver, shared ({})\n{}",
+                log.display(),
+                crate::process::tail(&log, n)
+            )
+        });
+        shared
+            .chain(self.procs.iter().map(|p| {
                 format!(
                     "--- {} ({})\n{}",
                     p.name(),
                     p.log_path().display(),
                     p.log_tail(n)
                 )
-            })
+            }))
             .collect::<Vec<_>>()
             .join("\n")
     }

@@ -60,6 +60,7 @@ pub mod podgroups;
 pub mod policy;
 pub mod process;
 pub mod rbac;
+pub mod shared;
 pub mod timing;
 pub mod tls;
 pub mod truth;

@@ -5,9 +5,11 @@
 //! node is added, which kube-scheduler then offers before muster knows it), and a job is
 //! re-submitted under the same group name while its old pods still terminate.
 //!
-//! Every test gets its own kube-scheduler and muster (the tests that kill kube-apiserver their own
-//! etcd and kube-apiserver too; the others a slot's shared pair, reset; fake nodes, no kubelets) and waits by polling with deadlines. Pods are held in Terminating with a
-//! finalizer, as no kubelet would ever finish deleting them. Each test first puts its gang where
+//! Every test gets its own kube-scheduler and muster, fake nodes and no kubelets; the tests that
+//! kill or restart kube-apiserver get their own etcd and kube-apiserver too (the others a test
+//! slot's shared pair, reset before each test: `muster_harness::shared`). Tests wait by polling
+//! with deadlines. Pods are held in Terminating with a finalizer, as no kubelet would ever finish
+//! deleting them. Each test first puts its gang where
 //! the stock kube-scheduler alone binds members that fit, so `tests/control-run` requires every
 //! test here to fail without muster.
 

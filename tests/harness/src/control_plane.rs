@@ -192,8 +192,7 @@ impl ControlPlane {
     async fn adopt_shared(slot_dir: &Path, opts: ControlPlaneOptions) -> Result<Self> {
         let t0 = Instant::now();
         let bins = ensure_control_plane_binaries()?;
-        let slot = crate::shared::Slot::ready(slot_dir, opts.start_timeout).await?;
-        let started = t0.elapsed();
+        let mut slot = crate::shared::Slot::ready(slot_dir, opts.start_timeout).await?;
         let dir = std::env::temp_dir().join(format!(
             "muster-e2e-{}-{}",
             std::process::id(),
@@ -204,16 +203,30 @@ impl ControlPlane {
         let kubeconfig = dir.join("kubeconfig");
         fs::copy(&slot.kubeconfig, &kubeconfig)
             .with_context(|| format!("copying {}", slot.kubeconfig.display()))?;
-        let client = client_from_kubeconfig(&kubeconfig).await?;
-        let report = slot.reset(&client).await?;
-        eprintln!(
-            "muster-harness: shared control plane {} ({}), reset in {:.2}s: {} objects deleted in {} passes",
-            slot.dir.display(),
-            if slot.started_now { format!("started in {:.1}s", started.as_secs_f64()) } else { "running".into() },
-            report.took.as_secs_f64(),
-            report.deleted,
-            report.passes
-        );
+        let mut client = client_from_kubeconfig(&kubeconfig).await?;
+        if !slot.started_now {
+            let report = slot.reset(&client).await?;
+            eprintln!(
+                "muster-harness: shared control plane {}, reset in {:.2}s: {} objects deleted in {} passes",
+                slot.dir.display(),
+                report.took.as_secs_f64(),
+                report.deleted,
+                report.passes
+            );
+            if !report.baseline_changed.is_empty() {
+                // What the API server made itself cannot be put back by deleting: start afresh.
+                let why = format!(
+                    "an earlier test changed the API server's own objects: {}",
+                    report.baseline_changed.join(", ")
+                );
+                eprintln!("muster-harness: {why}; starting the slot afresh");
+                slot.note_restart(&why);
+                slot = crate::shared::Slot::start_afresh(slot_dir, opts.start_timeout).await?;
+                fs::copy(&slot.kubeconfig, &kubeconfig)
+                    .with_context(|| format!("copying {}", slot.kubeconfig.display()))?;
+                client = client_from_kubeconfig(&kubeconfig).await?;
+            }
+        }
         Ok(Self {
             dir,
             remove_dir: !keep_data(),

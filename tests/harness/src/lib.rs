@@ -3,7 +3,9 @@
 //! muster process under test, for end-to-end tests and the `muster-local` command.
 //!
 //! Everything listens on 127.0.0.1 only, on free ports, in a fresh directory per cluster; dropping
-//! a handle kills its processes (and removes the directory unless `MUSTER_KEEP_DATA=1`).
+//! a handle kills its processes (and removes the directory unless `MUSTER_KEEP_DATA=1`). Under
+//! `tests/e2e-run` the etcd + kube-apiserver pair is the test slot's, shared by the tests the slot
+//! runs one after another and reset before each ([`shared`]).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

@@ -18,7 +18,7 @@
 //! the slots' processes at the end): slot `k` (`MUSTER_E2E_PORT_SLOT`) lives in `<dir>/slot-k`.
 //! A slot whose processes died or whose API server does not answer is started afresh.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -70,8 +70,8 @@ pub struct Slot {
     pub etcd_port: u16,
     /// The admin kubeconfig (its CA file lives in the slot's `pki/`).
     pub kubeconfig: PathBuf,
-    /// UIDs of the objects the API server made before any test ran.
-    baseline: HashSet<String>,
+    /// The objects the API server made before any test ran: UID -> resourceVersion.
+    baseline: HashMap<String, String>,
     /// Whether this call started it (the first test of the slot, or after a crash).
     pub started_now: bool,
 }
@@ -86,6 +86,11 @@ impl Slot {
         if let Some(slot) = Self::running(dir).await {
             return Ok(slot);
         }
+        Self::start_afresh(dir, start_timeout).await
+    }
+
+    /// Stops whatever runs in the slot and starts a new etcd + kube-apiserver there.
+    pub async fn start_afresh(dir: &Path, start_timeout: Duration) -> Result<Self> {
         stop_slot(dir);
         if dir.exists() {
             fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -104,8 +109,8 @@ impl Slot {
         let baseline = all_objects(&client, &discover(&client).await?)
             .await?
             .into_iter()
-            .map(|o| o.uid)
-            .collect::<HashSet<_>>();
+            .map(|o| (o.uid, o.resource_version))
+            .collect::<HashMap<_, _>>();
         let slot = Self {
             dir: cp.dir().to_path_buf(),
             apiserver_port: cp.apiserver_port(),
@@ -119,7 +124,7 @@ impl Slot {
             "apiserverPort": slot.apiserver_port,
             "etcdPort": slot.etcd_port,
             "kubeconfig": slot.kubeconfig,
-            "baseline": slot.baseline.iter().collect::<BTreeSet<_>>(),
+            "baseline": slot.baseline.iter().collect::<BTreeMap<_, _>>(),
         });
         let tmp = dir.join("shared.json.tmp");
         fs::write(&tmp, serde_json::to_vec_pretty(&state)?)?;
@@ -163,9 +168,9 @@ impl Slot {
             etcd_port: u16::try_from(state["etcdPort"].as_u64()?).ok()?,
             kubeconfig,
             baseline: state["baseline"]
-                .as_array()?
+                .as_object()?
                 .iter()
-                .filter_map(|u| u.as_str().map(String::from))
+                .filter_map(|(uid, rv)| Some((uid.clone(), rv.as_str()?.to_string())))
                 .collect(),
             started_now: false,
         })
@@ -174,6 +179,28 @@ impl Slot {
     /// Deletes every object not in the baseline and waits until they are gone.
     pub async fn reset(&self, client: &Client) -> Result<ResetReport> {
         reset(client, &self.baseline).await
+    }
+
+    /// Stops the slot's etcd and kube-apiserver (SIGKILL) and removes its directory.
+    pub fn stop(&self) {
+        stop_slot(&self.dir);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+
+    /// Records why the slot was started afresh (one line per restart, in `restarts.log` beside
+    /// the slots; `tests/e2e-run` prints them at the end).
+    pub fn note_restart(&self, why: &str) {
+        use std::io::Write;
+        let Some(root) = self.dir.parent() else {
+            return;
+        };
+        if let Ok(mut f) = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join("restarts.log"))
+        {
+            let _ = writeln!(f, "{}: {why}", self.dir.display());
+        }
     }
 }
 
@@ -240,6 +267,8 @@ async fn wait_for_bootstrap(client: &Client) -> Result<()> {
 #[derive(Debug, Clone)]
 struct Seen {
     uid: String,
+    resource_version: String,
+    kind: String,
     name: String,
     namespace: Option<String>,
     finalizers: bool,
@@ -288,6 +317,8 @@ async fn list(client: &Client, ar: &ApiResource) -> Result<Option<Vec<Seen>>> {
                 let m = o.metadata;
                 Some(Seen {
                     uid: m.uid?,
+                    resource_version: m.resource_version.unwrap_or_default(),
+                    kind: ar.kind.clone(),
                     name: m.name?,
                     namespace: m.namespace,
                     finalizers: m.finalizers.is_some_and(|f| !f.is_empty()),
@@ -343,6 +374,9 @@ pub struct ResetReport {
     /// Passes over every resource type (the last one finds nothing).
     pub passes: usize,
     pub took: Duration,
+    /// The API server's own objects an earlier test changed or deleted ("Kind ns/name"): a
+    /// reset cannot undo that, so the slot is started afresh instead.
+    pub baseline_changed: Vec<String>,
 }
 
 fn ignore_gone<T>(r: kube::Result<T>) -> Result<()> {
@@ -355,7 +389,7 @@ fn ignore_gone<T>(r: kube::Result<T>) -> Result<()> {
 
 /// Deletes every object whose UID is not in `baseline`, pass after pass, until a pass finds
 /// none. See the module's documentation.
-pub async fn reset(client: &Client, baseline: &HashSet<String>) -> Result<ResetReport> {
+pub async fn reset(client: &Client, baseline: &HashMap<String, String>) -> Result<ResetReport> {
     let t0 = Instant::now();
     let deadline = t0 + RESET_TIMEOUT;
     let resources = discover(client).await?;
@@ -366,13 +400,15 @@ pub async fn reset(client: &Client, baseline: &HashSet<String>) -> Result<ResetR
     loop {
         report.passes += 1;
         let mut left: Vec<String> = Vec::new();
+        let mut baseline_seen: Vec<Seen> = Vec::new();
         for ((ar, caps), objects) in resources.iter().zip(list_all(client, &resources).await?) {
             let Some(objects) = objects else {
                 continue;
             };
             let (kept, stale): (Vec<Seen>, Vec<Seen>) = objects
                 .into_iter()
-                .partition(|o| baseline.contains(&o.uid) || o.apiserver_identity);
+                .partition(|o| baseline.contains_key(&o.uid) || o.apiserver_identity);
+            baseline_seen.extend(kept.iter().cloned());
             if stale.is_empty() {
                 continue;
             }
@@ -433,16 +469,27 @@ pub async fn reset(client: &Client, baseline: &HashSet<String>) -> Result<ResetR
         // outlive it in etcd and come back with the next namespace of that name).
         if left.is_empty() {
             let namespaces: Api<Namespace> = Api::all(client.clone());
-            let stale: Vec<Namespace> = namespaces
-                .list(&ListParams::default())
-                .await?
-                .items
+            let all: Vec<Namespace> = namespaces.list(&ListParams::default()).await?.items;
+            baseline_seen.extend(all.iter().filter_map(|n| {
+                let uid = n.metadata.uid.clone()?;
+                baseline.contains_key(&uid).then(|| Seen {
+                    uid,
+                    resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
+                    kind: "Namespace".into(),
+                    name: n.metadata.name.clone().unwrap_or_default(),
+                    namespace: None,
+                    finalizers: false,
+                    deleting: false,
+                    apiserver_identity: false,
+                })
+            }));
+            let stale: Vec<Namespace> = all
                 .into_iter()
                 .filter(|n| {
                     n.metadata
                         .uid
                         .as_ref()
-                        .is_some_and(|u| !baseline.contains(u))
+                        .is_some_and(|u| !baseline.contains_key(u))
                         && !n
                             .metadata
                             .name
@@ -472,6 +519,7 @@ pub async fn reset(client: &Client, baseline: &HashSet<String>) -> Result<ResetR
             }
         }
         if left.is_empty() {
+            report.baseline_changed = baseline_changes(baseline, &baseline_seen);
             break;
         }
         if Instant::now() > deadline {
@@ -488,6 +536,45 @@ pub async fn reset(client: &Client, baseline: &HashSet<String>) -> Result<ResetR
     }
     report.took = t0.elapsed();
     Ok(report)
+}
+
+/// Kinds whose objects the API server itself keeps updating (its identity Lease is renewed;
+/// APIService status follows availability): their changes are not a test's doing.
+const UPDATED_BY_THE_API_SERVER: [&str; 2] = ["Lease", "APIService"];
+
+/// The baseline objects missing or at another resourceVersion, the API server's own updates aside.
+fn baseline_changes(baseline: &HashMap<String, String>, seen: &[Seen]) -> Vec<String> {
+    let by_uid: HashSet<&str> = seen.iter().map(|o| o.uid.as_str()).collect();
+    let mut changed: Vec<String> = seen
+        .iter()
+        .filter(|o| !UPDATED_BY_THE_API_SERVER.contains(&o.kind.as_str()))
+        .filter(|o| {
+            baseline
+                .get(&o.uid)
+                .is_some_and(|rv| *rv != o.resource_version)
+        })
+        .map(|o| {
+            let ns = o
+                .namespace
+                .as_deref()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default();
+            format!("{} {ns}{} changed", o.kind, o.name)
+        })
+        .collect();
+    let missing: Vec<&String> = baseline
+        .keys()
+        .filter(|uid| !by_uid.contains(uid.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        changed.push(format!(
+            "{} of the API server's own objects deleted (UIDs {:?})",
+            missing.len(),
+            missing.iter().take(5).collect::<Vec<_>>()
+        ));
+    }
+    changed.sort();
+    changed
 }
 
 /// The API server applies admission policies from an informer: after the gang policy is deleted,

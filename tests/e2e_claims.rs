@@ -900,6 +900,8 @@ async fn the_demo_prints_pass_and_exits_zero() -> Result<()> {
     let out = tokio::process::Command::new(&local)
         .arg("demo")
         .env("MUSTER_BIN", MUSTER)
+        // The demo as users run it: its own etcd + kube-apiserver, not the test slot's shared pair.
+        .env_remove(muster_harness::shared::SHARED_ENV)
         .kill_on_drop(true)
         .output()
         .await

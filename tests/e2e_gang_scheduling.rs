@@ -2,9 +2,9 @@
 //! etcd + kube-apiserver started by `muster-harness` (binaries built once from the Go module proxy
 //! and cached; a missing cache is built on first use). Fake nodes, no kubelets.
 //!
-//! Every test gets a control plane of its own — under `tests/e2e-run` a slot's etcd and
-//! kube-apiserver, emptied of every object earlier tests made (`muster_harness::shared`), with its
-//! own kube-scheduler and muster — so tests cannot disturb each other's capacity. Waiting is polling with deadlines; "is not placed" is an observation window
+//! Every test has the cluster to itself, so tests cannot disturb each other's capacity: its own
+//! kube-scheduler and muster, and either its own etcd + kube-apiserver or (under `tests/e2e-run`)
+//! its slot's pair, emptied of every object earlier tests made (`muster_harness::shared`). Waiting is polling with deadlines; "is not placed" is an observation window
 //! in which every poll must see nothing bound.
 //!
 //! Each test puts its gang *in question* — room for some members but not the quorum, seats that

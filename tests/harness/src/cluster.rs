@@ -247,14 +247,22 @@ impl Cluster {
             total: t0.elapsed(),
         };
         let phases = cp.start_phases();
+        let control_plane = if cp.is_shared() {
+            // The slot's pair: its reset (and, for the slot's first test, its start).
+            "shared etcd+apiserver, reset".to_string()
+        } else {
+            format!(
+                "etcd+apiserver [pki {:.1}s, etcd {:.1}s, apiserver {:.1}s]",
+                phases.pki.as_secs_f64(),
+                phases.etcd.as_secs_f64(),
+                phases.apiserver.as_secs_f64()
+            )
+        };
         eprintln!(
-            "muster-harness: cluster up in {:.1}s (etcd+apiserver {:.1}s [pki {:.1}s, etcd {:.1}s, \
-             apiserver {:.1}s], muster {:.1}s, kube-scheduler {:.1}s) in {}",
+            "muster-harness: cluster up in {:.1}s ({control_plane} {:.1}s, muster {:.1}s, \
+             kube-scheduler {:.1}s) in {}",
             startup.total.as_secs_f64(),
             startup.control_plane.as_secs_f64(),
-            phases.pki.as_secs_f64(),
-            phases.etcd.as_secs_f64(),
-            phases.apiserver.as_secs_f64(),
             startup.muster.as_secs_f64(),
             startup.scheduler.as_secs_f64(),
             cp.dir().display()

@@ -205,20 +205,27 @@ impl ControlPlane {
             .with_context(|| format!("copying {}", slot.kubeconfig.display()))?;
         let mut client = client_from_kubeconfig(&kubeconfig).await?;
         if !slot.started_now {
-            let report = slot.reset(&client).await?;
-            eprintln!(
-                "muster-harness: shared control plane {}, reset in {:.2}s: {} objects deleted in {} passes",
-                slot.dir.display(),
-                report.took.as_secs_f64(),
-                report.deleted,
-                report.passes
-            );
-            if !report.baseline_changed.is_empty() {
-                // What the API server made itself cannot be put back by deleting: start afresh.
-                let why = format!(
-                    "an earlier test changed the API server's own objects: {}",
-                    report.baseline_changed.join(", ")
-                );
+            let afresh = match slot.reset(&client).await {
+                Ok(report) => {
+                    eprintln!(
+                        "muster-harness: shared control plane {}, reset in {:.2}s: {} objects deleted in {} passes",
+                        slot.dir.display(),
+                        report.took.as_secs_f64(),
+                        report.deleted,
+                        report.passes
+                    );
+                    // What the API server made itself cannot be put back by deleting.
+                    (!report.baseline_changed.is_empty()).then(|| {
+                        format!(
+                            "an earlier test changed the API server's own objects: {}",
+                            report.baseline_changed.join(", ")
+                        )
+                    })
+                }
+                // One test's leftovers must not fail every later test of the slot.
+                Err(e) => Some(format!("the reset failed: {e:#}")),
+            };
+            if let Some(why) = afresh {
                 eprintln!("muster-harness: {why}; starting the slot afresh");
                 slot.note_restart(&why);
                 slot = crate::shared::Slot::start_afresh(slot_dir, opts.start_timeout).await?;

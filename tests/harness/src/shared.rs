@@ -9,9 +9,11 @@
 //! object in it are written down (the *baseline*: system namespaces, bootstrap RBAC, priority
 //! classes, the API server's own lease). Before each test, [`reset`] deletes every object whose
 //! UID is not in the baseline — with grace period 0 and finalizers removed (no kubelet or
-//! controller would ever finish them), namespaces last and only once empty (finalized by hand:
+//! controller would ever finish them; a CRD keeps its own, which the API server finishes by
+//! deleting its custom resources), namespaces last and only once empty (finalized by hand:
 //! kube-controller-manager, which would, does not run) — and lists again until nothing else is
-//! left. A test that kills, restarts or reconfigures kube-apiserver gets its own
+//! left. A reset that fails, or finds one of the baseline's objects changed or gone, has the
+//! slot started afresh (`ControlPlane::start`), noted in `restarts.log`. A test that kills, restarts or reconfigures kube-apiserver gets its own
 //! ([`ControlPlaneOptions::own`](crate::ControlPlaneOptions::own), or any `apiserver_args`).
 //!
 //! Enabled by `MUSTER_E2E_SHARED_CONTROL_PLANES=<dir>` (set by `tests/e2e-run`, which also stops
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{verbs, ApiCapabilities, Discovery, Scope};
@@ -106,11 +108,7 @@ impl Slot {
         .await?;
         let client = cp.client();
         wait_for_bootstrap(&client).await?;
-        let baseline = all_objects(&client, &discover(&client).await?)
-            .await?
-            .into_iter()
-            .map(|o| (o.uid, o.resource_version))
-            .collect::<HashMap<_, _>>();
+        let baseline = settled_baseline(&client).await?;
         let slot = Self {
             dir: cp.dir().to_path_buf(),
             apiserver_port: cp.apiserver_port(),
@@ -223,8 +221,45 @@ fn stop_slot(dir: &Path) {
     }
 }
 
+/// The objects the API server made, once two listings a second apart agree (UIDs and
+/// resourceVersions): some of its bootstrap controllers write after `/readyz` (the `kubernetes`
+/// Service and its ClusterIP, status of the default ServiceCIDR), and an object written after
+/// the baseline would be deleted by every reset or counted as changed.
+async fn settled_baseline(client: &Client) -> Result<HashMap<String, String>> {
+    let resources = discover(client).await?;
+    let listing = || async {
+        Ok::<_, anyhow::Error>(
+            all_objects(client, &resources)
+                .await?
+                .into_iter()
+                .map(|o| (o.uid, o.resource_version))
+                .collect::<HashMap<_, _>>(),
+        )
+    };
+    let mut last = listing().await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = listing().await?;
+        let changed = now
+            .iter()
+            .filter(|(uid, rv)| last.get(*uid) != Some(rv))
+            .count()
+            + last.keys().filter(|uid| !now.contains_key(*uid)).count();
+        if changed == 0 {
+            return Ok(now);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the API server's own objects kept changing for 60s ({changed} in the last second)"
+            );
+        }
+        last = now;
+    }
+}
+
 /// Waits for what the API server makes just after it is ready (the system namespaces, its
-/// identity Lease), so that they are in the baseline.
+/// identity Lease, the `kubernetes` Service), so that they are in the baseline.
 async fn wait_for_bootstrap(client: &Client) -> Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let leases: Api<DynamicObject> = Api::namespaced_with(
@@ -253,10 +288,13 @@ async fn wait_for_bootstrap(client: &Client) -> Result<()> {
             let lease = leases
                 .list_metadata(&ListParams::default().labels(APISERVER_IDENTITY_LABEL))
                 .await?;
-            Ok(if lease.items.is_empty() {
-                Progress::NotYet("no identity Lease yet".into())
-            } else {
-                Progress::Done(())
+            if lease.items.is_empty() {
+                return Ok(Progress::NotYet("no identity Lease yet".into()));
+            }
+            let services: Api<Service> = Api::namespaced(client.clone(), "default");
+            Ok(match services.get_opt("kubernetes").await? {
+                Some(_) => Progress::Done(()),
+                None => Progress::NotYet("no default/kubernetes Service yet".into()),
             })
         },
     )
@@ -276,9 +314,10 @@ struct Seen {
     apiserver_identity: bool,
 }
 
-/// Every listable and deletable resource type, in deletion order: admission configuration first
-/// (nothing may refuse the deletions after it), custom resources before their definitions,
-/// namespaces left out (deleted last, by hand).
+/// Every listable and deletable resource type (its preferred version), in deletion order:
+/// admission configuration first (within one pass a policy still applied from the API server's
+/// informer may refuse a deletion; the reset then fails and the slot starts afresh), custom
+/// resources before their definitions, namespaces left out (deleted last, by hand).
 async fn discover(client: &Client) -> Result<Vec<(ApiResource, ApiCapabilities)>> {
     let discovery = Discovery::new(client.clone())
         .run()
@@ -507,6 +546,19 @@ pub async fn reset(client: &Client, baseline: &HashMap<String, String>) -> Resul
                         Some(deleting) => ns = deleting,
                         None => continue,
                     }
+                }
+                if ns
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty())
+                {
+                    ignore_gone(
+                        namespaces
+                            .patch(&name, &PatchParams::default(), &unfinalize)
+                            .await,
+                    )?;
+                    continue; // finalized by the next pass, at its new resourceVersion
                 }
                 // kube-controller-manager's namespace controller would empty and finalize it;
                 // it is empty already. (A conflict is retried by the next pass.)

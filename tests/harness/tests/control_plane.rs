@@ -46,10 +46,20 @@ async fn a_shared_control_plane_is_reset_to_what_the_api_server_made() -> Result
     use muster_harness::{control_plane::client_from_kubeconfig, dra, policy};
     use serde_json::json;
 
+    /// Stops the detached pair however the test ends (a failed assertion panics).
+    struct StopOnDrop(Slot, std::path::PathBuf);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.stop();
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
     let root = std::env::temp_dir().join(format!("muster-shared-selftest-{}", std::process::id()));
     let slot =
         Slot::start_afresh(&root.join("slot-0"), std::time::Duration::from_secs(120)).await?;
-    let r = async {
+    let guard = StopOnDrop(slot, root);
+    let slot = &guard.0;
+    async {
         let client = client_from_kubeconfig(&slot.kubeconfig).await?;
         k8s::add_node(&client, "n1", &NodeShape::cpu("2")).await?;
         k8s::create_namespace(&client, "t").await?;
@@ -107,8 +117,5 @@ async fn a_shared_control_plane_is_reset_to_what_the_api_server_made() -> Result
         assert_eq!(report.baseline_changed, ["Namespace default changed"], "{report:?}");
         Ok::<(), anyhow::Error>(())
     }
-    .await;
-    slot.stop();
-    let _ = std::fs::remove_dir_all(&root);
-    r
+    .await
 }

@@ -50,6 +50,7 @@ fn kubectl(kubeconfig: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Res
     let mut cmd = Command::new(&bin);
     cmd.current_dir(repo_root())
         .env_remove("KUBECONFIG")
+        .env("KUBECACHEDIR", muster_harness::paths::kube_cache_dir())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

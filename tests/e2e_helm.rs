@@ -92,6 +92,7 @@ fn run(bin: &Path, args: &[&str], stdin: Option<&str>, envs: &[(&str, &Path)]) -
     let mut cmd = Command::new(bin);
     cmd.current_dir(repo_root())
         .env_remove("KUBECONFIG")
+        .env("KUBECACHEDIR", muster_harness::paths::kube_cache_dir())
         .args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()

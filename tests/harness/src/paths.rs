@@ -202,3 +202,11 @@ pub fn find_muster_binary(build_if_missing: bool) -> Result<PathBuf> {
     }
     Ok(built)
 }
+
+/// A kubectl/helm discovery cache of this test process's own (`KUBECACHEDIR`): the default,
+/// `~/.kube/cache/discovery/<host_port>/`, is kept by API server address for hours, and under
+/// `tests/e2e-run` one address serves a slot's tests one after another (`crate::shared`), so a
+/// test could read the resources an earlier test's CRDs added or miss the ones its own add.
+pub fn kube_cache_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("muster-kube-cache-{}", std::process::id()))
+}

@@ -75,6 +75,14 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e).context("creating the policy probe namespace"),
     }
+    wait_policy_marks(client, ns, true).await
+}
+
+/// Waits until the API server applies the gang admission policy (`marked`: a dry-run gang pod
+/// in namespace `ns` comes back gated and marked) or no longer does (after it was deleted:
+/// it comes back as sent). The API server applies policies from an informer, so a policy just
+/// created or deleted takes effect a moment later.
+pub async fn wait_policy_marks(client: &Client, ns: &str, marked: bool) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let probe: Pod = serde_json::from_value(json!({
         "metadata": {"name": "probe", "annotations": {"muster.dev/group": "probe"}},
@@ -84,24 +92,25 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
         dry_run: true,
         ..Default::default()
     };
-    wait_for(
-        "the gang admission policy to mark a dry-run gang pod",
-        Duration::from_secs(30),
-        || async {
-            let pod = match pods.create(&dry_run, &probe).await {
-                Ok(p) => p,
-                // Namespace not visible to admission yet, and the like.
-                Err(e) => return Ok(Progress::NotYet(format!("dry run: {e}"))),
-            };
-            if is_marked(&pod) {
-                Ok(Progress::Done(()))
-            } else {
-                Ok(Progress::NotYet(
-                    "the dry-run pod came back unmarked".into(),
-                ))
-            }
-        },
-    )
+    let what = if marked {
+        "the gang admission policy to mark a dry-run gang pod"
+    } else {
+        "the deleted gang admission policy to stop marking a dry-run gang pod"
+    };
+    wait_for(what, Duration::from_secs(30), || async {
+        let pod = match pods.create(&dry_run, &probe).await {
+            Ok(p) => p,
+            // Namespace not visible to admission yet, and the like.
+            Err(e) => return Ok(Progress::NotYet(format!("dry run: {e}"))),
+        };
+        Ok(if is_marked(&pod) == marked {
+            Progress::Done(())
+        } else if marked {
+            Progress::NotYet("the dry-run pod came back unmarked".into())
+        } else {
+            Progress::NotYet("the dry-run pod still comes back marked".into())
+        })
+    })
     .await
 }
 

@@ -25,8 +25,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{verbs, ApiCapabilities, Discovery, Scope};
@@ -583,8 +583,10 @@ pub async fn reset(client: &Client, baseline: &HashMap<String, String>) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The next test may run muster for every pod, with no policy: the deleted one must no
+    // longer be applied (the API server applies policies from an informer).
     if gang_policy_deleted {
-        wait_gang_policy_gone(client).await?;
+        crate::policy::wait_policy_marks(client, "default", false).await?;
     }
     report.took = t0.elapsed();
     Ok(report)
@@ -627,35 +629,4 @@ fn baseline_changes(baseline: &HashMap<String, String>, seen: &[Seen]) -> Vec<St
     }
     changed.sort();
     changed
-}
-
-/// The API server applies admission policies from an informer: after the gang policy is deleted,
-/// a dry-run gang pod must come back unmarked before the next test starts (which may run muster
-/// for every pod, with no policy).
-async fn wait_gang_policy_gone(client: &Client) -> Result<()> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let probe: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "reset-probe", "annotations": {"muster.dev/group": "probe"}},
-        "spec": {"containers": [{"name": "c", "image": "example.invalid/none"}]},
-    }))?;
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    wait_for(
-        "the deleted gang admission policy to stop marking pods",
-        Duration::from_secs(30),
-        || async {
-            let pod = pods
-                .create(&dry_run, &probe)
-                .await
-                .map_err(|e| anyhow!("dry-run probe pod: {e}"))?;
-            Ok(if crate::policy::is_marked(&pod) {
-                Progress::NotYet("a dry-run gang pod still comes back marked".into())
-            } else {
-                Progress::Done(())
-            })
-        },
-    )
-    .await
 }

@@ -508,58 +508,32 @@ pub async fn reset(client: &Client, baseline: &HashMap<String, String>) -> Resul
         // outlive it in etcd and come back with the next namespace of that name).
         if left.is_empty() {
             let namespaces: Api<Namespace> = Api::all(client.clone());
-            let all: Vec<Namespace> = namespaces.list(&ListParams::default()).await?.items;
-            baseline_seen.extend(all.iter().filter_map(|n| {
-                let uid = n.metadata.uid.clone()?;
-                baseline.contains_key(&uid).then(|| Seen {
-                    uid,
-                    resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
-                    kind: "Namespace".into(),
-                    name: n.metadata.name.clone().unwrap_or_default(),
-                    namespace: None,
-                    finalizers: false,
-                    deleting: false,
-                    apiserver_identity: false,
-                })
-            }));
-            let stale: Vec<Namespace> = all
-                .into_iter()
-                .filter(|n| {
-                    n.metadata
-                        .uid
-                        .as_ref()
-                        .is_some_and(|u| !baseline.contains_key(u))
-                        && !n
-                            .metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|name| SYSTEM_NAMESPACES.contains(&name))
-                })
-                .collect();
-            for mut ns in stale {
-                let name = ns.metadata.name.clone().unwrap_or_default();
+            let listed = list(client, &ApiResource::erase::<Namespace>(&()))
+                .await?
+                .unwrap_or_default();
+            let (kept, stale): (Vec<Seen>, Vec<Seen>) = listed.into_iter().partition(|n| {
+                baseline.contains_key(&n.uid) || SYSTEM_NAMESPACES.contains(&n.name.as_str())
+            });
+            baseline_seen.extend(kept);
+            for o in stale {
+                let name = o.name;
                 left.push(format!("Namespace {name}"));
-                if ns.metadata.deletion_timestamp.is_none() {
+                if !o.deleting {
                     ignore_gone(namespaces.delete(&name, &now).await)?;
                     report.deleted += 1;
-                    match namespaces.get_opt(&name).await? {
-                        Some(deleting) => ns = deleting,
-                        None => continue,
-                    }
                 }
-                if ns
-                    .metadata
-                    .finalizers
-                    .as_ref()
-                    .is_some_and(|f| !f.is_empty())
-                {
+                if o.finalizers {
                     ignore_gone(
                         namespaces
                             .patch(&name, &PatchParams::default(), &unfinalize)
                             .await,
                     )?;
-                    continue; // finalized by the next pass, at its new resourceVersion
+                    continue; // finalized by the next pass
                 }
+                // At its resourceVersion after the deletion (None: gone already).
+                let Some(mut ns) = namespaces.get_opt(&name).await? else {
+                    continue;
+                };
                 // kube-controller-manager's namespace controller would empty and finalize it;
                 // it is empty already. (A conflict is retried by the next pass.)
                 ns.spec.get_or_insert_with(Default::default).finalizers = Some(Vec::new());

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use super::held::HoldEnd;
+use super::held::{HeldSeat, HoldEnd};
 use super::registry::{Binding, Outcome, Pending};
 use crate::cluster::binder::{self, RetryPolicy};
 use crate::model::{BindDecision, BindRejection, BindRequest, NodeName, PodRef};
@@ -74,8 +74,11 @@ pub async fn bind(
                     .hold(
                         &shared.table,
                         &shared.bindings,
-                        &gang,
-                        request.uid,
+                        HeldSeat {
+                            gang: &gang,
+                            uid: request.uid,
+                            node: request.node,
+                        },
                         rooms_freed,
                         until,
                     )

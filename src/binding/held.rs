@@ -27,6 +27,14 @@ pub struct HeldBinds {
     wakers: DashMap<GangKey, Arc<Notify>>,
 }
 
+/// The seat a bind call is held for: member `uid` of `gang`, on `node` (the node of the call).
+#[derive(Clone, Copy)]
+pub struct HeldSeat<'a> {
+    pub gang: &'a GangKey,
+    pub uid: &'a str,
+    pub node: &'a str,
+}
+
 /// How a held bind call ends.
 pub enum HoldEnd {
     /// The pod has a node: muster is binding it (with its binding to wait on), or the API
@@ -35,8 +43,8 @@ pub enum HoldEnd {
         node: NodeName,
         binding: Option<Pending>,
     },
-    /// The pod holds no seat any more (its gang timed out, lost room, or this replica stepped
-    /// down): why, as the table tells it.
+    /// The pod holds no seat on the call's node any more (its gang timed out, lost room, was
+    /// placed again elsewhere, or this replica stepped down): why, as the table tells it.
     Released(String),
     /// The hold ran out with the gang still below quorum; the seat is kept.
     StillWaiting,
@@ -47,20 +55,21 @@ pub enum HoldEnd {
 }
 
 impl HeldBinds {
-    /// Holds the bind call of seated member `uid` until muster binds it, the gang loses its
-    /// seats, the room its quorum waits for is freed, or `until` passes. `rooms_freed` is
-    /// `GangTable::rooms_freed` read under the lock of the decision to hold: room freed after
-    /// that decision and before this hold registered its waker sent a wake-up that reached
-    /// no one, and the count tells it instead (the call decides again at once).
+    /// Holds the bind call of a member for its `seat` until muster binds it, the seat is
+    /// released or moves to another node, the room its quorum waits for is freed, or `until`
+    /// passes. `rooms_freed` is `GangTable::rooms_freed` read under the lock of the decision
+    /// to hold: room freed after that decision and before this hold registered its waker sent
+    /// a wake-up that reached no one, and the count tells it instead (the call decides again
+    /// at once).
     pub async fn hold(
         &self,
         table: &Mutex<GangTable>,
         bindings: &Bindings,
-        gang: &GangKey,
-        uid: &str,
+        seat: HeldSeat<'_>,
         rooms_freed: u64,
         until: tokio::time::Instant,
     ) -> HoldEnd {
+        let HeldSeat { gang, uid, node } = seat;
         if until <= tokio::time::Instant::now() {
             return HoldEnd::StillWaiting;
         }
@@ -79,10 +88,9 @@ impl HeldBinds {
                     let binding = bindings.find(uid).filter(|b| b.node == node);
                     return HoldEnd::HasNode { node, binding };
                 }
-                if !t.holds_seat(uid) {
-                    let reason = t.wait_reason(uid).unwrap_or_else(|| {
-                        format!("gang {gang} released its seats before reaching quorum")
-                    });
+                // Held for its seat on `node`: gone or moved, the call answers (see
+                // `GangTable::held_seat_lost`).
+                if let Some(reason) = t.held_seat_lost(gang, uid, node) {
                     return HoldEnd::Released(reason);
                 }
                 // The room came before the waker was registered (or while it slept).
@@ -110,6 +118,12 @@ impl HeldBinds {
         if let Some((_, n)) = self.wakers.remove(gang) {
             n.notify_waiters();
         }
+    }
+
+    /// Whether a bind call of `gang` is held (registered, waiting to be woken).
+    #[cfg(test)]
+    pub fn is_holding(&self, gang: &GangKey) -> bool {
+        self.wakers.contains_key(gang)
     }
 
     /// Wakes every held bind call (this replica stopped deciding).

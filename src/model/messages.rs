@@ -811,3 +811,18 @@ pub fn gang_moves_domain(key: &GangKey, label: &str, from: &str, to: &str, quoru
          {from} are released and its seated members are scheduled again"
     )
 }
+
+/// A bind call of `pod` held on its seat on `from` finds the seat moved to `to`: its gang was
+/// placed again while the call waited. The call answers with this; kube-scheduler schedules the
+/// pod again and muster's filter offers it `to`.
+pub fn held_seat_moved(key: &GangKey, pod: &str, from: &str, to: &str) -> String {
+    format!(
+        "gang {key} was placed again while the bind call of {pod} waited on node {from}: its \
+         seat is now on node {to}; the pod is scheduled again and offered node {to}"
+    )
+}
+
+/// A bind call held on its seat finds the pod's gang without that seat, and no reason told.
+pub fn seats_released_before_quorum(key: &GangKey) -> String {
+    format!("gang {key} released its seats before reaching quorum")
+}

@@ -139,3 +139,131 @@ async fn room_freed_between_the_decision_and_the_hold_is_not_missed() {
     calls.sort();
     assert_eq!(calls, ["ml/master@a", "ml/worker@b"]);
 }
+
+/// The held call whose gang was placed again. A gang of 4 that prefers one rack; its first
+/// member (100m) asks alone and is seated in rack 0 (four nodes of 200m, best fit for copies
+/// of it); its bind call is held for quorum. Then its three siblings of 900m appear: the
+/// first's filter moves the gang to rack 1 (four nodes of 1000m) and releases its seats in
+/// rack 0, waking the held call; before the call looks, the sibling's bind plans the gang
+/// anew and the first member has a seat again, in rack 1. The held call must not take that
+/// as its own seat and decide again with its node in rack 0 (which would move the seat back
+/// and bind the gang across two racks): it answers, saying so, and the seat stays in rack 1.
+#[tokio::test]
+async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_there() {
+    const RACK: &str = "example.com/rack";
+    let binder = Arc::new(Recording::default());
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        binder.clone(),
+        EventSink::disabled(),
+    ));
+    let member = |i: usize, cpu: i64| {
+        pod(&format!("m{i}"))
+            .cpu(cpu)
+            .gang("g", 4)
+            .annotation(crate::model::topology::TOPOLOGY_PREFERRED, RACK)
+            .build()
+    };
+    let names: Vec<String> = (0..2)
+        .flat_map(|r| (0..4).map(move |i| format!("r{r}-{i}")))
+        .collect();
+    let nodes: Vec<&str> = names.iter().map(String::as_str).collect();
+    let first = member(0, 100);
+    let first_node = {
+        let mut t = shared.table.lock();
+        for (r, cpu) in [(0, 200), (1, 1000)] {
+            for i in 0..4 {
+                t.apply_node(
+                    node(&format!("r{r}-{i}"))
+                        .cpu(cpu)
+                        .label(RACK, &format!("rack-{r}"))
+                        .build(),
+                );
+            }
+        }
+        t.apply_pod(first.clone());
+        let verdicts = t.filter(&first, &nodes, std::time::Instant::now());
+        let offered: Vec<&str> = nodes
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, v)| matches!(v, crate::model::NodeVerdict::Fits))
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(offered.len(), 1, "{offered:?}");
+        assert!(offered[0].starts_with("r0-"), "best fit: {offered:?}");
+        offered[0].to_string()
+    };
+    shared.readiness.set_pods_synced();
+    shared.readiness.set_nodes_synced();
+
+    let gang = crate::model::GangKey::new("ml", "g");
+    let placed_again = async {
+        // The held call runs first, to its hold.
+        for _ in 0..1000 {
+            if shared.held.is_holding(&gang) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            shared.held.is_holding(&gang),
+            "the first member's call is held"
+        );
+        let sibling = member(1, 900);
+        let sibling_node = {
+            let mut t = shared.table.lock();
+            for i in 1..4 {
+                t.apply_pod(member(i, 900));
+            }
+            let verdicts = t.filter(&sibling, &nodes, std::time::Instant::now());
+            let offered: Vec<&str> = nodes
+                .iter()
+                .zip(&verdicts)
+                .filter(|(_, v)| matches!(v, crate::model::NodeVerdict::Fits))
+                .map(|(n, _)| *n)
+                .collect();
+            assert!(
+                offered.len() == 1 && offered[0].starts_with("r1-"),
+                "the gang moved to rack 1: {offered:?}"
+            );
+            offered[0].to_string()
+        };
+        {
+            let mut t = shared.table.lock();
+            let planned = t.bind(
+                request("m1", "uid-m1", &sibling_node),
+                std::time::Instant::now(),
+            );
+            assert!(
+                matches!(planned, crate::model::BindDecision::Wait { .. }),
+                "{planned:?}"
+            );
+            assert!(t.holds_seat("uid-m0"), "the first member is seated again");
+        }
+        shared.cache_changed();
+        // The seats released by the move wake the held call.
+        shared.flush_notices();
+    };
+    let held = tokio::time::timeout(
+        Duration::from_secs(10),
+        call(
+            &shared,
+            request("m0", "uid-m0", &first_node),
+            Duration::from_secs(3),
+        ),
+    );
+    let (answer, ()) = tokio::join!(held, placed_again);
+    let answer = answer.expect("answered");
+    assert!(
+        answer
+            .as_ref()
+            .is_err_and(|e| e.contains("was placed again") && e.contains(&first_node)),
+        "{answer:?}"
+    );
+    let t = shared.table.lock();
+    assert!(
+        t.held_seat_lost(&gang, "uid-m0", &first_node).is_some(),
+        "the seat is not back on {first_node}"
+    );
+    assert!(binder.0.lock().is_empty(), "nothing bound");
+}

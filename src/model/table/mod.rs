@@ -335,6 +335,43 @@ impl GangTable {
             .is_some_and(|g| g.seat_of(&p.info.uid).is_some())
     }
 
+    /// For a bind call of `uid` held on its seat on `node`: `None` while that seat is still
+    /// there; otherwise why the call must answer now. A seat that moved to another node (the
+    /// gang was placed again: it moved to another topology domain, or lost a node's room, and
+    /// a sibling's call planned it anew) is not the seat the call was held for: deciding again
+    /// with `node`, kube-scheduler's choice under the old plan, would move the seat back there
+    /// and bind the gang split across domains. The call answers, and kube-scheduler schedules
+    /// the pod again, onto the node the filter now offers (never-half,
+    /// kube-scheduler-semantics).
+    /// A pod no longer known (deleted) holds nothing: the call answers with `held_for`'s reason.
+    pub fn held_seat_lost(&self, held_for: &GangKey, uid: &str, node: &str) -> Option<String> {
+        let released = || {
+            self.gangs
+                .get(held_for)
+                .and_then(|g| g.last_wait_message.clone())
+                .unwrap_or_else(|| messages::seats_released_before_quorum(held_for))
+        };
+        let Some(p) = self.pods.get(uid) else {
+            return Some(released());
+        };
+        let seat = p
+            .info
+            .gang()
+            .filter(|m| m.gang == *held_for)
+            .and_then(|_| self.gangs.get(held_for))
+            .and_then(|g| g.seat_of(&p.info.uid));
+        match seat {
+            Some(seat) if *seat.node == *node => None,
+            Some(seat) => Some(messages::held_seat_moved(
+                held_for,
+                &p.info.display_name(),
+                node,
+                &seat.node,
+            )),
+            None => Some(released()),
+        }
+    }
+
     /// Whether the pod has a node: bound, or being bound by muster (its gang reached quorum
     /// and the binding call is in flight).
     pub fn has_node(&self, uid: &str) -> bool {

@@ -826,3 +826,12 @@ pub fn held_seat_moved(key: &GangKey, pod: &str, from: &str, to: &str) -> String
 pub fn seats_released_before_quorum(key: &GangKey) -> String {
     format!("gang {key} released its seats before reaching quorum")
 }
+
+/// A bind of `pod` on `from`, chosen by kube-scheduler before its gang was planned anew with
+/// the pod's seat on `to`, in another topology domain.
+pub fn seat_moved_after_filter(key: &GangKey, pod: &str, from: &str, to: &str) -> String {
+    format!(
+        "gang {key} was placed again after node {from} was chosen for {pod}: its seat is now on \
+         node {to}, in another topology domain; the pod is scheduled again and offered node {to}"
+    )
+}

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::NodeInfo;
 use crate::model::inputs::resources::Resources;
+use crate::model::table::gang::Gang;
 use crate::model::table::ledger::NodeLedger;
 use crate::model::table::GangTable;
 
@@ -144,6 +145,18 @@ impl GangTable {
             .filter_map(|n| self.ledger.get(n))
             .find_map(|e| domain_of(e.info(), label))
             .map(Arc::from)
+    }
+
+    /// Whether nodes `a` and `b` are in the same domain of `gang`'s topology (the required
+    /// label, or the narrowest preferred level); always for a gang without one. A node
+    /// without the label, or unknown, is in no domain: not the same as any.
+    pub(in crate::model) fn same_topology_domain(&self, gang: &Gang, a: &str, b: &str) -> bool {
+        let Some(c) = gang.spec().topology.constraint() else {
+            return true;
+        };
+        let label = c.topology.narrowest();
+        let value = |n: &str| self.ledger.get(n).and_then(|e| domain_of(e.info(), label));
+        matches!((value(a), value(b)), (Some(x), Some(y)) if x == y)
     }
 }
 

@@ -119,6 +119,12 @@ pub struct Gang {
     /// ended): a held bind call compares it with the count at its decision, so room freed
     /// before the call began to wait still makes it decide again.
     pub(in crate::model) rooms_freed: u64,
+    /// How many times a member's bind planned the gang anew (seats for every member, see
+    /// `GangTable::take_planned_seats`).
+    plans: u64,
+    /// `plans` when kube-scheduler last asked muster's filter about each member: a bind that
+    /// follows a filter from before the gang's latest plan names a node chosen under the old one.
+    filtered_at_plan: BTreeMap<PodUid, u64>,
 }
 
 impl Default for Gang {
@@ -142,6 +148,8 @@ impl Default for Gang {
             marker_warning: None,
             partly_bound: None,
             rooms_freed: 0,
+            plans: 0,
+            filtered_at_plan: BTreeMap::new(),
         }
     }
 }
@@ -195,6 +203,7 @@ impl Gang {
     pub fn leave(&mut self, uid: &str) -> bool {
         self.members.remove(uid);
         self.told_waiting.remove(uid);
+        self.filtered_at_plan.remove(uid);
         self.members.is_empty()
     }
 
@@ -205,6 +214,27 @@ impl Gang {
         }
         self.told_waiting.insert(uid.clone(), message.to_string());
         true
+    }
+
+    // === plans and the filters that saw them ===
+
+    /// A member's bind planned the gang anew.
+    pub(in crate::model) fn note_planned(&mut self) {
+        self.plans += 1;
+    }
+
+    /// kube-scheduler asked muster's filter about member `uid`.
+    pub(in crate::model) fn note_filtered(&mut self, uid: &PodUid) {
+        self.filtered_at_plan.insert(uid.clone(), self.plans);
+    }
+
+    /// Whether member `uid`'s last filter ran before the gang's latest plan: its bind names a
+    /// node kube-scheduler chose before that plan gave the member its seat. A member this
+    /// replica never filtered (asked before a restart) is not known to be behind.
+    pub(in crate::model) fn filtered_before_latest_plan(&self, uid: &str) -> bool {
+        self.filtered_at_plan
+            .get(uid)
+            .is_some_and(|&p| p < self.plans)
     }
 
     // === seats (changed only with the ledger, by `GangTable`) ===

@@ -335,6 +335,13 @@ impl GangTable {
             .is_some_and(|g| g.seat_of(&p.info.uid).is_some())
     }
 
+    /// The node of the pod's seat in its gang, if it holds one.
+    pub fn seat_node(&self, uid: &str) -> Option<String> {
+        let p = self.pods.get(uid)?;
+        let gang = self.gangs.get(&p.info.gang()?.gang)?;
+        gang.seat_of(&p.info.uid).map(|s| s.node.to_string())
+    }
+
     /// For a bind call of `uid` held on its seat on `node`: `None` while that seat is still
     /// there; otherwise why the call must answer now. A seat that moved to another node (the
     /// gang was placed again: it moved to another topology domain, or lost a node's room, and

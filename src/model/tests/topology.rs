@@ -734,6 +734,76 @@ fn a_preferred_gang_moves_whole_to_the_rack_that_holds_its_real_members() {
     bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2], &first], 1);
 }
 
+/// The gang above, with the first member's bind racing the move: kube-scheduler chose its
+/// seat's node in rack 0 (its filter ran before the move), then a sibling's filter moved the
+/// gang to rack 1 and the sibling's bind planned it there, the first member's seat with it.
+/// The first member's bind then names the node chosen under the old plan: taking it would move
+/// its seat back to rack 0 and seat the gang across two racks. It is refused (saying so), the
+/// seat stays in rack 1, and the member, scheduled again, is offered its seat there.
+#[test]
+fn a_bind_chosen_before_its_gang_moved_racks_is_refused_and_its_seat_stays_in_the_new_rack() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let (first, rest, seat) = first_alone_then_larger(&mut w, preferred_of);
+    // kube-scheduler tries the first member again (its held call gave up): offered its seat.
+    let (ok, _) = w.filter(&first);
+    assert_eq!(ok, vec![seat.clone()]);
+    // Before its bind arrives, a sibling moves the gang and plans it in rack 1.
+    let (ok, _) = w.filter(&rest[0]);
+    assert!(ok.len() == 1 && ok[0].starts_with("b0r1-"), "{ok:?}");
+    assert!(matches!(
+        w.bind(&rest[0], &ok[0]),
+        BindDecision::Wait { .. }
+    ));
+    let moved_to = w
+        .table
+        .seat_node(&first.uid)
+        .expect("seated by the sibling's plan");
+    assert!(moved_to.starts_with("b0r1-"), "{moved_to}");
+
+    match w.bind(&first, &seat) {
+        BindDecision::Reject(e @ BindRejection::SeatMoved(_)) => assert_eq!(
+            e.to_string(),
+            format!(
+                "gang ml/g was placed again after node {seat} was chosen for ml/m0: its seat is \
+                 now on node {moved_to}, in another topology domain; the pod is scheduled again \
+                 and offered node {moved_to}"
+            )
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(
+        w.table.seat_node(&first.uid).as_deref(),
+        Some(&*moved_to),
+        "the seat stays in rack 1"
+    );
+    assert_eq!(w.reserved(&seat), 0, "nothing held in rack 0");
+
+    // Scheduled again, it is offered its seat; the gang binds whole in rack 1.
+    bind_all_in_rack(&mut w, &[&first, &rest[1], &rest[2]], 1);
+}
+
+/// The same race, but the first member's filter ran after the sibling's plan: kube-scheduler's
+/// choice of a node in rack 0 was made knowing the seat in rack 1 (its own filters excluded
+/// that node), so the bind is taken and the seat moves: a member is never refused a node it
+/// was offered after the plan it would break (no retry loop until the gang times out).
+#[test]
+fn a_bind_chosen_after_its_gang_moved_racks_is_taken() {
+    let mut w = one_block(&[(4, 200), (4, 1000)]);
+    let (first, rest, seat) = first_alone_then_larger(&mut w, preferred_of);
+    let (ok, _) = w.filter(&rest[0]);
+    assert!(matches!(
+        w.bind(&rest[0], &ok[0]),
+        BindDecision::Wait { .. }
+    ));
+    // Filtered after the plan (whatever it was offered).
+    w.filter(&first);
+    assert!(
+        matches!(w.bind(&first, &seat), BindDecision::Wait { .. }),
+        "taken"
+    );
+    assert_eq!(w.table.seat_node(&first.uid).as_deref(), Some(&*seat));
+}
+
 /// The same gang when no rack holds its real members (rack 1 has only two nodes of 1000m):
 /// nothing moves, the first member keeps its seat, and the gang binds across racks (a
 /// preference never makes a gang wait).

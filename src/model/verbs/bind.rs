@@ -103,6 +103,10 @@ pub enum BindRejection {
     },
     #[error("{0}")]
     GangCannotBePlaced(String),
+    /// The member's gang was planned anew, its seat in another topology domain, after
+    /// kube-scheduler chose the node of this call (see `GangTable::take_seat`).
+    #[error("{0}")]
+    SeatMoved(String),
 }
 
 impl GangTable {
@@ -359,6 +363,7 @@ impl GangTable {
             self.seat(key, holder, seat);
         }
         if let Some(g) = self.gangs.get_mut(key) {
+            g.note_planned();
             g.admit(now);
         }
     }
@@ -396,6 +401,24 @@ impl GangTable {
             };
             self.seat(key, me, confirmed);
             return Ok(());
+        }
+        if let Some(seat) = previous.filter(|s| !s.confirmed) {
+            // A sibling's bind planned the gang anew (it moved to another topology domain)
+            // after kube-scheduler chose `node` for this member: that choice was made for the
+            // old plan. Moving the seat to it would seat the gang across two domains; the
+            // member is scheduled again and offered its seat (never-half). Only a stale choice
+            // is refused: one made after the plan (kube-scheduler's own filters excluded the
+            // seat's node) is taken, so the member is never refused forever.
+            if gang.filtered_before_latest_plan(&info.uid)
+                && !self.same_topology_domain(gang, node, &seat.node)
+            {
+                return Err(BindRejection::SeatMoved(messages::seat_moved_after_filter(
+                    key,
+                    &info.display_name(),
+                    node,
+                    &seat.node,
+                )));
+            }
         }
         let position = self.ledger.position(node).expect("bind checked the node");
         // Off its own seat the member is judged as any pod: a seat of another member there may

@@ -110,6 +110,7 @@ impl GangTable {
             return self.filter_by_room(pod, candidates, &positions, None);
         };
         gang.last_attempt = Some(now);
+        gang.note_filtered(&pod.uid);
         gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
             let reason: Arc<str> = Arc::from(messages::backing_off(&key, left));

@@ -140,6 +140,21 @@ async fn room_freed_between_the_decision_and_the_hold_is_not_missed() {
     assert_eq!(calls, ["ml/master@a", "ml/worker@b"]);
 }
 
+/// The nodes the filter offers `pod` of `nodes`.
+fn offered<'n>(
+    t: &mut crate::model::GangTable,
+    pod: &crate::model::PodInfo,
+    nodes: &[&'n str],
+) -> Vec<&'n str> {
+    let verdicts = t.filter(pod, nodes, std::time::Instant::now());
+    nodes
+        .iter()
+        .zip(&verdicts)
+        .filter(|(_, v)| matches!(v, crate::model::NodeVerdict::Fits))
+        .map(|(n, _)| *n)
+        .collect()
+}
+
 /// The held call whose gang was placed again. A gang of 4 that prefers one rack; its first
 /// member (100m) asks alone and is seated in rack 0 (four nodes of 200m, best fit for copies
 /// of it); its bind call is held for quorum. Then its three siblings of 900m appear: the
@@ -182,13 +197,7 @@ async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_ther
             }
         }
         t.apply_pod(first.clone());
-        let verdicts = t.filter(&first, &nodes, std::time::Instant::now());
-        let offered: Vec<&str> = nodes
-            .iter()
-            .zip(&verdicts)
-            .filter(|(_, v)| matches!(v, crate::model::NodeVerdict::Fits))
-            .map(|(n, _)| *n)
-            .collect();
+        let offered = offered(&mut t, &first, &nodes);
         assert_eq!(offered.len(), 1, "{offered:?}");
         assert!(offered[0].starts_with("r0-"), "best fit: {offered:?}");
         offered[0].to_string()
@@ -215,13 +224,7 @@ async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_ther
             for i in 1..4 {
                 t.apply_pod(member(i, 900));
             }
-            let verdicts = t.filter(&sibling, &nodes, std::time::Instant::now());
-            let offered: Vec<&str> = nodes
-                .iter()
-                .zip(&verdicts)
-                .filter(|(_, v)| matches!(v, crate::model::NodeVerdict::Fits))
-                .map(|(n, _)| *n)
-                .collect();
+            let offered = offered(&mut t, &sibling, &nodes);
             assert!(
                 offered.len() == 1 && offered[0].starts_with("r1-"),
                 "the gang moved to rack 1: {offered:?}"

@@ -616,6 +616,12 @@ pub fn dropped_held_for_gang(gang: &GangKey) -> String {
     format!("the room its victims free is held for gang {gang}")
 }
 
+/// A candidate where seats keep what the preemptor needs whatever is evicted: `reason` is
+/// [`host_port_held`] or [`devices_held`].
+pub fn dropped_seats_hold(reason: &str) -> String {
+    format!("evicting there would not help: {reason}")
+}
+
 fn gang_of(pod: &PodInfo) -> String {
     match pod.gang() {
         Some(m) => format!("gang {}", m.gang),
@@ -785,6 +791,21 @@ pub fn volcano_hypernodes(key: &GangKey, tier: &str) -> String {
 /// A node refused to a member of a gang held to domain `value` of `label`.
 pub fn outside_domain(label: &str, value: &str) -> String {
     format!("node is outside its gang's {label} {value}")
+}
+
+/// The bind of `pod`, a member of gang `key` held to `value` of `label`, names `node` outside
+/// it (chosen before the gang took that domain): refused, and the member is scheduled again.
+pub fn bind_outside_domain(
+    key: &GangKey,
+    pod: &str,
+    node: &str,
+    label: &str,
+    value: &str,
+) -> String {
+    format!(
+        "gang {key} is held to {label} {value}, and node {node} chosen for {pod} is outside \
+         it; the pod is scheduled again and offered nodes there"
+    )
 }
 
 /// `message` about a gang, with the domain of `label` it is in.

@@ -147,6 +147,25 @@ impl GangTable {
             .map(Arc::from)
     }
 
+    /// The domain a gang held to one domain (topology required) is in now, as
+    /// `(label, value)`: that of its members on nodes and confirmed seats
+    /// ([`GangTable::gang_domain`]), else that of its planned seats (a preemption's hold
+    /// plans them all in the preemptor's domain before any is confirmed). `None` for a gang
+    /// without a required topology, or one that holds and runs nothing yet. Filters offer its
+    /// later members only nodes there, and binds elsewhere are refused (holds-nothing).
+    pub(in crate::model) fn held_domain(&self, key: &GangKey) -> Option<(Arc<str>, Arc<str>)> {
+        let gang = self.gangs.get(key)?;
+        let label = gang.spec().topology.required()?.clone();
+        let value = self.gang_domain(key, &label).or_else(|| {
+            gang.seats()
+                .values()
+                .filter_map(|s| self.ledger.get(&s.node))
+                .find_map(|e| domain_of(e.info(), &label))
+                .map(Arc::from)
+        })?;
+        Some((label, value))
+    }
+
     /// Whether nodes `a` and `b` are in the same domain of `gang`'s topology (the required
     /// label, or the narrowest preferred level); always for a gang without one. A node
     /// without the label, or unknown, is in no domain: not the same as any.

@@ -465,3 +465,39 @@ fn planned_room_freed_does_not_go_to_a_member_its_node_refuses() {
         "the room stays planned for a member to come"
     );
 }
+
+/// A seat holds its member's host port (no-overcommit, NodePorts): a preemption on that node
+/// for a pod asking for the same port is refused, however much room its victims free, since
+/// evicting them would let nothing run (evict-for-whole). Its other candidates are judged as
+/// usual.
+#[test]
+fn a_preemption_onto_a_host_port_a_seat_holds_is_refused() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    // Gang `ported` waits for its second member (room for it is held on n3); its first holds
+    // a seat on n1 with port 9090.
+    let seated = pod("ported-0")
+        .cpu(500)
+        .gang("ported", 2)
+        .host_port(9090)
+        .build();
+    let low = pod("low").cpu(500).priority(LOW).bound("n1").build();
+    let other = pod("other").cpu(1000).priority(LOW).bound("n2").build();
+    let web = pod("web").cpu(500).priority(HIGH).host_port(9090).build();
+    w.add(&[&seated, &low, &other, &web]);
+    wait_message(&w.bind(&seated, "n1"));
+    assert_eq!(w.reserved("n1"), 500);
+    let d = w.preempt(
+        &web,
+        vec![candidate("n1", &[&low]), candidate("n2", &[&other])],
+    );
+    let kept: Vec<&str> = d.kept.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(kept, ["n2"], "{d:?}");
+    assert_eq!(d.dropped.len(), 1, "{d:?}");
+    let (node, why) = &d.dropped[0];
+    assert_eq!(node, "n1");
+    assert_eq!(
+        why.explain(&web),
+        "evicting there would not help: host port 9090/TCP is reserved here for gang \
+         ml/ported (the seat of ported-0)"
+    );
+}

@@ -876,3 +876,99 @@ fn a_required_gang_seated_before_its_larger_members_existed_moves_to_the_rack_th
     assert!(!w.table.holds_seat(&first.uid), "seat in rack 0 released");
     bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2], &first], 1);
 }
+
+/// A gang held to one rack that preempts: kube-scheduler's preemption on r0-0 is kept, and its
+/// plan puts the other member on r0-1, where a lower-priority pod still runs (room planned,
+/// no seat confirmed yet). That member is offered no node outside rack 0, not even r1-0,
+/// which is free, and a bind there (a node chosen before the gang took rack 0) is refused: the
+/// gang never holds or binds across two racks (holds-nothing).
+#[test]
+fn a_rack_gang_holding_room_for_its_preemption_is_offered_and_bound_only_in_that_rack() {
+    let (mut w, low) = racks_running(&[vec![Some(0), Some(0)], vec![None, Some(0)]]);
+    let gang = add_rack_gang(&mut w, 2, 100_000);
+    let d = w.preempt(
+        &gang[0],
+        vec![PreemptCandidate {
+            node: "r0-0".into(),
+            victims: vec![low[0].uid.to_string()],
+            pdb_violations: 0,
+        }],
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Kept, "{d:?}");
+    // kube-scheduler acts: the victim terminates, the preemptor is nominated there.
+    let victim = PodInfo {
+        terminating: true,
+        ..low[0].clone()
+    };
+    let preemptor = PodInfo {
+        nominated_node: Some(NodeName::from("r0-0")),
+        ..gang[0].clone()
+    };
+    w.add(&[&victim, &preemptor]);
+    let (ok, reasons) = w.filter(&gang[1]);
+    assert!(ok.iter().all(|n| rack_of(n) == "r0"), "{ok:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("node is outside its gang's example.com/rack rack-0")),
+        "{reasons:?}"
+    );
+    match w.bind(&gang[1], "r1-0") {
+        BindDecision::Reject(r @ BindRejection::OutsideDomain(_)) => assert_eq!(
+            r.to_string(),
+            "gang ml/g is held to example.com/rack rack-0, and node r1-0 chosen for ml/g-1 is \
+             outside it; the pod is scheduled again and offered nodes there"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.reserved("r1-0"), 0);
+}
+
+/// A placed gang held to one rack: a later member's bind on a node outside the rack (chosen
+/// by a filter that ran before the gang was placed) is refused, as its filter now refuses
+/// that node.
+#[test]
+fn a_later_member_of_a_placed_rack_gang_is_not_bound_outside_its_rack() {
+    let (mut w, _) = racks(&[2, 2], &[0, 0]);
+    let members: Vec<PodInfo> = (0..2).map(|i| member(i, 2, TOPOLOGY_REQUIRED)).collect();
+    let bound = run(&mut w, &members).unwrap();
+    let rack = rack_of(bound[0].split('@').nth(1).unwrap()).to_string();
+    let other = if rack == "r0" { "r1-0" } else { "r0-0" };
+    let later = member(2, 2, TOPOLOGY_REQUIRED);
+    w.add(&[&later]);
+    let (ok, _) = w.filter(&later);
+    assert!(ok.iter().all(|n| rack_of(n) == rack), "{ok:?}");
+    assert!(
+        matches!(
+            w.bind(&later, other),
+            BindDecision::Reject(BindRejection::OutsideDomain(_))
+        ),
+        "bound outside {rack}"
+    );
+}
+
+/// A gang held to one rack found partly bound when muster starts deciding (killed in the
+/// middle of its bindings): its rest fits only outside the rack of its bound member, so it is
+/// given up and its bound member evicted, not left partly bound because no rack holds it
+/// (never-half). Before, a domain shortfall counted as "not decidable yet".
+#[test]
+fn a_partly_bound_rack_gang_whose_rest_fits_only_in_another_rack_is_evicted() {
+    // Rack 0: r0-0 runs m0 (of the gang), r0-1 a plain pod; rack 1: two free nodes.
+    let (mut w, _) = racks_running(&[vec![None, Some(0)], vec![None, None]]);
+    let bound = pod("m0")
+        .cpu(1000)
+        .gang("g", 2)
+        .annotation(TOPOLOGY_REQUIRED, RACK)
+        .bound("r0-0")
+        .build();
+    w.add(&[&bound, &member(1, 2, TOPOLOGY_REQUIRED)]);
+    let found = w.table.repair_partly_bound(w.now);
+    assert_eq!(found.len(), 1, "found and decided");
+    let crate::model::PartlyBoundOutcome::Evicting { members, why } = &found[0].outcome else {
+        panic!("expected eviction, got {:?}", found[0].outcome);
+    };
+    let evicted: Vec<&str> = members.iter().map(|p| &*p.name).collect();
+    assert_eq!(evicted, vec!["m0"]);
+    assert!(why.contains("example.com/rack"), "{why}");
+    assert_eq!(w.reserved("r1-0") + w.reserved("r1-1"), 0, "holds nothing");
+}

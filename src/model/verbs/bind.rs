@@ -11,6 +11,7 @@ use crate::model::inputs::objects::{node_admits, NodeName, PodInfo};
 use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
+use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::GangPlan;
 use crate::model::planning::selection::task_of;
 use crate::model::table::gang::{Seat, SeatHolder};
@@ -107,6 +108,10 @@ pub enum BindRejection {
     /// kube-scheduler chose the node of this call (see `GangTable::take_seat`).
     #[error("{0}")]
     SeatMoved(String),
+    /// The member's gang is held to one topology domain and the node is outside it (see
+    /// `GangTable::held_domain`).
+    #[error("{0}")]
+    OutsideDomain(String),
 }
 
 impl GangTable {
@@ -180,6 +185,30 @@ impl GangTable {
             }
             Ok(m) => m.as_ref().map(|m| m.gang.clone()),
         };
+        // A gang held to one domain (topology required) binds nothing outside it: the node
+        // may have been chosen by a filter before the gang took its domain (a preemption's
+        // hold, a sibling's plan), and a filter now would not offer it (holds-nothing). The
+        // member's own seat is left to the last look before binding, which places the gang
+        // again when that node left the domain since.
+        let outside = |label: &str, value: &str| {
+            let on_own_seat = key
+                .as_ref()
+                .and_then(|k| self.gangs.get(k)?.seat_of(&info.uid))
+                .is_some_and(|s| s.node == node);
+            !on_own_seat
+                && domain_of(self.ledger.get(&node).expect("known").info(), label) != Some(value)
+        };
+        if let Some((label, value)) = key.as_ref().and_then(|k| self.held_domain(k)) {
+            if outside(&label, &value) {
+                return Reject(BindRejection::OutsideDomain(messages::bind_outside_domain(
+                    key.as_ref().expect("a gang"),
+                    &info.display_name(),
+                    &node,
+                    &label,
+                    &value,
+                )));
+            }
+        }
         match key {
             Some(k) if !self.is_placed(&k, &self.facts(&k)) => {
                 self.bind_gang_member(&k, &info, node, now)

@@ -246,12 +246,9 @@ impl GangTable {
         gang: Option<&GangKey>,
     ) -> (Vec<NodeVerdict>, bool) {
         // A gang held to one domain of a node label (topology required) has members only
-        // there once it uses one: later members and replacements wait for room in it.
-        let domain = gang.and_then(|k| {
-            let label = self.gangs.get(k)?.spec().topology.required()?.clone();
-            let value = self.gang_domain(k, &label)?;
-            Some((label, value))
-        });
+        // there once it uses one (members on nodes, or seats, planned ones included): later
+        // members and replacements wait for room in it.
+        let domain = gang.and_then(|k| self.held_domain(k));
         let in_domain = |i: usize| {
             domain.as_ref().is_none_or(|(label, value)| {
                 domain_of(self.ledger.at(i).info(), label) == Some(&**value)

@@ -114,6 +114,9 @@ pub enum DropReason {
     VictimNotLowerPriority { victim: String, priority: i32 },
     /// With its victims gone, the node's room is still held by seats of another gang.
     HeldForGang { gang: GangKey },
+    /// Seats on the node hold a host port the preemptor asks for, or the devices its claims
+    /// need there (`reason` says which, and whose seat).
+    SeatsHold { reason: String },
     /// The preemptor's gang could not reach quorum even with these victims gone.
     GangCannotFollow { fit: u32, quorum: u32 },
     /// A victim belongs to a running gang, and another candidate has no such victim.
@@ -240,14 +243,20 @@ impl GangTable {
                 cannot_judge = Some(why.clone());
             }
 
-            // Rule 2: room held for another gang stays held.
-            survivors.retain(|c| match self.held_for_other_gang(pod, c) {
-                Some(gang) => {
-                    held_out = true;
-                    dropped.push((c.node.clone(), DropReason::HeldForGang { gang }));
-                    false
-                }
-                None => true,
+            // Rule 2: room held for another gang stays held, and so do the host ports and
+            // devices seats hold (no-overcommit): evicting for a node they keep evicts for
+            // nothing (evict-for-whole).
+            survivors.retain(|c| {
+                let why = match self.held_for_other_gang(pod, c) {
+                    Some(gang) => DropReason::HeldForGang { gang },
+                    None => match self.seats_keep_from(pod, &c.node) {
+                        Some(reason) => DropReason::SeatsHold { reason },
+                        None => return true,
+                    },
+                };
+                held_out = true;
+                dropped.push((c.node.clone(), why));
+                false
             });
 
             // Rule 3: the rest of the gang must be able to follow.
@@ -555,6 +564,18 @@ impl GangTable {
                         && g.awaiting_room.iter().any(|s| *s.node == *candidate.node))
             });
         holder.map(|(k, _)| k.clone())
+    }
+
+    /// What seats of other pods on `node` keep from `pod` whatever is evicted there: a host
+    /// port it asks for, or the devices its claims need (its own seat left out).
+    fn seats_keep_from(&self, pod: &PodInfo, node: &str) -> Option<String> {
+        let n = self.ledger.position(node)?;
+        self.ports_held_by_seats(pod, Some(n))
+            .remove(&n)
+            .or_else(|| {
+                self.devices_held_by_seats(pod, |_, h| h.member() == Some(&pod.uid), Some(n))
+                    .remove(&n)
+            })
     }
 
     /// The running gang a pod belongs to, if any: a gang with at least one member bound.

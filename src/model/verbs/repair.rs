@@ -147,8 +147,12 @@ impl GangTable {
                 first_node, seats, ..
             } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_node, seats),
             GangPlan::Fits { .. } => return Err(None),
+            // Room, inside its topology domain too (a gang held to one domain is finished
+            // only there: the domain of its bound members), is decided now (never-half).
             GangPlan::DoesNotFit(
-                ref why @ (GangShortfall::Room { .. } | GangShortfall::BeyondCluster(_)),
+                ref why @ (GangShortfall::Room { .. }
+                | GangShortfall::Domain { .. }
+                | GangShortfall::BeyondCluster(_)),
             ) => return Err(Some(why.message(key, window))),
             GangPlan::DoesNotFit(_) => return Err(None),
         };

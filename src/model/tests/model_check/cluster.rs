@@ -42,6 +42,18 @@ pub const DRA_CLASS: &str = "gpu.example.com";
 const TEMPLATE: &str = "one-gpu";
 /// The host ports a slot's pod may ask for (NodePorts: one pod per port and node).
 const HOST_PORTS: [i32; 2] = [8080, 9090];
+/// The node label of the topology domains (`rack-0`, `rack-1`; some nodes have none).
+pub const RACK: &str = "topology.kubernetes.io/rack";
+
+/// Where `g0`'s members ask their gang to be, by muster's keys (drawn per case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    Anywhere,
+    /// `muster.dev/topology-required: <RACK>`: the quorum and every later member in one rack.
+    Required,
+    /// `muster.dev/topology-preferred: <RACK>`: one rack if any holds the quorum.
+    Preferred,
+}
 
 /// Slots of pods that come and go: which gang (and its quorum by the pods' keys) and how much
 /// CPU. `g0` declares its quorum with muster's keys; `g1` is a Volcano job (its PodGroup comes
@@ -93,6 +105,8 @@ pub struct NodeShape {
     pub pods: i64,
     /// DRA devices in the node's ResourceSlice (none: no slice).
     pub devices: usize,
+    /// The value of its [`RACK`] label (`rack-<n>`), if it has one; it never changes.
+    pub rack: Option<u8>,
 }
 
 #[derive(Clone, Debug)]
@@ -120,18 +134,26 @@ pub struct Shape {
     /// The priority of each gang's members (one priority class per job, as job controllers
     /// write them), by [`GANGS`]; a slot's own priority is the plain pod's.
     pub gang_priority: [i32; 4],
+    /// `g0`'s topology keys.
+    pub g0_topology: Topology,
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
-    let node =
-        (1..=4i64, 0..=2i64, 2..=5i64, 0..=2usize).prop_map(|(memory_gi, gpus, pods, devices)| {
-            NodeShape {
-                memory_gi,
-                gpus,
-                pods,
-                devices,
-            }
-        });
+    let rack = prop_oneof![1 => Just(None), 3 => Just(Some(0u8)), 3 => Just(Some(1u8))];
+    let node = (1..=4i64, 0..=2i64, 2..=5i64, 0..=2usize, rack).prop_map(
+        |(memory_gi, gpus, pods, devices, rack)| NodeShape {
+            memory_gi,
+            gpus,
+            pods,
+            devices,
+            rack,
+        },
+    );
+    let topology = prop_oneof![
+        2 => Just(Topology::Anywhere),
+        1 => Just(Topology::Required),
+        1 => Just(Topology::Preferred),
+    ];
     let placement = prop_oneof![
         6 => Just(Placement::Anywhere),
         1 => Just(Placement::Selector),
@@ -165,13 +187,17 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         proptest::collection::vec(slot, SLOTS.len()),
         (2..=4u32, 1..=3u32, 1..=3u32),
         proptest::array::uniform4(prop_oneof![Just(0), Just(100), Just(1000)]),
+        topology,
     )
-        .prop_map(|(nodes, slots, (a, b, c), gang_priority)| Shape {
-            nodes,
-            slots,
-            min_member: [a, b, c],
-            gang_priority,
-        })
+        .prop_map(
+            |(nodes, slots, (a, b, c), gang_priority, g0_topology)| Shape {
+                nodes,
+                slots,
+                min_member: [a, b, c],
+                gang_priority,
+                g0_topology,
+            },
+        )
 }
 
 /// `gang`'s PodGroup with `min_member`, as the watch reads it.
@@ -251,6 +277,8 @@ pub struct SimPod {
     pub host_port: Option<i32>,
     /// The name of the claim made for it from the template (`<name>-gpu`).
     pub claim: Option<String>,
+    /// Its topology keys (`g0`'s members only).
+    pub topology: Topology,
 }
 
 impl SimPod {
@@ -284,11 +312,16 @@ impl SimPod {
                 json!({}),
                 Some(json!({"podGroupName": "g3"})),
             ),
-            (Some((g, q)), None) => (
-                json!({"muster.dev/group": g, "muster.dev/min-available": q.to_string()}),
-                json!({}),
-                None,
-            ),
+            (Some((g, q)), None) => {
+                let mut keys =
+                    json!({"muster.dev/group": g, "muster.dev/min-available": q.to_string()});
+                match self.topology {
+                    Topology::Anywhere => {}
+                    Topology::Required => keys["muster.dev/topology-required"] = json!(RACK),
+                    Topology::Preferred => keys["muster.dev/topology-preferred"] = json!(RACK),
+                }
+                (keys, json!({}), None)
+            }
             (None, _) => (json!({}), json!({}), None),
         };
         let mut meta = json!({
@@ -397,8 +430,12 @@ impl SimNode {
         } else {
             json!([])
         };
+        let mut labels = json!({POOL: if self.labelled { "a" } else { "b" }});
+        if let Some(r) = self.shape.rack {
+            labels[RACK] = json!(format!("rack-{r}"));
+        }
         serde_json::from_value(json!({
-            "metadata": {"name": self.name, "labels": {POOL: if self.labelled { "a" } else { "b" }}},
+            "metadata": {"name": self.name, "labels": labels},
             "spec": {"unschedulable": self.cordoned, "taints": taints},
             "status": {"allocatable": allocatable},
         }))
@@ -514,6 +551,10 @@ impl Cluster {
             nominated: None,
             host_port: s.host_port,
             claim: s.claim.then(|| format!("p{slot}-{g}-gpu")),
+            topology: match SLOTS[slot].0 {
+                Some(("g0", _)) => self.shape.g0_topology,
+                _ => Topology::Anywhere,
+            },
         }
     }
 
@@ -762,6 +803,13 @@ impl Cluster {
             }
         }
         short.then_some(counts)
+    }
+
+    /// The rack of `node` (by its shape: the label never changes, and a deleted node's pods
+    /// keep the rack it had).
+    pub fn rack(&self, node: &str) -> Option<u8> {
+        let i = NODES.iter().position(|n| *n == node)?;
+        self.shape.nodes[i].rack
     }
 
     /// The highest priority among `gang`'s members (its priority, as muster orders gangs).

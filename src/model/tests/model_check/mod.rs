@@ -1,6 +1,7 @@
 //! A model-based property test of the whole table. Each case draws a cluster (per node:
-//! memory, GPUs as an extended resource, a pod count, DRA devices in a ResourceSlice; a label
-//! and a NoSchedule taint that come and go) and what each slot's pod asks for (CPU, memory,
+//! memory, GPUs as an extended resource, a pod count, DRA devices in a ResourceSlice, a rack
+//! label or none; a label and a NoSchedule taint that come and go), whether `g0`'s members
+//! require or prefer one rack, and what each slot's pod asks for (CPU, memory,
 //! GPUs, a node selector or required node affinity, a toleration, another component's
 //! scheduling gate, a priority, a host port, a claim for a device made from a template), then random
 //! interleavings of watch events (nodes and pods added, changed, deleted — nodes also with pods
@@ -25,7 +26,7 @@
 //! no two pods or seats on a node share a host port), holds-nothing (no seat on a deleted node, for
 //! a gated member, or on a node the member's rules refuse — checked by the test's own rules in
 //! `cluster`, not `model::rules`; room for members not created yet only within the creation
-//! window), the last look before binding (a gang bound together never lands on a node its
+//! window; a gang required in one rack has its members on nodes and its seats in one rack), the last look before binding (a gang bound together never lands on a node its
 //! member's rules refuse at that moment), evict-for-whole (every victim muster keeps is on its
 //! node and of lower priority than the preemptor as the watch has it; a gang is handed to the
 //! evictor only after a preempt decision for a higher priority, or a repair), and liveness (no
@@ -51,12 +52,14 @@ use kube::runtime::watcher::Event;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
-use self::cluster::{pod_group, Cluster, Shape, SimNode, SimPod, Use, GANGS, NODES, SLOTS};
+use self::cluster::{
+    pod_group, Cluster, Shape, SimNode, SimPod, Topology, Use, GANGS, NODES, SLOTS,
+};
 use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 13;
+const SEEN: usize = 14;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -71,6 +74,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "holds that left room planned where lower-priority pods still ran",
     "bindings of pods with a device claim",
     "bindings of pods with a host port",
+    "of the gangs bound together g0 held to one rack",
 ];
 struct Seen;
 impl Seen {
@@ -87,6 +91,7 @@ impl Seen {
     const PLANNED: usize = 10;
     const CLAIMS: usize = 11;
     const PORTS: usize = 12;
+    const ONE_RACK: usize = 13;
 }
 
 #[derive(Clone, Debug)]
@@ -495,6 +500,7 @@ impl Check {
                         nominated: None,
                         host_port: None,
                         claim: None,
+                        topology: cluster::Topology::Anywhere,
                     };
                     self.pod_event(Event::Apply(p.object()));
                     self.cluster.pods.push(p);
@@ -710,6 +716,9 @@ impl Check {
             BindDecision::BindGang { gang, members } => {
                 self.seen[Seen::BOUND] += 1;
                 self.seen[Seen::WITH_TASKS] += u64::from(&*gang.name == "g1");
+                self.seen[Seen::ONE_RACK] += u64::from(
+                    &*gang.name == "g0" && self.cluster.shape.g0_topology == Topology::Required,
+                );
                 members
             }
             _ => Vec::new(),
@@ -1211,7 +1220,37 @@ impl Check {
             }
             self.checks += 1;
         }
+        self.check_one_rack()?;
         self.checks += 2;
+        Ok(())
+    }
+
+    /// Holds-nothing, topology domains: when `g0`'s members require one rack, its members with
+    /// nodes (bound or being bound, not leaving) and its seats (for members and for members
+    /// not created yet) are all in one rack, on nodes that have the label. The racks are the
+    /// test's own (the nodes' shapes), not `model::planning::domains`.
+    fn check_one_rack(&mut self) -> Result<(), TestCaseError> {
+        if self.cluster.shape.g0_topology != Topology::Required {
+            return Ok(());
+        }
+        let mut nodes: Vec<String> = self
+            .cluster
+            .pods
+            .iter()
+            .filter(|p| p.gang().is_some_and(|(g, _)| g == "g0") && !p.terminating)
+            .filter_map(|p| self.cluster.node_of(p))
+            .collect();
+        if let Some(g) = self.table.gangs.get(&GangKey::new("ml", "g0")) {
+            nodes.extend(g.seats().values().map(|s| s.node.to_string()));
+        }
+        let racks: BTreeSet<Option<u8>> = nodes.iter().map(|n| self.cluster.rack(n)).collect();
+        prop_assert!(
+            racks.len() <= 1 && !racks.contains(&None),
+            "gang g0 (one rack required) has members and seats on {:?}: racks {:?}",
+            nodes,
+            racks
+        );
+        self.checks += 1;
         Ok(())
     }
 

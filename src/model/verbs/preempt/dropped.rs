@@ -33,6 +33,7 @@ impl DropReason {
                 messages::dropped_preemption_under_way(pod, nodes)
             }
             DropReason::HeldForGang { gang } => messages::dropped_held_for_gang(gang),
+            DropReason::SeatsHold { reason } => messages::dropped_seats_hold(reason),
             DropReason::NotThePod { actual } => messages::dropped_not_the_pod(pod, actual),
             DropReason::VictimNotOnNode { victim, on } => {
                 messages::dropped_victim_not_on_node(victim, on.as_deref())

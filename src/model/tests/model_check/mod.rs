@@ -1226,7 +1226,7 @@ impl Check {
     }
 
     /// Holds-nothing, topology domains: when `g0`'s members require one rack, its members with
-    /// nodes (bound or being bound, not leaving) and its seats (for members and for members
+    /// nodes that exist (bound or being bound, not leaving) and its seats (for members and for members
     /// not created yet) are all in one rack, on nodes that have the label. The racks are the
     /// test's own (the nodes' shapes), not `model::planning::domains`.
     fn check_one_rack(&mut self) -> Result<(), TestCaseError> {
@@ -1239,6 +1239,9 @@ impl Check {
             .iter()
             .filter(|p| p.gang().is_some_and(|(g, _)| g == "g0") && !p.terminating)
             .filter_map(|p| self.cluster.node_of(p))
+            // A pod bound to a node that is gone runs nowhere (the pod garbage collector
+            // deletes it): it holds no domain.
+            .filter(|n| self.cluster.nodes.contains_key(n))
             .collect();
         if let Some(g) = self.table.gangs.get(&GangKey::new("ml", "g0")) {
             nodes.extend(g.seats().values().map(|s| s.node.to_string()));

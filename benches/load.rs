@@ -245,7 +245,7 @@ fn main() {
     }
     println!("{report}");
     if !smoke {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/muster-bench");
+        let dir = muster_harness::paths::repo_root().join("target/muster-bench");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("load.txt"), &report).unwrap();
     }

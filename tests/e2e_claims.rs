@@ -931,7 +931,7 @@ fn muster_local() -> Result<std::path::PathBuf> {
     let built = std::fs::metadata(&path)
         .and_then(|m| m.modified())
         .with_context(|| format!("{} is missing: {build}", path.display()))?;
-    let sources = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/src");
+    let sources = muster_harness::paths::repo_root().join("tests/harness/src");
     let mut stack = vec![sources];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d)? {

@@ -1,7 +1,7 @@
 //! What one run measures: the configurations to compare and every knob of the workload, read
 //! from `E2E_*` environment variables (defaults differ between the smoke and the full bench).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
@@ -254,9 +254,7 @@ impl Params {
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,
             out_dir: std::env::var_os("E2E_OUT_DIR")
                 .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/muster-bench")
-                }),
+                .unwrap_or_else(|| muster_harness::paths::repo_root().join("target/muster-bench")),
         };
         if p.gang_min < 2 || p.gang_max < p.gang_min {
             bail!("need 2 <= E2E_GANG_MIN <= E2E_GANG_MAX");

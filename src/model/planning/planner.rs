@@ -749,6 +749,8 @@ impl GangTable {
         let snapshot = ClusterSnapshot::new(nodes, bound, &self.namespaces);
         // A seat holds its member's host ports as it holds its room: the seated members of
         // other gangs count for NodePorts (only: their other rules are not checked against).
+        // Whatever their priority: a preemption evicts pods, never seats (its room credit
+        // leaves them held too), so `keep` does not apply to them.
         if !members.iter().any(|p| has_host_ports(p)) {
             return snapshot;
         }
@@ -761,7 +763,7 @@ impl GangTable {
             .filter_map(|(holder, seat)| {
                 let p = self.pods.get(holder.member()?)?;
                 let seated = p.charged_node().is_none() && has_host_ports(&p.info);
-                (seated && keep(&p.info)).then_some((self.ledger.get(&seat.node)?.info(), &p.info))
+                seated.then_some((self.ledger.get(&seat.node)?.info(), &p.info))
             })
             .collect();
         snapshot.with_seated_ports(seated)

@@ -501,3 +501,77 @@ fn a_preemption_onto_a_host_port_a_seat_holds_is_refused() {
          ml/ported (the seat of ported-0)"
     );
 }
+
+/// A gang `pair` of two high-priority members: pair-0 (1 CPU) preempts, pair-1 (500m) asks for
+/// host port 8080.
+fn pair_with_port() -> Vec<PodInfo> {
+    vec![
+        pod("pair-0")
+            .cpu(1000)
+            .priority(HIGH)
+            .gang("pair", 2)
+            .build(),
+        pod("pair-1")
+            .cpu(500)
+            .priority(HIGH)
+            .gang("pair", 2)
+            .host_port(8080)
+            .build(),
+    ]
+}
+
+/// Found by the model check: where the rest of a preempting gang goes, pods of lower priority
+/// count as evictable, but seats of a lower-priority gang do not go with a preemption (their
+/// room stays held, rule 2): their host ports stay held too. pair-1 fits n2 by room, but a seat
+/// of the low gang there holds port 8080, and no other node takes it: the candidate is dropped
+/// (evict-for-whole), not kept with pair-1 planned onto a port another seat holds.
+#[test]
+fn the_rest_of_a_preempting_gang_is_not_planned_onto_a_host_port_a_lower_gangs_seat_holds() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 2000)]);
+    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
+    let seated = pod("lg-0")
+        .cpu(500)
+        .priority(LOW)
+        .gang("lg", 2)
+        .host_port(8080)
+        .build();
+    let other = pod("lg-1").cpu(500).priority(LOW).gang("lg", 2).build();
+    let pair = pair_with_port();
+    w.add(&[&low, &seated, &other, &pair[0], &pair[1]]);
+    wait_message(&w.bind(&seated, "n2"));
+    assert_eq!(w.reserved("n2"), 1000, "gang lg holds half of n2");
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Refused, "{d:?}");
+    assert!(
+        matches!(
+            d.dropped[0].1,
+            DropReason::GangCannotFollow { fit: 1, quorum: 2 }
+        ),
+        "{d:?}"
+    );
+}
+
+/// Found by the model check: the hold seats a member only where its room is free now, and a
+/// host port a pod of lower priority still uses there is not free (NodePorts): pair-1's room
+/// on n2, where `lowport` has port 8080, is planned, not held, and held once `lowport` is gone.
+#[test]
+fn the_hold_plans_a_member_whose_host_port_a_lower_pod_still_uses_and_seats_it_once_gone() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 2000)]);
+    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
+    let lowport = pod("lowport")
+        .cpu(500)
+        .priority(LOW)
+        .host_port(8080)
+        .bound("n2")
+        .build();
+    let pair = pair_with_port();
+    w.add(&[&low, &lowport, &pair[0], &pair[1]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept, "{d:?}");
+    w.add(&[&terminating(&low), &nominated(&pair[0], Some("n1"))]);
+    assert_eq!(w.reserved("n1"), 1000, "the preemptor's room is held");
+    assert_eq!(w.reserved("n2"), 0, "port 8080 is lowport's still");
+    assert_eq!(planned(&w), Some(vec!["pair-1@n2".to_string()]));
+    w.table.remove_pod(&lowport.uid);
+    assert_eq!(w.reserved("n2"), 500, "held once lowport is gone");
+}

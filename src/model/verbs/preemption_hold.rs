@@ -40,7 +40,7 @@ use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::selection::task_of;
-use crate::model::rules::scheduling_gates;
+use crate::model::rules::{node_ports, scheduling_gates};
 use crate::model::table::gang::{Gang, PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::room_waits::RoomWait;
@@ -181,12 +181,15 @@ impl GangTable {
                 continue;
             }
             // The plan counted the pods of lower priority there as evictable, but they still
-            // run: a seat on top of them would over-commit the node (no-overcommit). The member
-            // may preempt them itself there, and the seat is taken once the room is free.
+            // run: a seat on top of them would over-commit the node (no-overcommit), or hold a
+            // host port one of them uses (NodePorts). The member may preempt them itself there,
+            // and the seat is taken once the room is free.
+            let member = s.holder.member().and_then(|m| self.pods.get(m));
             if self
                 .ledger
                 .shortfall(position, &s.requests, None, None)
                 .is_some()
+                || member.is_some_and(|m| self.host_port_used_on(&s.node, &m.info))
             {
                 awaiting.push(s);
                 continue;
@@ -390,9 +393,12 @@ impl GangTable {
             }
         }
         for s in seats {
-            // One by one: two members planned on one node may not both fit yet.
+            // One by one: two members planned on one node may not both fit yet. A host port
+            // of the member still used there (a pod of lower priority not gone yet) is not free.
+            let member = s.holder.member().and_then(|m| self.pods.get(m));
             let free = position
-                .is_some_and(|i| self.ledger.shortfall(i, &s.requests, None, None).is_none());
+                .is_some_and(|i| self.ledger.shortfall(i, &s.requests, None, None).is_none())
+                && !member.is_some_and(|m| self.host_port_used_on(node, &m.info));
             if !free {
                 left.push(s);
                 continue;
@@ -407,6 +413,20 @@ impl GangTable {
         if let Some(g) = self.gangs.get_mut(key) {
             g.awaiting_room = left;
         }
+    }
+
+    /// Whether a pod on `node` (bound, being bound or being deleted) uses a host port `member`
+    /// asks for (NodePorts: one pod per port and node).
+    fn host_port_used_on(&self, node: &str, member: &PodInfo) -> bool {
+        let wanted = node_ports::host_ports(member);
+        !wanted.is_empty()
+            && self.pods.with_host_ports().any(|p| {
+                p.info.uid != member.uid
+                    && p.charged_node().is_some_and(|n| **n == *node)
+                    && node_ports::host_ports(&p.info)
+                        .iter()
+                        .any(|u| wanted.iter().any(|w| w.conflicts_with(u)))
+            })
     }
 
     /// Ends the gang's hold: the seats no member has asked to bind to are given up (pods

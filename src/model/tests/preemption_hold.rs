@@ -575,3 +575,42 @@ fn the_hold_plans_a_member_whose_host_port_a_lower_pod_still_uses_and_seats_it_o
     w.table.remove_pod(&lowport.uid);
     assert_eq!(w.reserved("n2"), 500, "held once lowport is gone");
 }
+
+/// Found by the model check: room planned for a member with a device claim becomes its seat
+/// once the pods there are gone only if no other seat there holds the devices it needs
+/// (DynamicResources; no-overcommit). n1 has one node's worth of devices; `b` (a claim for
+/// all of them) waits for `low` to go; meanwhile `c`, also with a claim, takes over the
+/// preemptor's seat there. When `low` is gone, `b`'s room is not free: its devices are `c`'s.
+#[test]
+fn planned_room_whose_devices_another_seat_took_meanwhile_is_not_seated() {
+    let mut w = World::new(&[node("n1", 1000)]);
+    dra_devices(&mut w.table, &["n1"]);
+    let low = pod("low").cpu(500).priority(LOW).bound("n1").build();
+    let a = pod("a").cpu(300).priority(HIGH).gang("g", 2).build();
+    let b = with_dra_claim(
+        &mut w.table,
+        pod("b").cpu(300).priority(HIGH).gang("g", 2).build(),
+    );
+    w.add(&[&low, &a, &b]);
+    let d = w.preempt(&a, vec![candidate("n1", &[&low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept, "{d:?}");
+    w.add(&[&terminating(&low), &nominated(&a, Some("n1"))]);
+    assert_eq!(
+        w.reserved("n1"),
+        300,
+        "a's room; b's is planned (low still runs)"
+    );
+    let c = with_dra_claim(
+        &mut w.table,
+        pod("c").cpu(300).priority(HIGH).gang("g", 2).build(),
+    );
+    w.add(&[&c]);
+    wait_message(&w.bind(&c, "n1"));
+    assert!(w.table.holds_seat(&c.uid), "c holds n1's devices");
+    w.table.remove_pod(&low.uid);
+    assert!(
+        !w.table.holds_seat(&b.uid),
+        "b's devices are c's: its room is not seated"
+    );
+    assert!(w.table.holds_seat(&c.uid));
+}

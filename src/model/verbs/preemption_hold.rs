@@ -185,12 +185,7 @@ impl GangTable {
             // host port one of them uses (NodePorts). The member may preempt them itself there,
             // and the seat is taken once the room is free.
             let member = s.holder.member().and_then(|m| self.pods.get(m));
-            if self
-                .ledger
-                .shortfall(position, &s.requests, None, None)
-                .is_some()
-                || member.is_some_and(|m| self.host_port_used_on(&s.node, &m.info))
-            {
+            if !self.planned_room_free(position, &s.requests, member.map(|m| &m.info)) {
                 awaiting.push(s);
                 continue;
             }
@@ -397,8 +392,7 @@ impl GangTable {
             // of the member still used there (a pod of lower priority not gone yet) is not free.
             let member = s.holder.member().and_then(|m| self.pods.get(m));
             let free = position
-                .is_some_and(|i| self.ledger.shortfall(i, &s.requests, None, None).is_none())
-                && !member.is_some_and(|m| self.host_port_used_on(node, &m.info));
+                .is_some_and(|i| self.planned_room_free(i, &s.requests, member.map(|m| &m.info)));
             if !free {
                 left.push(s);
                 continue;
@@ -413,6 +407,34 @@ impl GangTable {
         if let Some(g) = self.gangs.get_mut(key) {
             g.awaiting_room = left;
         }
+    }
+
+    /// Whether room planned for `member` (`None`: a member not created yet) with `requests`
+    /// on the node at `position` is free now to become its seat: the resources (no-overcommit),
+    /// its host ports, which no pod there uses (NodePorts), and the devices its claims need,
+    /// which no other seat there holds (DynamicResources: two seats on one device would
+    /// over-commit it once both bind).
+    fn planned_room_free(
+        &self,
+        position: usize,
+        requests: &crate::model::resources::Resources,
+        member: Option<&PodInfo>,
+    ) -> bool {
+        if self
+            .ledger
+            .shortfall(position, requests, None, None)
+            .is_some()
+        {
+            return false;
+        }
+        let Some(m) = member else {
+            return true;
+        };
+        let node = self.ledger.at(position).name();
+        !self.host_port_used_on(node, m)
+            && self
+                .devices_held_by_seats(m, |_, h| h.member() == Some(&m.uid), Some(position))
+                .is_empty()
     }
 
     /// Whether a pod on `node` (bound, being bound or being deleted) uses a host port `member`

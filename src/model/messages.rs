@@ -285,6 +285,9 @@ pub fn holding(key: &GangKey, nodes: &[String], planned: &[String]) -> String {
 pub const RETRY_AFTER_WINDOW: &str =
     "the gang's creation window closed; asking kube-scheduler to retry the pod";
 
+/// Who holds a seat kept for a member not created yet (see [`host_port_held`]).
+pub const MEMBER_NOT_CREATED_YET: &str = "a member not created yet";
+
 /// Filter reason for a node where a gang's seat holds a host port the pod asks for.
 pub fn host_port_held(
     port: &impl fmt::Display,

@@ -648,3 +648,29 @@ fn dynamic_resources_a_later_member_is_not_given_the_devices_its_gangs_seat_hold
     }
     assert!(w.table.holds_seat(&p.uid) && !w.table.holds_seat(&late.uid));
 }
+
+/// A seat held for a member not created yet holds the host port its gang's members all ask
+/// for (one pod template makes them): gang g of 3, p and q created with port 8080, seated on
+/// two nodes and the member to come on the third; a plain pod asking for 8080 is offered none
+/// of them, and the third's reason names the member to come.
+#[test]
+fn node_ports_a_seat_for_a_member_not_created_yet_holds_its_gangs_host_port() {
+    let mut w = World::new(&[node("n1", 4000), node("n2", 4000), node("n3", 4000)]);
+    let p = pod("p").cpu(100).gang("g", 3).host_port(8080).build();
+    let q = pod("q").cpu(100).gang("g", 3).host_port(8080).build();
+    w.add(&[&p, &q]);
+    let (ok, _) = w.filter(&p);
+    assert!(matches!(w.bind(&p, &ok[0]), BindDecision::Wait { .. }));
+    assert_eq!(total_reserved(&w), 300, "p, q and the member to come");
+    let plain = pod("plain").cpu(100).host_port(8080).build();
+    let (ok, reasons) = w.filter(&plain);
+    assert!(ok.is_empty(), "{ok:?} {reasons:?}");
+    assert!(
+        reasons.contains(
+            &"host port 8080/TCP is reserved here for gang ml/g (the seat of a member not \
+              created yet)"
+                .to_string()
+        ),
+        "{reasons:?}"
+    );
+}

@@ -402,7 +402,9 @@ impl GangTable {
 
     /// For a pod with host ports: the nodes (by position) where the seat of another pod holds
     /// one of them, with the message saying so; only the node at `only`, when given (a bind
-    /// asks about one node: no message is built for the others).
+    /// asks about one node: no message is built for the others). A seat held for a member not
+    /// created yet holds the host ports its gang's members (of its task) all ask for, as one
+    /// pod template makes them; not against the pod's own gang, whose member it may be.
     pub(in crate::model) fn ports_held_by_seats(
         &self,
         pod: &PodInfo,
@@ -413,21 +415,28 @@ impl GangTable {
         if wanted.is_empty() {
             return held;
         }
+        let own_gang = pod.gang().map(|m| &m.gang);
         for (key, g) in &self.gangs {
             for (holder, seat) in g.seats() {
-                let Some(uid) = holder.member().filter(|u| ***u != *pod.uid) else {
-                    continue;
-                };
                 let Some(i) = self.ledger.position(&seat.node) else {
                     continue;
                 };
                 if only.is_some_and(|o| o != i) {
                     continue;
                 }
-                let Some(member) = self.pods.get(uid) else {
-                    continue;
+                let (used, whose): (&[node_ports::HostPort], &str) = match holder {
+                    SeatHolder::Member(uid) if **uid != *pod.uid => match self.pods.get(uid) {
+                        Some(member) => (node_ports::host_ports(&member.info), &member.info.name),
+                        None => continue,
+                    },
+                    SeatHolder::NotCreatedYet { task, .. } if own_gang != Some(key) => {
+                        match self.template_host_ports(g, task.as_deref()) {
+                            Some(ports) => (ports, messages::MEMBER_NOT_CREATED_YET),
+                            None => continue,
+                        }
+                    }
+                    _ => continue,
                 };
-                let used = node_ports::host_ports(&member.info);
                 let Some(port) = wanted
                     .iter()
                     .find(|w| used.iter().any(|u| w.conflicts_with(u)))
@@ -435,10 +444,29 @@ impl GangTable {
                     continue;
                 };
                 held.entry(i)
-                    .or_insert_with(|| messages::host_port_held(port, key, &member.info.name));
+                    .or_insert_with(|| messages::host_port_held(port, key, &whose));
             }
         }
         held
+    }
+
+    /// The host ports a member of `gang` not created yet will ask for: those every member of
+    /// its task (any task: every member) that has not finished asks for, when they all ask
+    /// for the same ones (one pod template); `None` when they ask for none or differ.
+    fn template_host_ports<'a>(
+        &'a self,
+        gang: &'a crate::model::table::gang::Gang,
+        task: Option<&str>,
+    ) -> Option<&'a [node_ports::HostPort]> {
+        let mut ports = self
+            .members_of(gang)
+            .filter(|p| !p.info.terminal)
+            .filter(|p| {
+                task.is_none() || crate::model::planning::selection::task_of(&p.info) == task
+            })
+            .map(|p| node_ports::host_ports(&p.info));
+        let first = ports.next()?;
+        (!first.is_empty() && ports.all(|p| p == first)).then_some(first)
     }
 
     /// For a pod with ResourceClaims: the nodes (by position) where the devices its claims need

@@ -674,3 +674,35 @@ fn node_ports_a_seat_for_a_member_not_created_yet_holds_its_gangs_host_port() {
         "{reasons:?}"
     );
 }
+
+/// Found by the model check: a member binding off its seat takes over a sibling's planned
+/// seat, and the sibling gets the taker's old seat only where its device claims fit (with what
+/// the other seats there hold). p (no claim) was seated on n0 and q (a claim for n2's devices)
+/// planned on n2; p's bind comes to n2, takes q's seat there, and q is not handed n0, which
+/// has no devices (a seat its member could never use: holds-nothing).
+#[test]
+fn dynamic_resources_a_displaced_member_is_not_handed_a_seat_without_its_devices() {
+    let mut w = World::new(&[node("n0", 1000), node("n2", 1000)]);
+    dra_devices(&mut w.table, &["n2"]);
+    let other = pod("other").cpu(200).bound("n2").build();
+    let p = pod("p").cpu(500).gang("g", 2).build();
+    let q = with_dra_claim(&mut w.table, pod("q").cpu(400).gang("g", 2).build());
+    w.add(&[&other, &p, &q]);
+    wait_message(&w.bind(&p, "n0"));
+    let key = p.gang().unwrap().gang.clone();
+    let seat_node =
+        |w: &World, uid: &PodUid| w.table.gangs[&key].seat_of(uid).map(|s| s.node.to_string());
+    assert_eq!(
+        seat_node(&w, &q.uid).as_deref(),
+        Some("n2"),
+        "q's devices are on n2"
+    );
+    // A bind of p on n2 (a node its filter offered before): it takes q's planned seat there.
+    wait_message(&w.bind(&p, "n2"));
+    assert_eq!(seat_node(&w, &p.uid).as_deref(), Some("n2"));
+    assert_ne!(
+        seat_node(&w, &q.uid).as_deref(),
+        Some("n0"),
+        "q is not seated where its claim cannot be allocated"
+    );
+}

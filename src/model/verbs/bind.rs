@@ -14,6 +14,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::GangPlan;
 use crate::model::planning::selection::task_of;
+use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::table::gang::{Seat, SeatHolder};
 use crate::model::table::GangTable;
 
@@ -511,15 +512,29 @@ impl GangTable {
         // (such as the room a preemption's hold keeps for a member whose victims are still
         // there) instead of one seat less, and never room its member cannot use
         // (holds-nothing).
+        // A member with device claims also needs them to fit there, with what the other seats
+        // there hold (not its own, nor the taker's, which leaves): a seat on a node without
+        // its devices would hold room it cannot use (holds-nothing, DynamicResources).
         let admitted_there = |displaced: &SeatHolder, old: &NodeName| {
-            let Some(node) = self.ledger.get(old) else {
+            let (Some(node), Some(at)) = (self.ledger.get(old), self.ledger.position(old)) else {
                 return false;
             };
             let member = match displaced {
                 SeatHolder::Member(uid) => self.pods.get(uid).map(|p| &p.info),
                 SeatHolder::NotCreatedYet { .. } => Some(info),
             };
-            member.is_some_and(|p| node_admits(node.info(), p))
+            member.is_some_and(|p| {
+                node_admits(node.info(), p)
+                    && DynamicResources::new(&self.devices, &[p], |_| false)
+                        .is_none_or(|d| d.check(0, node.info()).is_ok())
+                    && self
+                        .devices_held_by_seats(
+                            p,
+                            |k, h| k == key && (h == displaced || *h == me),
+                            Some(at),
+                        )
+                        .is_empty()
+            })
         };
         let swap = match (previous, release) {
             (Some(old), Some(displaced))

@@ -139,7 +139,8 @@ pub struct Shape {
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
-    let rack = prop_oneof![1 => Just(None), 3 => Just(Some(0u8)), 3 => Just(Some(1u8))];
+    // Mostly rack-0, so that a gang held to one rack often has one to fit in.
+    let rack = prop_oneof![1 => Just(None), 5 => Just(Some(0u8)), 2 => Just(Some(1u8))];
     let node = (1..=4i64, 0..=2i64, 2..=5i64, 0..=2usize, rack).prop_map(
         |(memory_gi, gpus, pods, devices, rack)| NodeShape {
             memory_gi,
@@ -150,8 +151,8 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         },
     );
     let topology = prop_oneof![
-        2 => Just(Topology::Anywhere),
-        1 => Just(Topology::Required),
+        1 => Just(Topology::Anywhere),
+        2 => Just(Topology::Required),
         1 => Just(Topology::Preferred),
     ];
     let placement = prop_oneof![

@@ -21,6 +21,7 @@ use k8s_openapi::api::resource::v1::{
 use proptest::prelude::*;
 use serde_json::json;
 
+use crate::model::topology::PodGroupTopology;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi, PodGroupDef};
 
 /// Node allocatable CPU, in millicores.
@@ -136,6 +137,8 @@ pub struct Shape {
     pub gang_priority: [i32; 4],
     /// `g0`'s topology keys.
     pub g0_topology: Topology,
+    /// `g3`'s PodGroup (Kubernetes) asks for one rack (`spec.schedulingConstraints.topology`).
+    pub g3_one_rack: bool,
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
@@ -189,20 +192,23 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         (2..=4u32, 1..=3u32, 1..=3u32),
         proptest::array::uniform4(prop_oneof![Just(0), Just(100), Just(1000)]),
         topology,
+        any::<bool>(),
     )
         .prop_map(
-            |(nodes, slots, (a, b, c), gang_priority, g0_topology)| Shape {
+            |(nodes, slots, (a, b, c), gang_priority, g0_topology, g3_one_rack)| Shape {
                 nodes,
                 slots,
                 min_member: [a, b, c],
                 gang_priority,
                 g0_topology,
+                g3_one_rack,
             },
         )
 }
 
-/// `gang`'s PodGroup with `min_member`, as the watch reads it.
-pub fn pod_group(gang: &str, min_member: u32) -> Option<PodGroupDef> {
+/// `gang`'s PodGroup with `min_member`, as the watch reads it (`g3`'s with one rack required
+/// when the shape says so).
+pub fn pod_group(shape: &Shape, gang: &str, min_member: u32) -> Option<PodGroupDef> {
     let api = GANGS.iter().find(|(g, _)| *g == gang)?.1?;
     Some(PodGroupDef {
         api,
@@ -214,7 +220,8 @@ pub fn pod_group(gang: &str, min_member: u32) -> Option<PodGroupDef> {
             BTreeMap::new()
         },
         timeout: None,
-        topology: None,
+        topology: (gang == "g3" && shape.g3_one_rack)
+            .then(|| PodGroupTopology::Required(RACK.into())),
         min_resources: None,
     })
 }
@@ -760,7 +767,7 @@ impl Cluster {
             apply_event(&mut table, &mut claims, Event::Apply(self.claim_object(c)));
         }
         for (i, (gang, _)) in GANGS[1..].iter().enumerate() {
-            if let Some(def) = self.pod_groups[i].and_then(|m| pod_group(gang, m)) {
+            if let Some(def) = self.pod_groups[i].and_then(|m| pod_group(&self.shape, gang, m)) {
                 table.apply_pod_group(def);
             }
         }

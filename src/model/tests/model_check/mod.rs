@@ -74,7 +74,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "holds that left room planned where lower-priority pods still ran",
     "bindings of pods with a device claim",
     "bindings of pods with a host port",
-    "of the gangs bound together g0 held to one rack",
+    "of the gangs bound together held to one rack (g0 by its pods' keys, g3 by its PodGroup)",
 ];
 struct Seen;
 impl Seen {
@@ -571,7 +571,7 @@ impl Check {
                     self.cluster.last_min_member[which] = m;
                 }
                 self.cluster.pod_groups[which] = min_member;
-                match min_member.and_then(|m| pod_group(gang, m)) {
+                match min_member.and_then(|m| pod_group(&self.cluster.shape, gang, m)) {
                     Some(def) => self.table.apply_pod_group(def),
                     None => self.table.remove_pod_group(api, &GangKey::new("ml", gang)),
                 }
@@ -729,7 +729,8 @@ impl Check {
                 self.seen[Seen::BOUND] += 1;
                 self.seen[Seen::WITH_TASKS] += u64::from(&*gang.name == "g1");
                 self.seen[Seen::ONE_RACK] += u64::from(
-                    &*gang.name == "g0" && self.cluster.shape.g0_topology == Topology::Required,
+                    (&*gang.name == "g0" && self.cluster.shape.g0_topology == Topology::Required)
+                        || (&*gang.name == "g3" && self.cluster.shape.g3_one_rack),
                 );
                 members
             }
@@ -1242,16 +1243,23 @@ impl Check {
     /// not created yet) are all in one rack, on nodes that have the label. The racks are the
     /// test's own (the nodes' shapes), not `model::planning::domains`.
     fn check_one_rack(&mut self) -> Result<(), TestCaseError> {
-        if self.cluster.shape.g0_topology != Topology::Required {
-            return Ok(());
-        }
         self.orphaned
             .retain(|u| self.cluster.pods.iter().any(|p| p.uid == *u));
+        if self.cluster.shape.g0_topology == Topology::Required {
+            self.check_one_rack_of("g0")?;
+        }
+        if self.cluster.shape.g3_one_rack {
+            self.check_one_rack_of("g3")?;
+        }
+        Ok(())
+    }
+
+    fn check_one_rack_of(&mut self, gang: &str) -> Result<(), TestCaseError> {
         let mut nodes: Vec<String> = self
             .cluster
             .pods
             .iter()
-            .filter(|p| p.gang().is_some_and(|(g, _)| g == "g0") && !p.terminating)
+            .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
             // A pod on a node that was deleted holds no domain: it runs nowhere (the pod
             // garbage collector deletes it), and while its node is gone its gang is planned,
             // and may be bound, without it (it still counts toward the quorum as a member with
@@ -1260,13 +1268,14 @@ impl Check {
             .filter(|p| !self.orphaned.contains(&p.uid))
             .filter_map(|p| self.cluster.node_of(p))
             .collect();
-        if let Some(g) = self.table.gangs.get(&GangKey::new("ml", "g0")) {
+        if let Some(g) = self.table.gangs.get(&GangKey::new("ml", gang)) {
             nodes.extend(g.seats().values().map(|s| s.node.to_string()));
         }
         let racks: BTreeSet<Option<u8>> = nodes.iter().map(|n| self.cluster.rack(n)).collect();
         prop_assert!(
             racks.len() <= 1 && !racks.contains(&None),
-            "gang g0 (one rack required) has members and seats on {:?}: racks {:?}",
+            "gang {} (one rack required) has members and seats on {:?}: racks {:?}",
+            gang,
             nodes,
             racks
         );

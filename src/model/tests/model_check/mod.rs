@@ -231,6 +231,9 @@ struct Check {
     /// Pods that were on a node (bound or being bound) when it was deleted: while it was gone
     /// they held no rack, so their gang may have been planned elsewhere meanwhile.
     orphaned: BTreeSet<String>,
+    /// g3's PodGroup (the source of its one-rack topology) was deleted since g3 last held and
+    /// ran nothing: its members may have been placed without the topology meanwhile.
+    g3_unconstrained: bool,
     /// Gangs a preempt decision would disrupt whole, with the preemptor's priority (as the
     /// watch has it): only these may be handed to the evictor for a preemption.
     disrupting: BTreeMap<String, i32>,
@@ -260,6 +263,7 @@ impl Check {
             disturbed: BTreeSet::new(),
             stale: BTreeSet::new(),
             orphaned: BTreeSet::new(),
+            g3_unconstrained: false,
             disrupting: BTreeMap::new(),
             appeared: BTreeMap::new(),
             checks: 0,
@@ -571,6 +575,7 @@ impl Check {
                     self.cluster.last_min_member[which] = m;
                 }
                 self.cluster.pod_groups[which] = min_member;
+                self.g3_unconstrained |= gang == "g3" && min_member.is_none();
                 match min_member.and_then(|m| pod_group(&self.cluster.shape, gang, m)) {
                     Some(def) => self.table.apply_pod_group(def),
                     None => self.table.remove_pod_group(api, &GangKey::new("ml", gang)),
@@ -1248,7 +1253,19 @@ impl Check {
         if self.cluster.shape.g0_topology == Topology::Required {
             self.check_one_rack_of("g0")?;
         }
-        if self.cluster.shape.g3_one_rack {
+        // Without its PodGroup g3 is placed by its pods' keys, which ask for no topology: the
+        // check holds again once the PodGroup is back and g3 holds and runs nothing.
+        let g3_idle = self.cluster.pod_groups[2].is_some()
+            && self.cluster.pods.iter().all(|p| {
+                p.gang().is_none_or(|(g, _)| g != "g3") || self.cluster.node_of(p).is_none()
+            })
+            && self
+                .table
+                .gangs
+                .get(&GangKey::new("ml", "g3"))
+                .is_none_or(|g| g.seats().is_empty());
+        self.g3_unconstrained &= !g3_idle;
+        if self.cluster.shape.g3_one_rack && !self.g3_unconstrained {
             self.check_one_rack_of("g3")?;
         }
         Ok(())

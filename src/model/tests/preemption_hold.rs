@@ -614,3 +614,20 @@ fn planned_room_whose_devices_another_seat_took_meanwhile_is_not_seated() {
     );
     assert!(w.table.holds_seat(&c.uid));
 }
+
+/// Found by the model check: the hold seated the preemptor on its nominated node without
+/// looking at the node again; a node cordoned (or relabelled, tainted) since kube-scheduler's
+/// dry run chose it takes no seat: kube-scheduler will not bind the preemptor there either,
+/// and a seat would hold room nobody can use (holds-nothing).
+#[test]
+fn no_hold_on_a_nominated_node_that_refuses_the_preemptor_since_the_decision() {
+    let mut s = scene();
+    let w = &mut s.w;
+    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.table
+        .apply_node(testkit::node("n1").cpu(1000).unschedulable().build());
+    w.add(&[&terminating(&s.low), &nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0), "nothing held");
+    assert_ne!(w.state("pair"), "admitted");
+}

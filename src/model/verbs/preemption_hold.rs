@@ -154,7 +154,18 @@ impl GangTable {
         let Some((_, others)) = plan.by_node.iter().find(|(n, _)| **n == **node) else {
             return;
         };
-        if self.ledger.position(node).is_none() {
+        let Some(entry) = self.ledger.get(node) else {
+            return;
+        };
+        // kube-scheduler's dry run judged the preemptor's rules on this node when it chose it;
+        // the node may have changed since (relabelled, tainted, cordoned): a seat there would
+        // hold room its member cannot use (holds-nothing), and kube-scheduler will not bind it
+        // there either. No hold: the preemptor is scheduled again.
+        if !self
+            .pods
+            .get(uid)
+            .is_some_and(|p| node_admits(entry.info(), &p.info))
+        {
             return;
         }
         let (since, requests, others) = (plan.at, plan.requests.clone(), others.clone());

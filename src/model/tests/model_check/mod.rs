@@ -228,12 +228,12 @@ struct Check {
     /// Seats (member UID, node) on a node whose labels, taints or cordon changed after the
     /// seat was taken: the rules are checked again only at the last look before binding.
     stale: BTreeSet<(String, String)>,
-    /// Pods that were on a node (bound or being bound) when it was deleted: while it was gone
-    /// they held no rack, so their gang may have been planned elsewhere meanwhile.
-    orphaned: BTreeSet<String>,
-    /// g3's PodGroup (the source of its one-rack topology) was deleted since g3 last held and
-    /// ran nothing: its members may have been placed without the topology meanwhile.
-    g3_unconstrained: bool,
+    /// Gangs the one-rack check leaves alone until they hold and run nothing (and, for g3,
+    /// its PodGroup is back): a member's node was deleted under it (while it is gone, the
+    /// member holds no rack, and the gang is planned, and may be bound, without it: written
+    /// down in design.md), or g3's PodGroup, the source of its topology, was deleted (g3 is
+    /// then placed by its pods' keys, which ask for none).
+    rack_unknown: BTreeSet<&'static str>,
     /// Gangs a preempt decision would disrupt whole, with the preemptor's priority (as the
     /// watch has it): only these may be handed to the evictor for a preemption.
     disrupting: BTreeMap<String, i32>,
@@ -262,8 +262,7 @@ impl Check {
             repairing: BTreeSet::new(),
             disturbed: BTreeSet::new(),
             stale: BTreeSet::new(),
-            orphaned: BTreeSet::new(),
-            g3_unconstrained: false,
+            rack_unknown: BTreeSet::new(),
             disrupting: BTreeMap::new(),
             appeared: BTreeMap::new(),
             checks: 0,
@@ -374,14 +373,14 @@ impl Check {
                 if force || !used {
                     if let Some(n) = self.cluster.nodes.remove(name) {
                         self.seen[Seen::NODES_WITH_PODS] += u64::from(used);
-                        let on: Vec<String> = self
+                        let on: Vec<&'static str> = self
                             .cluster
                             .pods
                             .iter()
                             .filter(|p| self.cluster.node_of(p).as_deref() == Some(name))
-                            .map(|p| p.uid.clone())
+                            .filter_map(|p| Some(p.gang()?.0))
                             .collect();
-                        self.orphaned.extend(on);
+                        self.rack_unknown.extend(on);
                         self.node_event(Event::Delete(n.object()));
                         if let Some(s) = n.slice() {
                             self.dra_event(Event::Delete(s))?;
@@ -575,7 +574,9 @@ impl Check {
                     self.cluster.last_min_member[which] = m;
                 }
                 self.cluster.pod_groups[which] = min_member;
-                self.g3_unconstrained |= gang == "g3" && min_member.is_none();
+                if gang == "g3" && min_member.is_none() {
+                    self.rack_unknown.insert("g3");
+                }
                 match min_member.and_then(|m| pod_group(&self.cluster.shape, gang, m)) {
                     Some(def) => self.table.apply_pod_group(def),
                     None => self.table.remove_pod_group(api, &GangKey::new("ml", gang)),
@@ -1243,46 +1244,50 @@ impl Check {
         Ok(())
     }
 
-    /// Holds-nothing, topology domains: when `g0`'s members require one rack, its members with
-    /// nodes that were never deleted under them (bound or being bound, not leaving) and its seats (for members and for members
-    /// not created yet) are all in one rack, on nodes that have the label. The racks are the
-    /// test's own (the nodes' shapes), not `model::planning::domains`.
+    /// Holds-nothing, topology domains: when `g0`'s members require one rack (or `g3`'s
+    /// PodGroup does), the gang's members with nodes (bound or being bound, not leaving) and
+    /// its seats (for members and for members not created yet) are all in one rack, on nodes
+    /// that have the label; except for a gang in `rack_unknown`. The racks are the test's own
+    /// (the nodes' shapes), not `model::planning::domains`.
     fn check_one_rack(&mut self) -> Result<(), TestCaseError> {
-        self.orphaned
-            .retain(|u| self.cluster.pods.iter().any(|p| p.uid == *u));
+        let idle = |gang: &str| {
+            (gang != "g3" || self.cluster.pod_groups[2].is_some())
+                && self.cluster.pods.iter().all(|p| {
+                    p.gang().is_none_or(|(g, _)| g != gang) || self.cluster.node_of(p).is_none()
+                })
+                && self
+                    .table
+                    .gangs
+                    .get(&GangKey::new("ml", gang))
+                    .is_none_or(|g| g.seats().is_empty())
+        };
+        let settled: Vec<&'static str> = self
+            .rack_unknown
+            .iter()
+            .copied()
+            .filter(|g| idle(g))
+            .collect();
+        for g in settled {
+            self.rack_unknown.remove(g);
+        }
         if self.cluster.shape.g0_topology == Topology::Required {
             self.check_one_rack_of("g0")?;
         }
-        // Without its PodGroup g3 is placed by its pods' keys, which ask for no topology: the
-        // check holds again once the PodGroup is back and g3 holds and runs nothing.
-        let g3_idle = self.cluster.pod_groups[2].is_some()
-            && self.cluster.pods.iter().all(|p| {
-                p.gang().is_none_or(|(g, _)| g != "g3") || self.cluster.node_of(p).is_none()
-            })
-            && self
-                .table
-                .gangs
-                .get(&GangKey::new("ml", "g3"))
-                .is_none_or(|g| g.seats().is_empty());
-        self.g3_unconstrained &= !g3_idle;
-        if self.cluster.shape.g3_one_rack && !self.g3_unconstrained {
+        if self.cluster.shape.g3_one_rack {
             self.check_one_rack_of("g3")?;
         }
         Ok(())
     }
 
     fn check_one_rack_of(&mut self, gang: &str) -> Result<(), TestCaseError> {
+        if self.rack_unknown.contains(gang) {
+            return Ok(());
+        }
         let mut nodes: Vec<String> = self
             .cluster
             .pods
             .iter()
             .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
-            // A pod on a node that was deleted holds no domain: it runs nowhere (the pod
-            // garbage collector deletes it), and while its node is gone its gang is planned,
-            // and may be bound, without it (it still counts toward the quorum as a member with
-            // a node). Should the node come back before that, the gang may span two racks:
-            // written down in design.md.
-            .filter(|p| !self.orphaned.contains(&p.uid))
             .filter_map(|p| self.cluster.node_of(p))
             .collect();
         if let Some(g) = self.table.gangs.get(&GangKey::new("ml", gang)) {

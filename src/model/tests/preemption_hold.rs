@@ -631,3 +631,39 @@ fn no_hold_on_a_nominated_node_that_refuses_the_preemptor_since_the_decision() {
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0), "nothing held");
     assert_ne!(w.state("pair"), "admitted");
 }
+
+/// Found by the model check: the hold seats the preemptor on top of its victims only while
+/// they terminate. A nomination the watch delivers before (or without) kube-scheduler acting
+/// on the plan — one left from an earlier preemption, seen again at a re-list — holds nothing,
+/// which would over-commit n1 with `low` still running there (no-overcommit); once `low` is
+/// being deleted, the hold is taken.
+#[test]
+fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
+    let mut s = scene();
+    let w = &mut s.w;
+    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2")),
+        (0, 0),
+        "low still runs on n1: nothing held on top of it"
+    );
+    w.add(&[&terminating(&s.low)]);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    assert_eq!(w.state("pair"), "admitted");
+}
+
+/// The same when the victim is deleted at once (no grace: gone rather than terminating): the
+/// hold is taken when the room is freed.
+#[test]
+fn the_hold_is_taken_when_a_victim_deleted_at_once_is_gone() {
+    let mut s = scene();
+    let w = &mut s.w;
+    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&nominated(&s.pair[0], Some("n1"))]);
+    assert_eq!(w.reserved("n1"), 0);
+    w.table.remove_pod(&s.low.uid);
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+}

@@ -80,6 +80,11 @@ impl GangTable {
         }
         let has_node = entry.node().is_some();
         let live = entry.is_live();
+        // A pod on a node starts terminating: perhaps kube-scheduler acting on a preemption.
+        let leaving_from = entry
+            .charged_node()
+            .filter(|_| info.terminating && !old.as_ref().is_some_and(|o| o.terminating))
+            .cloned();
 
         let old_gang = old.as_ref().and_then(|o| o.gang()).map(|m| m.gang.clone());
         if old_gang != new_gang {
@@ -99,6 +104,9 @@ impl GangTable {
             self.tell_pod_group_conflict(&g);
             self.refresh_placed(&g);
             self.follow_nomination(&uid);
+        }
+        if let Some(node) = leaving_from {
+            self.hold_when_victims_leave(&node);
         }
         self.note_commit(&uid);
         self.note_unseen_preemption(&uid);
@@ -155,6 +163,8 @@ impl GangTable {
     /// Room was freed on `node` (a pod left it, or shrank): the gangs waiting for room there
     /// (one index for both waits, see `table::room_waits`) look again.
     fn room_freed_on(&mut self, node: &str) {
+        // A preemptor nominated here may have waited for its victims to go.
+        self.hold_when_victims_leave(node);
         if self.room_waits.is_empty() {
             return;
         }

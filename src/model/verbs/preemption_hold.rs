@@ -168,6 +168,20 @@ impl GangTable {
         {
             return;
         }
+        // The seat counts on top of the victims still terminating there, never on top of pods
+        // that stay (no-overcommit): a nomination left from an earlier preemption that the
+        // watch delivers again (a re-list) while kube-scheduler has not acted on this plan
+        // holds nothing. When it acts, its victims' deletion brings the hold
+        // (`hold_when_victims_leave`).
+        let position = self.ledger.position(node).expect("in the ledger");
+        let leaving = self.room_of_pods_leaving(node);
+        if self
+            .ledger
+            .shortfall(position, &plan.requests, Some(&leaving), None)
+            .is_some()
+        {
+            return;
+        }
         let (since, requests, others) = (plan.at, plan.requests.clone(), others.clone());
         self.preempt_plans.remove(uid);
         let own = Seat {
@@ -417,6 +431,39 @@ impl GangTable {
         }
         if let Some(g) = self.gangs.get_mut(key) {
             g.awaiting_room = left;
+        }
+    }
+
+    /// What the pods being deleted on `node` request: room a preemption frees.
+    fn room_of_pods_leaving(&self, node: &str) -> crate::model::resources::Resources {
+        let mut room = crate::model::resources::Resources::default();
+        for p in self.pods.entries() {
+            if p.info.terminating && p.charged_node().is_some_and(|n| **n == *node) {
+                room.add(&p.info.requests);
+            }
+        }
+        room
+    }
+
+    /// A pod on `node` is being deleted, or is gone: a preemptor nominated there, whose plan
+    /// waited for kube-scheduler to act (its victims to go), may take its hold now.
+    pub(in crate::model) fn hold_when_victims_leave(&mut self, node: &str) {
+        if self.preempt_plans.is_empty() {
+            return;
+        }
+        let waiting: Vec<PodUid> = self
+            .preempt_plans
+            .iter()
+            .filter(|(_, plan)| plan.by_node.iter().any(|(n, _)| **n == *node))
+            .map(|(uid, _)| uid.clone())
+            .filter(|uid| {
+                self.pods
+                    .get(uid)
+                    .is_some_and(|p| p.info.nominated_node.as_deref() == Some(node))
+            })
+            .collect();
+        for uid in waiting {
+            self.follow_nomination(&uid);
         }
     }
 

@@ -615,6 +615,13 @@ fn planned_room_whose_devices_another_seat_took_meanwhile_is_not_seated() {
     assert!(w.table.holds_seat(&c.uid));
 }
 
+/// pair-0 preempts on n1 (its victim `low`) and muster keeps the candidate; kube-scheduler
+/// has not acted yet.
+fn preempt_on_n1(s: &mut Scene) {
+    let d = s.w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+}
+
 /// Found by the model check: the hold seated the preemptor on its nominated node without
 /// looking at the node again; a node cordoned (or relabelled, tainted) since kube-scheduler's
 /// dry run chose it takes no seat: kube-scheduler will not bind the preemptor there either,
@@ -622,9 +629,8 @@ fn planned_room_whose_devices_another_seat_took_meanwhile_is_not_seated() {
 #[test]
 fn no_hold_on_a_nominated_node_that_refuses_the_preemptor_since_the_decision() {
     let mut s = scene();
+    preempt_on_n1(&mut s);
     let w = &mut s.w;
-    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
-    assert_eq!(d.outcome, PreemptOutcome::Kept);
     w.table
         .apply_node(testkit::node("n1").cpu(1000).unschedulable().build());
     w.add(&[&terminating(&s.low), &nominated(&s.pair[0], Some("n1"))]);
@@ -640,9 +646,8 @@ fn no_hold_on_a_nominated_node_that_refuses_the_preemptor_since_the_decision() {
 #[test]
 fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
     let mut s = scene();
+    preempt_on_n1(&mut s);
     let w = &mut s.w;
-    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
-    assert_eq!(d.outcome, PreemptOutcome::Kept);
     w.add(&[&nominated(&s.pair[0], Some("n1"))]);
     assert_eq!(
         (w.reserved("n1"), w.reserved("n2")),
@@ -659,9 +664,8 @@ fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
 #[test]
 fn the_hold_is_taken_when_a_victim_deleted_at_once_is_gone() {
     let mut s = scene();
+    preempt_on_n1(&mut s);
     let w = &mut s.w;
-    let d = w.preempt(&s.pair[0], vec![candidate("n1", &[&s.low])]);
-    assert_eq!(d.outcome, PreemptOutcome::Kept);
     w.add(&[&nominated(&s.pair[0], Some("n1"))]);
     assert_eq!(w.reserved("n1"), 0);
     w.table.remove_pod(&s.low.uid);

@@ -520,6 +520,17 @@ fn pair_with_port() -> Vec<PodInfo> {
     ]
 }
 
+/// n1 (1 CPU) runs `low`; n2 has 2 CPUs. `low` is returned, not added yet.
+fn low_on_n1_wide_n2() -> (World, PodInfo) {
+    let w = World::new(&[node("n1", 1000), node("n2", 2000)]);
+    (w, pod("low").cpu(1000).priority(LOW).bound("n1").build())
+}
+
+/// A low-priority 500m pod asking for host port 8080.
+fn low_on_8080(name: &str) -> testkit::PodBuilder {
+    pod(name).cpu(500).priority(LOW).host_port(8080)
+}
+
 /// Found by the model check: where the rest of a preempting gang goes, pods of lower priority
 /// count as evictable, but seats of a lower-priority gang do not go with a preemption (their
 /// room stays held, rule 2): their host ports stay held too. pair-1 fits n2 by room, but a seat
@@ -527,14 +538,8 @@ fn pair_with_port() -> Vec<PodInfo> {
 /// (evict-for-whole), not kept with pair-1 planned onto a port another seat holds.
 #[test]
 fn the_rest_of_a_preempting_gang_is_not_planned_onto_a_host_port_a_lower_gangs_seat_holds() {
-    let mut w = World::new(&[node("n1", 1000), node("n2", 2000)]);
-    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
-    let seated = pod("lg-0")
-        .cpu(500)
-        .priority(LOW)
-        .gang("lg", 2)
-        .host_port(8080)
-        .build();
+    let (mut w, low) = low_on_n1_wide_n2();
+    let seated = low_on_8080("lg-0").gang("lg", 2).build();
     let other = pod("lg-1").cpu(500).priority(LOW).gang("lg", 2).build();
     let pair = pair_with_port();
     w.add(&[&low, &seated, &other, &pair[0], &pair[1]]);
@@ -556,14 +561,8 @@ fn the_rest_of_a_preempting_gang_is_not_planned_onto_a_host_port_a_lower_gangs_s
 /// on n2, where `lowport` has port 8080, is planned, not held, and held once `lowport` is gone.
 #[test]
 fn the_hold_plans_a_member_whose_host_port_a_lower_pod_still_uses_and_seats_it_once_gone() {
-    let mut w = World::new(&[node("n1", 1000), node("n2", 2000)]);
-    let low = pod("low").cpu(1000).priority(LOW).bound("n1").build();
-    let lowport = pod("lowport")
-        .cpu(500)
-        .priority(LOW)
-        .host_port(8080)
-        .bound("n2")
-        .build();
+    let (mut w, low) = low_on_n1_wide_n2();
+    let lowport = low_on_8080("lowport").bound("n2").build();
     let pair = pair_with_port();
     w.add(&[&low, &lowport, &pair[0], &pair[1]]);
     let d = w.preempt(&pair[0], vec![candidate("n1", &[&low])]);
@@ -641,10 +640,9 @@ fn no_hold_on_a_nominated_node_that_refuses_the_preemptor_since_the_decision() {
 /// Found by the model check: the hold seats the preemptor on top of its victims only while
 /// they terminate. A nomination the watch delivers before (or without) kube-scheduler acting
 /// on the plan — one left from an earlier preemption, seen again at a re-list — holds nothing,
-/// which would over-commit n1 with `low` still running there (no-overcommit); once `low` is
-/// being deleted, the hold is taken.
-#[test]
-fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
+/// which would over-commit n1 with `low` still running there (no-overcommit); once `low`
+/// leaves (`victim_leaves`), the hold is taken.
+fn the_hold_follows_its_victim(victim_leaves: impl FnOnce(&mut World, &PodInfo)) {
     let mut s = scene();
     preempt_on_n1(&mut s);
     let w = &mut s.w;
@@ -654,20 +652,19 @@ fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
         (0, 0),
         "low still runs on n1: nothing held on top of it"
     );
-    w.add(&[&terminating(&s.low)]);
+    victim_leaves(w, &s.low);
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
     assert_eq!(w.state("pair"), "admitted");
 }
 
-/// The same when the victim is deleted at once (no grace: gone rather than terminating): the
-/// hold is taken when the room is freed.
+#[test]
+fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
+    the_hold_follows_its_victim(|w, low| w.add(&[&terminating(low)]));
+}
+
+/// Deleted at once (no grace: gone rather than terminating): the hold is taken when the room
+/// is freed.
 #[test]
 fn the_hold_is_taken_when_a_victim_deleted_at_once_is_gone() {
-    let mut s = scene();
-    preempt_on_n1(&mut s);
-    let w = &mut s.w;
-    w.add(&[&nominated(&s.pair[0], Some("n1"))]);
-    assert_eq!(w.reserved("n1"), 0);
-    w.table.remove_pod(&s.low.uid);
-    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    the_hold_follows_its_victim(|w, low| w.table.remove_pod(&low.uid));
 }

@@ -186,29 +186,11 @@ impl GangTable {
             }
             Ok(m) => m.as_ref().map(|m| m.gang.clone()),
         };
-        // A gang held to one domain (topology required) binds nothing outside it: the node
-        // may have been chosen by a filter before the gang took its domain (a preemption's
-        // hold, a sibling's plan), and a filter now would not offer it (holds-nothing). The
-        // member's own seat is left to the last look before binding, which places the gang
-        // again when that node left the domain since.
-        let outside = |label: &str, value: &str| {
-            let on_own_seat = key
-                .as_ref()
-                .and_then(|k| self.gangs.get(k)?.seat_of(&info.uid))
-                .is_some_and(|s| s.node == node);
-            !on_own_seat
-                && domain_of(self.ledger.get(&node).expect("known").info(), label) != Some(value)
-        };
-        if let Some((label, value)) = key.as_ref().and_then(|k| self.held_domain(k)) {
-            if outside(&label, &value) {
-                return Reject(BindRejection::OutsideDomain(messages::bind_outside_domain(
-                    key.as_ref().expect("a gang"),
-                    &info.display_name(),
-                    &node,
-                    &label,
-                    &value,
-                )));
-            }
+        if let Some(r) = key
+            .as_ref()
+            .and_then(|k| self.outside_held_domain(k, &info, &node))
+        {
+            return Reject(r);
         }
         match key {
             Some(k) if !self.is_placed(&k, &self.facts(&k)) => {
@@ -216,6 +198,38 @@ impl GangTable {
             }
             _ => self.bind_plain(&info, node),
         }
+    }
+
+    /// A gang held to one domain (topology required) binds nothing outside it: the node may
+    /// have been chosen by a filter before the gang took its domain (a preemption's hold, a
+    /// sibling's plan), and a filter now would not offer it (holds-nothing). The member's own
+    /// seat is left to the last look before binding, which places the gang again when that
+    /// node left the domain since.
+    fn outside_held_domain(
+        &self,
+        key: &GangKey,
+        info: &PodInfo,
+        node: &NodeName,
+    ) -> Option<BindRejection> {
+        let (label, value) = self.held_domain(key)?;
+        let on_own_seat = self
+            .gangs
+            .get(key)
+            .and_then(|g| g.seat_of(&info.uid))
+            .is_some_and(|s| s.node == *node);
+        let here = self
+            .ledger
+            .get(node)
+            .and_then(|e| domain_of(e.info(), &label));
+        (!on_own_seat && here != Some(&*value)).then(|| {
+            BindRejection::OutsideDomain(messages::bind_outside_domain(
+                key,
+                &info.display_name(),
+                node,
+                &label,
+                &value,
+            ))
+        })
     }
 
     /// A seated member's held bind call gave up waiting: it is told why (a `GangWaiting`

@@ -15,10 +15,11 @@ use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::planning::selection::task_of;
 use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::rules::node_ports;
 use crate::model::table::evidence::EvidenceStore;
-use crate::model::table::gang::SeatHolder;
+use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::GangTable;
 use crate::model::verbs::prioritize::Nearness;
 
@@ -455,15 +456,13 @@ impl GangTable {
     /// for the same ones (one pod template); `None` when they ask for none or differ.
     fn template_host_ports<'a>(
         &'a self,
-        gang: &'a crate::model::table::gang::Gang,
+        gang: &'a Gang,
         task: Option<&str>,
     ) -> Option<&'a [node_ports::HostPort]> {
         let mut ports = self
             .members_of(gang)
             .filter(|p| !p.info.terminal)
-            .filter(|p| {
-                task.is_none() || crate::model::planning::selection::task_of(&p.info) == task
-            })
+            .filter(|p| task.is_none() || task_of(&p.info) == task)
             .map(|p| node_ports::host_ports(&p.info));
         let first = ports.next()?;
         (!first.is_empty() && ports.all(|p| p == first)).then_some(first)

@@ -40,6 +40,7 @@ use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::selection::task_of;
+use crate::model::resources::Resources;
 use crate::model::rules::{node_ports, scheduling_gates};
 use crate::model::table::gang::{Gang, PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
@@ -435,8 +436,8 @@ impl GangTable {
     }
 
     /// What the pods being deleted on `node` request: room a preemption frees.
-    fn room_of_pods_leaving(&self, node: &str) -> crate::model::resources::Resources {
-        let mut room = crate::model::resources::Resources::default();
+    fn room_of_pods_leaving(&self, node: &str) -> Resources {
+        let mut room = Resources::default();
         for p in self.pods.entries() {
             if p.info.terminating && p.charged_node().is_some_and(|n| **n == *node) {
                 room.add(&p.info.requests);
@@ -475,7 +476,7 @@ impl GangTable {
     fn planned_room_free(
         &self,
         position: usize,
-        requests: &crate::model::resources::Resources,
+        requests: &Resources,
         member: Option<&PodInfo>,
     ) -> bool {
         if self

@@ -138,7 +138,7 @@ fn every_metric_a_panel_names_is_one_muster_renders() {
         missing.join("\n  ")
     );
     // What the dashboard is for: gangs, placement and request latency, bind outcomes, seats,
-    // leader, scoped mode, watch health.
+    // leader, gang-members mode, watch health.
     for wanted in [
         "muster_gangs",
         "muster_seats_reserved",

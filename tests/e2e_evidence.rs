@@ -5,7 +5,8 @@
 //! 1. NodePorts: two members that each need host port 8080 and one node with room for both;
 //! 2. kube-scheduler's own verdict: a member whose claim does not exist (VolumeBinding, a
 //!    filter muster does not simulate) refused by kube-scheduler while its gang holds room, in
-//!    the every-pod mode and in the scoped mode (members gathered behind muster's gate).
+//!    in the shipped mode (members gathered behind muster's gate) and with every pod through
+//!    muster (where kube-scheduler's own calls seat job-0 first).
 //!
 //! In each, the gang binds nothing, a plain pod takes the room at once, and muster says why;
 //! in case 1 the gang is placed whole, one member per node, once a second node exists. Without
@@ -69,15 +70,16 @@ async fn node_ports_gang_that_needs_one_host_port_holds_nothing_then_places_on_t
     c.report(&[ns], r).await
 }
 
-/// Case 2 (kube-scheduler's verdict, VolumeBinding): two 1-CPU nodes; job-0 of a gang of 2
+/// Case 2 with every pod through muster (kube-scheduler's verdict, VolumeBinding): two 1-CPU nodes; job-0 of a gang of 2
 /// is seated with room held for job-1; job-1 then arrives with a claim that does not exist,
 /// which kube-scheduler refuses before any extender is asked. The gang releases its room:
 /// two plain 1-CPU pods are bound at once, no member is, and the gang's message quotes
 /// kube-scheduler.
 #[tokio::test]
-async fn volume_binding_verdict_of_kube_scheduler_releases_the_gangs_room() -> Result<()> {
+async fn volume_binding_verdict_of_kube_scheduler_releases_the_gangs_room_with_every_pod(
+) -> Result<()> {
     let _t = Timer("volume_binding_verdict_releases_room", Instant::now());
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "verdict";
     let r = async {
         c.namespace(ns).await?;
@@ -125,17 +127,16 @@ async fn volume_binding_verdict_of_kube_scheduler_releases_the_gangs_room() -> R
     c.report(&[ns], r).await
 }
 
-/// Case 2 in the scoped mode: muster gathers job-0 and job-1 (whose claim does not exist) and
+/// Case 2 in the shipped mode: muster gathers job-0 and job-1 (whose claim does not exist) and
 /// lets both through their gates with nominations; kube-scheduler refuses job-1 before any
 /// extender is asked. The gang releases its seats (and muster clears its nominations): two
 /// plain 1-CPU pods are bound at once, no member is, and the gang's message quotes
-/// kube-scheduler. (A replacement for job-1 is not tried here: in the scoped mode a gated
+/// kube-scheduler. (A replacement for job-1 is not tried here: in this mode a gated
 /// member does not take over room planned for it while an ungated member is seated.)
 #[tokio::test]
-async fn scoped_volume_binding_verdict_of_kube_scheduler_releases_the_gathered_gangs_room(
-) -> Result<()> {
-    let _t = Timer("scoped_volume_binding_verdict", Instant::now());
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await?;
+async fn volume_binding_verdict_of_kube_scheduler_releases_the_gathered_gangs_room() -> Result<()> {
+    let _t = Timer("gathered_volume_binding_verdict", Instant::now());
+    let c = Cluster::start(MUSTER).await?;
     let ns = "ml";
     let r = async {
         c.namespace(ns).await?;

@@ -18,7 +18,7 @@
 //! 5. no rack of 4 holds a gang of 5 even with every low-priority pod gone: nothing evicted,
 //!    nothing bound.
 //!
-//! 6. test 1 in the scoped mode (gang members only, gathered behind muster's gate).
+//! 6. test 1 with every pod through muster (the alternative to the shipped install).
 //!
 //! 7. a preferred-rack gang whose first, small member is created alone is seated in the rack
 //!    that best fits copies of it; its larger members, created after, fit only in another
@@ -90,18 +90,17 @@ async fn a_required_rack_gang_lands_wholly_in_the_rack_that_holds_it() -> Result
     c.report(&[ns], r).await
 }
 
-/// The same in the scoped mode (only gang members pass through muster; the admission policy
-/// of deploy/ gates them and muster gathers the gang behind its gate, see `tests/e2e_scoped.rs`):
-/// the gathered gang's seats, published as nominations, are all in rack 1, and the gang lands
-/// wholly there. In the control run no gate is ever removed, so nothing binds.
+/// The same with every pod through muster (`--scope=every-pod`): kube-scheduler's own calls
+/// seat the gang, member by member, all in rack 1.
 #[tokio::test]
-async fn a_required_rack_gang_gathered_in_the_scoped_mode_lands_wholly_in_one_rack() -> Result<()> {
+async fn a_required_rack_gang_with_every_pod_through_muster_lands_wholly_in_one_rack() -> Result<()>
+{
     let _t = Timer(
-        "a_required_rack_gang_gathered_in_the_scoped_mode",
+        "a_required_rack_gang_with_every_pod_through_muster",
         Instant::now(),
     );
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await?;
-    let ns = "racks-scoped";
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
+    let ns = "racks-every-pod";
     let r = lands_wholly_in_rack_1(&c, ns).await;
     c.report(&[ns], r).await
 }

@@ -13,6 +13,7 @@ pub fn svg_chart(results: &[RunResult], title: &str) -> String {
         (Mode::Native, "#2ca02c"),
         (Mode::VanillaUnbatched, "#9467bd"),
         (Mode::MusterSecond, "#ff7f0e"),
+        (Mode::MusterEveryPod, "#8c564b"),
     ];
     let color = |m: Mode| colors.iter().find(|(x, _)| *x == m).map_or("#000", |c| c.1);
     let (w, h) = (900.0, 640.0);

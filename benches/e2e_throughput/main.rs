@@ -2,14 +2,18 @@
 //! (fake nodes; gangs of 4–16 members plus plain pods) scheduled by
 //!
 //! - (a) the stock kube-scheduler alone, gang keys ignored — the ceiling;
-//! - (b) kube-scheduler + muster (`scheduler-config/muster-every-pod.yaml`: every pod through muster);
+//! - (b) kube-scheduler + muster as `kubectl apply -k deploy/` installs it: the admission policy
+//!   marks and gates gang members, `scheduler-config/muster-as-default-scheduler.yaml` sends only
+//!   them to muster, muster `--scope=gang-members`;
 //! - (c) kube-scheduler's own gang scheduling (feature gate `GenericWorkload`, API
 //!   `scheduling.k8s.io/v1beta1` PodGroup, pods naming it in `spec.schedulingGroup`);
 //! - (d) on request (`E2E_CONFIGS=vanilla,muster-second`), muster behind a second kube-scheduler
 //!   (`scheduler-config/muster-second-scheduler.yaml`, gang members with `schedulerName:
 //!   muster-scheduler`, the admission policy applied) beside the stock default scheduler, which
 //!   places the plain pods: the mode managed clusters allow. The report counts the pods a kubelet
-//!   would refuse because the two schedulers raced for the same room (see `race`).
+//!   would refuse because the two schedulers raced for the same room (see `race`);
+//! - (e) on request (`E2E_CONFIGS=...,muster-every-pod`), the alternative to the shipped install:
+//!   every pod through muster (`scheduler-config/muster-every-pod.yaml`, `--scope=every-pod`).
 //!
 //! Each configuration gets a fresh etcd + kube-apiserver + kube-scheduler (+ muster) from
 //! `muster-harness`, one after another. Pods are created by a concurrent creator (bounded
@@ -41,10 +45,8 @@
 //! beyond the grace or an overcommitted node), E2E_ROUNDS (3) [1], E2E_CREATE_QPS (0 =
 //! unpaced), E2E_QUIET_WAIT_SECS (300) [0] (wait for other processes to leave the CPUs before
 //! each configuration), E2E_OUT_DIR (target/muster-bench), E2E_MUSTER_BIN (the muster binary
-//! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG
-//! (scheduler-config/muster-every-pod.yaml; with E2E_MUSTER_SCOPED=true,
-//! scheduler-config/muster-as-default-scheduler.yaml), E2E_MUSTER_SCOPED (false: every pod
-//! through muster; true: only gang members, marked by deploy/gang-admission-policy.yaml).
+//! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG (configuration (b)'s,
+//! scheduler-config/muster-as-default-scheduler.yaml).
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),
@@ -165,7 +167,9 @@ fn run(smoke: bool) -> Result<bool> {
     let mut ok = true;
     for r in &results {
         match r.mode {
-            Mode::Vanilla | Mode::Muster | Mode::MusterSecond if !r.completed() => {
+            Mode::Vanilla | Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod
+                if !r.completed() =>
+            {
                 eprintln!(
                     "e2e_throughput: {} did not complete: {:?}",
                     r.mode.title(),

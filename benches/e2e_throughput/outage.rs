@@ -4,7 +4,7 @@
 //! the cluster (the repair of gangs cut mid-binding runs then); a frozen process would instead
 //! hold its TCP connections and resume with a stale table. The pods keep arriving meanwhile
 //! (pace them with `E2E_CREATE_QPS` so creation spans the outage). Reported: plain pods bound
-//! per second during the outage against before it in the same run (in scoped mode
+//! per second during the outage against before it in the same run (in the shipped mode
 //! kube-scheduler never asks muster about them), their create→bound times, gang members bound
 //! during the outage (only members let through before the kill may bind), and whether every
 //! gang was placed whole after muster returned.

@@ -14,6 +14,10 @@ pub const SECOND_SCHEDULER_NAME: &str = "muster-scheduler";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Vanilla,
+    /// kube-scheduler + muster as `kubectl apply -k deploy/` installs it: the admission policy
+    /// marks and gates gang members, kube-scheduler runs
+    /// scheduler-config/muster-as-default-scheduler.yaml (only gang members reach muster),
+    /// muster `--scope=gang-members`.
     Muster,
     Native,
     /// Vanilla with kube-scheduler's `OpportunisticBatching` feature gate off: what vanilla
@@ -28,9 +32,20 @@ pub enum Mode {
     /// beside it. The two schedulers share the nodes without seeing each other's plans: this
     /// mode measures what that race costs (overcommitted nodes, refused bindings).
     MusterSecond,
+    /// The alternative to the shipped install: every pod through muster
+    /// (scheduler-config/muster-every-pod.yaml, `--scope=every-pod`, no policy).
+    MusterEveryPod,
 }
 
 impl Mode {
+    /// Whether muster runs in this configuration.
+    pub fn has_muster(self) -> bool {
+        matches!(
+            self,
+            Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod
+        )
+    }
+
     pub fn slug(self) -> &'static str {
         match self {
             Mode::Vanilla => "vanilla",
@@ -38,6 +53,7 @@ impl Mode {
             Mode::Native => "native",
             Mode::VanillaUnbatched => "vanilla-unbatched",
             Mode::MusterSecond => "muster-second",
+            Mode::MusterEveryPod => "muster-every-pod",
         }
     }
 
@@ -48,6 +64,7 @@ impl Mode {
             Mode::Native => "(c) native gang scheduling",
             Mode::VanillaUnbatched => "(a') vanilla, OpportunisticBatching off",
             Mode::MusterSecond => "(d) muster behind a second scheduler",
+            Mode::MusterEveryPod => "(e) kube-scheduler + muster, every pod through it",
         }
     }
 
@@ -59,8 +76,9 @@ impl Mode {
             "native" | "c" => Ok(Mode::Native),
             "vanilla-unbatched" => Ok(Mode::VanillaUnbatched),
             "muster-second" | "d" => Ok(Mode::MusterSecond),
+            "muster-every-pod" | "e" => Ok(Mode::MusterEveryPod),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second, muster-every-pod)")
             }
         }
     }
@@ -111,12 +129,9 @@ pub struct Params {
     /// median run of each.
     pub rounds: usize,
     pub out_dir: PathBuf,
+    /// Configuration (b)'s scheduler config (`E2E_MUSTER_SCHEDULER_CONFIG`, default
+    /// scheduler-config/muster-as-default-scheduler.yaml, the shipped install's).
     pub muster_scheduler_config: PathBuf,
-    /// `E2E_MUSTER_SCOPED=true`: configuration (b) only sends gang members to muster, installed as
-    /// users install it: deploy/gang-admission-policy.yaml marks and gates them, kube-scheduler
-    /// runs scheduler-config/muster-as-default-scheduler.yaml, muster `--scope=gang-members`.
-    /// Default: every pod through muster (scheduler-config/muster-every-pod.yaml).
-    pub muster_scoped: bool,
     /// `E2E_MUSTER_OUTAGE_SECS` / `E2E_MUSTER_OUTAGE_AT_SECS`: muster killed this long after
     /// the first create, for this long (see `outage`).
     pub muster_outage: Option<(Duration, Duration)>,
@@ -239,18 +254,13 @@ impl Params {
             muster_scheduler_config: std::env::var_os("E2E_MUSTER_SCHEDULER_CONFIG")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
-                    repo_root().join(if env_or("E2E_MUSTER_SCOPED", false).unwrap_or(false) {
-                        "scheduler-config/muster-as-default-scheduler.yaml"
-                    } else {
-                        "scheduler-config/muster-every-pod.yaml"
-                    })
+                    repo_root().join("scheduler-config/muster-as-default-scheduler.yaml")
                 }),
-            muster_scoped: env_or("E2E_MUSTER_SCOPED", false)?,
             muster_outage: crate::outage::from_env()?,
             topology: crate::topology::Layout::from_env()?,
             dra: crate::dra::Devices::from_env()?,
             modes,
-            gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster")?,
+            gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster,muster-every-pod")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,
             out_dir: std::env::var_os("E2E_OUT_DIR")
                 .map(PathBuf::from)

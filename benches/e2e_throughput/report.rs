@@ -407,7 +407,7 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
                 s,
                 "- start-up (control plane, {} nodes{}, scheduler): {:.1} s; pods created in {} s; whole configuration {:.0} s",
                 p.nodes,
-                if matches!(r.mode, Mode::Muster | Mode::MusterSecond) {
+                if r.mode.has_muster() {
                     ", muster"
                 } else {
                     ""

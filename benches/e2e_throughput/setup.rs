@@ -87,13 +87,16 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             .await
             .context("the PodGroup API (scheduling.k8s.io/v1beta1) is not usable")?;
     }
-    let muster = if matches!(mode, Mode::Muster | Mode::MusterSecond) {
+    let muster = if mode.has_muster() {
         let bin = std::env::var_os("E2E_MUSTER_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(MUSTER_BIN));
         let mut mo = MusterOptions::new(bin, cp.kubeconfig_path(), cp.dir());
-        // (d) is installed as deploy/ installs it: the policy marks and gates gang members.
-        if p.muster_scoped || mode == Mode::MusterSecond {
+        // (b) and (d) are installed as deploy/ installs them: the policy marks and gates gang
+        // members. (e) is the alternative, every pod through muster.
+        if mode == Mode::MusterEveryPod {
+            mo.args.push("--scope=every-pod".into());
+        } else {
             muster_harness::policy::apply_gang_admission_policy(&client)
                 .await
                 .context("applying deploy/gang-admission-policy.yaml")?;
@@ -113,7 +116,11 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             so.config = Some(path);
         }
         Some(m) => {
-            so.config = Some(p.muster_scheduler_config.clone());
+            so.config = Some(if mode == Mode::MusterEveryPod {
+                muster_harness::control_plane::scheduler_config_file("muster-every-pod.yaml")
+            } else {
+                p.muster_scheduler_config.clone()
+            });
             so.extender_base_url = Some(m.url());
         }
         None => {

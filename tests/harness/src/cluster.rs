@@ -24,10 +24,6 @@ use crate::wait::{holds_for, wait_for, Progress};
 /// testing muster.
 pub const CONTROL_RUN_ENV: &str = "MUSTER_E2E_CONTROL";
 
-/// Set to `1` to start every [`Cluster`] [`scoped`](ClusterOptions::scoped) (only gang members
-/// through muster, the admission policy applied), whatever the test asked for.
-pub const SCOPED_ENV: &str = "MUSTER_E2E_SCOPED";
-
 /// Whether [`CONTROL_RUN_ENV`] asks for a control run.
 pub fn control_run_requested() -> bool {
     std::env::var(CONTROL_RUN_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
@@ -49,12 +45,34 @@ pub struct ClusterOptions {
     pub muster_identity: MusterIdentity,
     /// CRD files (relative to the repository) installed before muster starts.
     pub crds: Vec<String>,
-    /// Only gang members pass through muster: deploy/gang-admission-policy.yaml is applied
-    /// before muster starts, and kube-scheduler uses scheduler-config/muster-as-default-scheduler.yaml
-    /// (see [`ClusterOptions::scoped`]). Otherwise muster runs with `--scope=every-pod` (the
-    /// harness's default, see [`MusterOptions::args`]). In a control run the policy is not
-    /// applied (see [`Cluster::gathers`]).
-    pub scoped: bool,
+    /// Which pods pass through muster. The default is what `kubectl apply -k deploy/` installs,
+    /// [`Scope::GangMembers`]; [`ClusterOptions::every_pod`] asks for the alternative.
+    pub scope: Scope,
+}
+
+/// muster's `--scope`: which pods kube-scheduler sends to muster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// The shipped install: deploy/gang-admission-policy.yaml is applied before muster starts
+    /// (it marks and gates gang members), kube-scheduler uses
+    /// scheduler-config/muster-as-default-scheduler.yaml (only marked pods reach muster), and
+    /// muster runs with `--scope=gang-members`, gathering gangs behind its gate. In a control
+    /// run the policy is not applied (see [`Cluster::gathers`]).
+    #[default]
+    GangMembers,
+    /// The alternative for clusters without the policy: every pod through muster
+    /// (scheduler-config/muster-every-pod.yaml, `--scope=every-pod`).
+    EveryPod,
+}
+
+impl Scope {
+    /// The value of muster's `--scope` flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Scope::GangMembers => "--scope=gang-members",
+            Scope::EveryPod => "--scope=every-pod",
+        }
+    }
 }
 
 /// See [`ClusterOptions::muster_identity`].
@@ -86,27 +104,16 @@ impl ClusterOptions {
             tls: None,
             muster_identity: MusterIdentity::default(),
             crds: Vec::new(),
-            scoped: false,
-        }
-        .scoped_if_asked()
-    }
-
-    /// With `MUSTER_E2E_SCOPED=1`, every cluster is [`scoped`](Self::scoped) (to try the suites
-    /// written for every pod through muster in the new mode).
-    fn scoped_if_asked(self) -> Self {
-        if std::env::var(SCOPED_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
-            self.scoped()
-        } else {
-            self
+            scope: Scope::default(),
         }
     }
 
-    /// Only gang members pass through muster, as installed by `kubectl apply -k deploy/`: the
-    /// policy file of deploy/ marks and gates gang members, the scoped scheduler config sends
-    /// only them to muster, and muster gathers them behind its gate.
-    pub fn scoped(mut self) -> Self {
-        self.scoped = true;
-        self.scheduler_config("muster-as-default-scheduler.yaml")
+    /// Every pod through muster, the alternative to the shipped install: no admission policy,
+    /// scheduler-config/muster-every-pod.yaml, `--scope=every-pod`. Only for what is specific
+    /// to that mode (its fail-closed outage, plain pods through filter).
+    pub fn every_pod(mut self) -> Self {
+        self.scope = Scope::EveryPod;
+        self.scheduler_config("muster-every-pod.yaml")
     }
 
     /// Installs the CRD in `file` (relative to the repository, e.g.
@@ -193,18 +200,19 @@ impl Cluster {
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;
         }
-        // The scoped mode without muster is the stock scheduler alone: neither muster's extender
+        // The gang-members mode without muster is the stock scheduler alone: neither muster's extender
         // (dropped by start_scheduler below) nor its admission policy, whose marker
         // (muster.dev/gang, which no node has) and gate (muster.dev/gather, which only muster
         // removes) are muster's part of the install. Gang members are then plain pods that
         // kube-scheduler schedules one by one, so a test's cluster truth is decided at once,
         // instead of every member waiting out a deadline as "Insufficient muster.dev/gang".
-        let gathers = opts.scoped && !control_run_requested();
+        let gang_members = opts.scope == Scope::GangMembers;
+        let gathers = gang_members && !control_run_requested();
         if gathers {
             crate::policy::apply_gang_admission_policy(&cp.client()).await?;
-        } else if opts.scoped {
+        } else if gang_members {
             eprintln!(
-                "muster-harness: control run ({CONTROL_RUN_ENV}), scoped mode: {} not applied; \
+                "muster-harness: control run ({CONTROL_RUN_ENV}), gang-members mode: {} not applied; \
                  gang members are created unmarked and ungated",
                 crate::policy::POLICY_FILE
             );
@@ -220,8 +228,8 @@ impl Cluster {
         };
         let mut mo = MusterOptions::new(&opts.muster_binary, &muster_kubeconfig, cp.dir());
         mo.args = opts.muster_args.clone();
-        if opts.scoped {
-            mo.args.insert(0, "--scope=gang-members".to_string());
+        if !mo.args.iter().any(|a| a.starts_with("--scope")) {
+            mo.args.insert(0, opts.scope.flag().to_string());
         }
         mo.lifetime = opts.control_plane.lifetime;
         if let Some(t) = opts.tls {
@@ -278,8 +286,8 @@ impl Cluster {
     }
 
     /// Whether gang members are created marked and gated by deploy/gang-admission-policy.yaml
-    /// for muster to gather: a [`scoped`](ClusterOptions::scoped) cluster, except in a control
-    /// run, where the scoped mode without muster is kube-scheduler alone with neither the
+    /// for muster to gather: a [`Scope::GangMembers`] cluster (the default), except in a control
+    /// run, where that mode without muster is kube-scheduler alone with neither the
     /// extender nor the policy (members are plain pods).
     pub fn gathers(&self) -> bool {
         self.gathers

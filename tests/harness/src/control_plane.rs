@@ -48,9 +48,9 @@ impl Default for ControlPlaneOptions {
 #[derive(Debug, Clone)]
 pub struct SchedulerOptions {
     /// KubeSchedulerConfiguration to start from. `None`: `MUSTER_SCHEDULER_CONFIG`, else
-    /// `scheduler-config/muster-every-pod.yaml` (every pod through muster: the suites written
-    /// before gang members were marked by deploy/gang-admission-policy.yaml; the scoped config,
-    /// `muster-as-default-scheduler.yaml`, is what [`crate::ClusterOptions::scoped`] starts).
+    /// `scheduler-config/muster-as-default-scheduler.yaml`, the shipped install's (only gang
+    /// members through muster; [`crate::ClusterOptions::every_pod`] starts
+    /// `muster-every-pod.yaml`).
     pub config: Option<PathBuf>,
     /// Replaces scheme, host and port of every `extenders[].urlPrefix` (the path is kept), e.g.
     /// `http://127.0.0.1:31234` (sets `enableHTTPS: false`) or `https://127.0.0.1:31234` (sets
@@ -663,7 +663,7 @@ pub fn default_scheduler_config() -> Result<PathBuf> {
     }
     let p = repo_root()
         .join("scheduler-config")
-        .join("muster-every-pod.yaml");
+        .join("muster-as-default-scheduler.yaml");
     if !p.exists() {
         bail!("scheduler config {} is missing", p.display());
     }

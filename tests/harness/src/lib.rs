@@ -15,8 +15,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Options ([`ClusterOptions`]): the scheduler config file (`scheduler-config/<name>`, default
-//! `muster-every-pod.yaml`; `muster-as-default-scheduler.yaml` with [`ClusterOptions::scoped`]), and HTTPS between kube-scheduler and muster (a CA, a
+//! Options ([`ClusterOptions`]): which pods pass through muster (default: gang members only, as
+//! `kubectl apply -k deploy/` installs, with `scheduler-config/muster-as-default-scheduler.yaml`
+//! and the admission policy; [`ClusterOptions::every_pod`] for the alternative), the scheduler
+//! config file (`scheduler-config/<name>`), and HTTPS between kube-scheduler and muster (a CA, a
 //! serving certificate for 127.0.0.1 and a client certificate made with `openssl`; see [`tls`]):
 //!
 //! ```no_run
@@ -71,7 +73,8 @@ pub mod wait;
 pub use api_proxy::{ApiProxy, Fault, Pattern, Rule};
 pub use checks::{names, pod_names, spread, PLACE, REASON, TOGETHER, WINDOW};
 pub use cluster::{
-    control_run_requested, Cluster, ClusterOptions, MusterIdentity, TlsOptions, CONTROL_RUN_ENV,
+    control_run_requested, Cluster, ClusterOptions, MusterIdentity, Scope, TlsOptions,
+    CONTROL_RUN_ENV,
 };
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 pub use forward::Forwarder;

@@ -20,8 +20,8 @@ pub struct MusterOptions {
     /// `None`: a free port.
     pub port: Option<u16>,
     /// Extra flags after `--listen-addr` and `--kubeconfig`. Without a `--scope` flag among them,
-    /// muster runs with `--scope=every-pod`: the harness's clusters send every pod to muster
-    /// unless started [`scoped`](crate::ClusterOptions::scoped).
+    /// muster runs with its own default, `--scope=gang-members` ([`crate::Cluster`] always
+    /// passes one: [`crate::ClusterOptions::scope`]).
     pub args: Vec<String>,
     /// How long to wait for `/readyz`.
     pub ready_timeout: Duration,
@@ -88,10 +88,6 @@ impl Muster {
             .arg("--kubeconfig")
             .arg(&self.opts.kubeconfig)
             .args(self.opts.tls.iter().flat_map(MusterTls::muster_args))
-            .args(
-                (!self.opts.args.iter().any(|a| a.starts_with("--scope")))
-                    .then_some("--scope=every-pod"),
-            )
             // A control run is kube-scheduler alone: muster runs (tests read its view) but acts
             // on nothing kube-scheduler decided without it, such as evicting the rest of a gang
             // kube-scheduler preempted a member of.

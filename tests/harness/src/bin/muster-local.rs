@@ -1,13 +1,19 @@
 //! `muster-local`: a real local cluster with muster as the scheduler's extender.
 //!
 //! ```text
-//! muster-local up [--nodes 2] [--cpu 4] [--memory 16Gi] [--pods 110] [--gpus N]
+//! muster-local up [--scope gang-members|every-pod] [--nodes 2] [--cpu 4] [--memory 16Gi] [--pods 110] [--gpus N]
 //! muster-local status
 //! muster-local add-node NAME [--cpu 4] [--memory 16Gi] [--pods 110] [--gpus N]
 //! muster-local down
 //! muster-local demo
 //! ```
 //! State of `up` lives in `${MUSTER_LOCAL_DIR:-$HOME/.cache/muster/local}`.
+//!
+//! Both `up` and `demo` run what `kubectl apply -k deploy/` installs: the admission policy of
+//! deploy/ (gang members are created marked and behind muster's gate), kube-scheduler with
+//! scheduler-config/muster-as-default-scheduler.yaml (only gang members reach muster) and
+//! muster with `--scope=gang-members`. `up --scope every-pod` starts the alternative (every pod
+//! through muster, scheduler-config/muster-every-pod.yaml, no policy).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,9 +25,11 @@ use clap::{Args, Parser, Subcommand};
 use muster_harness::control_plane::client_from_kubeconfig;
 use muster_harness::k8s::{self, GangKey, NodeShape, PodBuilder};
 use muster_harness::paths::{cache_dir, find_muster_binary, k8s_version};
+use muster_harness::policy::{apply_gang_admission_policy, is_gated, GATHER_GATE, POLICY_FILE};
 use muster_harness::process::{pid_alive, signal, Lifetime};
 use muster_harness::{
-    ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions, CLUSTER_TRUTH,
+    ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions, Scope,
+    CLUSTER_TRUTH,
 };
 
 #[derive(Parser)]
@@ -38,6 +46,10 @@ struct Cli {
 enum Cmd {
     /// Start a cluster that keeps running after this command exits; prints `export KUBECONFIG=...`.
     Up {
+        /// Which pods pass through muster: `gang-members` (the shipped install: the admission
+        /// policy, muster's gate, nominations) or `every-pod` (the alternative, no policy).
+        #[arg(long, value_enum, default_value_t = ScopeArg::GangMembers)]
+        scope: ScopeArg,
         /// Number of fake nodes to create (node-1 .. node-N).
         #[arg(long, default_value_t = 2)]
         nodes: u32,
@@ -59,6 +71,52 @@ enum Cmd {
     },
     /// Run the README's main job: gang ml/ai-gang-job on a fresh, throwaway cluster.
     Demo,
+}
+
+/// `up --scope`.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum ScopeArg {
+    GangMembers,
+    EveryPod,
+}
+
+impl From<ScopeArg> for Scope {
+    fn from(s: ScopeArg) -> Self {
+        match s {
+            ScopeArg::GangMembers => Scope::GangMembers,
+            ScopeArg::EveryPod => Scope::EveryPod,
+        }
+    }
+}
+
+/// Starts muster and kube-scheduler on `cp` in `scope`, as that install has them: for
+/// gang-members the policy first (so no gang member is created before it marks them), then
+/// muster, then kube-scheduler with the matching config.
+async fn start_muster_and_scheduler(
+    cp: &mut ControlPlane,
+    muster_bin: &Path,
+    scope: Scope,
+    muster_args: Vec<String>,
+    lifetime: Lifetime,
+) -> Result<Muster> {
+    if scope == Scope::GangMembers {
+        apply_gang_admission_policy(&cp.client()).await?;
+    }
+    let mut mo = MusterOptions::new(muster_bin, cp.kubeconfig_path(), cp.dir());
+    mo.lifetime = lifetime;
+    mo.args = vec![scope.flag().to_string()];
+    mo.args.extend(muster_args);
+    let muster = Muster::start(mo).await?;
+    let config = match scope {
+        Scope::GangMembers => "muster-as-default-scheduler.yaml",
+        Scope::EveryPod => "muster-every-pod.yaml",
+    };
+    cp.start_scheduler(SchedulerOptions {
+        extender_base_url: Some(muster.url()),
+        ..SchedulerOptions::default().with_repo_config(config)
+    })
+    .await?;
+    Ok(muster)
 }
 
 #[derive(Args, Clone)]
@@ -110,10 +168,11 @@ fn main() -> ExitCode {
     let res = rt.block_on(async {
         match cli.cmd {
             Cmd::Up {
+                scope,
                 nodes,
                 shape,
                 muster_args,
-            } => up(nodes, &shape, muster_args).await,
+            } => up(scope.into(), nodes, &shape, muster_args).await,
             Cmd::Down => down(),
             Cmd::Status => status(),
             Cmd::AddNode { name, shape } => add_node(&name, &shape).await,
@@ -151,7 +210,7 @@ fn read_pids(dir: &Path) -> BTreeMap<String, u32> {
     out
 }
 
-async fn up(nodes: u32, shape: &ShapeArgs, muster_args: Vec<String>) -> Result<()> {
+async fn up(scope: Scope, nodes: u32, shape: &ShapeArgs, muster_args: Vec<String>) -> Result<()> {
     let dir = state_dir();
     let alive: Vec<String> = read_pids(&dir)
         .into_iter()
@@ -182,20 +241,19 @@ async fn up(nodes: u32, shape: &ShapeArgs, muster_args: Vec<String>) -> Result<(
         ..Default::default()
     })
     .await?;
-    eprintln!("starting muster ({})", muster_bin.display());
-    let mut mo = MusterOptions::new(&muster_bin, cp.kubeconfig_path(), cp.dir());
-    mo.lifetime = Lifetime::Detached;
-    mo.args = muster_args;
-    let muster = Muster::start(mo).await?;
     eprintln!(
-        "starting kube-scheduler with muster ({}) as its extender",
-        muster.url()
+        "starting muster ({}, {}) and kube-scheduler with muster as its extender{}",
+        muster_bin.display(),
+        scope.flag(),
+        if scope == Scope::GangMembers {
+            format!(" (after applying {POLICY_FILE})")
+        } else {
+            String::new()
+        }
     );
-    cp.start_scheduler(SchedulerOptions {
-        extender_base_url: Some(muster.url()),
-        ..Default::default()
-    })
-    .await?;
+    let muster =
+        start_muster_and_scheduler(&mut cp, &muster_bin, scope, muster_args, Lifetime::Detached)
+            .await?;
     let client = cp.client();
     for i in 1..=nodes {
         k8s::add_node(&client, &format!("node-{i}"), &shape.shape()).await?;
@@ -344,24 +402,23 @@ async fn run_demo(clock: &Clock) -> Result<std::result::Result<String, String>> 
         cp.apiserver_url(),
         cp.dir().display()
     ));
-    let muster = Muster::start(MusterOptions::new(
+    let muster = start_muster_and_scheduler(
+        &mut cp,
         &muster_bin,
-        cp.kubeconfig_path(),
-        cp.dir(),
-    ))
+        Scope::GangMembers,
+        Vec::new(),
+        Lifetime::Attached,
+    )
     .await?;
     clock.say(format!(
-        "muster ready at {} ({})",
+        "installed as `kubectl apply -k deploy/` does: {POLICY_FILE} applied (gang members are \
+         created behind the gate {GATHER_GATE}), muster ready at {} ({}, --scope=gang-members), \
+         kube-scheduler ready with scheduler-config/muster-as-default-scheduler.yaml (only gang \
+         members reach muster)",
         muster.url(),
         muster_bin.display()
     ));
-    cp.start_scheduler(SchedulerOptions {
-        extender_base_url: Some(muster.url()),
-        ..Default::default()
-    })
-    .await?;
-    clock.say("kube-scheduler ready, muster is its extender (filter, prioritize, bind)");
-    let result = demo_steps(clock, &cp).await;
+    let result = demo_steps(clock, &cp, &muster).await;
     if let Ok(Err(_)) | Err(_) = &result {
         println!("--- muster log (last lines):\n{}", muster.log_tail(15));
         println!(
@@ -378,6 +435,7 @@ async fn run_demo(clock: &Clock) -> Result<std::result::Result<String, String>> 
 async fn demo_steps(
     clock: &Clock,
     cp: &ControlPlane,
+    muster: &Muster,
 ) -> Result<std::result::Result<String, String>> {
     let client = cp.client();
     k8s::create_namespace(&client, NS).await?;
@@ -439,6 +497,20 @@ async fn demo_steps(
                 }
             }
         }
+        // The shipped mode's promise: a gang that does not fit waits behind muster's gate,
+        // where kube-scheduler does not even try it.
+        for n in &names {
+            let gated = pods
+                .iter()
+                .find(|p| k8s::pod_name(p) == n)
+                .is_some_and(is_gated);
+            if !gated {
+                return Ok(Err(format!(
+                    "{n} is not behind muster's gate {GATHER_GATE} while its gang does not fit: \
+                     was {POLICY_FILE} applied?"
+                )));
+            }
+        }
         let waited = created.elapsed();
         if waited >= min_hold && why.len() == names.len() {
             break;
@@ -455,15 +527,32 @@ async fn demo_steps(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     clock.say(format!(
-        "both pods still Pending after {:.1}s, neither bound: the gang does not fit whole, so muster holds both (the stock scheduler alone would have bound one)",
+        "both pods still Pending and SchedulingGated ({GATHER_GATE}) after {:.1}s, neither bound: the gang does not fit whole, so muster keeps both behind its gate (the stock scheduler alone would have bound one)",
         created.elapsed().as_secs_f64()
     ));
+    // What `kubectl muster why` and the gang's PodGroup status show: muster's view of the gang.
+    match muster.gang(NS, GROUP).await? {
+        Some(g) => clock.say(format!(
+            "muster's /gangs (what `kubectl muster why {}` shows): {} {}/{} members placed, {}",
+            names[0],
+            g.state,
+            g.members_with_nodes,
+            g.quorum,
+            g.waiting_reason.as_deref().unwrap_or("no reason given")
+        )),
+        None => {
+            return Ok(Err(format!(
+                "muster's /gangs does not list gang {NS}/{GROUP}"
+            )))
+        }
+    }
 
     // Phase 2: add room; both must be bound, together.
     k8s::add_node(&client, "node-2", &NodeShape::cpu("150m")).await?;
     let added = Instant::now();
     clock.say("node node-2 added (150m CPU): now the whole gang fits");
     let mut bound: BTreeMap<String, (String, Instant)> = BTreeMap::new();
+    let mut ungated: BTreeSet<String> = BTreeSet::new();
     let deadline = added + Duration::from_secs(90);
     while bound.len() < names.len() {
         if Instant::now() > deadline {
@@ -475,6 +564,10 @@ async fn demo_steps(
             )));
         }
         for p in k8s::list_pods(&client, NS).await? {
+            let name = k8s::pod_name(&p).to_string();
+            if !is_gated(&p) && ungated.insert(name.clone()) {
+                clock.say(format!("{name}: muster removed its gate {GATHER_GATE}"));
+            }
             if let Some(node) = k8s::pod_node(&p) {
                 let name = k8s::pod_name(&p).to_string();
                 if let std::collections::btree_map::Entry::Vacant(e) = bound.entry(name) {

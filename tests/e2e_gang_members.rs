@@ -6,7 +6,7 @@
 //! gang behind its gate, publishes its seats as the members' `nominatedNodeName`, and removes
 //! the quorum's gates together once the whole quorum can be placed.
 //!
-//! Without muster (the control run, `tests/control-run`) the scoped mode is the stock
+//! Without muster (the control run, `tests/control-run`) the gang-members mode is the stock
 //! kube-scheduler alone: no extender and no admission policy (the harness applies it only when
 //! [`Cluster::gathers`]), so gang members are plain pods, scheduled one by one as they come.
 //! Each gang test fails there on cluster truth as soon as it is decided: a member bound while
@@ -31,8 +31,8 @@ use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, POLICY_FILE};
 use muster_harness::process::signal;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
-    holds_for, names, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
-    Timer, PLACE, REASON, TOGETHER, WINDOW,
+    holds_for, names, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE,
+    REASON, TOGETHER, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -41,8 +41,8 @@ const PLAIN: Duration = Duration::from_secs(20);
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
 
-async fn scoped_cluster() -> Result<Cluster> {
-    Cluster::start_with(ClusterOptions::new(MUSTER).scoped()).await
+async fn gang_members_cluster() -> Result<Cluster> {
+    Cluster::start(MUSTER).await
 }
 
 async fn create_gang(c: &Cluster, group: &str, members: &[String], cpu: &str) -> Result<()> {
@@ -173,7 +173,7 @@ fn scheduler_pid(c: &Cluster) -> Result<u32> {
 async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_before_its_gate_goes(
 ) -> Result<()> {
     let _t = Timer("a_gathered_gang_is_placed_whole", Instant::now());
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         for n in ["node-1", "node-2", "node-3"] {
@@ -237,7 +237,7 @@ async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_befor
 async fn a_gang_that_cannot_fit_stays_gated_while_a_plain_pod_takes_the_room_then_is_placed_whole(
 ) -> Result<()> {
     let _t = Timer("a_gang_that_cannot_fit_stays_gated", Instant::now());
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         c.add_node("node-1", NodeShape::cpu("1")).await?;
@@ -281,7 +281,7 @@ async fn a_gang_that_cannot_fit_stays_gated_while_a_plain_pod_takes_the_room_the
 async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until_it_returns(
 ) -> Result<()> {
     let _t = Timer("with_muster_stopped", Instant::now());
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         for n in ["node-1", "node-2"] {
@@ -337,7 +337,7 @@ const MUSTER_STALL: Duration = Duration::from_secs(3);
 #[tokio::test]
 async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<()> {
     let _t = Timer("a_plain_pod_never_takes_a_nominated_seat", Instant::now());
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         for n in ["node-1", "node-2"] {
@@ -445,7 +445,7 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
 #[tokio::test]
 async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> Result<()> {
     let _t = Timer("a_gang_member_without_the_marker", Instant::now());
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         c.add_node("node-1", NodeShape::cpu("1")).await?;
@@ -531,7 +531,7 @@ async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> 
 #[tokio::test]
 async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart() -> Result<()> {
     let _t = Timer("muster_killed_after_the_gates_went", Instant::now());
-    let mut c = scoped_cluster().await?;
+    let mut c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         for n in ["node-1", "node-2"] {
@@ -574,7 +574,7 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
         "a_gang_that_loses_a_member_after_its_gates_went",
         Instant::now(),
     );
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         c.namespace("ml").await?;
         for n in ["node-1", "node-2", "node-3"] {
@@ -652,7 +652,7 @@ async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_pla
         "a_gathered_gang_that_fits_only_by_preempting",
         Instant::now(),
     );
-    let c = scoped_cluster().await?;
+    let c = gang_members_cluster().await?;
     let r = async {
         two_nodes_and_priorities(&c).await?;
         let low = names("low", 2);
@@ -750,7 +750,7 @@ async fn a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evict
         "a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evicted",
         Instant::now(),
     );
-    let mut c = scoped_cluster().await?;
+    let mut c = gang_members_cluster().await?;
     let r = async {
         two_nodes_and_priorities(&c).await?;
         let members = names("run", 2);

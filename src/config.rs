@@ -15,11 +15,13 @@ use crate::model::ModelConfig;
 /// Which pods kube-scheduler sends to muster, as its scheduler config says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scope {
+    /// The default, as `kubectl apply -k deploy/` installs it:
     /// scheduler-config/muster-as-default-scheduler.yaml with deploy/gang-admission-policy.yaml:
     /// only pods carrying `muster.dev/gang` (`managedResources`); a gang member without it is
     /// warned about (Event GangMarkerMissing, metric muster_gang_markers_missing).
     GangMembers,
-    /// scheduler-config/muster-every-pod.yaml: every pod, no marker expected.
+    /// The alternative for clusters without the policy: scheduler-config/muster-every-pod.yaml,
+    /// every pod, no marker expected.
     EveryPod,
 }
 
@@ -113,9 +115,11 @@ pub struct Args {
           value_parser = parse_body_limit)]
     pub max_body_bytes: usize,
 
-    /// Which pods kube-scheduler sends to muster: `gang-members` (its config names
-    /// muster.dev/gang in managedResources, and deploy/gang-admission-policy.yaml marks gang
-    /// members) or `every-pod` (scheduler-config/muster-every-pod.yaml). Either way muster
+    /// Which pods kube-scheduler sends to muster: `gang-members`, the default and what
+    /// `kubectl apply -k deploy/` installs (deploy/gang-admission-policy.yaml marks and gates
+    /// gang members; the scheduler config names muster.dev/gang in managedResources; plain pods
+    /// never wait for muster), or the alternative `every-pod`, for clusters without the policy
+    /// (scheduler-config/muster-every-pod.yaml; every pod waits for muster). Either way muster
     /// removes its own scheduling gate, muster.dev/gather, from gangs it can place.
     #[arg(long, env = "MUSTER_SCOPE", value_enum, default_value = "gang-members")]
     pub scope: Scope,

@@ -29,14 +29,15 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::checks::metric;
-use muster_harness::control_plane::default_scheduler_config;
+use muster_harness::control_plane::{default_scheduler_config, scheduler_config_file};
 use muster_harness::k8s::{self, GangKey};
+use muster_harness::policy;
 use muster_harness::timing;
 use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
     control_run_requested, ensure_truth, holds_for, names, rbac, wait_for, ControlPlane,
     ControlPlaneOptions, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
-    PLACE, REASON, WINDOW,
+    Scope, PLACE, REASON, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -54,17 +55,36 @@ struct Env {
 /// kube-scheduler's short `httpTimeout`; kube-scheduler with that `httpTimeout`; two nodes of
 /// 1 CPU, the second cordoned until [`Env::open_second_node`].
 async fn start() -> Result<Env> {
+    start_in(Scope::GangMembers).await
+}
+
+/// [`start`] in `scope`: the shipped install (gang members marked and gated by the policy,
+/// `--scope=gang-members`, scheduler-config/muster-as-default-scheduler.yaml) or every pod
+/// through muster.
+async fn start_in(scope: Scope) -> Result<Env> {
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
+    if scope == Scope::GangMembers {
+        policy::install_unless_control_run(&cp.client()).await?;
+    }
     let sa =
         rbac::service_account_kubeconfig(&cp.client(), cp.kubeconfig_path(), cp.dir(), 24).await?;
     let proxy = ApiProxy::start(&sa).await?;
     let kubeconfig = proxy.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?;
     let mut mo = MusterOptions::new(MUSTER, &kubeconfig, cp.dir());
-    mo.args = ["--extender-http-timeout", "2s", "--bind-wait", "500ms"]
-        .map(String::from)
-        .to_vec();
+    mo.args = [
+        scope.flag(),
+        "--extender-http-timeout",
+        "2s",
+        "--bind-wait",
+        "500ms",
+    ]
+    .map(String::from)
+    .to_vec();
     let muster = Muster::start(mo).await?;
-    let shipped = std::fs::read_to_string(default_scheduler_config()?)?;
+    let shipped = std::fs::read_to_string(match scope {
+        Scope::GangMembers => default_scheduler_config()?,
+        Scope::EveryPod => scheduler_config_file("muster-every-pod.yaml"),
+    })?;
     let config = shipped.replace(
         "httpTimeout: 10s",
         &format!("httpTimeout: {}s", HTTP_TIMEOUT.as_secs()),
@@ -281,7 +301,9 @@ async fn bindings_throttled_failing_or_cut_are_tried_again_and_the_gang_is_bound
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binding_throttled_past_its_budget_fails_at_once_after_one_request() -> Result<()> {
-    let env = start().await?;
+    // Every pod through muster: muster binds the plain pod (in the shipped mode kube-scheduler
+    // binds plain pods itself).
+    let env = start_in(Scope::EveryPod).await?;
     let r = async {
         let client = env.cp.client();
         let rule = env.proxy.add(Rule {
@@ -342,7 +364,11 @@ async fn a_binding_throttled_past_its_budget_fails_at_once_after_one_request() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_partly_bound_when_muster_was_killed_is_finished_first_after_its_restart(
 ) -> Result<()> {
-    let mut env = start().await?;
+    // Every pod through muster: the plain pod created right after the restart asks muster's
+    // filter, which keeps it off g-2's room. In the shipped mode plain pods never wait for
+    // muster (fail-safe), so a plain pod tried before muster's first round has re-published
+    // g-2's seat may take it; that gang is then given up whole (the next test's path).
+    let mut env = start_in(Scope::EveryPod).await?;
     let r = async {
         let (names, _) = env.partly_bound_by_a_kill().await?;
         let client = env.cp.client();

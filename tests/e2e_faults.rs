@@ -464,8 +464,12 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
     );
     // Held bind calls outlast the freeze (9s, below the extender's 10s httpTimeout).
     // Kills kube-apiserver: its own, not the slot's shared one.
+    // Every pod through muster: two members are seated by kube-scheduler's own calls with room
+    // held for the third, whose creation is the cue for the gang's bindings (the shipped mode
+    // holds nothing for a member not created yet).
     let c = Cluster::start_with(
         ClusterOptions::new(MUSTER)
+            .every_pod()
             .own_control_plane()
             .muster_args(["--bind-wait", "9s"]),
     )
@@ -576,8 +580,10 @@ enum Deletion {
     Gone,
 }
 
+// Every pod through muster: the members are seated by kube-scheduler's own calls with room held
+// for one not created yet, which the shipped mode never holds.
 async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "deleted";
     let r = async {
         c.namespace(ns).await?;
@@ -640,6 +646,9 @@ async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
 /// not check room on bind, a kubelet would reject them: a partial gang). On every poll no node
 /// is over-committed and the gang is whole or none; once a node with room is added it binds
 /// whole.
+///
+/// With every pod through muster: two members are seated by kube-scheduler's own calls with
+/// room held for the third (the shipped mode holds nothing for a member not created yet).
 #[tokio::test]
 async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole(
 ) -> Result<()> {
@@ -647,7 +656,7 @@ async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_b
         "a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole",
         Instant::now(),
     );
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "intruder";
     let gang = names("s", 0..3);
     let r = async {
@@ -812,13 +821,16 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
 /// refused members (`muster.dev/retry`), and the gang is placed whole. Without that retry they
 /// stay parked until an unrelated cluster event or kube-scheduler's 5-minute flush: muster's
 /// watch catching up is no event to kube-scheduler, and this cluster has no other.
+///
+/// With every pod through muster: a node kube-scheduler offers to muster's filter before muster
+/// sees it (in the shipped mode muster places gathered gangs on the nodes it sees, and only those).
 #[tokio::test]
 async fn a_node_offered_before_muster_sees_it_places_the_gang_once_muster_does() -> Result<()> {
     let _t = Timer(
         "a_node_offered_before_muster_sees_it_places_the_gang_once_muster_does",
         Instant::now(),
     );
-    let mut c = Cluster::start(MUSTER).await?;
+    let mut c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "late-node";
     let proxy = CuttableProxy::start(apiserver_port(&c)?).await?;
     let r = async {

@@ -145,8 +145,9 @@ fn apply_shipped_flowcontrol(cp: &ControlPlane) -> Result<()> {
 
 /// A control plane with APF on (the harness turns it off for speed; later flags win), its
 /// concurrency `inflight` read-only plus `mutating` requests, shared out among the levels.
+/// The shipped install's admission policy is applied (gang members marked and gated).
 async fn control_plane_with_apf(inflight: u32, mutating: u32) -> Result<ControlPlane> {
-    ControlPlane::start(ControlPlaneOptions {
+    let cp = ControlPlane::start(ControlPlaneOptions {
         apiserver_args: vec![
             "--enable-priority-and-fairness=true".into(),
             format!("--max-requests-inflight={inflight}"),
@@ -154,7 +155,9 @@ async fn control_plane_with_apf(inflight: u32, mutating: u32) -> Result<ControlP
         ],
         ..ControlPlaneOptions::default()
     })
-    .await
+    .await?;
+    muster_harness::policy::install_unless_control_run(&cp.client()).await?;
+    Ok(cp)
 }
 
 /// Every request of muster's ServiceAccount into [`THROTTLED`], at a precedence ahead of the

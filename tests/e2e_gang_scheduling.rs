@@ -342,9 +342,14 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
     // Room for members not created yet is held only for the creation window after the newest
     // member appeared (5 s by default); this test observes that room for longer, so it widens
     // the window (tests/e2e_holds_nothing.rs covers its end).
-    let c =
-        Cluster::start_with(ClusterOptions::new(MUSTER).muster_args(["--creation-window", "60s"]))
-            .await?;
+    // With every pod through muster: room held for members not created yet is that mode's (the
+    // shipped mode holds nothing until every member its quorum needs exists).
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .every_pod()
+            .muster_args(["--creation-window", "60s"]),
+    )
+    .await?;
     let r = async {
         let ns = "mixed";
         c.namespace(ns).await?;
@@ -482,6 +487,10 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
 /// (`ignorable: false`). After the restart the gang binds whole and the plain pod is scheduled.
 /// Killed again while a second gang waits whole and room for it appears meanwhile: after the
 /// restart the placed gang stays placed and the waiting one is placed whole.
+///
+/// With every pod through muster: its fail-closed outage (a plain pod waits for muster too) and
+/// room held for a member not created yet are that mode's; the shipped mode's outage, where plain
+/// pods keep being scheduled, is `e2e_gang_members`'s.
 #[tokio::test]
 async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then_gang_whole(
 ) -> Result<()> {
@@ -489,7 +498,7 @@ async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then
         "muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then_gang_whole",
         Instant::now(),
     );
-    let mut c = Cluster::start(MUSTER).await?;
+    let mut c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "restart";
     let r = async {
         c.namespace(ns).await?;
@@ -772,7 +781,13 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
     // The controller here is slower than the default creation window (5 s): widen it, as a
     // user with such a controller would (tests/e2e_holds_nothing.rs covers the window's end).
     let c =
-        Cluster::start_with(ClusterOptions::new(MUSTER).muster_args(["--creation-window", "60s"]))
+        // With every pod through muster: room held for members not created yet is that mode's
+        // (the shipped mode holds nothing until every member its quorum needs exists).
+        Cluster::start_with(
+            ClusterOptions::new(MUSTER)
+                .every_pod()
+                .muster_args(["--creation-window", "60s"]),
+        )
             .await?;
     let r = async {
         c.namespace("slow").await?;
@@ -842,7 +857,10 @@ async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
         "gang_timeout_releases_seats_to_a_rival_and_backs_off",
         Instant::now(),
     );
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).muster_args([
+    // With every pod through muster: seats held below quorum while members are still being
+    // created, until the gang's timeout, are that mode's (the shipped mode holds nothing until
+    // every member its quorum needs exists).
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod().muster_args([
         "--gang-timeout",
         "8s",
         "--gang-backoff",

@@ -21,8 +21,8 @@ use anyhow::{Context, Result};
 use muster_harness::k8s::GangKey;
 use muster_harness::timing::{self, CREATION_WINDOW, PROMPTLY};
 use muster_harness::{
-    ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
-    TOGETHER,
+    ensure_truth, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
+    Timer, PLACE, REASON, TOGETHER,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -147,10 +147,12 @@ async fn members_that_need_distinct_nodes_hold_nothing_then_place_whole_on_a_thi
 /// for the missing one); after it only the member's own seat, so a plain 1-CPU pod, refused
 /// meanwhile, is asked to retry and bound within the window plus one cycle. The missing member created (the plain
 /// pod gone), the pair is placed whole.
+///
+/// With every pod through muster: room held for a member not created yet is that mode's.
 #[tokio::test]
 async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> Result<()> {
     let _t = Timer("a_member_that_never_comes", Instant::now());
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "late";
     let r = async {
         c.namespace(ns).await?;
@@ -268,10 +270,14 @@ async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_th
 /// window closes, muster's `muster.dev/retry` annotation still re-queues it: kube-scheduler
 /// counts the pseudo-plugin `Extender` among the pod's rejectors whenever an extender filtered
 /// a node out, and every event re-queues for that one, the pod's own update included.
+///
+/// With every pod through muster: room held for a member not created yet (within the creation
+/// window) is that mode's; the shipped mode holds nothing until every member its quorum needs
+/// exists.
 #[tokio::test]
 async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() -> Result<()> {
     let _t = Timer("a_pod_pinned_to_held_room", Instant::now());
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "pinned";
     let r = async {
         c.namespace(ns).await?;
@@ -469,6 +475,8 @@ async fn cached_nodes(c: &Cluster) -> Result<Option<f64>> {
 /// binds nothing on the cordoned node, says why, and the pair is placed whole on the two other
 /// nodes, bound together. Without muster kube-scheduler binds pair-0 at once, before the
 /// cordon: the test fails there on cluster truth (pair-0 bound while it should wait seated).
+///
+/// With every pod through muster: the seat held while pair-1 does not exist yet is that mode's.
 #[tokio::test]
 async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_pair_is_placed_elsewhere(
 ) -> Result<()> {
@@ -479,7 +487,7 @@ async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_p
         "a_seat_on_a_node_cordoned_while_the_gang_gathers",
         Instant::now(),
     );
-    let c = Cluster::start(MUSTER).await?;
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "cordon";
     let r = async {
         c.namespace(ns).await?;

@@ -167,6 +167,8 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
     let kubeconfig = kubeconfig_inside(&cp, &rootfs)?;
     let client = cp.client();
+    // The shipped install: gang members marked and gated by the policy of deploy/.
+    muster_harness::policy::install_unless_control_run(&client).await?;
     k8s::create_namespace(&client, NS).await?;
     let (port, ops_port) = (free_port()?, free_port()?);
     let log_path = cp.dir().join("muster-image.log");

@@ -71,7 +71,17 @@ async fn kubectl_muster_says_why_a_volcano_job_waits_in_one_command() -> Result<
         // waited for: kube-scheduler writes the pod's condition after its FailedScheduling Event,
         // and muster's verdict can come first (a run once printed muster's view and the Event
         // but not yet the condition).
-        let scheduler_line = |l: &str| l.starts_with("Scheduler:   PodScheduled=False Unschedulable: ");
+        // Behind muster's gate (the shipped mode) kube-scheduler's condition says only
+        // SchedulingGated, and the plugin shows the gate; with every pod through muster (the
+        // control run's members are plain pods too) it is Unschedulable.
+        let gathers = c.gathers();
+        let scheduler_line = move |l: &str| {
+            if gathers {
+                l.starts_with("Scheduler:   PodScheduled=False SchedulingGated: ")
+            } else {
+                l.starts_with("Scheduler:   PodScheduled=False Unschedulable: ")
+            }
+        };
         let out = wait_for("kubectl muster why to name the shortfall", REASON, || async {
             none_bound(&c, ns, &members).await?;
             let run = plugin(&c, &["why", "ml/job-worker-1", "--muster-url", &url])?;

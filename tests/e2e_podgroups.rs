@@ -729,6 +729,8 @@ async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404(
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
     let client = cp.client();
     podgroups::install_crd(&client, podgroups::VOLCANO_CRD).await?;
+    // The shipped install: gang members marked and gated by the policy of deploy/.
+    muster_harness::policy::install_unless_control_run(&client).await?;
     let sa = rbac::service_account_kubeconfig(&client, cp.kubeconfig_path(), cp.dir(), 24).await?;
     let proxy = ApiProxy::start(&sa).await?;
     let kubeconfig = proxy.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?;

@@ -164,6 +164,8 @@ async fn self_managed_certificates_two_listeners_and_rotation() -> Result<()> {
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
     let client = cp.client();
     k8s::create_namespace(&client, NS).await?;
+    // The shipped install: gang members marked and gated by the policy of deploy/.
+    muster_harness::policy::install_unless_control_run(&client).await?;
     let ports = Ports {
         verbs: free_port()?,
         ops: free_port()?,

@@ -73,6 +73,21 @@ pub struct Seat {
     pub confirmed: bool,
 }
 
+/// See [`Gang::beyond_preemption`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::model) enum BeyondPreemption {
+    /// Not even the whole cluster with every lower-priority pod gone holds the quorum.
+    Anywhere,
+    /// A gang held to one domain of `label`: the best domain (`value`) would hold `fit` of
+    /// `quorum` even then.
+    Domain {
+        label: std::sync::Arc<str>,
+        value: std::sync::Arc<str>,
+        fit: u32,
+        quorum: u32,
+    },
+}
+
 pub struct Gang {
     members: BTreeSet<PodUid>,
     seats: BTreeMap<SeatHolder, Seat>,
@@ -112,6 +127,16 @@ pub struct Gang {
     /// Members arrived without the marker resource, which kube-scheduler schedules without
     /// muster (set by `gather`; shown in `/gangs`).
     pub marker_warning: Option<String>,
+    /// A gathered gang that would not fit even with every lower-priority pod evicted, as the
+    /// gatherer's last look at preemption found (set by `gather`, refreshed at each look): its
+    /// waiting message says preemption cannot help, as the filter's does (explained). `Some`
+    /// holds the domain verdict for a gang held to one domain.
+    pub(in crate::model) beyond_preemption: Option<BeyondPreemption>,
+    /// A gathered gang's latest plan fell short of room alone, anywhere or inside the one
+    /// domain it must keep to (set by `gather`): evicting lower-priority pods may place it, so
+    /// the gatherer looks at preemption for it. A rule (affinity, a missing member, a refusal)
+    /// is not something eviction changes.
+    pub(in crate::model) short_of_room: bool,
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
     pub partly_bound: Option<String>,
@@ -146,6 +171,8 @@ impl Default for Gang {
             preemption_hold: None,
             awaiting_room: Vec::new(),
             marker_warning: None,
+            beyond_preemption: None,
+            short_of_room: false,
             partly_bound: None,
             rooms_freed: 0,
             plans: 0,

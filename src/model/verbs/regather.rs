@@ -22,7 +22,7 @@
 //! The invariants: nothing is bound while the gang moves (never-half); the gang holds no room
 //! once its seats are released, and the new plan holds only what its real members fit
 //! (holds-nothing); the released members are scheduled by kube-scheduler again, onto the
-//! nodes muster's filter offers (kube-scheduler-semantics). Gathered gangs (the scoped mode)
+//! nodes muster's filter offers (kube-scheduler-semantics). Gathered gangs (the gang-members mode)
 //! never need this: they are placed only once every member exists.
 
 use std::time::Instant;

@@ -145,6 +145,24 @@ pub fn is_gated(pod: &Pod) -> bool {
         .is_some_and(|g| g.iter().any(|g| g.name == GATHER_GATE))
 }
 
+/// The admission half of the shipped install, for a test that starts muster and kube-scheduler
+/// itself instead of through [`crate::Cluster`] (which does this on its own): applies
+/// [`POLICY_FILE`] unless this is a control run, where the gang-members mode without muster is
+/// kube-scheduler alone, members created unmarked and ungated (see [`crate::Cluster::gathers`]).
+/// Returns whether members will be gathered (the policy was applied).
+pub async fn install_unless_control_run(client: &Client) -> Result<bool> {
+    if crate::cluster::control_run_requested() {
+        eprintln!(
+            "muster-harness: control run ({}): {POLICY_FILE} not applied; gang members are \
+             created unmarked and ungated",
+            crate::cluster::CONTROL_RUN_ENV
+        );
+        return Ok(false);
+    }
+    apply_gang_admission_policy(client).await?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

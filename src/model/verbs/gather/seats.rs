@@ -11,7 +11,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::planning::selection::task_of;
 use crate::model::rules::scheduling_gates;
-use crate::model::table::gang::{Gang, Seat, SeatHolder};
+use crate::model::table::gang::{BeyondPreemption, Gang, Seat, SeatHolder};
 use crate::model::table::GangTable;
 use crate::model::verbs::preempt::PreemptionOutlook;
 
@@ -101,8 +101,10 @@ impl GangTable {
         first: &PodInfo,
         now: Instant,
     ) -> Option<usize> {
-        // Room alone stopped it (a rule, or a member missing, preemption is not tried for).
-        if self.gangs.get(key)?.blocked_by_rule {
+        // Room alone stopped it, anywhere or inside its one domain (a rule, or a member
+        // missing, preemption is not tried for).
+        if !self.gangs.get(key)?.short_of_room {
+            self.gangs.get_mut(key)?.beyond_preemption = None;
             return None;
         }
         // Members already let through are kube-scheduler's to preempt for.
@@ -115,7 +117,42 @@ impl GangTable {
         }
         let every_node: Vec<usize> = (0..self.ledger.len()).collect();
         let outlook = self.preemption_outlook(first, &every_node, now)?;
-        if outlook != PreemptionOutlook::MayHelp {
+        let may_help = outlook == PreemptionOutlook::MayHelp;
+        let beyond = match outlook {
+            PreemptionOutlook::MayHelp => None,
+            PreemptionOutlook::Hopeless {
+                anything_evictable: false,
+                ..
+            } => None,
+            PreemptionOutlook::Hopeless {
+                anything_evictable: true,
+                best_domain: None,
+            } => Some(BeyondPreemption::Anywhere),
+            PreemptionOutlook::Hopeless {
+                anything_evictable: true,
+                best_domain: Some(d),
+            } => Some(BeyondPreemption::Domain {
+                label: d.label,
+                value: d.value,
+                fit: d.fit,
+                quorum: d.quorum,
+            }),
+        };
+        let gang = self.gangs.get_mut(key)?;
+        let changed = gang.beyond_preemption != beyond;
+        gang.beyond_preemption = beyond;
+        if !may_help {
+            // explained: a gang of higher priority that preemption cannot place hears so, as
+            // the filter says it when every pod passes through muster.
+            if changed {
+                if let Some(base) = gang.last_wait_message.clone() {
+                    let message = self.with_preemption_verdict(key, base);
+                    self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
+                    if let Some(g) = self.gangs.get_mut(key) {
+                        g.last_wait_message = Some(message);
+                    }
+                }
+            }
             return None;
         }
         let facts = self.facts(key);
@@ -140,6 +177,13 @@ impl GangTable {
         let every_node: Vec<usize> = (0..self.ledger.len()).collect();
         let plan = self.plan(key, first, &every_node, now);
         self.note_verdict(key, &plan);
+        if let Some(g) = self.gangs.get_mut(key) {
+            g.short_of_room = matches!(
+                plan,
+                GangPlan::DoesNotFit(GangShortfall::Room { rule: None, .. })
+                    | GangPlan::DoesNotFit(GangShortfall::Domain { missing: 0, .. })
+            );
+        }
         match plan {
             GangPlan::Fits {
                 first_node: chosen,
@@ -189,9 +233,35 @@ impl GangTable {
             }
             GangPlan::DoesNotFit(ref why) => {
                 let message = why.message(key, self.config.creation_window);
+                let message = if why.missing() == 0 {
+                    self.with_preemption_verdict(key, message)
+                } else {
+                    message
+                };
                 self.tell_waiting(key, &message, &plan, first);
                 None
             }
+        }
+    }
+
+    /// `message` (why the gang does not fit now) with the last preemption look's verdict, when
+    /// it found that not even evicting every lower-priority pod would place the gang.
+    fn with_preemption_verdict(&self, key: &GangKey, message: String) -> String {
+        match self
+            .gangs
+            .get(key)
+            .and_then(|g| g.beyond_preemption.as_ref())
+        {
+            None => message,
+            // Already said (the verdict was added to the message told last).
+            Some(_) if message.contains("preemption cannot help") => message,
+            Some(BeyondPreemption::Anywhere) => messages::beyond_preemption(&message),
+            Some(BeyondPreemption::Domain {
+                label,
+                value,
+                fit,
+                quorum,
+            }) => messages::domain_beyond_preemption(key, label, *quorum, *fit, value),
         }
     }
 

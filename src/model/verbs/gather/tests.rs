@@ -794,3 +794,61 @@ fn seats_hold_devices(bound_first: bool) {
         assert_eq!(per_node.len(), 2, "{per_node:?}");
     }
 }
+
+/// A gathered gang held to one rack (`muster.dev/topology-required`) whose rack has room only
+/// once a pod of lower priority there goes: muster looks at preemption for it as for a gang
+/// short of room anywhere, and lets its quorum through without seats, so kube-scheduler's
+/// preemption runs through muster's preempt verb, which keeps to one rack (evict-for-whole).
+/// Before, a shortfall inside one domain counted as a rule preemption could not change, and the
+/// gang stayed behind the gate forever.
+#[test]
+fn a_gathered_gang_held_to_one_rack_that_fits_only_by_preemption_is_let_through() {
+    const RACK: &str = "topology.kubernetes.io/rack";
+    let rack = |name: &str, r: &str| testkit::node(name).cpu(1000).label(RACK, r).build();
+    let mut w = World::new(&[rack("a1", "a"), rack("a2", "a"), rack("b1", "b")]);
+    let low = pod("low").cpu(1000).priority(0).bound("a1").build();
+    let member = |n: &str| {
+        gathered(
+            pod(n)
+                .cpu(1000)
+                .priority(100)
+                .gang("g", 2)
+                .annotation("muster.dev/topology-required", RACK)
+                .build(),
+        )
+    };
+    let (a, b) = (member("a"), member("b"));
+    w.add(&[&low, &a, &b]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    assert!(plan.releases[0].nominate.is_empty(), "{plan:?}");
+    assert_eq!(plan.releases[0].ungate.len(), 2, "{plan:?}");
+    assert_eq!(w.reserved("a1") + w.reserved("a2") + w.reserved("b1"), 0);
+}
+
+/// explained: a gathered gang of higher priority that would not fit even with every pod of
+/// lower priority evicted hears so, once (its members are never let through, so the preempt
+/// verb, which says it when every pod passes through muster, is never asked).
+#[test]
+fn a_gathered_gang_preemption_cannot_place_is_told_so_once() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low = pod("low").cpu(1000).priority(0).bound("n1").build();
+    let members: Vec<PodInfo> = ["a", "b", "c"]
+        .iter()
+        .map(|n| gathered(pod(n).cpu(1000).priority(100).gang("g", 3).build()))
+        .collect();
+    w.add(&[&low]);
+    w.add(&members.iter().collect::<Vec<_>>());
+    assert!(w.round().is_empty(), "nothing to let through");
+    let said = |w: &mut World| {
+        w.table
+            .take_notices()
+            .into_iter()
+            .filter(|n| n.message.contains("preemption cannot help"))
+            .count()
+    };
+    assert_eq!(said(&mut w), 3, "each member hears it");
+    w.now += PREEMPTION_LOOK_EVERY;
+    assert!(w.round().is_empty());
+    assert_eq!(said(&mut w), 0, "told once, not at every look");
+}

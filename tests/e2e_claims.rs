@@ -934,6 +934,16 @@ async fn the_demo_prints_pass_and_exits_zero() -> Result<()> {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    // The shipped mode, as the README describes the demo: both members wait behind muster's
+    // gate with muster's reason, and muster removes the gates once the gang fits.
+    for shown in [
+        "SchedulingGated (muster.dev/gather)",
+        "gang ml/ai-gang-job: 1 of 2 members fit",
+        "ai-gang-job-master-0: muster removed its gate muster.dev/gather",
+        "ai-gang-job-worker-0: muster removed its gate muster.dev/gather",
+    ] {
+        ensure!(stdout.contains(shown), "the demo did not show {shown:?}:\n{stdout}");
+    }
     Ok(())
 }
 

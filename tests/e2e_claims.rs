@@ -942,7 +942,10 @@ async fn the_demo_prints_pass_and_exits_zero() -> Result<()> {
         "ai-gang-job-master-0: muster removed its gate muster.dev/gather",
         "ai-gang-job-worker-0: muster removed its gate muster.dev/gather",
     ] {
-        ensure!(stdout.contains(shown), "the demo did not show {shown:?}:\n{stdout}");
+        ensure!(
+            stdout.contains(shown),
+            "the demo did not show {shown:?}:\n{stdout}"
+        );
     }
     Ok(())
 }

@@ -28,6 +28,13 @@ use crate::state::Shared;
 pub const TICK: Duration = Duration::from_secs(1);
 /// Patches in flight at once.
 const CONCURRENCY: usize = 16;
+/// How long one nomination or gate write may take before it counts as failed (tried again by a
+/// later round). The API server may queue a request for long (API Priority and Fairness holds a
+/// request of a busy priority level in its queue up to its timeout, 60 s by default): without a
+/// bound one slow write would stall every gang's gathering behind it, the members of a release
+/// whose other writes landed waiting at bind meanwhile. A write that lands after its timeout is
+/// seen by the watch like any other (derived).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Rounds start at most this often: a burst of watch events makes one round, not one each
 /// (a round walks every gang under the table lock).
 const MIN_ROUND_GAP: Duration = Duration::from_millis(50);
@@ -180,12 +187,15 @@ async fn set_nomination(client: &Client, pod: &PodRef, node: Option<&NodeName>) 
         "metadata": {"uid": &*pod.uid},
         "status": {"nominatedNodeName": node.map(|n| &**n)},
     });
-    match api
-        .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => true,
-        Err(e) => {
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    let write = api.patch_status(&pod.name, &params, &patch);
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(_)) => true,
+        Err(_) => {
+            warn!(pod = %pod, node = ?node, timeout = ?WRITE_TIMEOUT, "writing the pod's nominatedNodeName timed out");
+            false
+        }
+        Ok(Err(e)) => {
             warn!(pod = %pod, node = ?node, error = %e, "could not write the pod's nominatedNodeName");
             false
         }
@@ -202,21 +212,20 @@ async fn ungate(client: &Client, pod: &PodRef) -> bool {
         "metadata": {"uid": &*pod.uid},
         "spec": {"schedulingGates": [{"name": GATHER_GATE, "$patch": "delete"}]},
     });
-    match api
-        .patch(
-            &pod.name,
-            &PatchParams::default(),
-            &Patch::Strategic(&patch),
-        )
-        .await
-    {
-        Ok(_) => true,
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+    let (params, patch) = (PatchParams::default(), Patch::Strategic(&patch));
+    let write = api.patch(&pod.name, &params, &patch);
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(_)) => true,
+        Err(_) => {
+            warn!(pod = %pod, timeout = ?WRITE_TIMEOUT, "removing the pod's scheduling gate timed out");
+            false
+        }
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 || e.code == 409 => {
             // Gone or replaced meanwhile: the watch will tell.
             debug!(pod = %pod, error = %e.message, "gate not removed: the pod changed");
             false
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             warn!(pod = %pod, error = %e, "could not remove the pod's scheduling gate");
             false
         }

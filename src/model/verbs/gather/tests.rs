@@ -852,3 +852,53 @@ fn a_gathered_gang_preemption_cannot_place_is_told_so_once() {
     assert!(w.round().is_empty());
     assert_eq!(said(&mut w), 0, "told once, not at every look");
 }
+
+/// never-half and holds-nothing when a release's writes only partly land (one member's gate
+/// removal refused, say throttled by API Priority and Fairness): the two members let through
+/// reach bind and wait for the quorum; the member still behind the gate must be let through
+/// in a later round, or the gang's seats would hold room for a gang that never completes.
+#[test]
+fn a_member_whose_gate_removal_failed_is_let_through_after_its_siblings_reached_bind() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let m = ["a", "b", "c"].map(|n| gathered(pod(n).cpu(600).gang("g", 3).build()));
+    w.add(&[&m[0], &m[1], &m[2]]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    // Every nomination written; only b's and c's gates removed.
+    let r = &plan.releases[0];
+    for (p, n) in &r.nominate {
+        w.gatherer.nominated(&p.uid, Some(n.clone()), w.now, true);
+    }
+    let seat_of = |name: &str| {
+        r.nominate
+            .iter()
+            .find(|(p, _)| &*p.name == name)
+            .map(|(_, n)| n.to_string())
+            .unwrap()
+    };
+    for u in r.ungate.iter().filter(|u| &*u.pod.name != "a") {
+        w.gatherer.ungated(&u.pod.uid, w.now);
+    }
+    let a_node = seat_of("a");
+    w.table
+        .apply_pod(with_nomination(m[0].clone(), Some(&a_node)));
+    for (i, name) in [(1, "b"), (2, "c")] {
+        let node = seat_of(name);
+        w.table.apply_pod(let_through(m[i].clone(), Some(&node)));
+        let _ = bind(&mut w, &m[i], &node);
+    }
+    w.now += Duration::from_millis(100);
+    let plan = w.round();
+    let again: Vec<&str> = plan
+        .releases
+        .iter()
+        .flat_map(|r| r.ungate.iter().map(|u| &*u.pod.name))
+        .collect();
+    assert_eq!(again, ["a"], "{plan:?}");
+}
+
+/// The watch shows the pod nominated to `node`, still gated.
+fn with_nomination(mut p: PodInfo, node: Option<&str>) -> PodInfo {
+    p.nominated_node = node.map(NodeName::from);
+    p
+}

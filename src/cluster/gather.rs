@@ -4,7 +4,11 @@
 //! Per released gang, every member's `status.nominatedNodeName` is written first (pods/status
 //! patches, concurrently), and only when all of them succeeded are the members' gates removed
 //! (pods patches, concurrently): kube-scheduler never sees a member of the gang without its
-//! seat published. A gang whose nominations failed keeps its gates; the next round tries again.
+//! seat published. A gang whose nominations failed keeps its gates, and the nominations that
+//! were written for members still gated are withdrawn at once (a gated member's nomination keeps
+//! plain pods off its room, and must not outlive the release, nor a muster outage after it); a
+//! later round tries again. A write the API server refused waits out a per-pod back-off
+//! ([`backoff`]) before it is sent again, and a release waits whole while any of its writes does.
 //! Every patch names the pod's UID, so a pod deleted and created again under the same name is
 //! never touched by mistake.
 //!
@@ -33,6 +37,11 @@ use crate::model::gather::{GatherPlan, Gatherer, Release, GATHER_GATE};
 use crate::model::{NodeName, PodRef};
 use crate::state::Shared;
 
+use self::backoff::{Write, WriteBackoff};
+
+#[path = "gather/backoff.rs"]
+mod backoff;
+
 /// Rounds happen on watch changes, and at least this often (time alone changes decisions:
 /// creation windows close, back-offs end).
 pub const TICK: Duration = Duration::from_secs(1);
@@ -47,6 +56,7 @@ const MIN_ROUND_GAP: Duration = Duration::from_millis(50);
 /// one without the marker is warned about.
 pub async fn run(client: Client, shared: Arc<Shared>, expect_marker: bool) {
     let mut gatherer = Gatherer::new(expect_marker);
+    let mut backoff = WriteBackoff::default();
     let mut term = None;
     let mut changes = shared.cache_changes();
     let mut tick = tokio::time::interval(TICK);
@@ -99,7 +109,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, expect_marker: bool) {
                 shared: &shared,
                 term: now_term,
             };
-            writes.write(&mut gatherer, plan).await;
+            writes.write(&mut gatherer, &mut backoff, plan).await;
         }
         tokio::time::sleep(MIN_ROUND_GAP).await;
     }
@@ -149,6 +159,27 @@ async fn while_leading(
     }
 }
 
+/// The members of release `r` whose nomination was written but who kept their gate (its
+/// removal failed, or was not sent because another nomination failed): their nominations are
+/// withdrawn, so a gated member holds room against plain pods only while its release is under
+/// way. None when the release was abandoned: this replica no longer leads, and the next leader
+/// clears them in its first round (`Gatherer::gather`, nominations of gated members without a
+/// seat).
+fn to_withdraw(r: &Release, nominated: &[Outcome], ungated: &[Outcome]) -> Vec<PodRef> {
+    if nominated.contains(&Outcome::Abandoned) || ungated.contains(&Outcome::Abandoned) {
+        return Vec::new();
+    }
+    r.nominate
+        .iter()
+        .zip(nominated)
+        .filter(|(_, o)| o.ok())
+        .filter_map(|((pod, _), _)| {
+            let i = r.ungate.iter().position(|u| u.pod.uid == pod.uid)?;
+            (ungated.get(i) != Some(&Outcome::Written)).then(|| pod.clone())
+        })
+        .collect()
+}
+
 /// One round's writes, made in the leadership term that planned them.
 struct Writes<'a> {
     client: &'a Client,
@@ -157,29 +188,69 @@ struct Writes<'a> {
 }
 
 impl Writes<'_> {
-    async fn write(&self, gatherer: &mut Gatherer, plan: GatherPlan) {
+    async fn write(&self, gatherer: &mut Gatherer, backoff: &mut WriteBackoff, plan: GatherPlan) {
         let GatherPlan {
             releases,
             renominate,
             clear,
             ..
         } = plan;
+        let now = Instant::now();
+        backoff.forget_stale(now);
+        // A release waits whole while any of its writes backs off: its gates go only after
+        // every nomination, and a nomination sent alone would be withdrawn again at once.
+        let releases: Vec<Release> = releases
+            .into_iter()
+            .filter(|r| {
+                let ready = r
+                    .nominate
+                    .iter()
+                    .all(|(p, n)| backoff.ready(&p.uid, &Write::Nominate(Some(n.clone())), now))
+                    && r.ungate
+                        .iter()
+                        .all(|u| backoff.ready(&u.pod.uid, &Write::Ungate, now));
+                if !ready {
+                    self.backed_off("release");
+                }
+                ready
+            })
+            .collect();
+        let renominate: Vec<(PodRef, NodeName)> = renominate
+            .into_iter()
+            .filter(|(p, n)| self.ready(backoff, p, Write::Nominate(Some(n.clone())), now))
+            .collect();
+        let clear: Vec<PodRef> = clear
+            .into_iter()
+            .filter(|p| self.ready(backoff, p, Write::Nominate(None), now))
+            .collect();
         let outcomes: Vec<(Release, Vec<Outcome>, Vec<Outcome>)> = stream::iter(releases)
             .map(|r| self.release(r))
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
         let now = Instant::now();
+        // Nominations of members still gated after their release failed: withdrawn below, so
+        // a gated member carries muster's nomination only between the two writes of a release.
+        let mut withdraw = Vec::new();
         for (r, nominated, ungated) in outcomes {
             for ((pod, node), outcome) in r.nominate.iter().zip(&nominated) {
                 self.count("release", *outcome);
+                self.settle(
+                    backoff,
+                    pod,
+                    Write::Nominate(Some(node.clone())),
+                    *outcome,
+                    now,
+                );
                 if outcome.ok() {
                     let gated = r.ungate.iter().any(|u| u.pod.uid == pod.uid);
                     gatherer.nominated(&pod.uid, Some(node.clone()), now, gated);
                 }
             }
+            withdraw.extend(to_withdraw(&r, &nominated, &ungated));
             let mut removed = 0;
             for (u, outcome) in r.ungate.iter().zip(&ungated) {
+                self.settle(backoff, &u.pod, Write::Ungate, *outcome, now);
                 match outcome {
                     Outcome::Written => {
                         gatherer.ungated(&u.pod.uid, now);
@@ -198,29 +269,78 @@ impl Writes<'_> {
         let now = Instant::now();
         for ((pod, node), outcome) in renominate.into_iter().zip(renominated) {
             self.count("renominate", outcome);
+            self.settle(
+                backoff,
+                &pod,
+                Write::Nominate(Some(node.clone())),
+                outcome,
+                now,
+            );
             if outcome.ok() {
                 gatherer.nominated(&pod.uid, Some(node), now, false);
             }
         }
-        let cleared: Vec<Outcome> = stream::iter(clear.clone())
-            .map(|p| async move {
-                while_leading(
-                    &self.shared.leadership,
-                    self.term,
-                    set_nomination(self.client, &p, None),
-                )
-                .await
-            })
-            .buffered(CONCURRENCY)
-            .collect()
-            .await;
-        let now = Instant::now();
-        for (p, outcome) in clear.iter().zip(cleared) {
-            self.count("clear", outcome);
-            if outcome.ok() {
-                gatherer.nominated(&p.uid, None, now, false);
+        for (why, pods) in [("withdraw", withdraw), ("clear", clear)] {
+            let cleared: Vec<Outcome> = stream::iter(pods.clone())
+                .map(|p| async move {
+                    while_leading(
+                        &self.shared.leadership,
+                        self.term,
+                        set_nomination(self.client, &p, None),
+                    )
+                    .await
+                })
+                .buffered(CONCURRENCY)
+                .collect()
+                .await;
+            let now = Instant::now();
+            for (p, outcome) in pods.iter().zip(cleared) {
+                self.count(why, outcome);
+                self.settle(backoff, p, Write::Nominate(None), outcome, now);
+                if outcome.ok() {
+                    gatherer.nominated(&p.uid, None, now, false);
+                }
             }
         }
+    }
+
+    /// Whether `write` of `pod` may be sent now (else it waits out its back-off, counted).
+    fn ready(&self, backoff: &WriteBackoff, pod: &PodRef, write: Write, now: Instant) -> bool {
+        let ready = backoff.ready(&pod.uid, &write, now);
+        if !ready {
+            self.backed_off(match write {
+                Write::Nominate(_) => "nomination",
+                Write::Ungate => "gate",
+            });
+        }
+        ready
+    }
+
+    /// Tells the back-off how `write` of `pod` ended.
+    fn settle(
+        &self,
+        backoff: &mut WriteBackoff,
+        pod: &PodRef,
+        write: Write,
+        outcome: Outcome,
+        now: Instant,
+    ) {
+        match outcome {
+            Outcome::Written => backoff.succeeded(&pod.uid, &write),
+            Outcome::Failed => {
+                let wait = backoff.failed(&pod.uid, write.clone(), now);
+                warn!(pod = %pod, write = ?write, retry_in = ?wait, "gather write failed; not sent again before its back-off ends");
+            }
+            Outcome::Abandoned => {}
+        }
+    }
+
+    fn backed_off(&self, kind: &'static str) {
+        self.shared
+            .metrics
+            .gather_writes_backed_off
+            .get_or_create(&KindLabel { kind })
+            .inc();
     }
 
     fn count(&self, why: &'static str, outcome: Outcome) {
@@ -395,6 +515,52 @@ mod tests {
             !sent.load(Ordering::SeqCst),
             "a write of an ended term was sent"
         );
+    }
+
+    fn three_member_release() -> Release {
+        let pod = |n: &str| PodRef {
+            namespace: Arc::from("ml"),
+            name: Arc::from(n),
+            uid: Arc::from(format!("u-{n}")),
+        };
+        let members = [pod("a"), pod("b"), pod("c")];
+        Release {
+            gang: crate::model::GangKey::new("ml", "g"),
+            nominate: members
+                .iter()
+                .map(|p| (p.clone(), NodeName::from("n1")))
+                .collect(),
+            ungate: members
+                .iter()
+                .enumerate()
+                .map(|(i, p)| crate::model::gather::Ungate {
+                    pod: p.clone(),
+                    gate_index: i,
+                })
+                .collect(),
+        }
+    }
+
+    fn names(pods: Vec<PodRef>) -> Vec<String> {
+        pods.iter().map(|p| p.name.to_string()).collect()
+    }
+
+    /// A gated member carries muster's nomination only while its release is under way.
+    #[test]
+    fn the_nominations_of_members_left_gated_by_a_failed_release_are_withdrawn() {
+        use Outcome::{Abandoned as A, Failed as F, Written as W};
+        let r = three_member_release();
+        assert!(
+            to_withdraw(&r, &[W, W, W], &[W, W, W]).is_empty(),
+            "released"
+        );
+        // One gate removal failed: that member keeps its gate, its nomination goes.
+        assert_eq!(names(to_withdraw(&r, &[W, W, W], &[W, F, W])), ["b"]);
+        // One nomination failed: no gate was removed, the two written go.
+        assert_eq!(names(to_withdraw(&r, &[W, F, W], &[])), ["a", "c"]);
+        // Abandoned: this replica no longer leads and writes nothing more.
+        assert!(to_withdraw(&r, &[W, A, A], &[A, A, A]).is_empty());
+        assert!(to_withdraw(&r, &[W, W, W], &[W, A, A]).is_empty());
     }
 
     #[tokio::test]

@@ -106,6 +106,14 @@ pub struct Metrics {
     /// through; `renominate`: written again after kube-scheduler cleared it; `clear`: a seat
     /// gone) and outcome (`ok`, `failed`).
     pub nomination_writes: Family<NominationLabel, Counter>,
+    /// Nomination and gate-removal writes of gathered members by kind (`nomination`, `gate`)
+    /// not sent, or cancelled in flight, because this replica stopped leading in the term that
+    /// planned them (`cluster::gather`).
+    pub gather_writes_abandoned: Family<KindLabel, Counter>,
+    /// Gather writes not sent in a round because an earlier failure of the same write waits out
+    /// its back-off (100 ms doubling to 10 s, per pod), by kind (`release`: a gang's whole
+    /// release; `nomination`, `gate`).
+    pub gather_writes_backed_off: Family<KindLabel, Counter>,
     /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
     pub gang_markers_missing: Counter,
     /// PodGroup status writes by API and outcome (`cluster::status`).
@@ -159,6 +167,8 @@ impl Metrics {
             leader_takeovers: Counter::default(),
             gates_removed: Counter::default(),
             nomination_writes: Family::default(),
+            gather_writes_abandoned: Family::default(),
+            gather_writes_backed_off: Family::default(),
             gang_markers_missing: Counter::default(),
             podgroup_status_writes: Family::default(),
             started: Instant::now(),
@@ -267,6 +277,16 @@ impl Metrics {
             "nomination_writes",
             "status.nominatedNodeName writes of gathered gang members, by why (release, renominate, clear) and outcome",
             m.nomination_writes.clone(),
+        );
+        registry.register(
+            "gather_writes_abandoned",
+            "Nomination and gate-removal writes of gathered members (kind nomination, gate) not sent or cancelled in flight because this replica stopped leading",
+            m.gather_writes_abandoned.clone(),
+        );
+        registry.register(
+            "gather_writes_backed_off",
+            "Gather writes not sent in a round because an earlier failure of the same write waits out its per-pod back-off (kind release, nomination, gate)",
+            m.gather_writes_backed_off.clone(),
         );
         registry.register(
             "gang_markers_missing",

@@ -25,14 +25,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
+use muster_harness::api_proxy::{Fault, Pattern, Rule};
 use muster_harness::checks::{metric, parse_metrics};
 use muster_harness::k8s::{pod_node, GangKey};
 use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, POLICY_FILE};
 use muster_harness::process::signal;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
-    holds_for, names, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE,
-    REASON, TOGETHER, WINDOW,
+    holds_for, names, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
+    Timer, PLACE, REASON, TOGETHER, WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -853,4 +854,96 @@ async fn being_deleted(c: &Cluster, pods: &[String]) -> Result<Vec<String>> {
         })
         .cloned()
         .collect())
+}
+
+/// How long the API server keeps refusing a member's nomination in the back-off test.
+const REFUSED_FOR: Duration = Duration::from_secs(20);
+/// The nomination PATCHes of that member muster may send within [`REFUSED_FOR`]: its
+/// back-off (100 ms doubling to 10 s) allows 8 (at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and
+/// 12.7 s; `cluster::gather::backoff`), with 2 of slack; sent again every round (a round
+/// at least every second) it would be about 20.
+const REFUSED_PATCHES_AT_MOST: u32 = 10;
+
+/// A nomination the API server keeps refusing (fail-safe, never-half): muster's proxy answers
+/// 500 to every `pods/status` PATCH of one member of a gang that fits. muster sends it again
+/// only as its per-pod back-off allows (counted at the proxy: at most
+/// [`REFUSED_PATCHES_AT_MOST`] in [`REFUSED_FOR`]), keeps every gate (the gang stays gated and
+/// unbound), and withdraws the nominations it wrote for the other, still gated, members (a
+/// gated member holds no room against plain pods beyond the moment of its release). Once the
+/// API server accepts the PATCH again, the gang is placed whole.
+#[tokio::test]
+async fn a_nomination_the_api_server_keeps_refusing_is_backed_off_and_its_gang_stays_gated_until_it_passes(
+) -> Result<()> {
+    let _t = Timer("a_refused_nomination_is_backed_off", Instant::now());
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for n in ["node-1", "node-2"] {
+            c.add_node(n, NodeShape::cpu("2")).await?;
+        }
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        let refused = proxy.add(Rule {
+            pattern: Pattern {
+                method: "PATCH",
+                path_contains: vec!["/namespaces/ml/pods/job-1/status".into()],
+            },
+            fault: Fault::Status {
+                code: 500,
+                retry_after: None,
+            },
+            times: None,
+        });
+        let members = names("job", 3);
+        create_gang(&c, "job", &members, "1").await?;
+        holds_for(
+            "the gang to stay gated and unbound while one nomination is refused",
+            REFUSED_FOR,
+            || all_gated(&c, &members),
+        )
+        .await
+        .truth()?;
+        let sent = proxy.seen(refused);
+        eprintln!("the refused nomination was sent {sent} times in {REFUSED_FOR:?}");
+        ensure!(
+            (1..=REFUSED_PATCHES_AT_MOST).contains(&sent),
+            "the refused nomination of job-1 was sent {sent} times in {REFUSED_FOR:?} (at most \
+             {REFUSED_PATCHES_AT_MOST} with the back-off)"
+        );
+        wait_for(
+            "the other members' nominations withdrawn while they stay gated",
+            Duration::from_secs(10),
+            || async {
+                let pods = c.pods("ml").await?;
+                let nominated: Vec<String> = pods
+                    .iter()
+                    .filter(|p| {
+                        p.status
+                            .as_ref()
+                            .is_some_and(|s| s.nominated_node_name.is_some())
+                    })
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect();
+                Ok(if nominated.is_empty() {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("nominated: {nominated:?}"))
+                })
+            },
+        )
+        .await?;
+        let m = parse_metrics(&c.muster.get("/metrics").await?.1);
+        let backed_off: Vec<(&String, &f64)> = m
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("muster_gather_writes_backed_off_total")
+                    || k.starts_with("muster_nomination_writes_total")
+            })
+            .collect();
+        eprintln!("muster's gather writes under the fault: {backed_off:?}");
+        proxy.clear();
+        placed_whole(&c, &members).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
 }

@@ -25,6 +25,13 @@
 //!   with SIGTERM and its pod deleted), the leader first, under a steady stream of gangs: every
 //!   gang placed whole, none partial, and the scheduler's failed calls counted.
 //!
+//! - `a_leader_killed_in_the_middle_of_a_gangs_release_...` (gang-members mode): the leader is
+//!   SIGKILLed with a gang's nominations sent and its gates not yet removed; the standby places
+//!   the gang whole.
+//! - `a_leader_frozen_past_its_lease_...` (gang-members mode): the leader is frozen (SIGSTOP)
+//!   in the middle of a gang's release, the standby takes over, the gang no longer fits;
+//!   resumed, the deposed leader writes nothing more (no gate removed, no nomination) and the
+//!   gang stays gated until the new leader places it whole.
 //! - `a_drain_evicts_the_leader_...`: the shipped PodDisruptionBudget on the replicas' pods and
 //!   the API server's Eviction API: the leader's eviction is allowed and hands over while a gang
 //!   is placed, the other replica's is refused (429) until a replacement is Ready.
@@ -43,6 +50,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Pod;
+use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::checks::metric;
 use muster_harness::forward::http_post_json;
 use muster_harness::timing;
@@ -78,7 +86,22 @@ struct Ha {
     front: Forwarder,
     /// Between muster-a and the API server, when the test cuts it off.
     a_to_api: Option<Forwarder>,
+    /// Between muster-a and the API server, when the test delays and counts its requests.
+    a_proxy: Option<ApiProxy>,
     cp: ControlPlane,
+}
+
+/// How muster-a reaches the API server.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum AToApi {
+    /// Directly, with the admin kubeconfig.
+    Direct,
+    /// Through a TCP forwarder the test can cut ([`Ha::a_to_api`]).
+    CutAble,
+    /// With the shipped RBAC's ServiceAccount token, through an [`ApiProxy`] that delays and
+    /// counts chosen requests ([`Ha::a_proxy`]); and gang members are gated by the shipped
+    /// admission policy (the gang-members mode muster and kube-scheduler already run in).
+    GangMembersThroughProxy,
 }
 
 /// The pod object a replica stands for: labelled like the Deployment's pods, and with a
@@ -187,12 +210,17 @@ impl Ha {
     /// muster-a starts first and takes the Lease; muster-b then stands by, Ready, having seen
     /// muster-a hold it; kube-scheduler calls the forwarder.
     async fn start(cut_able: bool) -> Result<Ha> {
-        Self::start_with(cut_able, &[]).await
+        let a = if cut_able {
+            AToApi::CutAble
+        } else {
+            AToApi::Direct
+        };
+        Self::start_with(a, &[]).await
     }
 
     /// [`start`](Self::start), the Service keeping the replicas of the `stale` pods among its
     /// endpoints, labelled or not, first in the turn ([`Forwarder::to_leader_with_stale`]).
-    async fn start_with(cut_able: bool, stale: &[&str]) -> Result<Ha> {
+    async fn start_with(a_to_api: AToApi, stale: &[&str]) -> Result<Ha> {
         let cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
         let client = cp.client();
         k8s::create_namespace(&client, NS).await?;
@@ -200,7 +228,24 @@ impl Ha {
         for pod in ["muster-a", "muster-b"] {
             create_replica_pod(&cp, pod).await?;
         }
-        let a_to_api = if cut_able {
+        let a_proxy = if a_to_api == AToApi::GangMembersThroughProxy {
+            // As `Cluster::start` does: without muster (the control run) the policy is not
+            // applied, and gang members are plain pods kube-scheduler schedules alone.
+            if !control_run_requested() {
+                muster_harness::policy::apply_gang_admission_policy(&client).await?;
+            }
+            let sa = muster_harness::rbac::service_account_kubeconfig(
+                &client,
+                cp.kubeconfig_path(),
+                cp.dir(),
+                24,
+            )
+            .await?;
+            Some(ApiProxy::start(&sa).await?)
+        } else {
+            None
+        };
+        let a_to_api = if a_to_api == AToApi::CutAble {
             let addr = cp
                 .apiserver_url()
                 .trim_start_matches("https://")
@@ -210,9 +255,10 @@ impl Ha {
         } else {
             None
         };
-        let a_kubeconfig = match &a_to_api {
-            Some(f) => kubeconfig_through(&cp, f.port())?,
-            None => cp.kubeconfig_path().to_path_buf(),
+        let a_kubeconfig = match (&a_to_api, &a_proxy) {
+            (Some(f), _) => kubeconfig_through(&cp, f.port())?,
+            (None, Some(p)) => p.kubeconfig(cp.dir(), "muster-a-through-proxy")?,
+            (None, None) => cp.kubeconfig_path().to_path_buf(),
         };
         let a = Muster::start(replica_options(&cp, "muster-a", "muster-a", &a_kubeconfig)?).await?;
         muster_harness::wait_for("muster-a to lead", Duration::from_secs(30), || async {
@@ -258,6 +304,7 @@ impl Ha {
             endpoints,
             front,
             a_to_api,
+            a_proxy,
             cp,
         };
         ha.wait_standby(1, "muster-a").await?;
@@ -542,7 +589,7 @@ fn requests(metrics: &BTreeMap<String, f64>, verb: &str, outcome: &str) -> f64 {
 async fn under_kube_schedulers_traffic_only_the_leader_decides_and_every_gang_is_placed_whole(
 ) -> Result<()> {
     let _t = Timer("single_decider_under_traffic", Instant::now());
-    let ha = Ha::start_with(false, &["muster-b"]).await?;
+    let ha = Ha::start_with(AToApi::Direct, &["muster-b"]).await?;
     let client = ha.cp.client();
     let r = async {
         ensure!(decides(ha.port(0)).await?, "muster-a should lead");
@@ -1384,6 +1431,294 @@ async fn a_drain_evicts_the_leader_through_the_pdb_one_replica_at_a_time_while_a
         k8s::check_no_overcommit(&client)
                 .await?
                 .map_err(anyhow::Error::msg)?;
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        eprintln!("{}", ha.logs());
+    }
+    r
+}
+
+/// How long muster-a's proxy holds its first nominations of a gang's members: the time the
+/// tests have to stop muster-a in the middle of the gang's release (nominations sent, gates
+/// not yet removed).
+const NOMINATION_HELD: Duration = Duration::from_secs(2);
+/// Linux's signal numbers (signal(7)).
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+
+/// The indices of the rules on muster-a's proxy: its nominations (pods/status PATCHes in
+/// [`NS`]), the first three held for [`NOMINATION_HELD`]; and every PATCH of a pod in [`NS`]
+/// (nominations and gate removals), counted.
+struct AWrites {
+    nominations: usize,
+    patches: usize,
+}
+
+impl Ha {
+    fn proxy(&self) -> &ApiProxy {
+        self.a_proxy
+            .as_ref()
+            .expect("started with AToApi::GangMembersThroughProxy")
+    }
+
+    /// `muster_gates_removed_total` of replica `i`.
+    async fn gates_removed(&self, i: usize) -> Result<f64> {
+        let m = self.replicas[i].muster.metrics().await?;
+        Ok(m.get("muster_gates_removed_total").copied().unwrap_or(0.0))
+    }
+}
+
+fn pod_patches(status: bool) -> Pattern {
+    let mut path_contains = vec![format!("/namespaces/{NS}/pods/")];
+    if status {
+        path_contains.push("/status".into());
+    }
+    Pattern {
+        method: "PATCH",
+        path_contains,
+    }
+}
+
+/// Gang `g` of three members of 2 CPUs (one per node): two created first, which muster-a
+/// keeps gated and unbound (the quorum is 3; kube-scheduler alone binds them at once, a
+/// partial gang, on cluster truth), then the third; returns once muster-a, releasing the gang,
+/// has sent its three nominations, which its proxy holds (the gates are removed only after
+/// them).
+async fn catch_a_release(ha: &Ha, g: &str) -> Result<AWrites> {
+    let client = ha.cp.client();
+    let proxy = ha.proxy();
+    for i in 0..2 {
+        member(g, i, "2").create(&client).await?;
+    }
+    muster_harness::holds_for(
+        &format!("the first two members of gang {NS}/{g} to stay unbound"),
+        Duration::from_secs(3),
+        || async {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            muster_harness::ensure_truth!(
+                bound.is_empty(),
+                "members of gang {NS}/{g} bound before its quorum exists: {bound:?}"
+            );
+            Ok(Ok(()))
+        },
+    )
+    .await?;
+    let pods = k8s::list_pods(&client, NS).await?;
+    ensure!(
+        pods.iter().all(muster_harness::policy::is_gated),
+        "the first two members are gated by the admission policy"
+    );
+    let writes = AWrites {
+        nominations: proxy.add(Rule {
+            pattern: pod_patches(true),
+            fault: Fault::Delay(NOMINATION_HELD),
+            times: Some(3),
+        }),
+        patches: proxy.add(Rule {
+            pattern: pod_patches(false),
+            fault: Fault::Delay(Duration::ZERO),
+            times: None,
+        }),
+    };
+    member(g, 2, "2").create(&client).await?;
+    muster_harness::wait_for(
+        "muster-a to send the gang's three nominations",
+        Duration::from_secs(30),
+        || async {
+            let seen = proxy.seen(writes.nominations);
+            Ok(if seen >= 3 {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{seen} sent"))
+            })
+        },
+    )
+    .await?;
+    ensure!(
+        proxy.seen(writes.patches) == 3,
+        "only the nominations were sent, no gate removal yet: {} PATCHes",
+        proxy.seen(writes.patches)
+    );
+    Ok(writes)
+}
+
+/// Polls until gang `g` is bound whole, never partly beyond [`BINDING_GRACE`] (never-half).
+async fn placed_whole(ha: &Ha, g: &str, within: Duration) -> Result<()> {
+    let client = ha.cp.client();
+    let gangs = vec![g.to_string()];
+    let mut watch = PartialWatch::new();
+    let deadline = Instant::now() + within;
+    while watch.placed.is_empty() {
+        let bound = k8s::bound_pods(&client, NS).await?;
+        muster_harness::ensure_truth!(
+            Instant::now() < deadline,
+            "gang {NS}/{g} not placed within {within:?}: bound {bound:?}"
+        );
+        watch.observe(&bound, &gangs)?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    k8s::check_no_overcommit(&client)
+        .await?
+        .map_err(anyhow::Error::msg)
+}
+
+/// A take-over in the middle of gathering (gang-members mode, never-half): muster-a is
+/// SIGKILLed while releasing a gang, its nominations sent and held, no gate removed; the
+/// standby takes over from what the watch shows (the gated members, perhaps nominated by the
+/// dead leader, with no seats) and places the gang whole, removing every gate itself.
+#[tokio::test]
+async fn a_leader_killed_in_the_middle_of_a_gangs_release_leaves_the_standby_to_place_it_whole(
+) -> Result<()> {
+    let _t = Timer("killed_mid_release", Instant::now());
+    let mut ha = Ha::start_with(AToApi::GangMembersThroughProxy, &[]).await?;
+    let r = async {
+        catch_a_release(&ha, "caught").await?;
+        ha.replicas[0].muster.kill_hard();
+        let killed = Instant::now();
+        placed_whole(&ha, "caught", Duration::from_secs(60)).await?;
+        let removed = ha.gates_removed(1).await?;
+        ensure!(
+            removed == 3.0,
+            "muster-b removed the three gates: muster_gates_removed_total {removed}"
+        );
+        eprintln!(
+            "KILLED MID-RELEASE: gang placed whole by muster-b {:.2} s after the kill",
+            killed.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+    .await;
+    if r.is_err() {
+        eprintln!("{}", ha.logs());
+    }
+    r
+}
+
+/// A deposed leader's writes: muster-a is frozen (SIGSTOP) in the middle of a gang's release,
+/// its nominations sent, its gate removals not yet; while it is frozen two nodes go, so the
+/// gang no longer fits, and muster-b takes the Lease over, keeps the gang gated and clears the
+/// nominations muster-a's held writes left on gated members without seats. muster-a resumed
+/// (SIGCONT) finds its lease lapsed: it sends no further write (its proxy counts none), removes
+/// no gate (cluster truth: every member stays gated, none bound; its
+/// `muster_gates_removed_total` stays 0), and stands by. Once the room is back, muster-b places
+/// the gang whole.
+#[tokio::test]
+async fn a_leader_frozen_past_its_lease_removes_no_gate_and_writes_no_nomination_after_it(
+) -> Result<()> {
+    let _t = Timer("frozen_past_its_lease", Instant::now());
+    let ha = Ha::start_with(AToApi::GangMembersThroughProxy, &[]).await?;
+    let client = ha.cp.client();
+    let g = "frozen";
+    let r = async {
+        let writes = catch_a_release(&ha, g).await?;
+        let pid = ha.replicas[0].muster.pid().context("muster-a runs")?;
+        ensure!(muster_harness::process::signal(pid, SIGSTOP), "SIGSTOP");
+        let frozen = Instant::now();
+        for n in ["node-2", "node-3"] {
+            k8s::delete_node(&client, n).await?;
+        }
+        muster_harness::wait_for("muster-b to take over", Duration::from_secs(30), || async {
+            Ok(if decides(ha.port(1)).await? {
+                Progress::Done(())
+            } else {
+                Progress::NotYet("stands by".into())
+            })
+        })
+        .await?;
+        let took_over = frozen.elapsed();
+        // muster-a's held nominations landed (the proxy sends them on), and muster-b cleared
+        // them: gated members without seats carry no nomination.
+        muster_harness::wait_for(
+            "muster-b to clear the nominations of the gated members",
+            Duration::from_secs(30),
+            || async {
+                let m = ha.replicas[1].muster.metrics().await?;
+                let cleared: f64 = m
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.starts_with("muster_nomination_writes_total{")
+                            && k.contains(r#"why="clear""#)
+                            && k.contains(r#"outcome="ok""#)
+                    })
+                    .map(|(_, v)| v)
+                    .sum();
+                let pods = k8s::list_pods(&client, NS).await?;
+                let nominated: Vec<String> = pods
+                    .iter()
+                    .filter(|p| {
+                        p.status
+                            .as_ref()
+                            .and_then(|s| s.nominated_node_name.as_ref())
+                            .is_some()
+                    })
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect();
+                Ok(if cleared >= 3.0 && nominated.is_empty() {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{cleared} cleared; nominated: {nominated:?}"))
+                })
+            },
+        )
+        .await?;
+        let sent = ha.proxy().seen(writes.patches);
+        ensure!(muster_harness::process::signal(pid, SIGCONT), "SIGCONT");
+        eprintln!(
+            "FROZEN: muster-b decided {:.2} s after the freeze; muster-a resumed after {:.2} s",
+            took_over.as_secs_f64(),
+            frozen.elapsed().as_secs_f64()
+        );
+        ha.wait_standby(0, "muster-b").await?;
+        muster_harness::holds_for(
+            &format!("every member of gang {NS}/{g} to stay gated and unbound"),
+            Duration::from_secs(5),
+            || async {
+                let pods = k8s::list_pods(&client, NS).await?;
+                let ungated: Vec<String> = pods
+                    .iter()
+                    .filter(|p| !muster_harness::policy::is_gated(p))
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect();
+                muster_harness::ensure_truth!(
+                    ungated.is_empty(),
+                    "members of gang {NS}/{g}, which does not fit, ungated after muster-a lost \
+                     its lease: {ungated:?}"
+                );
+                let bound = k8s::bound_pods(&client, NS).await?;
+                muster_harness::ensure_truth!(bound.is_empty(), "bound: {bound:?}");
+                Ok(Ok(()))
+            },
+        )
+        .await?;
+        let after = ha.proxy().seen(writes.patches);
+        ensure!(
+            after == sent,
+            "muster-a sent {} PATCHes of gang members after it lost its lease",
+            after - sent
+        );
+        let removed = ha.gates_removed(0).await?;
+        ensure!(
+            removed == 0.0,
+            "muster-a removed gates after it lost its lease: muster_gates_removed_total {removed}"
+        );
+        let m = ha.replicas[0].muster.metrics().await?;
+        let abandoned: Vec<(&String, &f64)> = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("muster_gather_writes_abandoned_total"))
+            .collect();
+        eprintln!(
+            "FROZEN: muster-a abandoned {abandoned:?}; sent {sent} PATCHes, all before the freeze"
+        );
+        for n in ["node-2", "node-3"] {
+            k8s::add_node(&client, n, &NodeShape::cpu("2")).await?;
+        }
+        placed_whole(&ha, g, Duration::from_secs(60)).await?;
+        ensure!(
+            ha.gates_removed(0).await? == 0.0,
+            "muster-a removed no gate"
+        );
         Ok(())
     }
     .await;

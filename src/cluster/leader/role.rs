@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -25,6 +27,10 @@ enum Role {
 #[derive(Debug)]
 pub struct Leadership {
     role: Mutex<Role>,
+    /// Terms this replica began leading (changed under the `role` lock): work planned in one
+    /// term is not done in another (`cluster::gather` writes only in the term that planned
+    /// them, and starts each term from what the watch shows).
+    term: AtomicU64,
     identity: String,
     /// `namespace/name` of the Lease.
     lease: String,
@@ -45,6 +51,7 @@ impl Leadership {
     pub fn sole() -> Self {
         Leadership {
             role: Mutex::new(Role::Sole),
+            term: AtomicU64::new(0),
             identity: String::new(),
             lease: String::new(),
             changes: watch::Sender::new(0),
@@ -55,6 +62,7 @@ impl Leadership {
     pub fn candidate(identity: &str, lease_namespace: &str, lease_name: &str) -> Self {
         Leadership {
             role: Mutex::new(Role::Standby { leader: None }),
+            term: AtomicU64::new(0),
             identity: identity.to_string(),
             lease: format!("{lease_namespace}/{lease_name}"),
             changes: watch::Sender::new(0),
@@ -98,6 +106,18 @@ impl Leadership {
         }
     }
 
+    /// The term this replica leads in at `now`, if it decides (always 0 when it runs alone).
+    /// A new term begins at every take-over, also by a leader that lapsed and took the Lease
+    /// again: what it planned before is not its to finish.
+    pub fn leading_term(&self, now: Instant) -> Option<u64> {
+        let role = self.role.lock();
+        match &*role {
+            Role::Sole => Some(0),
+            Role::Leading { until } if now < *until => Some(self.term.load(Ordering::Acquire)),
+            _ => None,
+        }
+    }
+
     /// Completes once this replica does not decide (never when it runs alone): at a step-down,
     /// or at its renew deadline unless renewed meanwhile. Work a decision started (a binding
     /// being retried) stops there, so it cannot land after a standby may have taken over.
@@ -127,6 +147,9 @@ impl Leadership {
     pub fn lead_until(&self, until: Instant, now: Instant) -> bool {
         let mut role = self.role.lock();
         let took_over = !matches!(*role, Role::Leading { until: u } if now < u);
+        if took_over {
+            self.term.fetch_add(1, Ordering::AcqRel);
+        }
         *role = Role::Leading { until };
         drop(role);
         if took_over {
@@ -237,6 +260,30 @@ mod tests {
                 .is_err(),
             "a sole replica never lapses"
         );
+    }
+
+    #[test]
+    fn every_take_over_begins_a_new_term_and_a_renewal_does_not() {
+        let l = Leadership::candidate("a", "ns", "muster");
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(l.leading_term(t0), None, "a standby has no term");
+        l.lead_until(t0 + s(2), t0);
+        let first = l.leading_term(t0).expect("leads");
+        l.lead_until(t0 + s(3), t0 + s(1));
+        assert_eq!(l.leading_term(t0 + s(1)), Some(first), "a renewal");
+        assert_eq!(l.leading_term(t0 + s(3)), None, "past its deadline");
+        // Lapsed, then the Lease taken again: a new term.
+        l.lead_until(t0 + s(6), t0 + s(4));
+        let second = l.leading_term(t0 + s(4)).expect("leads again");
+        assert_ne!(second, first);
+        // Stepped down, then taken over again: another.
+        l.follow(Some("b".into()));
+        assert_eq!(l.leading_term(t0 + s(4)), None);
+        l.lead_until(t0 + s(9), t0 + s(7));
+        let third = l.leading_term(t0 + s(7)).expect("leads again");
+        assert!(third != first && third != second);
+        assert_eq!(Leadership::sole().leading_term(t0), Some(0));
     }
 
     #[test]

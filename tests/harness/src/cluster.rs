@@ -9,6 +9,7 @@ use anyhow::Result;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 
+use crate::api_proxy::ApiProxy;
 use crate::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 use crate::k8s::{self, EventSummary, GangKey, NodeShape, PodBuilder};
 use crate::muster::{Muster, MusterOptions};
@@ -48,6 +49,10 @@ pub struct ClusterOptions {
     /// Which pods pass through muster. The default is what `kubectl apply -k deploy/` installs,
     /// [`Scope::GangMembers`]; [`ClusterOptions::every_pod`] asks for the alternative.
     pub scope: Scope,
+    /// muster reaches the API server through an [`ApiProxy`] (with the shipped RBAC's token:
+    /// the proxy speaks plain HTTP to muster), for tests that fault or count its requests
+    /// ([`Cluster::api_proxy`]).
+    pub through_api_proxy: bool,
 }
 
 /// muster's `--scope`: which pods kube-scheduler sends to muster.
@@ -105,6 +110,7 @@ impl ClusterOptions {
             muster_identity: MusterIdentity::default(),
             crds: Vec::new(),
             scope: Scope::default(),
+            through_api_proxy: false,
         }
     }
 
@@ -114,6 +120,12 @@ impl ClusterOptions {
     pub fn every_pod(mut self) -> Self {
         self.scope = Scope::EveryPod;
         self.scheduler_config("muster-every-pod.yaml")
+    }
+
+    /// muster's requests go through an [`ApiProxy`] ([`Cluster::api_proxy`]).
+    pub fn through_api_proxy(mut self) -> Self {
+        self.through_api_proxy = true;
+        self
     }
 
     /// Installs the CRD in `file` (relative to the repository, e.g.
@@ -186,6 +198,7 @@ pub struct Cluster {
     client: Client,
     pub startup: StartupTimes,
     gathers: bool,
+    api_proxy: Option<ApiProxy>,
 }
 
 impl Cluster {
@@ -225,6 +238,19 @@ impl Cluster {
                     .await?
             }
             MusterIdentity::Admin => cp.kubeconfig_path().to_path_buf(),
+        };
+        let api_proxy = if opts.through_api_proxy {
+            anyhow::ensure!(
+                opts.muster_identity == MusterIdentity::ShippedRbac,
+                "the API proxy passes a token on, not a client certificate: use the shipped RBAC"
+            );
+            Some(ApiProxy::start(&muster_kubeconfig).await?)
+        } else {
+            None
+        };
+        let muster_kubeconfig = match &api_proxy {
+            Some(p) => p.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?,
+            None => muster_kubeconfig,
         };
         let mut mo = MusterOptions::new(&opts.muster_binary, &muster_kubeconfig, cp.dir());
         mo.args = opts.muster_args.clone();
@@ -282,6 +308,7 @@ impl Cluster {
             client,
             startup,
             gathers,
+            api_proxy,
         })
     }
 
@@ -295,6 +322,12 @@ impl Cluster {
 
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// The proxy between muster and the API server (started with
+    /// [`ClusterOptions::through_api_proxy`]).
+    pub fn api_proxy(&self) -> Option<&ApiProxy> {
+        self.api_proxy.as_ref()
     }
 
     /// The certificates muster serves with (when started with [`ClusterOptions::tls`]).

@@ -80,8 +80,26 @@ async fn write(client: &Client, shared: &Shared, gatherer: &mut Gatherer, plan: 
         releases,
         renominate,
         clear,
+        outside_gangs,
         ..
     } = plan;
+    // Pods in no gang: their gates go, with no nomination (see `model::gather::orphans`).
+    let freed: Vec<bool> = stream::iter(outside_gangs.clone())
+        .map(|u| {
+            let client = client.clone();
+            async move { ungate(&client, &u.pod).await }
+        })
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let now = Instant::now();
+    for (u, ok) in outside_gangs.iter().zip(freed) {
+        if ok {
+            gatherer.ungated(&u.pod.uid, now);
+            shared.metrics.gates_removed.inc();
+            info!(pod = %u.pod, "pod behind muster's gate in no gang: gate removed");
+        }
+    }
     let outcomes: Vec<(Release, Vec<bool>, Vec<bool>)> = stream::iter(releases)
         .map(|r| release(client.clone(), r))
         .buffer_unordered(CONCURRENCY)

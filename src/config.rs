@@ -124,6 +124,13 @@ pub struct Args {
     #[arg(long, env = "MUSTER_SCOPE", value_enum, default_value = "gang-members")]
     pub scope: Scope,
 
+    /// The `schedulerName`s of the kube-schedulers that call muster, comma-separated
+    /// (deploy/second-scheduler passes its own, muster-scheduler). A gang-keyed pod of any
+    /// other scheduler (Volcano's, coscheduling's, ...) is left alone as a plain pod, with a
+    /// Warning Event GangKeysIgnored; the admission policy marks only these schedulers' pods.
+    #[arg(long, env = "MUSTER_SCHEDULER_NAMES", value_delimiter = ',', default_value = "default-scheduler", value_parser = parse_scheduler_name)]
+    pub scheduler_names: Vec<String>,
+
     /// Log filter, e.g. "info" or "muster=debug,kube=warn".
     #[arg(long, env = "MUSTER_LOG_LEVEL", default_value = "info", value_parser = parse_log_filter)]
     pub log_level: String,
@@ -320,6 +327,11 @@ impl Args {
             backoff: self.gang_backoff,
             creation_window: self.creation_window,
             evict_after_unseen_preemption: self.evict_gangs_preempted_without_muster,
+            scheduler_names: self
+                .scheduler_names
+                .iter()
+                .map(|n| std::sync::Arc::from(n.as_str()))
+                .collect(),
             ..ModelConfig::default()
         }
     }
@@ -366,6 +378,19 @@ fn parse_dns_subdomain(s: &str) -> Result<String, String> {
             "{s:?} is not a Secret name (lower-case letters, digits, '-' and '.')"
         ))
     }
+}
+
+/// A `schedulerName`: any non-empty string without spaces (the API server does not validate
+/// it: "field corev1.PodSpec.SchedulerName has no validation",
+/// pkg/apis/core/v1/zz_generated.validations.go:1310, v1.37.2).
+fn parse_scheduler_name(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || s.contains(char::is_whitespace) {
+        return Err(format!(
+            "{s:?} is not a schedulerName (a non-empty name without spaces)"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// A certificate host: an IP address or a DNS name (lower-cased).
@@ -465,6 +490,7 @@ fn parse_log_filter(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn parse(args: &[&str]) -> Result<Args, String> {
         let mut argv = vec!["muster"];
@@ -482,6 +508,21 @@ mod tests {
             ("muster-system", "muster-7")
         );
         assert_eq!(parse(&["--pod-name", "muster-7"]).unwrap().own_pod(), None);
+    }
+
+    #[test]
+    fn scheduler_names_default_to_the_default_scheduler_and_bad_ones_are_refused() {
+        let names = |a: Args| a.model_config().scheduler_names;
+        assert_eq!(names(parse(&[]).unwrap()), [Arc::from("default-scheduler")]);
+        assert_eq!(
+            names(parse(&["--scheduler-names=muster-scheduler,gpu.sched"]).unwrap()),
+            [Arc::from("muster-scheduler"), Arc::from("gpu.sched")]
+        );
+        let e = parse(&["--scheduler-names=muster-scheduler,"]).unwrap_err();
+        assert!(
+            e.contains("--scheduler-names") && e.contains("is not a schedulerName"),
+            "{e}"
+        );
     }
 
     #[test]

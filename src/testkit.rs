@@ -42,6 +42,8 @@ pub fn pod(name: &str) -> PodBuilder {
             created: 0,
             bound_at: None,
             membership: Ok(None),
+            scheduler_name: None,
+            gang_keys_ignored: false,
             node_selector: vec![],
             tolerations: vec![],
             labels: Default::default(),

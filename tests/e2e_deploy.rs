@@ -846,6 +846,9 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "RoleBinding/muster-system/muster-scheduler-leader-election",
         "ConfigMap/muster-system/muster-scheduler-config-<hash>",
         "Deployment/muster-system/muster-scheduler",
+        // Replace the base's (applied after it): only muster-scheduler pods are marked.
+        "MutatingAdmissionPolicy//muster-gang-members",
+        "MutatingAdmissionPolicyBinding//muster-gang-members",
     ]
     .map(String::from)
     .into();
@@ -1159,6 +1162,30 @@ fn second_scheduler_config_copy_is_byte_identical() -> Result<()> {
         original == copy,
         "{SECOND_SCHEDULER_COPY} differs from {SECOND_SCHEDULER_CONFIG}; \
          run: cp {SECOND_SCHEDULER_CONFIG} deploy/second-scheduler/"
+    );
+    Ok(())
+}
+
+/// The second-scheduler install's admission policy is the base's with only the schedulers it
+/// marks changed (kustomize cannot patch the base's from another directory): default-scheduler
+/// there, muster-scheduler here.
+#[test]
+fn second_scheduler_policy_differs_from_the_base_only_in_its_scheduler_names() -> Result<()> {
+    let root = repo_root();
+    let base = fs::read_to_string(root.join("deploy/gang-admission-policy.yaml"))?;
+    let second =
+        fs::read_to_string(root.join("deploy/second-scheduler/gang-admission-policy.yaml"))?;
+    let line =
+        |names: &str| format!("      expression: \"object.spec.schedulerName in [{names}]\"\n");
+    let (base_line, second_line) = (line("'default-scheduler'"), line("'muster-scheduler'"));
+    ensure!(
+        base.matches(&base_line).count() == 1,
+        "deploy/gang-admission-policy.yaml has no single line {base_line:?}"
+    );
+    ensure!(
+        base.replace(&base_line, &second_line) == second,
+        "deploy/second-scheduler/gang-admission-policy.yaml is not deploy/gang-admission-policy.yaml \
+         with {base_line:?} made {second_line:?}"
     );
     Ok(())
 }

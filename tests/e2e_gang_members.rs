@@ -947,3 +947,210 @@ async fn a_nomination_the_api_server_keeps_refusing_is_backed_off_and_its_gang_s
     .await;
     c.report(&["ml"], r).await
 }
+
+/// A gang-keyed pod for a scheduler that does not call muster (`schedulerName: volcano`) is
+/// left alone: the policy marks only the pods of schedulers that call muster (it is created
+/// without muster's gate and marker), muster counts it in no gang and says so once (Warning
+/// `GangKeysIgnored`), and the muster gang of the same group name in the same namespace is
+/// unaffected: with one of its two members created it stays gated and unbound (counting the
+/// Volcano pod as its second member, muster would release both and bind one alone), and with
+/// the second it is placed whole. No Volcano scheduler runs, so its pod stays Pending.
+#[tokio::test]
+async fn a_gang_pod_of_another_scheduler_is_left_unmarked_with_a_warning_and_the_muster_gang_is_unaffected(
+) -> Result<()> {
+    let _t = Timer("a_gang_pod_of_another_scheduler", Instant::now());
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("2")).await?;
+        let volcano = c
+            .create(
+                PodBuilder::new("ml", "volcano-0")
+                    .cpu("100m")
+                    .gang(GangKey::Muster, "job", 2)
+                    .scheduler_name("volcano"),
+            )
+            .await?;
+        ensure!(
+            !is_marked(&volcano) && !is_gated(&volcano),
+            "the policy marked or gated a pod of schedulerName volcano: {:?}",
+            volcano
+                .spec
+                .as_ref()
+                .map(|s| (&s.scheduling_gates, &s.containers[0].resources))
+        );
+        let members = names("job", 2);
+        let member = |name: &str| {
+            PodBuilder::new("ml", name)
+                .cpu("500m")
+                .gang(GangKey::Muster, "job", 2)
+        };
+        c.create(member(&members[0])).await?;
+        holds_for(
+            "the muster gang's one member to stay gated and unbound",
+            WINDOW,
+            || all_gated(&c, &members[..1]),
+        )
+        .await
+        .truth()?;
+        let (_, event) = c
+            .wait_event_matching(
+                "ml",
+                &["volcano-0".to_string()],
+                "a GangKeysIgnored Warning naming its scheduler",
+                REASON,
+                |e| {
+                    e.type_ == "Warning"
+                        && e.reason == "GangKeysIgnored"
+                        && e.message.contains(
+                            "its schedulerName volcano does not call muster (the schedulers \
+                             that do: default-scheduler)",
+                        )
+                },
+            )
+            .await?;
+        eprintln!("muster's warning: {event}");
+        c.create(member(&members[1])).await?;
+        placed_whole(&c, &members).await?;
+        let events = c.events_for("ml", "volcano-0").await?;
+        let warnings: i32 = events
+            .iter()
+            .filter(|e| e.reason == "GangKeysIgnored")
+            .map(|e| e.count)
+            .sum();
+        ensure!(
+            warnings == 1,
+            "volcano-0 was warned {warnings} times: {events:?}"
+        );
+        let pods = c.pods("ml").await?;
+        let v = pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some("volcano-0"))
+            .context("volcano-0 is gone")?;
+        ensure!(pod_node(v).is_none(), "volcano-0 was bound");
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// Removes `key` from the pod's labels, as `kubectl label pod NAME KEY-` does.
+async fn remove_label(c: &Cluster, name: &str, key: &str) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+    let patch = serde_json::json!({"metadata": {"labels": {key: null}}});
+    pods.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// muster owns its gate: a member gated by the policy (its group given as the label
+/// `muster.dev/group`, quorum 2, alone, so it waits) whose gang label is removed is in no gang any
+/// more; muster removes its gate and says why (Warning `GangGateReleased`), and kube-scheduler
+/// binds it as a plain pod. Before, its gate stayed forever.
+#[tokio::test]
+async fn a_gated_member_whose_gang_label_is_removed_is_released_and_bound_as_a_plain_pod(
+) -> Result<()> {
+    let _t = Timer("a_gated_member_whose_gang_label_is_removed", Instant::now());
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        let name = "lone".to_string();
+        c.create(
+            PodBuilder::new("ml", &name)
+                .cpu("100m")
+                .label("muster.dev/group", "lone")
+                .annotation("muster.dev/min-available", "2"),
+        )
+        .await?;
+        holds_for(
+            "the lone member (1 of 2) to stay gated and unbound",
+            WINDOW,
+            || all_gated(&c, std::slice::from_ref(&name)),
+        )
+        .await
+        .truth()?;
+        remove_label(&c, &name, "muster.dev/group").await?;
+        c.wait_bound("ml", std::slice::from_ref(&name), PLAIN)
+            .await
+            .truth()?;
+        let (_, event) = c
+            .wait_event_matching(
+                "ml",
+                std::slice::from_ref(&name),
+                "a GangGateReleased Warning saying it has no gang keys",
+                REASON,
+                |e| {
+                    e.type_ == "Warning"
+                        && e.reason == "GangGateReleased"
+                        && e.message.contains("has no gang keys (any more)")
+                },
+            )
+            .await?;
+        eprintln!("muster's warning: {event}");
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+/// A pod created with two different groups (muster's annotation and coscheduling's label) is
+/// not a valid member: muster keeps it behind its gate (released alone it could bind part of
+/// a gang: never-half) and says so, naming both keys (Warning `InvalidGangKeys`). Once the
+/// label is removed it is a valid member of its gang (quorum 1) and is placed.
+#[tokio::test]
+async fn a_pod_created_with_two_conflicting_groups_stays_gated_with_a_warning_naming_both(
+) -> Result<()> {
+    let _t = Timer("a_pod_created_with_two_conflicting_groups", Instant::now());
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        let name = "split".to_string();
+        c.create(
+            PodBuilder::new("ml", &name)
+                .cpu("100m")
+                .annotation("muster.dev/group", "alpha")
+                .annotation("muster.dev/min-available", "1")
+                .label("scheduling.x-k8s.io/pod-group", "beta"),
+        )
+        .await?;
+        holds_for(
+            "the pod with two groups to stay gated and unbound",
+            WINDOW,
+            || all_gated(&c, std::slice::from_ref(&name)),
+        )
+        .await
+        .truth()?;
+        let (_, event) = c
+            .wait_event_matching(
+                "ml",
+                std::slice::from_ref(&name),
+                "an InvalidGangKeys Warning naming both keys and the gate",
+                REASON,
+                |e| {
+                    e.type_ == "Warning"
+                        && e.reason == "InvalidGangKeys"
+                        && e.message.contains(
+                            "conflicting gang keys: muster.dev/group=\"alpha\" but \
+                             scheduling.x-k8s.io/pod-group=\"beta\"",
+                        )
+                        && e.message
+                            .contains("stays behind muster's gate muster.dev/gather")
+                },
+            )
+            .await?;
+        eprintln!("muster's warning: {event}");
+        remove_label(&c, &name, "scheduling.x-k8s.io/pod-group").await?;
+        c.wait_bound("ml", std::slice::from_ref(&name), PLACE)
+            .await
+            .truth()?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -35,7 +35,7 @@ const HELM_LABELS: [&str; 3] = [
 
 /// Where the chart differs from Kustomize on purpose. Each is applied by [`reconcile_intended`]
 /// to the pair of renders before they are compared, and must be found there (a stale entry fails).
-const INTENDED_DIFFERENCES: [(&str, &str); 2] = [
+const INTENDED_DIFFERENCES: [(&str, &str); 3] = [
     (
         "ConfigMap muster-scheduler-config",
         "Kustomize's configMapGenerator names it muster-scheduler-config-<content hash> (and the \
@@ -45,6 +45,11 @@ const INTENDED_DIFFERENCES: [(&str, &str); 2] = [
         "Deployment muster-scheduler: spec.template.metadata.annotations[checksum/config]",
         "the chart rolls the second scheduler on a config change with a checksum annotation \
          (Helm's convention), as Kustomize does with the hashed name",
+    ),
+    (
+        "Deployment muster: env MUSTER_SCHEDULER_NAMES=muster-scheduler, with the second scheduler",
+        "Kustomize cannot patch the base from deploy/second-scheduler/, so deploy/README.md has \
+         users add it with `kubectl set env` (appended last, as the chart renders it)",
     ),
 ];
 
@@ -302,6 +307,16 @@ fn reconcile_intended(
         hash.len() == 10 && hash.chars().all(|c| c.is_ascii_alphanumeric()),
         "{hashed}: not a Kustomize content hash"
     );
+    // The `kubectl set env deployment/muster MUSTER_SCHEDULER_NAMES=muster-scheduler` step.
+    let env = kust
+        .get_mut(&format!("Deployment/{NS}/muster"))
+        .and_then(|d| d["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut())
+        .context("Kustomize renders no muster container with env")?;
+    ensure!(
+        !env.iter().any(|e| e["name"] == "MUSTER_SCHEDULER_NAMES"),
+        "Kustomize sets MUSTER_SCHEDULER_NAMES itself: drop the intended difference"
+    );
+    env.push(json!({"name": "MUSTER_SCHEDULER_NAMES", "value": "muster-scheduler"}));
     let mut cm = kust.remove(&hashed).expect("found above");
     cm["metadata"]["name"] = json!("muster-scheduler-config");
     kust.insert(format!("ConfigMap/{NS}/muster-scheduler-config"), cm);
@@ -395,11 +410,12 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 /// The chart's render of `mode` against Kustomize's, object by object; every difference named.
 fn compare(mode: &Mode) -> Result<()> {
     let mut helm = by_key(parse(&helm_template(mode.sets)?)?)?;
-    let mut kust_objs = Vec::new();
+    // Applied in order: an object of a later directory replaces the earlier one of the same
+    // name (deploy/second-scheduler/'s admission policy replaces the base's).
+    let mut kust = BTreeMap::new();
     for dir in mode.kustomize {
-        kust_objs.extend(parse(&kustomize(dir)?)?);
+        kust.extend(by_key(parse(&kustomize(dir)?)?)?);
     }
-    let mut kust = by_key(kust_objs)?;
     reconcile_intended(&mut helm, &mut kust)?;
 
     let mut problems = Vec::new();
@@ -501,6 +517,32 @@ fn chart_options_beyond_kustomize_render_as_documented() -> Result<()> {
             .is_some_and(|a| a.iter().any(|x| x == "--scope=every-pod")),
         "scope every-pod: muster's args {args}"
     );
+    // schedulerNames: the policy's condition and muster's MUSTER_SCHEDULER_NAMES name them.
+    let named = by_key(parse(&helm_template(&[
+        "schedulerNames={default-scheduler,gpu-batch}",
+    ])?)?)?;
+    let cond = find(&named, "MutatingAdmissionPolicy//muster-gang-members")?["spec"]
+        ["matchConditions"][0]
+        .clone();
+    ensure!(
+        cond["name"] == "scheduler-calls-muster"
+            && cond["expression"]
+                == "object.spec.schedulerName in ['default-scheduler', 'gpu-batch']",
+        "schedulerNames: the policy's condition {cond}"
+    );
+    let env = muster_container(&named)?["env"].clone();
+    ensure!(
+        env.as_array().is_some_and(|e| e.iter().any(|v| v
+            == &json!({"name": "MUSTER_SCHEDULER_NAMES", "value": "default-scheduler,gpu-batch"}))),
+        "schedulerNames: muster's env {env}"
+    );
+    ensure!(
+        !muster_container(&default)?["env"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|v| v["name"] == "MUSTER_SCHEDULER_NAMES")),
+        "the defaults set MUSTER_SCHEDULER_NAMES (Kustomize's base does not)"
+    );
+
     let gone: BTreeSet<&String> = default.keys().filter(|k| !every.contains_key(*k)).collect();
     ensure!(
         gone == BTreeSet::from([
@@ -704,6 +746,7 @@ fn bad_values_are_refused_with_the_field_named() -> Result<()> {
         ("namespace.name=Muster_System", "at '/namespace/name'"),
         ("replica=3", "additional properties 'replica' not allowed"),
         ("extraArgs={gang-timeout=5s}", "at '/extraArgs/0'"),
+        ("schedulerNames={volcano sched}", "at '/schedulerNames/0'"),
     ] {
         let mut args = vec!["template", "muster", CHART, "--kube-version", K8S_VERSION];
         args.extend(["--set", set]);

@@ -96,6 +96,13 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
         // members. (e) is the alternative, every pod through muster.
         if mode == Mode::MusterEveryPod {
             mo.args.push("--scope=every-pod".into());
+        } else if mode == Mode::MusterSecond {
+            // deploy/second-scheduler/'s policy (only muster-scheduler pods), and muster told.
+            muster_harness::policy::apply_second_scheduler_policy(&client)
+                .await
+                .context("applying deploy/second-scheduler/gang-admission-policy.yaml")?;
+            mo.args.push("--scope=gang-members".into());
+            mo.args.push("--scheduler-names=muster-scheduler".into());
         } else {
             muster_harness::policy::apply_gang_admission_policy(&client)
                 .await

@@ -17,6 +17,7 @@ use crate::model::gather::GANG_MARKER;
 use crate::model::membership::membership_of;
 use crate::model::objects::{
     pod_requests, ContainerRequests, PodPhase, PodRules, Taint, Toleration, TolerationOperator,
+    DEFAULT_SCHEDULER,
 };
 use crate::model::quantity::QuantityError;
 use crate::model::rules::{
@@ -209,6 +210,13 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
                 .and_then(|s| s.scheduling_group.as_ref())
                 .and_then(|g| g.pod_group_name.as_deref()),
         ),
+        scheduler_name: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .filter(|n| !n.is_empty() && *n != DEFAULT_SCHEDULER)
+            .map(Arc::from),
+        gang_keys_ignored: false,
         node_selector,
         tolerations,
         labels: labels

@@ -33,7 +33,7 @@ use tracing::{debug, info, warn};
 
 use crate::cluster::leader::role::Leadership;
 use crate::metrics::{KindLabel, NominationLabel};
-use crate::model::gather::{GatherPlan, Gatherer, Release, GATHER_GATE};
+use crate::model::gather::{GatherPlan, Gatherer, Release, Ungate, GATHER_GATE};
 use crate::model::{NodeName, PodRef};
 use crate::state::Shared;
 
@@ -200,10 +200,42 @@ impl Writes<'_> {
             releases,
             renominate,
             clear,
+            outside_gangs,
             ..
         } = plan;
         let now = Instant::now();
         backoff.forget_stale(now);
+        // Pods behind muster's gate in no gang: their gates go, with no nomination (see
+        // `model::gather::orphans`).
+        let outside_gangs: Vec<Ungate> = outside_gangs
+            .into_iter()
+            .filter(|u| self.ready(backoff, &u.pod, Write::Ungate, now))
+            .collect();
+        let freed: Vec<Outcome> = stream::iter(outside_gangs.clone())
+            .map(|u| async move {
+                while_leading(
+                    &self.shared.leadership,
+                    self.term,
+                    ungate(self.client, &u.pod),
+                )
+                .await
+            })
+            .buffered(CONCURRENCY)
+            .collect()
+            .await;
+        let now = Instant::now();
+        for (u, outcome) in outside_gangs.iter().zip(freed) {
+            self.settle(backoff, &u.pod, Write::Ungate, outcome, now);
+            match outcome {
+                Outcome::Written => {
+                    gatherer.ungated(&u.pod.uid, now);
+                    self.shared.metrics.gates_removed.inc();
+                    info!(pod = %u.pod, "pod behind muster's gate in no gang: gate removed");
+                }
+                Outcome::Abandoned => self.abandoned("gate"),
+                Outcome::Failed => {}
+            }
+        }
         // A release waits whole while any of its writes backs off: its gates go only after
         // every nomination, and a nomination sent alone would be withdrawn again at once.
         let releases: Vec<Release> = releases

@@ -9,9 +9,51 @@ use crate::model::inputs::membership::{GangKey, MembershipError};
 use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::podgroup::PodGroupApi;
 
-/// Event on a pod whose gang keys cannot be used.
-pub fn invalid_keys(error: &MembershipError) -> String {
-    format!("{error}; muster will not schedule this pod until it is fixed")
+/// Event on a pod whose gang keys cannot be used; `gated`: it carries muster's gate, which
+/// stays (released alone it could bind without its gang: never-half).
+pub fn invalid_keys(error: &MembershipError, gated: bool) -> String {
+    if gated {
+        format!(
+            "{error}; the pod stays behind muster's gate {GATE} until its keys are fixed \
+             (edit them, or delete the pod), since released alone it could run without its gang"
+        )
+    } else {
+        format!("{error}; muster will not schedule this pod until it is fixed")
+    }
+}
+
+/// Event on a pod behind muster's gate that has no gang keys (any more): the gate goes.
+pub fn gate_released_no_keys() -> String {
+    format!(
+        "this pod is behind muster's gate {GATE} but has no gang keys (any more): muster removes \
+         the gate, and kube-scheduler schedules it as a plain pod"
+    )
+}
+
+/// Event on a pod behind muster's gate whose scheduler does not call muster: the gate goes.
+pub fn gate_released_other_scheduler(scheduler: &str) -> String {
+    format!(
+        "this pod is behind muster's gate {GATE}, but its schedulerName {scheduler} does not call \
+         muster: muster removes the gate and leaves the pod to {scheduler}"
+    )
+}
+
+const GATE: &str = crate::model::rules::scheduling_gates::GATHER_GATE;
+
+/// Warning on a gang-keyed pod whose scheduler does not call muster; `keys`: the key that
+/// named its group and the name (`None` when the keys are invalid anyway).
+pub fn other_scheduler(
+    scheduler: &str,
+    keys: Option<&str>,
+    calling: &[std::sync::Arc<str>],
+) -> String {
+    let keys = keys.map(|k| format!(" ({k})")).unwrap_or_default();
+    let calling = calling.iter().map(|n| &**n).collect::<Vec<_>>().join(", ");
+    format!(
+        "muster ignores this pod's gang keys{keys}: its schedulerName {scheduler} does not call \
+         muster (the schedulers that do: {calling}), so it is scheduled by {scheduler} alone and \
+         is not a member of any muster gang"
+    )
 }
 
 /// Filter reason for every node when the pod's gang keys cannot be used.

@@ -70,6 +70,12 @@ pub enum NoticeKind {
     /// and its remaining members cannot be placed; its bound members are evicted (mode `gang`)
     /// or said to keep running (mode `pod`).
     PartlyBound,
+    /// Warning `GangKeysIgnored`: a gang-keyed pod whose `schedulerName` does not call muster;
+    /// muster treats it as a plain pod.
+    OtherScheduler,
+    /// Warning `GangGateReleased`: a pod behind muster's gate that is no longer a gang member
+    /// (its keys were removed, or its scheduler does not call muster): the gate is removed.
+    GateReleased,
 }
 
 impl NoticeKind {
@@ -87,6 +93,8 @@ impl NoticeKind {
             NoticeKind::Disrupted => "GangDisrupted",
             NoticeKind::MarkerMissing => "GangMarkerMissing",
             NoticeKind::PartlyBound => "GangPartlyBound",
+            NoticeKind::OtherScheduler => "GangKeysIgnored",
+            NoticeKind::GateReleased => "GangGateReleased",
         }
     }
 

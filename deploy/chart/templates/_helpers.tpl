@@ -25,3 +25,19 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- define "muster.certManager" -}}
 {{- if eq .Values.certificates "cert-manager" }}true{{ end }}
 {{- end }}
+
+{{/*
+The schedulerNames whose kube-scheduler calls muster, as a JSON list: .Values.schedulerNames, or
+when empty the scheduler schedulerMode wires muster into (default-scheduler, or the second
+scheduler muster-scheduler). The admission policy marks only their pods; muster gets the same
+names (--scheduler-names, by its environment variable as deploy/README.md has users set it).
+*/}}
+{{- define "muster.schedulerNames" -}}
+{{- if .Values.schedulerNames -}}
+{{ toJson .Values.schedulerNames }}
+{{- else if eq .Values.schedulerMode "second-scheduler" -}}
+["muster-scheduler"]
+{{- else -}}
+["default-scheduler"]
+{{- end -}}
+{{- end }}

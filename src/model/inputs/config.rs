@@ -1,6 +1,9 @@
 //! Tunables of the gang model; the binary fills these from flags.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::objects::DEFAULT_SCHEDULER;
 
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
@@ -25,6 +28,16 @@ pub struct ModelConfig {
     /// Evict the rest of a running gang whose member kube-scheduler preempted without muster's
     /// say (`verbs::unseen_preemption`).
     pub evict_after_unseen_preemption: bool,
+    /// The `schedulerName`s whose scheduler calls muster (`--scheduler-names`): a gang-keyed
+    /// pod of any other scheduler is not a member of any gang (see `GangTable::apply_pod`).
+    pub scheduler_names: Vec<Arc<str>>,
+}
+
+impl ModelConfig {
+    /// Whether pods of this `schedulerName` reach muster.
+    pub fn calls_muster(&self, scheduler: &str) -> bool {
+        self.scheduler_names.iter().any(|n| &**n == scheduler)
+    }
 }
 
 impl Default for ModelConfig {
@@ -38,6 +51,7 @@ impl Default for ModelConfig {
             creation_window: Duration::from_secs(5),
             evidence_age: Duration::from_secs(30),
             evict_after_unseen_preemption: true,
+            scheduler_names: vec![Arc::from(DEFAULT_SCHEDULER)],
         }
     }
 }

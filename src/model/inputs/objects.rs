@@ -38,6 +38,9 @@ impl PodPhase {
     }
 }
 
+/// The scheduler a pod without `spec.schedulerName` gets (`v1.DefaultSchedulerName`).
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
 /// A pod as the model sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodInfo {
@@ -69,6 +72,14 @@ pub struct PodInfo {
     /// lost a member later (see `verbs::repair`).
     pub bound_at: Option<i64>,
     pub membership: Result<Option<Membership>, MembershipError>,
+    /// `spec.schedulerName`; `None` for `default-scheduler` (what the API server defaults an
+    /// empty one to, `SetDefaults_PodSpec`, pkg/apis/core/v1/defaults.go:271, v1.37.2), so the
+    /// common case costs no allocation.
+    pub scheduler_name: Option<Arc<str>>,
+    /// The pod has gang keys but its scheduler does not call muster (not in
+    /// `ModelConfig::scheduler_names`): the table stores it with `membership` cleared, as a
+    /// plain pod (set by `GangTable::apply_pod`, never by converters).
+    pub gang_keys_ignored: bool,
     /// Enough of the pod's placement rules to simulate where *other* members of its gang can
     /// go: kube-scheduler only tells us the feasible nodes of the pod being scheduled.
     pub node_selector: Vec<(String, String)>,
@@ -120,6 +131,11 @@ impl PodRules {
 impl PodInfo {
     pub fn gang(&self) -> Option<&Membership> {
         self.membership.as_ref().ok().and_then(|m| m.as_ref())
+    }
+
+    /// The scheduler the pod asks for (`spec.schedulerName`).
+    pub fn scheduler_name(&self) -> &str {
+        self.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER)
     }
 
     pub fn display_name(&self) -> String {

@@ -110,6 +110,10 @@ pub struct GangTable {
     pub(super) unseen_preemptions: Vec<crate::model::verbs::unseen_preemption::UnseenPreemption>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
+    /// Pending pods behind muster's gate that are in no gang (their keys were removed, or
+    /// their scheduler does not call muster): muster releases them (`gather::orphans`).
+    /// Kept up to date by `apply_pod`/`remove_pod`, so a round does not scan every pod.
+    pub(super) gated_outside_gangs: HashSet<PodUid>,
 }
 
 /// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
@@ -225,6 +229,7 @@ impl GangTable {
             preemptions_answered: HashSet::default(),
             unseen_preemptions: Vec::new(),
             devices: DeviceInventory::default(),
+            gated_outside_gangs: HashSet::default(),
         }
     }
 

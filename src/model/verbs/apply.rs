@@ -15,6 +15,7 @@ use crate::model::table::gang::SeatHolder;
 use crate::model::table::pods::Charges;
 use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
+use crate::model::verbs::gather::gather_gate_index;
 
 impl GangTable {
     // === nodes ===
@@ -60,7 +61,8 @@ impl GangTable {
     // === pods ===
 
     /// A pod was added or changed (from the watch).
-    pub fn apply_pod(&mut self, info: PodInfo) {
+    pub fn apply_pod(&mut self, mut info: PodInfo) {
+        let ignored = self.ignore_other_scheduler(&mut info);
         let uid = info.uid.clone();
         let new_gang = info.gang().map(|m| m.gang.clone());
         let (old, charges) = self.pods.apply(info);
@@ -74,7 +76,18 @@ impl GangTable {
                 self.notices.push(Notice {
                     pod: PodRef::of(info),
                     kind: NoticeKind::InvalidKeys,
-                    message: messages::invalid_keys(e),
+                    message: messages::invalid_keys(e, gather_gate_index(info).is_some()),
+                });
+            }
+        }
+        // schedulerName is immutable and keys are read afresh each time: told once per pod,
+        // when its keys first are ignored.
+        if let Some(message) = ignored {
+            if !old.as_ref().is_some_and(|o| o.gang_keys_ignored) {
+                self.notices.push(Notice {
+                    pod: PodRef::of(info),
+                    kind: NoticeKind::OtherScheduler,
+                    message,
                 });
             }
         }
@@ -112,6 +125,46 @@ impl GangTable {
         self.note_unseen_preemption(&uid);
         self.seen_now(&uid);
         self.weigh_verdict(old.as_ref(), &uid);
+        self.note_gated_outside_gangs(&uid);
+    }
+
+    /// Keeps `gated_outside_gangs` true for this pod: pending, not being deleted, behind
+    /// muster's gate, and with no gang keys (invalid keys keep their gate: `gather::orphans`).
+    fn note_gated_outside_gangs(&mut self, uid: &PodUid) {
+        let outside = self.pods.get(uid).is_some_and(|p| {
+            p.is_pending()
+                && !p.info.terminating
+                && matches!(p.info.membership, Ok(None))
+                && gather_gate_index(&p.info).is_some()
+        });
+        if outside {
+            self.gated_outside_gangs.insert(uid.clone());
+        } else {
+            self.gated_outside_gangs.remove(uid);
+        }
+    }
+
+    /// A gang-keyed pod whose `schedulerName` is not one that calls muster is stored as a plain
+    /// pod: never gathered, never counted as a member (its scheduler never asks muster, so a
+    /// gang counting it would hold room for it, or wait for it, in vain), its requests still
+    /// charged to its node like any pod's. Returns the Warning to give when its keys are
+    /// ignored (explained).
+    fn ignore_other_scheduler(&self, info: &mut PodInfo) -> Option<String> {
+        if self.config.calls_muster(info.scheduler_name()) {
+            return None;
+        }
+        let keys = match &info.membership {
+            Ok(None) => return None,
+            Ok(Some(m)) => Some(format!("{}={}", m.source, m.gang.name)),
+            Err(_) => None,
+        };
+        info.membership = Ok(None);
+        info.gang_keys_ignored = true;
+        Some(messages::other_scheduler(
+            info.scheduler_name(),
+            keys.as_deref(),
+            &self.config.scheduler_names,
+        ))
     }
 
     /// A pod was deleted: its requests and its seat are released at once.
@@ -126,6 +179,7 @@ impl GangTable {
         self.refused_for_unknown_nodes.remove(uid);
         self.preemptions_under_way.forget(uid);
         self.preemptions_answered.remove(uid);
+        self.gated_outside_gangs.remove(uid);
         self.settle_charges(Charges {
             uncharge,
             charge: None,

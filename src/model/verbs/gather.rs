@@ -75,11 +75,16 @@ pub struct GatherPlan {
     pub clear: Vec<PodRef>,
     /// Members newly warned about a missing marker this round (for the metric).
     pub markers_missing: u64,
+    /// Pods behind muster's gate in no gang: released as plain pods (see `orphans`).
+    pub outside_gangs: Vec<Ungate>,
 }
 
 impl GatherPlan {
     pub fn is_empty(&self) -> bool {
-        self.releases.is_empty() && self.renominate.is_empty() && self.clear.is_empty()
+        self.releases.is_empty()
+            && self.renominate.is_empty()
+            && self.clear.is_empty()
+            && self.outside_gangs.is_empty()
     }
 }
 
@@ -103,6 +108,8 @@ pub struct Gatherer {
     preemption_looked: HashMap<GangKey, Instant>,
     /// Members already warned about a missing marker.
     warned: HashSet<PodUid>,
+    /// Pods told their gate goes because they are in no gang (see `orphans`).
+    told_outside: HashSet<PodUid>,
     /// Gang members must carry the marker (the scheduler config names it in
     /// `managedResources`): warn about those that do not.
     expect_marker: bool,
@@ -281,6 +288,7 @@ impl Gatherer {
                 });
             }
         }
+        plan.outside_gangs = self.release_outside_gangs(table);
         self.keep_nominations(table, &mut plan);
         plan
     }
@@ -458,6 +466,8 @@ fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
     }
 }
 
+#[path = "gather/orphans.rs"]
+mod orphans;
 #[path = "gather/seats.rs"]
 mod seats;
 

@@ -35,6 +35,10 @@ pub fn control_run_requested() -> bool {
 pub struct ClusterOptions {
     pub muster_binary: PathBuf,
     pub muster_args: Vec<String>,
+    /// The scheduler runs scheduler-config/muster-second-scheduler.yaml: installed as
+    /// deploy/second-scheduler/ installs it (its admission policy, muster
+    /// `--scheduler-names=muster-scheduler`).
+    pub second_scheduler: bool,
     pub control_plane: ControlPlaneOptions,
     pub scheduler: SchedulerOptions,
     /// HTTPS between kube-scheduler and muster: certificates are generated in
@@ -104,6 +108,7 @@ impl ClusterOptions {
         Self {
             muster_binary: muster_binary.into(),
             muster_args: Vec::new(),
+            second_scheduler: false,
             control_plane: ControlPlaneOptions::default(),
             scheduler: SchedulerOptions::default(),
             tls: None,
@@ -156,6 +161,7 @@ impl ClusterOptions {
     /// `muster-every-pod.yaml`).
     pub fn scheduler_config(mut self, name: &str) -> Self {
         self.scheduler = self.scheduler.with_repo_config(name);
+        self.second_scheduler = name == "muster-second-scheduler.yaml";
         self
     }
 
@@ -221,7 +227,9 @@ impl Cluster {
         // instead of every member waiting out a deadline as "Insufficient muster.dev/gang".
         let gang_members = opts.scope == Scope::GangMembers;
         let gathers = gang_members && !control_run_requested();
-        if gathers {
+        if gathers && opts.second_scheduler {
+            crate::policy::apply_second_scheduler_policy(&cp.client()).await?;
+        } else if gathers {
             crate::policy::apply_gang_admission_policy(&cp.client()).await?;
         } else if gang_members {
             eprintln!(
@@ -256,6 +264,12 @@ impl Cluster {
         mo.args = opts.muster_args.clone();
         if !mo.args.iter().any(|a| a.starts_with("--scope")) {
             mo.args.insert(0, opts.scope.flag().to_string());
+        }
+        if opts.second_scheduler && !mo.args.iter().any(|a| a.starts_with("--scheduler-names")) {
+            mo.args.push(format!(
+                "--scheduler-names={}",
+                crate::policy::SECOND_SCHEDULER_NAME
+            ));
         }
         mo.lifetime = opts.control_plane.lifetime;
         if let Some(t) = opts.tls {

@@ -15,6 +15,10 @@ use crate::wait::{wait_for, Progress};
 
 /// The policy file, relative to the repository.
 pub const POLICY_FILE: &str = "deploy/gang-admission-policy.yaml";
+/// The second-scheduler install's policy (same names; marks only `muster-scheduler` pods).
+pub const SECOND_SCHEDULER_POLICY_FILE: &str = "deploy/second-scheduler/gang-admission-policy.yaml";
+/// The second scheduler's `schedulerName` (scheduler-config/muster-second-scheduler.yaml).
+pub const SECOND_SCHEDULER_NAME: &str = "muster-scheduler";
 /// The gate the policy adds and muster removes.
 pub const GATHER_GATE: &str = "muster.dev/gather";
 /// The marker resource the policy adds.
@@ -39,16 +43,31 @@ pub fn read_objects(yaml: &str) -> Result<Vec<Value>> {
 /// Creates every object of `deploy/gang-admission-policy.yaml` and waits until the API server
 /// applies the policy (a dry-run gang pod comes back gated and marked).
 pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
-    let path = repo_root().join(POLICY_FILE);
+    apply_policy_file(client, POLICY_FILE, None).await
+}
+
+/// The second-scheduler install's policy ([`SECOND_SCHEDULER_POLICY_FILE`]), probed with a
+/// `muster-scheduler` pod.
+pub async fn apply_second_scheduler_policy(client: &Client) -> Result<()> {
+    apply_policy_file(
+        client,
+        SECOND_SCHEDULER_POLICY_FILE,
+        Some(SECOND_SCHEDULER_NAME),
+    )
+    .await
+}
+
+async fn apply_policy_file(client: &Client, file: &str, scheduler: Option<&str>) -> Result<()> {
+    let path = repo_root().join(file);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     for obj in read_objects(&text)? {
         let api_version = obj["apiVersion"]
             .as_str()
-            .ok_or_else(|| anyhow!("{POLICY_FILE}: an object without apiVersion"))?;
+            .ok_or_else(|| anyhow!("{file}: an object without apiVersion"))?;
         let kind = obj["kind"]
             .as_str()
-            .ok_or_else(|| anyhow!("{POLICY_FILE}: an object without kind"))?;
+            .ok_or_else(|| anyhow!("{file}: an object without kind"))?;
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let lower = kind.to_lowercase();
@@ -58,12 +77,12 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
         };
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
-            .with_context(|| format!("{kind} of {POLICY_FILE}"))?;
+        let dynamic: DynamicObject =
+            serde_json::from_value(obj.clone()).with_context(|| format!("{kind} of {file}"))?;
         match api.create(&PostParams::default(), &dynamic).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => bail!("creating {kind} from {POLICY_FILE}: {e:?}"),
+            Err(e) => bail!("creating {kind} from {file}: {e:?}"),
         }
     }
     // The API server applies a policy once its informer has it: probe with a dry run.
@@ -75,7 +94,7 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e).context("creating the policy probe namespace"),
     }
-    wait_policy_marks(client, ns, true).await
+    wait_policy_marks_for(client, ns, true, scheduler).await
 }
 
 /// Waits until the API server applies the gang admission policy (`marked`: a dry-run gang pod
@@ -83,11 +102,24 @@ pub async fn apply_gang_admission_policy(client: &Client) -> Result<()> {
 /// it comes back as sent). The API server applies policies from an informer, so a policy just
 /// created or deleted takes effect a moment later.
 pub async fn wait_policy_marks(client: &Client, ns: &str, marked: bool) -> Result<()> {
+    wait_policy_marks_for(client, ns, marked, None).await
+}
+
+/// [`wait_policy_marks`] with a probe pod of `scheduler` (`None`: the default scheduler).
+async fn wait_policy_marks_for(
+    client: &Client,
+    ns: &str,
+    marked: bool,
+    scheduler: Option<&str>,
+) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let probe: Pod = serde_json::from_value(json!({
+    let mut probe: Pod = serde_json::from_value(json!({
         "metadata": {"name": "probe", "annotations": {"muster.dev/group": "probe"}},
         "spec": {"containers": [{"name": "c", "image": "example.invalid/none"}]},
     }))?;
+    if let (Some(spec), Some(s)) = (probe.spec.as_mut(), scheduler) {
+        spec.scheduler_name = Some(s.to_string());
+    }
     let dry_run = PostParams {
         dry_run: true,
         ..Default::default()

@@ -99,8 +99,7 @@ enum AToApi {
     /// Through a TCP forwarder the test can cut ([`Ha::a_to_api`]).
     CutAble,
     /// With the shipped RBAC's ServiceAccount token, through an [`ApiProxy`] that delays and
-    /// counts chosen requests ([`Ha::a_proxy`]); and gang members are gated by the shipped
-    /// admission policy (the gang-members mode muster and kube-scheduler already run in).
+    /// counts chosen requests ([`Ha::a_proxy`]).
     GangMembersThroughProxy,
 }
 
@@ -228,12 +227,11 @@ impl Ha {
         for pod in ["muster-a", "muster-b"] {
             create_replica_pod(&cp, pod).await?;
         }
+        // The shipped install, as `Cluster::start` has it: gang members marked and gated by the
+        // admission policy (without muster, the control run, it is not applied, and gang members
+        // are plain pods kube-scheduler schedules alone).
+        muster_harness::policy::install_unless_control_run(&client).await?;
         let a_proxy = if a_to_api == AToApi::GangMembersThroughProxy {
-            // As `Cluster::start` does: without muster (the control run) the policy is not
-            // applied, and gang members are plain pods kube-scheduler schedules alone.
-            if !control_run_requested() {
-                muster_harness::policy::apply_gang_admission_policy(&client).await?;
-            }
             let sa = muster_harness::rbac::service_account_kubeconfig(
                 &client,
                 cp.kubeconfig_path(),

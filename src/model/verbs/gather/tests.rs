@@ -921,3 +921,71 @@ fn a_gathered_gang_under_a_hold_whose_awaiting_member_is_deleted_holds_nothing()
     assert_eq!(w.reserved("n1"), 0, "a's seat goes with the quorum short");
     assert!(w.table.gangs[&key].preemption_hold.is_none());
 }
+
+/// A placed gang's replacements are not held up by a member stuck on its way: the quorum is
+/// bound, one replacement was let through and kube-scheduler found it unschedulable (its room
+/// taken meanwhile), and a member without muster's gate (created unmarked) waits too; the next
+/// gated replacement that fits elsewhere is let through. A member let through and not refused
+/// holds the next one back, but only for IN_FLIGHT_WITHIN.
+#[test]
+fn a_stuck_member_does_not_block_a_placed_gangs_replacement_that_fits() {
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000), node("n3", 1000)]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 2).build()))
+        .collect();
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    let unmarked = pod("m-unmarked").cpu(1000).gang("g", 2).build();
+    w.add(&[&members[2], &unmarked]);
+    assert_eq!(w.state("g"), "placed");
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 1, "{plan:?}");
+    w.written(&plan);
+    let (through, seat) = plan.releases[0].nominate[0].clone();
+    assert_eq!(&*through.name, "m2");
+    let m2 = let_through(members[2].clone(), Some(&seat));
+    w.table.apply_pod(m2.clone());
+    // The next replacement arrives while m2 is on its way: it waits.
+    w.add(&[&members[3]]);
+    w.now += Duration::from_secs(1);
+    assert!(w.round().releases.is_empty(), "m2 is still on its way");
+    // kube-scheduler refuses m2 (a plain pod took its room): the next one goes.
+    w.table.apply_pod(PodInfo {
+        unschedulable: Some("0/3 nodes are available: 3 Insufficient cpu.".into()),
+        ..m2.clone()
+    });
+    w.now += Duration::from_secs(1);
+    let plan = w.round();
+    assert_eq!(
+        plan.releases
+            .iter()
+            .flat_map(|r| r.ungate.iter().map(|u| u.pod.name.to_string()))
+            .collect::<Vec<_>>(),
+        ["m3"],
+        "{plan:?}"
+    );
+
+    // Not refused, but pending past IN_FLIGHT_WITHIN: no longer counted as on its way.
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000), node("n3", 1000)]);
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    w.add(&[&members[2]]);
+    let plan = w.round();
+    w.written(&plan);
+    let (_, seat) = plan.releases[0].nominate[0].clone();
+    w.table
+        .apply_pod(let_through(members[2].clone(), Some(&seat)));
+    w.add(&[&members[3]]);
+    w.now += IN_FLIGHT_WITHIN - Duration::from_secs(1);
+    assert!(w.round().releases.is_empty(), "m2 is still on its way");
+    w.now += Duration::from_secs(1);
+    assert_eq!(w.round().releases.len(), 1, "m2 is stuck: m3 goes");
+}

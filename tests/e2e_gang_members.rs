@@ -28,7 +28,7 @@ use kube::runtime::watcher;
 use muster_harness::api_proxy::{Fault, Pattern, Rule};
 use muster_harness::checks::{metric, parse_metrics};
 use muster_harness::k8s::{pod_node, GangKey};
-use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, POLICY_FILE};
+use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, GATHER_GATE, POLICY_FILE};
 use muster_harness::process::signal;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
@@ -636,6 +636,102 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
     }
     .await;
     c.report(&["ml"], r).await
+}
+
+/// A placed gang's replacement that fits is let through while another replacement is stuck.
+/// A gang of three (quorum 2) is created while only one node exists: it stays gated and
+/// nothing binds (kube-scheduler alone binds one member: half a gang). With three nodes it is
+/// placed whole; then it loses a member and stays placed. A first replacement can run nowhere
+/// (its nodeSelector matches no node) and its gate is removed by hand, as a member muster let
+/// through before a restart would be: kube-scheduler finds it unschedulable and it stays
+/// pending. A second replacement that fits must still be let through and bound: muster once
+/// counted every pending member without its gate as on its way to a node, and held every
+/// further replacement behind it for good.
+#[tokio::test]
+async fn a_stuck_member_does_not_keep_a_placed_gangs_replacement_that_fits_gated() -> Result<()> {
+    let _t = Timer("a_stuck_member_does_not_keep", Instant::now());
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("1")).await?;
+        let members = names("job", 3);
+        for n in &members {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .gang(GangKey::Muster, "job", 2),
+            )
+            .await?;
+        }
+        holds_for("the gang to stay gated, nothing bound", WINDOW, || async {
+            all_gated(&c, &members).await
+        })
+        .await
+        .truth()?;
+        for n in ["node-2", "node-3"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let bound = c.wait_bound("ml", &members, PLACE).await?;
+        c.delete_pod("ml", "job-2").await?;
+        let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
+        c.create(
+            PodBuilder::new("ml", "job-stuck")
+                .cpu("1")
+                .node_selector("example.com/pool", "nowhere")
+                .gang(GangKey::Muster, "job", 2),
+        )
+        .await?;
+        let ungate = serde_json::json!({
+            "spec": {"schedulingGates": [{"name": GATHER_GATE, "$patch": "delete"}]},
+        });
+        pods.patch(
+            "job-stuck",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&ungate),
+        )
+        .await?;
+        wait_for("kube-scheduler to refuse job-stuck", PLACE, || async {
+            let p = pods.get("job-stuck").await?;
+            let refused = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.type_ == "PodScheduled"
+                            && c.status == "False"
+                            && c.reason.as_deref() == Some("Unschedulable")
+                    })
+                });
+            Ok(if refused {
+                Progress::Done(())
+            } else {
+                Progress::NotYet("not refused yet".into())
+            })
+        })
+        .await?;
+        c.create(
+            PodBuilder::new("ml", "job-r")
+                .cpu("1")
+                .gang(GangKey::Muster, "job", 2),
+        )
+        .await?;
+        let freed = bound.get("job-2").map(|(n, _)| n.clone());
+        let placed = c.wait_bound("ml", &names_of(&["job-r"]), PLACE).await?;
+        muster_harness::ensure_truth!(
+            placed.get("job-r").map(|(n, _)| n.clone()) == freed,
+            "job-r took the room job-2 left ({freed:?}): {placed:?}"
+        );
+        c.assert_none_bound_for("ml", &names_of(&["job-stuck"]), Duration::ZERO)
+            .await?;
+        c.assert_no_overcommit().await
+    }
+    .await;
+    c.report(&["ml"], r).await
+}
+
+fn names_of(n: &[&str]) -> Vec<String> {
+    n.iter().map(|s| s.to_string()).collect()
 }
 
 /// Another component's scheduling gate (the tests play that component).

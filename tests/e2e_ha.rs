@@ -58,7 +58,7 @@ use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, k8s, muster_view_is_checked, ControlPlane, ControlPlaneOptions,
     Forwarder, GangKey, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
-    Timer, CONTROL_TRUTH_WINDOW,
+    Scope, Timer, CONTROL_TRUTH_WINDOW,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -220,6 +220,17 @@ impl Ha {
     /// [`start`](Self::start), the Service keeping the replicas of the `stale` pods among its
     /// endpoints, labelled or not, first in the turn ([`Forwarder::to_leader_with_stale`]).
     async fn start_with(a_to_api: AToApi, stale: &[&str]) -> Result<Ha> {
+        Self::start_in(a_to_api, stale, Scope::GangMembers).await
+    }
+
+    /// [`start`](Self::start) with every pod through muster (no policy, `--scope=every-pod`,
+    /// scheduler-config/muster-every-pod.yaml), for what only that mode does: seats held for
+    /// members not created yet, kube-scheduler's calls reaching the standby.
+    async fn start_every_pod(a_to_api: AToApi, stale: &[&str]) -> Result<Ha> {
+        Self::start_in(a_to_api, stale, Scope::EveryPod).await
+    }
+
+    async fn start_in(a_to_api: AToApi, stale: &[&str], scope: Scope) -> Result<Ha> {
         let cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
         let client = cp.client();
         k8s::create_namespace(&client, NS).await?;
@@ -230,7 +241,9 @@ impl Ha {
         // The shipped install, as `Cluster::start` has it: gang members marked and gated by the
         // admission policy (without muster, the control run, it is not applied, and gang members
         // are plain pods kube-scheduler schedules alone).
-        muster_harness::policy::install_unless_control_run(&client).await?;
+        if scope == Scope::GangMembers {
+            muster_harness::policy::install_unless_control_run(&client).await?;
+        }
         let a_proxy = if a_to_api == AToApi::GangMembersThroughProxy {
             let sa = muster_harness::rbac::service_account_kubeconfig(
                 &client,
@@ -258,7 +271,17 @@ impl Ha {
             (None, Some(p)) => p.kubeconfig(cp.dir(), "muster-a-through-proxy")?,
             (None, None) => cp.kubeconfig_path().to_path_buf(),
         };
-        let a = Muster::start(replica_options(&cp, "muster-a", "muster-a", &a_kubeconfig)?).await?;
+        let with_scope = |mut o: MusterOptions| {
+            o.args.push(scope.flag().to_string());
+            o
+        };
+        let a = Muster::start(with_scope(replica_options(
+            &cp,
+            "muster-a",
+            "muster-a",
+            &a_kubeconfig,
+        )?))
+        .await?;
         muster_harness::wait_for("muster-a to lead", Duration::from_secs(30), || async {
             Ok(if decides(a.port()).await? {
                 Progress::Done(())
@@ -267,12 +290,12 @@ impl Ha {
             })
         })
         .await?;
-        let b = Muster::start(replica_options(
+        let b = Muster::start(with_scope(replica_options(
             &cp,
             "muster-b",
             "muster-b",
             cp.kubeconfig_path(),
-        )?)
+        )?))
         .await?;
         let behind = Arc::new(Mutex::new(vec![
             ("muster-a".to_string(), a.port()),
@@ -306,10 +329,14 @@ impl Ha {
             cp,
         };
         ha.wait_standby(1, "muster-a").await?;
+        let config = match scope {
+            Scope::GangMembers => "muster-as-default-scheduler.yaml",
+            Scope::EveryPod => "muster-every-pod.yaml",
+        };
         let so = SchedulerOptions {
             extender_base_url: Some(ha.front.url()),
             without_extenders: control_run_requested(),
-            ..SchedulerOptions::default()
+            ..SchedulerOptions::default().with_repo_config(config)
         };
         ha.cp.start_scheduler(so).await?;
         for i in 0..4 {
@@ -587,7 +614,9 @@ fn requests(metrics: &BTreeMap<String, f64>, verb: &str, outcome: &str) -> f64 {
 async fn under_kube_schedulers_traffic_only_the_leader_decides_and_every_gang_is_placed_whole(
 ) -> Result<()> {
     let _t = Timer("single_decider_under_traffic", Instant::now());
-    let ha = Ha::start_with(AToApi::Direct, &["muster-b"]).await?;
+    // Every pod through muster: late's seats for a member not created yet, and kube-scheduler
+    // calling the standby for them, are that mode's.
+    let ha = Ha::start_every_pod(AToApi::Direct, &["muster-b"]).await?;
     let client = ha.cp.client();
     let r = async {
         ensure!(decides(ha.port(0)).await?, "muster-a should lead");
@@ -930,7 +959,9 @@ async fn failovers(ha: &mut Ha, runs: usize, stop: Stop) -> Result<(Vec<f64>, Ve
 #[tokio::test]
 async fn sigkill_of_the_leader_leaves_no_partial_gang_and_the_standby_places_both() -> Result<()> {
     let _t = Timer("sigkill_of_the_leader", Instant::now());
-    let mut ha = Ha::start(false).await?;
+    // Every pod through muster: the fail-overs time gangs seated with room held for a member
+    // not created yet; the shipped mode's take-over mid-release is tested below.
+    let mut ha = Ha::start_every_pod(AToApi::Direct, &[]).await?;
     let r = async {
         let (placed, _) = failovers(&mut ha, runs(), Stop::Kill).await?;
         // The shipped timings take the Lease before kube-scheduler retries the calls that
@@ -1029,7 +1060,9 @@ async fn a_leader_cut_off_from_the_api_server_stops_deciding_before_the_standby_
 async fn a_leader_stopped_with_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
 ) -> Result<()> {
     let _t = Timer("leader_sigterm", Instant::now());
-    let mut ha = Ha::start(false).await?;
+    // Every pod through muster: the fail-overs time gangs seated with room held for a member
+    // not created yet; the shipped mode's take-over mid-release is tested below.
+    let mut ha = Ha::start_every_pod(AToApi::Direct, &[]).await?;
     let r = async {
         let (_, decided) = failovers(&mut ha, runs(), Stop::Term).await?;
         // Without the release the standby would wait out the lease duration; with it, one

@@ -434,15 +434,17 @@ fn kubelet(c: &Cluster, after: Duration) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// While a preempting gang's victims terminate, the room they free is held for it.
-/// n1 runs two low-priority pods that take 3 s to terminate; n2 is free. A high-priority gang
-/// of two needs both nodes: muster refuses the member kube-scheduler offers n2 (its partner
-/// would have no node), so that member preempts both pods on n1, and muster's plan puts its
-/// partner on n2 — room kube-scheduler sees as free, since it knows no gangs. A plain pod of
-/// middle priority created right after the evictions start must not be bound (there or on n1)
-/// while the gang is placed whole, bound together by muster. Without the hold, muster's filter
-/// gave n2 to the middle pod while the gang waited for its victims; kube-scheduler alone binds
-/// no gang together (no `GangPlaced` Event).
+/// While a preempting gang's victims terminate, the room they free is held for it, and the
+/// hold lasts until the gang binds. n1 and n2 each run a low-priority pod that takes 3 s to
+/// terminate. A high-priority gang of two needs both nodes: muster lets it through its gate for
+/// preemption; the member kube-scheduler tries first preempts on one node, and muster's plan
+/// puts its partner on the other, where a low pod still runs (room planned, no seat until that
+/// pod goes: no-overcommit), and the partner preempts it there. A plain pod of middle priority
+/// created right after the first eviction starts must not be bound while the gang is placed
+/// whole, bound together by muster; and no member is ever told its gang's seats were released
+/// (the gathering once counted only seated members, so the next round dropped the hold while
+/// the planned member's victim terminated). kube-scheduler alone binds no gang together (no
+/// `GangPlaced` Event).
 #[tokio::test]
 async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() -> Result<()> {
     let _t = Timer(
@@ -455,9 +457,9 @@ async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() 
         setup(&c, &["n1", "n2"]).await?;
         priority_class(&c, "middle", 1000).await?;
         let low = names(&["low-0", "low-1"]);
-        for n in &low {
-            let mut pod = plain(n, "low", "500m")
-                .node_selector("kubernetes.io/hostname", "n1")
+        for (n, node) in low.iter().zip(["n1", "n2"]) {
+            let mut pod = plain(n, "low", "1")
+                .node_selector("kubernetes.io/hostname", node)
                 .build();
             if let Some(spec) = pod.spec.as_mut() {
                 spec.termination_grace_period_seconds = Some(30);
@@ -507,6 +509,12 @@ async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() 
             .await?;
         c.wait_event_containing(NS, &gang, "members bound together", PLACE)
             .await?;
+        for m in &gang {
+            let events = c.events_for(NS, m).await?;
+            if let Some(e) = events.iter().find(|e| e.message.contains("seats released")) {
+                bail!("the hold was dropped while the victims terminated: {m}: {e}");
+            }
+        }
         wait_gone(&c, &low, Duration::ZERO).await?;
         c.assert_none_bound_for(NS, &names(&["middle"]), WINDOW)
             .await

@@ -104,6 +104,9 @@ pub struct Gatherer {
     /// Members whose gate removal was written, and when: not released again until the watch
     /// shows the gate gone, or [`RELEASE_AGAIN_AFTER`] passed.
     released: HashMap<PodUid, Instant>,
+    /// Members whose gate removal was written, and when, while they wait for a node: a placed
+    /// gang's next replacement waits while one of them is on its way (see [`IN_FLIGHT_WITHIN`]).
+    let_through_at: HashMap<PodUid, Instant>,
     /// When each waiting gathered gang was last asked whether only preemption could place it.
     preemption_looked: HashMap<GangKey, Instant>,
     /// Members already warned about a missing marker.
@@ -147,6 +150,7 @@ impl Gatherer {
     /// The gate of `uid` was removed (the API server answered).
     pub fn ungated(&mut self, uid: &PodUid, now: Instant) {
         self.released.insert(uid.clone(), now);
+        self.let_through_at.insert(uid.clone(), now);
     }
 
     /// Members warned about a missing marker so far (for the metric).
@@ -165,6 +169,10 @@ impl Gatherer {
                     .pods
                     .get(uid)
                     .is_some_and(|p| gather_gate_index(&p.info).is_some())
+        });
+        self.let_through_at.retain(|uid, at| {
+            now.saturating_duration_since(*at) < IN_FLIGHT_WITHIN
+                && table.pods.get(uid).is_some_and(|p| p.is_pending())
         });
         // A write is no longer waited for once the watch shows it: its value, or for a
         // release the gate gone (the watch delivers one pod's changes in order, and the gate
@@ -202,11 +210,18 @@ impl Gatherer {
             let facts = table.facts(key);
             if table.is_placed(key, &facts) {
                 // Members beyond the quorum and replacements: one at a time, as each fits. A
-                // member let through holds no seat, so while one is on its way to a node (no
-                // gate, no node yet) the next waits: two let through for the same room would
-                // leave one in kube-scheduler's queue.
+                // member let through holds no seat, so while one is on its way to a node the
+                // next waits: two let through for the same room would leave one in
+                // kube-scheduler's queue. On its way means muster let it through recently and
+                // kube-scheduler has not refused it: a pending member muster did not let
+                // through (created without the marker, or before a restart of muster), or one
+                // kube-scheduler found unschedulable (its room taken meanwhile), or one let
+                // through longer than IN_FLIGHT_WITHIN ago, blocks no replacement that fits
+                // elsewhere.
                 let in_flight = table.pending_members(key).iter().any(|p| {
-                    gather_gate_index(&p.info).is_none() || self.released.contains_key(&p.info.uid)
+                    self.released.contains_key(&p.info.uid)
+                        || (self.let_through_at.contains_key(&p.info.uid)
+                            && p.info.unschedulable.is_none())
                 });
                 if in_flight {
                     continue;
@@ -418,6 +433,14 @@ fn let_through(pod: &PodInfo) -> bool {
 /// How long a member whose gate removal succeeded is not released again while the watch has
 /// not shown its gate gone yet.
 pub const RELEASE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a member muster let through counts as on its way to a node, unless kube-scheduler
+/// refuses it sooner (its `Unschedulable` condition): the update removing its gate moves it
+/// out of the gated pods (`PriorityQueue.Update`, pkg/scheduler/backend/queue/
+/// scheduling_queue.go:1353, v1.37.2) and it is tried within a scheduling cycle or two, so a
+/// member still pending after this is stuck, not on its way, and a placed gang's next
+/// replacement is let through.
+pub const IN_FLIGHT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a nomination muster wrote is not written again while the watch has not shown it.
 pub const NOMINATION_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);

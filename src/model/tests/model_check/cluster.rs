@@ -21,6 +21,7 @@ use k8s_openapi::api::resource::v1::{
 use proptest::prelude::*;
 use serde_json::json;
 
+use crate::model::gather::{GANG_MARKER, GATHER_GATE};
 use crate::model::topology::PodGroupTopology;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi, PodGroupDef};
 
@@ -139,6 +140,10 @@ pub struct Shape {
     pub g0_topology: Topology,
     /// `g3`'s PodGroup (Kubernetes) asks for one rack (`spec.schedulingConstraints.topology`).
     pub g3_one_rack: bool,
+    /// The gang-members install: deploy/gang-admission-policy.yaml marks every gang member
+    /// at creation with [`GANG_MARKER`] and muster's gate [`GATHER_GATE`], and muster's
+    /// gatherer lets them through.
+    pub gathered: bool,
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
@@ -193,15 +198,17 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         proptest::array::uniform4(prop_oneof![Just(0), Just(100), Just(1000)]),
         topology,
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(nodes, slots, (a, b, c), gang_priority, g0_topology, g3_one_rack)| Shape {
+            |(nodes, slots, (a, b, c), gang_priority, g0_topology, g3_one_rack, gathered)| Shape {
                 nodes,
                 slots,
                 min_member: [a, b, c],
                 gang_priority,
                 g0_topology,
                 g3_one_rack,
+                gathered,
             },
         )
 }
@@ -279,8 +286,12 @@ pub struct SimPod {
     pub placement: Placement,
     pub tolerates: bool,
     pub gated: bool,
+    /// Created marked by the admission policy (the marker resource stays for good).
+    pub marked: bool,
+    /// Behind muster's gate (the policy adds it to every member it marks; muster removes it).
+    pub muster_gate: bool,
     pub priority: i32,
-    /// `status.nominatedNodeName` (kube-scheduler's preemption).
+    /// `status.nominatedNodeName` (kube-scheduler's preemption, or muster's seat).
     pub nominated: Option<String>,
     pub host_port: Option<i32>,
     /// The name of the claim made for it from the template (`<name>-gpu`).
@@ -349,7 +360,12 @@ impl SimPod {
         if self.requests.gpus > 0 {
             requests[GPU] = json!(self.requests.gpus.to_string());
         }
-        let mut container = json!({"name": "main", "resources": {"requests": requests}});
+        let mut resources = json!({"requests": requests});
+        if self.marked {
+            resources["requests"][GANG_MARKER] = json!("1");
+            resources["limits"] = json!({GANG_MARKER: "1"});
+        }
+        let mut container = json!({"name": "main", "resources": resources});
         if let Some(port) = self.host_port {
             container["ports"] =
                 json!([{"containerPort": port, "hostPort": port, "protocol": "TCP"}]);
@@ -384,8 +400,14 @@ impl SimPod {
                 {"key": TAINT_KEY, "operator": "Equal", "value": "gang", "effect": "NoSchedule"}
             ]);
         }
-        if self.gated {
-            spec["schedulingGates"] = json!([{"name": FOREIGN_GATE}]);
+        let gates: Vec<serde_json::Value> =
+            [(self.muster_gate, GATHER_GATE), (self.gated, FOREIGN_GATE)]
+                .into_iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, g)| json!({"name": g}))
+                .collect();
+        if !gates.is_empty() {
+            spec["schedulingGates"] = json!(gates);
         }
         if let Some(g) = scheduling_group {
             spec["schedulingGroup"] = g;
@@ -549,6 +571,8 @@ impl Cluster {
             placement: s.placement,
             tolerates: s.tolerates,
             gated: s.gated,
+            marked: self.shape.gathered && SLOTS[slot].0.is_some(),
+            muster_gate: self.shape.gathered && SLOTS[slot].0.is_some(),
             priority: match SLOTS[slot].0 {
                 Some((gang, _)) => {
                     let i = GANGS.iter().position(|(g, _)| *g == gang).expect("a gang");

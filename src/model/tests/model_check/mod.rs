@@ -15,7 +15,9 @@
 //! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs gather, preempt
 //! calls (victims of lower priority on the candidate node, members of running gangs among
 //! them, or a forged body claiming a priority the pod does not have) that kube-scheduler then
-//! acts on (victims deleted, the preemptor nominated: room held for its gang), restarts and
+//! acts on (victims deleted, the preemptor nominated: room held for its gang), rounds of the
+//! gatherer when the case's gang members are created marked and behind muster's gate (the
+//! plan written back: nominations, then gates, some gate removals refused), restarts and
 //! leader hand-overs (a table rebuilt from the standby's caches) of a muster killed in the
 //! middle of its bindings (those in flight lost), whose new table first repairs the gangs left
 //! partly bound.
@@ -30,7 +32,8 @@
 //! member's rules refuse at that moment), evict-for-whole (every victim muster keeps is on its
 //! node and of lower priority than the preemptor as the watch has it; a gang is handed to the
 //! evictor only after a preempt decision for a higher priority, or a repair), and liveness (no
-//! gang holds seats longer than its timeout plus one expiry tick). After the last step,
+//! gang holds seats longer than its timeout plus one expiry tick), and the hold (a preemption
+//! hold ends only on its own terms: see [`Check::check_holds_kept`]). After the last step,
 //! everything is deleted and the table must be empty.
 //!
 //! A failure prints the minimal failing script and the seed of the run: `MODEL_CHECK_SEED=<hex>`
@@ -59,7 +62,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 14;
+const SEEN: usize = 17;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -75,6 +78,9 @@ const SEEN_NAMES: [&str; SEEN] = [
     "bindings of pods with a device claim",
     "bindings of pods with a host port",
     "of the gangs bound together held to one rack (g0 by its pods' keys, g3 by its PodGroup)",
+    "gathered gangs let through with seats",
+    "gathered gangs let through for preemption",
+    "holds of gathered gangs kept through a gather round with room planned",
 ];
 struct Seen;
 impl Seen {
@@ -92,6 +98,9 @@ impl Seen {
     const CLAIMS: usize = 11;
     const PORTS: usize = 12;
     const ONE_RACK: usize = 13;
+    const GATHERED: usize = 14;
+    const GATHERED_PREEMPTING: usize = 15;
+    const GATHERED_HOLDS: usize = 16;
 }
 
 #[derive(Clone, Debug)]
@@ -162,6 +171,12 @@ enum Step {
     },
     /// The node is cordoned, or uncordoned if it was.
     Cordon(usize),
+    /// A round of muster's gatherer (`Gatherer::gather`), its plan written as the cluster
+    /// side writes it (each release's nominations, then its gates; nominations renewed and
+    /// cleared) and delivered by the watch; with `gates_fail`, every gate removal is refused.
+    Gather {
+        gates_fail: bool,
+    },
     /// kube-scheduler's preempt call for the pod in the slot, on the node, with the pods there
     /// of lower priority as victims; with `forge`, the body claims a priority of 1000 and names
     /// every pod there. With `act` (and no forgery), kube-scheduler acts on the first candidate
@@ -202,6 +217,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0..3usize, proptest::option::weighted(0.75, 1..=4u32))
             .prop_map(|(which, min_member)| Step::PodGroup { which, min_member }),
         1 => (0..NODES.len()).prop_map(Step::Cordon),
+        5 => proptest::bool::weighted(0.1).prop_map(|gates_fail| Step::Gather { gates_fail }),
         3 => (0..SLOTS.len(), 0..NODES.len(), proptest::bool::weighted(0.2), proptest::bool::weighted(0.7))
             .prop_map(|(slot, node, forge, act)| Step::Preempt { slot, node, forge, act }),
     ]
@@ -210,6 +226,8 @@ fn step() -> impl Strategy<Value = Step> {
 /// The table, the cluster it follows, and what the checks need to remember.
 struct Check {
     table: GangTable,
+    /// muster's gatherer beside the table (a new one on a restart and in the standby).
+    gatherer: crate::model::gather::Gatherer,
     cluster: Cluster,
     pod_watch: Relist,
     node_watch: Relist,
@@ -253,6 +271,7 @@ impl Check {
         let cluster = Cluster::new(shape);
         Check {
             table: cluster.fresh_table(),
+            gatherer: crate::model::gather::Gatherer::new(true),
             cluster,
             pod_watch: Relist::default(),
             node_watch: Relist::default(),
@@ -511,6 +530,8 @@ impl Check {
                         placement: cluster::Placement::Anywhere,
                         tolerates: false,
                         gated: false,
+                        marked: false,
+                        muster_gate: false,
                         priority,
                         nominated: None,
                         host_port: None,
@@ -558,6 +579,7 @@ impl Check {
                 forge,
                 act,
             } => self.preempt(slot, node, forge, act)?,
+            Step::Gather { gates_fail } => self.gather(gates_fail)?,
             Step::PodGroup { which, min_member } => {
                 let (gang, api) = GANGS[which + 1];
                 let api = api.expect("a PodGroup gang");
@@ -602,12 +624,71 @@ impl Check {
         self.node_event(Event::InitDone);
     }
 
-    /// A pod kube-scheduler would try: live, no node, not being bound, not gated.
+    /// A pod kube-scheduler would try: live, no node, not being bound, not gated (by another
+    /// component, or by muster).
     fn schedulable(&self, slot: usize) -> Option<SimPod> {
         self.cluster
             .live_in_slot(slot)
-            .filter(|p| self.cluster.node_of(p).is_none() && !p.gated)
+            .filter(|p| self.cluster.node_of(p).is_none() && !p.gated && !p.muster_gate)
             .cloned()
+    }
+
+    /// One gather round, written back as `cluster::gather` writes it: per release every
+    /// nomination, then (all written) every gate; then the nominations renewed and cleared.
+    /// A write to a pod that is gone fails (the UID precondition). Never-half still rests on
+    /// the bind path: the members let through are bound by the bind steps.
+    fn gather(&mut self, gates_fail: bool) -> Result<(), TestCaseError> {
+        let plan = self.gatherer.gather(&mut self.table, self.now);
+        decided(&mut self.decisions, || format!("gather: {plan:?}"));
+        for r in &plan.releases {
+            if r.nominate.is_empty() {
+                self.seen[Seen::GATHERED_PREEMPTING] += 1;
+            } else {
+                self.seen[Seen::GATHERED] += 1;
+            }
+            let mut all = true;
+            for (pod, node) in &r.nominate {
+                let gated = r.ungate.iter().any(|u| u.pod.uid == pod.uid);
+                all &= self.write_nomination(&pod.uid, Some(node), gated);
+            }
+            if !all || gates_fail {
+                continue;
+            }
+            for u in &r.ungate {
+                let Some(p) = self.cluster.pod_mut(&u.pod.uid) else {
+                    continue;
+                };
+                prop_assert!(p.muster_gate, "{} ungated without muster's gate", p.name);
+                p.muster_gate = false;
+                let obj = p.object();
+                self.pod_event(Event::Apply(obj));
+                self.gatherer.ungated(&u.pod.uid, self.now);
+            }
+        }
+        for (pod, node) in &plan.renominate {
+            self.write_nomination(&pod.uid, Some(node), false);
+        }
+        for pod in &plan.clear {
+            self.write_nomination(&pod.uid, None, false);
+        }
+        let kept = self.table.gangs.values().filter(|g| {
+            self.table.is_gathered(g) && g.preemption_hold.is_some() && !g.awaiting_room.is_empty()
+        });
+        self.seen[Seen::GATHERED_HOLDS] += kept.count() as u64;
+        Ok(())
+    }
+
+    /// muster writes (or clears) the pod's `status.nominatedNodeName`; false if it is gone.
+    fn write_nomination(&mut self, uid: &str, node: Option<&NodeName>, gated: bool) -> bool {
+        let Some(p) = self.cluster.pod_mut(uid) else {
+            return false;
+        };
+        p.nominated = node.map(|n| n.to_string());
+        let obj = p.object();
+        self.pod_event(Event::Apply(obj));
+        self.gatherer
+            .nominated(&Arc::from(uid), node.cloned(), self.now, gated);
+        true
     }
 
     /// The nodes kube-scheduler's own filters pass for `p` before it asks muster: the rules
@@ -997,6 +1078,7 @@ impl Check {
                 self.pod_event(Event::Apply(obj));
             }
         }
+        self.gatherer = crate::model::gather::Gatherer::new(true);
         let old = if hand_over {
             // The standby's caches saw the same watch events; it rebuilds from them.
             let fresh = self.table.rebuilt();
@@ -1435,6 +1517,118 @@ impl Check {
     }
 }
 
+/// A preemption hold before a step: the gang, its preemptor, the node kube-scheduler
+/// nominated, and the members it seated or planned room for.
+struct HeldBefore {
+    gang: GangKey,
+    preemptor: String,
+    node: String,
+    members: Vec<String>,
+}
+
+impl Check {
+    fn holds(&self) -> Vec<HeldBefore> {
+        self.table
+            .gangs
+            .iter()
+            .filter_map(|(key, g)| {
+                let h = g.preemption_hold.as_ref()?;
+                let members = g
+                    .seats()
+                    .keys()
+                    .filter_map(|s| s.member())
+                    .chain(g.awaiting_room.iter().filter_map(|s| s.holder.member()))
+                    .map(|u| u.to_string())
+                    .collect();
+                Some(HeldBefore {
+                    gang: key.clone(),
+                    preemptor: h.preemptor.to_string(),
+                    node: h.node.to_string(),
+                    members,
+                })
+            })
+            .collect()
+    }
+
+    /// Evict-for-whole, the hold: the room a preemption frees is held for the preemptor's
+    /// gang until it binds. A hold ends without its seats (the gang admitted no more) only on
+    /// its own terms: the preemptor deleted, bound
+    /// or being bound, or nominated elsewhere or nowhere; its node gone or refusing it; the
+    /// gang placed or timed out (a clock jump); its quorum (or a task's minimum) no longer met
+    /// by its members with nodes and the members the hold seated or planned room for that are
+    /// still pending and not gated by another component; a PodGroup's change of quorum, a
+    /// binding refused, or a restart or hand-over (the plans are in memory only: written
+    /// down in preemption_hold.rs).
+    fn check_holds_kept(
+        &mut self,
+        before: &[HeldBefore],
+        step: &Step,
+    ) -> Result<(), TestCaseError> {
+        if matches!(
+            step,
+            Step::Restart { .. }
+                | Step::HandOver { .. }
+                | Step::Advance(_)
+                | Step::PodGroup { .. }
+                | Step::Finish { ok: false, .. }
+        ) {
+            return Ok(());
+        }
+        for h in before {
+            let Some(g) = self.table.gangs.get(&h.gang) else {
+                continue;
+            };
+            // Still admitted: its seats hold the room (a preemptor asking to bind turns the
+            // hold into the gang's ordinary seats).
+            if g.preemption_hold.is_some()
+                || g.is_admitted()
+                || g.is_placed_flag()
+                || matches!(g.phase(), Phase::BackingOff { .. })
+            {
+                continue;
+            }
+            let preemptor = self.cluster.pod(&h.preemptor);
+            let preemptor_ends = preemptor.is_none_or(|p| {
+                p.terminating
+                    || self.cluster.node_of(p).is_some()
+                    || p.nominated.as_deref() != Some(h.node.as_str())
+                    || !self.cluster.nodes.contains_key(&h.node)
+                    || !self.cluster.admits(&h.node, p)
+            });
+            if preemptor_ends {
+                continue;
+            }
+            let gang = h.gang.name.as_ref();
+            let counted: Vec<&SimPod> = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
+                .filter(|p| {
+                    self.cluster.node_of(p).is_some() || (h.members.contains(&p.uid) && !p.gated)
+                })
+                .collect();
+            let spec = g.spec();
+            let short = (counted.len() as u32) < spec.quorum
+                || spec.tasks.iter().any(|(t, min)| {
+                    (counted.iter().filter(|p| p.task() == Some(&**t)).count() as u32) < min
+                });
+            prop_assert!(
+                short,
+                "gang {} lost its preemption hold (preemptor {} nominated to {}) while {} of its \
+                 quorum {} were with nodes, seated or planned",
+                h.gang,
+                h.preemptor,
+                h.node,
+                counted.len(),
+                spec.quorum
+            );
+            self.checks += 1;
+        }
+        Ok(())
+    }
+}
+
 /// The model check's name of a gang (`g0` … `g3`).
 fn sim_gang(name: &str) -> Option<&'static str> {
     GANGS.into_iter().map(|(g, _)| g).find(|g| *g == name)
@@ -1547,7 +1741,9 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
                 TestCaseError::Fail(why) => TestCaseError::fail(format!("{why} (step {i}: {s:?})")),
                 other => other,
             };
+            let held = c.holds();
             c.apply(s).map_err(at)?;
+            c.check_holds_kept(&held, s).map_err(at)?;
             if let Some(outcome) = c.outcome() {
                 trace.step(s, &outcome);
             }

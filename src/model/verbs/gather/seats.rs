@@ -25,7 +25,8 @@ impl GangTable {
 
     /// The rule of a gathered gang's seats: an admitted gathered gang holds seats only while
     /// its quorum (and every task's minimum) is met by members with nodes and seated members
-    /// that exist, are live and wait for no gate but muster's. A member deleted (its seat goes
+    /// that exist, are live and wait for no gate but muster's (under a live preemption hold,
+    /// members whose planned room is still being freed count as seated). A member deleted (its seat goes
     /// with it), a node gone, a seat held for a member not created yet: the quorum is short and
     /// every seat goes at once (holds-nothing), never kept until the gang's timeout. Returns
     /// whether the gang's seats were released.
@@ -40,10 +41,27 @@ impl GangTable {
         if !facts.spec.is_decided() || self.is_placed(key, &facts) {
             return false;
         }
+        // While a preemption hold is live, a member whose planned room still has pods of lower
+        // priority running (`awaiting_room`, no seat yet: no-overcommit) counts as seated: it
+        // was let through to preempt them, its seat is taken once they go, and the hold ends
+        // on its own terms (the preemptor's nomination lost, the preemptor deleted, the
+        // gang's timeout). Room planned for a member not created yet never counts
+        // (holds-nothing).
+        let awaiting = gang
+            .preemption_hold
+            .is_some()
+            .then_some(&gang.awaiting_room)
+            .into_iter()
+            .flatten()
+            .filter(|s| self.ledger.position(&s.node).is_some())
+            .filter_map(|s| s.holder.member())
+            .filter(|u| gang.seat_of(u).is_none());
         let seated: Vec<&PodInfo> = gang
             .seats()
             .keys()
-            .filter_map(|h| self.pods.get(h.member()?))
+            .filter_map(|h| h.member())
+            .chain(awaiting)
+            .filter_map(|u| self.pods.get(u))
             .filter(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
             .map(|p| &p.info)
             .collect();

@@ -902,3 +902,198 @@ fn with_nomination(mut p: PodInfo, node: Option<&str>) -> PodInfo {
     p.nominated_node = node.map(NodeName::from);
     p
 }
+
+/// A gathered gang preempting on two nodes keeps its hold while the victims terminate: both
+/// nodes run a low-priority pod; the gang is let through for preemption, a's preemption on n1
+/// is kept, and kube-scheduler nominates n1. The hold seats a on n1 (its victim terminating)
+/// and plans b's room on n2, where the other low pod still runs (no seat: no-overcommit). The
+/// next gather rounds must count b toward the quorum while the hold is live: before, they
+/// unseated a, cleared the hold and told the members "seats released". The hold still ends
+/// on its own terms (holds-nothing): a loses its nomination, and every seat goes.
+#[test]
+fn a_gathered_gang_keeps_its_preemption_hold_while_its_victims_terminate() {
+    use crate::model::verbs::preempt::{PreemptCandidate, PreemptOutcome};
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low1 = pod("low-1").cpu(1000).priority(0).bound("n1").build();
+    let low2 = pod("low-2").cpu(1000).priority(0).bound("n2").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&low1, &low2, &a, &b]);
+    let plan = w.round();
+    assert_eq!(
+        plan.releases.len(),
+        1,
+        "let through for preemption: {plan:?}"
+    );
+    w.written(&plan);
+    let (a, b) = (let_through(a, None), let_through(b, None));
+    w.add(&[&a, &b]);
+    let d = w.table.preempt(
+        &a,
+        vec![PreemptCandidate {
+            node: "n1".into(),
+            victims: vec![low1.uid.to_string()],
+            pdb_violations: 0,
+        }],
+        w.now,
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    let low1 = PodInfo {
+        terminating: true,
+        ..low1
+    };
+    let a = PodInfo {
+        nominated_node: Some(NodeName::from("n1")),
+        ..a
+    };
+    w.add(&[&low1, &a]);
+    let key = a.gang().unwrap().gang.clone();
+    assert!(w.table.gangs[&key].preemption_hold.is_some(), "hold taken");
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 0));
+    w.table.take_notices();
+    for _ in 0..3 {
+        w.now += Duration::from_millis(100);
+        let plan = w.round();
+        assert!(plan.releases.is_empty(), "{plan:?}");
+        assert!(
+            w.table.gangs[&key].preemption_hold.is_some(),
+            "the hold survives a gather round while b's room is being freed"
+        );
+        assert_eq!(w.reserved("n1"), 1000, "a's seat on n1 is kept");
+        let notices = w.table.take_notices();
+        assert!(
+            !notices.iter().any(|n| n.message.contains("seats released")),
+            "{notices:?}"
+        );
+    }
+    // b preempts low-2 on its planned node; once low-2 is gone the room is b's seat.
+    let low2 = PodInfo {
+        terminating: true,
+        ..low2
+    };
+    w.add(&[&low2]);
+    w.round();
+    assert!(w.table.gangs[&key].preemption_hold.is_some());
+    w.table.remove_pod(&low2.uid);
+    w.round();
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
+    // The hold's end is the preemptor's: nominated nowhere, the gang holds nothing.
+    let a = PodInfo {
+        nominated_node: None,
+        ..a
+    };
+    w.add(&[&a]);
+    w.round();
+    assert!(w.table.gangs[&key].preemption_hold.is_none());
+    assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0));
+}
+
+/// Holds-nothing under a hold: a gathered gang whose planned member is deleted while the
+/// hold waits for its room is short, and every seat goes at once.
+#[test]
+fn a_gathered_gang_under_a_hold_whose_awaiting_member_is_deleted_holds_nothing() {
+    use crate::model::verbs::preempt::{PreemptCandidate, PreemptOutcome};
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let low1 = pod("low-1").cpu(1000).priority(0).bound("n1").build();
+    let low2 = pod("low-2").cpu(1000).priority(0).bound("n2").build();
+    let a = gathered(pod("a").cpu(1000).priority(100).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).priority(100).gang("g", 2).build());
+    w.add(&[&low1, &low2, &a, &b]);
+    let plan = w.round();
+    w.written(&plan);
+    let (a, b) = (let_through(a, None), let_through(b, None));
+    w.add(&[&a, &b]);
+    let d = w.table.preempt(
+        &a,
+        vec![PreemptCandidate {
+            node: "n1".into(),
+            victims: vec![low1.uid.to_string()],
+            pdb_violations: 0,
+        }],
+        w.now,
+    );
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    let low1 = PodInfo {
+        terminating: true,
+        ..low1
+    };
+    let a = PodInfo {
+        nominated_node: Some(NodeName::from("n1")),
+        ..a
+    };
+    w.add(&[&low1, &a]);
+    let key = a.gang().unwrap().gang.clone();
+    assert!(w.table.gangs[&key].preemption_hold.is_some());
+    w.table.remove_pod(&b.uid);
+    w.round();
+    assert_eq!(w.reserved("n1"), 0, "a's seat goes with the quorum short");
+    assert!(w.table.gangs[&key].preemption_hold.is_none());
+}
+
+/// A placed gang's replacements are not held up by a member stuck on its way: the quorum is
+/// bound, one replacement was let through and kube-scheduler found it unschedulable (its room
+/// taken meanwhile), and a member without muster's gate (created unmarked) waits too; the next
+/// gated replacement that fits elsewhere is let through. A member let through and not refused
+/// holds the next one back, but only for IN_FLIGHT_WITHIN.
+#[test]
+fn a_stuck_member_does_not_block_a_placed_gangs_replacement_that_fits() {
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000), node("n3", 1000)]);
+    let members: Vec<PodInfo> = (0..4)
+        .map(|i| gathered(pod(&format!("m{i}")).cpu(1000).gang("g", 2).build()))
+        .collect();
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    let unmarked = pod("m-unmarked").cpu(1000).gang("g", 2).build();
+    w.add(&[&members[2], &unmarked]);
+    assert_eq!(w.state("g"), "placed");
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 1, "{plan:?}");
+    w.written(&plan);
+    let (through, seat) = plan.releases[0].nominate[0].clone();
+    assert_eq!(&*through.name, "m2");
+    let m2 = let_through(members[2].clone(), Some(&seat));
+    w.table.apply_pod(m2.clone());
+    // The next replacement arrives while m2 is on its way: it waits.
+    w.add(&[&members[3]]);
+    w.now += Duration::from_secs(1);
+    assert!(w.round().releases.is_empty(), "m2 is still on its way");
+    // kube-scheduler refuses m2 (a plain pod took its room): the next one goes.
+    w.table.apply_pod(PodInfo {
+        unschedulable: Some("0/3 nodes are available: 3 Insufficient cpu.".into()),
+        ..m2.clone()
+    });
+    w.now += Duration::from_secs(1);
+    let plan = w.round();
+    assert_eq!(
+        plan.releases
+            .iter()
+            .flat_map(|r| r.ungate.iter().map(|u| u.pod.name.to_string()))
+            .collect::<Vec<_>>(),
+        ["m3"],
+        "{plan:?}"
+    );
+
+    // Not refused, but pending past IN_FLIGHT_WITHIN: no longer counted as on its way.
+    let mut w = World::new(&[node("n1", 2000), node("n2", 1000), node("n3", 1000)]);
+    for m in &members[..2] {
+        w.table.apply_pod(PodInfo {
+            node_name: Some(NodeName::from("n1")),
+            ..let_through(m.clone(), None)
+        });
+    }
+    w.add(&[&members[2]]);
+    let plan = w.round();
+    w.written(&plan);
+    let (_, seat) = plan.releases[0].nominate[0].clone();
+    w.table
+        .apply_pod(let_through(members[2].clone(), Some(&seat)));
+    w.add(&[&members[3]]);
+    w.now += IN_FLIGHT_WITHIN - Duration::from_secs(1);
+    assert!(w.round().releases.is_empty(), "m2 is still on its way");
+    w.now += Duration::from_secs(1);
+    assert_eq!(w.round().releases.len(), 1, "m2 is stuck: m3 goes");
+}

@@ -1250,3 +1250,116 @@ async fn a_pod_created_with_two_conflicting_groups_stays_gated_with_a_warning_na
     .await;
     c.report(&["ml"], r).await
 }
+
+/// How long a plain pod that must preempt may take to be bound while muster is frozen: each
+/// of up to three preempt calls (the first cycle, and retries that reach PostFilter again
+/// before kube-scheduler's cache shows the victim gone) costs kube-scheduler's serial cycle the
+/// preempt-only entry's `httpTimeout` before it goes on without muster, plus the eviction and
+/// the binding on a busy machine. With the entry's old 10 s timeout one call alone is over it.
+const PREEMPTED_WHILE_FROZEN: Duration =
+    Duration::from_secs(3 * muster_harness::timing::PREEMPT_ONLY_HTTP_TIMEOUT.as_secs() + 2);
+
+/// muster frozen (SIGSTOP: its socket still accepts, nothing answers), a high-priority plain
+/// pod that fits only by preempting a low-priority plain pod is bound within
+/// [`PREEMPTED_WHILE_FROZEN`]: kube-scheduler waits for the preempt-only entry's short
+/// `httpTimeout`, not 10 s, then (the entry is `ignorable`) preempts on its own (fail-safe).
+/// It picks the plain pod, not a member of the running gang of higher priority; once muster
+/// resumes, that gang is still whole (never-half). Not in the control run: kube-scheduler alone
+/// asks no extender, and this test claims no gang behaviour.
+#[tokio::test]
+async fn with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled_within_the_short_preempt_timeout(
+) -> Result<()> {
+    let _t = Timer(
+        "with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled",
+        Instant::now(),
+    );
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        for (name, value) in [("low", 100), ("mid", 1_000), ("high", 100_000)] {
+            let pc = k8s_openapi::api::scheduling::v1::PriorityClass {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                value: Some(value),
+                ..Default::default()
+            };
+            Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(c.client())
+                .create(&PostParams::default(), &pc)
+                .await
+                .with_context(|| format!("creating PriorityClass {name}"))?;
+        }
+        for n in ["node-1", "node-2", "node-3"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        let members = names("run", 2);
+        for n in &members {
+            c.create(
+                PodBuilder::new("ml", n)
+                    .cpu("1")
+                    .priority_class("mid")
+                    .gang(GangKey::Muster, "run", 2),
+            )
+            .await?;
+        }
+        placed_whole(&c, &members).await?;
+        let low = vec!["low".to_string()];
+        c.create(PodBuilder::new("ml", "low").cpu("1").priority_class("low"))
+            .await?;
+        c.wait_bound("ml", &low, PLAIN).await?;
+        let frozen = Stopped::stop(c.muster.pid().context("muster's pid")?)?;
+        let t0 = Instant::now();
+        c.create(
+            PodBuilder::new("ml", "high")
+                .cpu("1")
+                .priority_class("high"),
+        )
+        .await?;
+        let high = vec!["high".to_string()];
+        c.wait_bound("ml", &high, PLACE).await?;
+        let took = t0.elapsed();
+        eprintln!(
+            "high-priority plain pod bound {:.2}s after its creation with muster frozen \
+             (bound: {PREEMPTED_WHILE_FROZEN:?})",
+            took.as_secs_f64()
+        );
+        ensure!(
+            took <= PREEMPTED_WHILE_FROZEN,
+            "with muster frozen, the plain pod that must preempt took {took:?} to be bound \
+             (> {PREEMPTED_WHILE_FROZEN:?}): kube-scheduler waited for muster's preempt answer"
+        );
+        ensure!(
+            being_deleted(&c, &low).await? == low,
+            "the low-priority pod was not the victim"
+        );
+        frozen.resume()?;
+        let cluster = &c;
+        let members_ref = &members;
+        holds_for(
+            "the running gang to stay whole after muster resumes",
+            WINDOW,
+            || async move {
+                let bound = cluster.bound_pods("ml").await?;
+                let deleting = being_deleted(cluster, members_ref).await?;
+                let on: Vec<&String> = members_ref
+                    .iter()
+                    .filter(|m| bound.contains_key(*m))
+                    .collect();
+                Ok(if on.len() == members_ref.len() && deleting.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the gang is not whole: bound {on:?}, being deleted {deleting:?}"
+                    ))
+                })
+            },
+        )
+        .await
+        .truth()?;
+        c.assert_no_overcommit().await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

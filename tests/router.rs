@@ -725,6 +725,47 @@ async fn a_preempt_call_that_arrives_before_the_watch_delivers_its_pod_waits_for
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempt_call_that_cannot_get_the_table_within_its_budget_answers_an_error_and_decides_nothing(
+) {
+    // kube-scheduler waits for the preempt-only entry inside its serial cycle: muster answers
+    // within its budget, and past it answers an error (for that ignorable entry
+    // kube-scheduler then decides alone, as when muster is away) instead of deciding late.
+    let f = running_gang_fixture("gang");
+    let high = go_pod_with_priority("high", "u-high", "1", "{}", 100_000);
+    f.watch(&[&high]);
+    let req = format!(
+        r#"{{"Pod":{high},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}}"#,
+        meta_victims(&[("n3", &["uid-plain"], 0)])
+    );
+    // The one-time repair of a first decision is done (it takes the lock unbounded, once).
+    f.shared.start_deciding(std::time::Instant::now());
+    // The table stays locked (a long decision elsewhere) until the call has answered.
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let shared = f.shared.clone();
+    let holder = std::thread::spawn(move || {
+        let _t = shared.table.lock();
+        locked_tx.send(()).unwrap();
+        let _ = done_rx.recv();
+    });
+    locked_rx.recv().unwrap();
+    let (status, body) = f.post("/preempt", &req).await;
+    done_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.contains("could not judge this preemption within its budget of 500 ms"),
+        "{body}"
+    );
+    let (_, metrics) = f.call("GET", "/metrics", "").await;
+    assert!(
+        metrics.contains(r#"muster_requests_total{verb="preempt",outcome="late"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("muster_preemptions_total{"), "{metrics}");
+}
+
 #[tokio::test]
 async fn preempt_with_whole_victim_pods_answers_in_uids_all_the_same() {
     let f = running_gang_fixture("gang");

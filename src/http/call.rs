@@ -150,6 +150,11 @@ impl<V: Verb> Call<V> {
             .observe(self.started.elapsed().as_secs_f64());
     }
 
+    /// When the call's body was in: what a verb's answer budget counts from.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The latest moment to answer so that kube-scheduler still hears it: its client gives up
     /// `httpTimeout` after sending, and [`ANSWER_MARGIN`] of that is left for the answer's
     /// way back and for a loaded machine.

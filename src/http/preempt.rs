@@ -1,10 +1,12 @@
 //! `POST <prefix>/preempt`: kube-scheduler's `ProcessPreemption`, called after its own dry run
 //! chose candidate nodes and victims for one pod. The answer replaces those candidates.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde_json::json;
 use tracing::{debug, warn};
 
 use super::call::{Call, Preempt};
@@ -15,6 +17,19 @@ use crate::metrics::OutcomeLabel;
 use crate::model::objects::PodInfo;
 use crate::model::{BindRejection, PreemptCandidate};
 use crate::wire::{ExtenderPreemptionArgs, ExtenderPreemptionResult, MetaPod, MetaVictims};
+
+/// muster answers every preempt call within this, from the moment its body is in: below the
+/// 1 s `httpTimeout` of the preempt-only extender entry (scheduler-config/
+/// muster-as-default-scheduler.yaml), which kube-scheduler waits out inside its serial
+/// scheduling cycle (`callExtenders`, pkg/scheduler/framework/preemption/preemption.go:229-283,
+/// v1.37.2, called from `Evaluator.evaluate` in PostFilter). The decision itself takes
+/// milliseconds (docs/benchmarks.md, "The preempt decision"); what can take longer is waiting
+/// for the watch to deliver the pod and for the table's lock. The rest of the entry's timeout
+/// is left for the answer's way back and a loaded machine.
+pub const PREEMPT_ANSWER_BUDGET: Duration = Duration::from_millis(500);
+
+/// Kept of [`PREEMPT_ANSWER_BUDGET`] for the decision once the pod is seen.
+const DECISION_RESERVE: Duration = Duration::from_millis(100);
 
 pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     let args: ExtenderPreemptionArgs = match call.decode() {
@@ -50,12 +65,34 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
             pdb_violations,
         })
         .collect();
-    wait_until_seen(&call, &pod).await;
-    let decision = call
-        .shared
-        .table
-        .lock()
-        .preempt(&pod, candidates, Instant::now());
+    let answer_by = call.started() + PREEMPT_ANSWER_BUDGET;
+    wait_until_seen(&call, &pod, answer_by - DECISION_RESERVE).await;
+    // Past the budget, muster does not decide: it answers an error, before kube-scheduler's
+    // timeout, which is what kube-scheduler hears when muster is away. For the preempt-only
+    // entry (ignorable) kube-scheduler then goes on with its own candidates (preemption.go:
+    // 246-252): a plain pod's preemption is never stopped by a slow muster (fail-safe), and a
+    // running gang member it takes has the rest of its gang evicted by muster once it sees the
+    // victim's DisruptionTarget condition, so the gang is disrupted whole (evict-for-whole;
+    // `model::verbs::unseen_preemption`). For the gang entry (not ignorable) the error fails
+    // that cycle's preemption: nothing is evicted and kube-scheduler retries the pod after its
+    // back-off. An empty answer ("no candidate") would instead keep a plain pod from preempting
+    // for as long as muster stays slow. Nothing is decided, so nothing is remembered.
+    let Some(mut table) = call.shared.table.try_lock_until(answer_by) else {
+        let why = format!(
+            "muster could not judge this preemption within its budget of {} ms (its table \
+             was busy); kube-scheduler decides without muster",
+            PREEMPT_ANSWER_BUDGET.as_millis()
+        );
+        warn!(pod = %pod.display_name(), %why, "preemption not judged in time");
+        call.record("late");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "Error": why })),
+        )
+            .into_response();
+    };
+    let decision = table.preempt(&pod, candidates, Instant::now());
+    drop(table);
     call.shared.flush_notices();
     call.shared
         .metrics
@@ -92,24 +129,25 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     Json(result).into_response()
 }
 
-/// Waits, up to [`UNSEEN_POD_WAIT`], for the watch to deliver `pod` (by UID), one watch event at
-/// a time. kube-scheduler calls preempt in the same cycle as the filters that failed, often
+/// Waits, up to [`UNSEEN_POD_WAIT`] and at most until `by`, for the watch to deliver `pod` (by
+/// UID), one watch event at a time. kube-scheduler calls preempt in the same cycle as the filters that failed, often
 /// before muster's watch has the new pod; refused then, the pod is asked to retry by an update
 /// of itself, which kube-scheduler's own plugins (NodeResourcesFit's queueing hint) ignore for a
 /// pod they rejected, so it would wait for an unrelated cluster event. Whether it was seen, the
 /// model decides.
-async fn wait_until_seen(call: &Call<Preempt>, pod: &PodInfo) {
-    let deadline = tokio::time::Instant::now() + UNSEEN_POD_WAIT;
+async fn wait_until_seen(call: &Call<Preempt>, pod: &PodInfo, by: Instant) {
+    let deadline = (tokio::time::Instant::now() + UNSEEN_POD_WAIT).min(by.into());
     // Subscribed before the first look, so that an event applied in between wakes us.
     let mut changes = call.shared.cache_changes();
     loop {
-        let unknown = matches!(
-            call.shared
-                .table
-                .lock()
-                .seen_pod(&pod.namespace, &pod.name, &pod.uid),
-            Err(BindRejection::UnknownPod { .. })
-        );
+        // The lock, too, only within the budget: a busy table is answered for by the caller.
+        let unknown = match call.shared.table.try_lock_until(by) {
+            Some(table) => matches!(
+                table.seen_pod(&pod.namespace, &pod.name, &pod.uid),
+                Err(BindRejection::UnknownPod { .. })
+            ),
+            None => return,
+        };
         if !unknown {
             return;
         }

@@ -29,6 +29,11 @@ pub const SCHEDULER_MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// The extender's `httpTimeout` in `scheduler-config/*.yaml` (the harness keeps it).
 pub const EXTENDER_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The `httpTimeout` of the preempt-only extender entry in
+/// `scheduler-config/muster-as-default-scheduler.yaml`: what a frozen muster costs each
+/// preempting pod of kube-scheduler's serial cycle.
+pub const PREEMPT_ONLY_HTTP_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// muster answers a call it holds (a bind below quorum, a binding still in flight) this long
 /// before kube-scheduler stops listening, its `httpTimeout` (`src/http/call.rs`, `ANSWER_MARGIN`).
 pub const ANSWER_MARGIN: Duration = Duration::from_secs(1);
@@ -170,6 +175,16 @@ mod tests {
             seen += 1;
         }
         assert!(seen >= 3, "{seen} configurations in {}", dir.display());
+        let text = std::fs::read_to_string(dir.join("muster-as-default-scheduler.yaml")).unwrap();
+        let preempt_only = text
+            .split("  - urlPrefix:")
+            .find(|e| e.contains("preemptVerb") && !e.contains("filterVerb"))
+            .expect("the preempt-only entry");
+        let want = format!("httpTimeout: {}s", PREEMPT_ONLY_HTTP_TIMEOUT.as_secs());
+        assert!(
+            preempt_only.contains(&want),
+            "preempt-only entry: no {want:?}"
+        );
     }
 
     /// The figures each limit is built from keep their order: the partial-gang grace is shorter

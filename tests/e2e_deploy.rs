@@ -846,6 +846,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "RoleBinding/muster-system/muster-scheduler-leader-election",
         "ConfigMap/muster-system/muster-scheduler-config-<hash>",
         "Deployment/muster-system/muster-scheduler",
+        "MutatingAdmissionPolicy//muster-gang-nodes",
+        "MutatingAdmissionPolicyBinding//muster-gang-nodes",
     ]
     .map(String::from)
     .into();

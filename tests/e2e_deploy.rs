@@ -849,6 +849,8 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         // Replace the base's (applied after it): only muster-scheduler pods are marked.
         "MutatingAdmissionPolicy//muster-gang-members",
         "MutatingAdmissionPolicyBinding//muster-gang-members",
+        "MutatingAdmissionPolicy//muster-gang-nodes",
+        "MutatingAdmissionPolicyBinding//muster-gang-nodes",
     ]
     .map(String::from)
     .into();

@@ -721,6 +721,10 @@ fn chart_file_copies_are_byte_identical() -> Result<()> {
             "deploy/grafana-dashboard.json",
             "deploy/chart/files/grafana-dashboard.json",
         ),
+        (
+            "deploy/second-scheduler/gang-nodes-policy.yaml",
+            "deploy/chart/files/gang-nodes-policy.yaml",
+        ),
     ] {
         ensure!(
             fs::read(root.join(original))? == fs::read(root.join(copy))?,

@@ -192,3 +192,143 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
     .await;
     c.report(&["second"], r).await
 }
+
+/// The stock default scheduler (no extender) that runs beside the second one in a real cluster.
+const DEFAULT_SCHEDULER_CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /set/by/the/harness
+leaderElection:
+  leaderElect: false
+profiles:
+  - schedulerName: default-scheduler
+";
+
+/// One of the gang nodes, created tainted and labelled (README, second scheduler).
+fn gang_node() -> NodeShape {
+    let key = muster_harness::policy::GANG_NODES_KEY;
+    NodeShape::cpu("1")
+        .label(key, "true")
+        .taint(key, "true", "NoSchedule")
+}
+
+/// deploy/second-scheduler/gang-nodes-policy.yaml with the default scheduler running beside
+/// the second one: a `muster-scheduler` gang member is created with the gang nodes' toleration
+/// and node selector; the gang waits whole on the tainted node while 2 of its 3 members fit, and
+/// is placed whole, on gang nodes only, once a second one is added. A plain pod of the default
+/// scheduler that fits only the gang node's free room is kept off it the whole time (its
+/// TaintToleration filter), and a plain pod that fits the plain node is bound there.
+#[tokio::test]
+async fn gang_nodes_policy_keeps_the_default_scheduler_off_the_gang_nodes() -> Result<()> {
+    let _t = Timer(
+        "gang_nodes_policy_keeps_the_default_scheduler_off_the_gang_nodes",
+        Instant::now(),
+    );
+    let mut c = Cluster::start_with(
+        ClusterOptions::new(MUSTER).scheduler_config("muster-second-scheduler.yaml"),
+    )
+    .await?;
+    let path = c.cp.dir().join("default-scheduler.yaml");
+    std::fs::write(&path, DEFAULT_SCHEDULER_CONFIG)?;
+    c.cp.start_scheduler(muster_harness::control_plane::SchedulerOptions {
+        config: Some(path),
+        ..Default::default()
+    })
+    .await?;
+    let r = async {
+        let ns = "gang-nodes";
+        c.namespace(ns).await?;
+        muster_harness::policy::apply_gang_nodes_policy(&c.client(), ns).await?;
+        c.add_node("gang-1", gang_node()).await?;
+        c.add_node("plain-1", NodeShape::cpu("500m")).await?;
+
+        // 3 x 400m: 2 fit gang-1, none may go to plain-1 (the node selector).
+        let gang = c
+            .create_gang(ns, "trainer", 3, 3, GangKey::Muster, |p| {
+                p.cpu("400m").scheduler_name(SCHEDULER_NAME)
+            })
+            .await?;
+        for p in c.pods(ns).await? {
+            ensure_truth!(
+                muster_harness::policy::keeps_to_gang_nodes(&p),
+                "{} was created without the gang nodes' toleration and node selector: {:?}",
+                k8s::pod_name(&p),
+                p.spec
+            );
+        }
+        // 600m fits only gang-1's free room; 200m fits plain-1.
+        c.create(PodBuilder::new(ns, "plain-big").cpu("600m"))
+            .await?;
+        c.create(PodBuilder::new(ns, "plain-small").cpu("200m"))
+            .await?;
+        c.wait_bound(ns, &["plain-small".to_string()], PLACE)
+            .await?;
+        let reason = format!(
+            "gang {ns}/trainer: 2 of 3 members placed; no node for the next: 0/2 nodes are \
+             available: 1 node(s) didn't have enough room, 1 node(s) didn't match Pod's node \
+             affinity/selector."
+        );
+        c.wait_gang_waiting_whole(ns, "trainer", &gang, &reason, PLACE)
+            .await?;
+        let off_gang_nodes = |pods: &[Pod]| -> std::result::Result<(), String> {
+            for p in pods {
+                let (name, node) = (k8s::pod_name(p), k8s::pod_node(p));
+                if name.starts_with("plain-") && node.is_some_and(|n| n.starts_with("gang-")) {
+                    return Err(format!(
+                        "{CLUSTER_TRUTH} plain pod {name} was bound to {node:?}"
+                    ));
+                }
+                if gang.iter().any(|g| g == name) && node.is_some_and(|n| !n.starts_with("gang-")) {
+                    return Err(format!(
+                        "{CLUSTER_TRUTH} member {name} was bound to {node:?}"
+                    ));
+                }
+            }
+            Ok(())
+        };
+        holds_for(
+            "plain-big to stay off gang-1 while the gang waits whole",
+            WINDOW,
+            || async {
+                let pods = c.pods(ns).await?;
+                if let Err(e) = off_gang_nodes(&pods) {
+                    return Ok(Err(e));
+                }
+                Ok(untouched_by_binding(&pods, &gang))
+            },
+        )
+        .await?;
+        let pods = c.pods(ns).await?;
+        match pods.iter().find(|p| k8s::pod_name(p) == "plain-big") {
+            Some(p) if k8s::pod_node(p).is_none() => {}
+            other => bail_truth!("plain-big is not Pending: {:?}", other.map(k8s::pod_node)),
+        }
+
+        c.add_node("gang-2", gang_node()).await?;
+        let bound = c.wait_bound(ns, &gang, PLACE).await?;
+        let s = spread(&bound);
+        ensure_truth!(s <= TOGETHER, "trainer bound {s:?} apart: {bound:?}");
+        if let Err(e) = off_gang_nodes(&c.pods(ns).await?) {
+            bail_truth!("after the gang was placed: {e}");
+        }
+        c.assert_no_overcommit().await?;
+        Ok(())
+    }
+    .await;
+    c.report(&["gang-nodes"], r).await
+}
+
+/// `Err(why)` if any of `names` is bound (cluster truth).
+fn untouched_by_binding(pods: &[Pod], names: &[String]) -> std::result::Result<(), String> {
+    for p in pods {
+        if let Some(node) = k8s::pod_node(p) {
+            if names.iter().any(|n| n == k8s::pod_name(p)) {
+                return Err(format!(
+                    "{CLUSTER_TRUTH} {} was bound to {node}",
+                    k8s::pod_name(p)
+                ));
+            }
+        }
+    }
+    Ok(())
+}

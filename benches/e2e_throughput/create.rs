@@ -18,7 +18,21 @@ use crate::params::Params;
 use crate::workload::{pod_group_object, Workload, NS};
 
 /// Creates nodes `node-<i>` for each `i` in `which` (the late ones come in a second call).
-pub async fn create_nodes(client: &Client, p: &Params, which: Range<usize>) -> Result<()> {
+/// Whether node `i` is one of the gang nodes of configuration `muster-second` (tainted and
+/// labelled as deploy/second-scheduler/gang-nodes-policy.yaml expects): every node but a
+/// `plain_percent` share, spread evenly over the indices so the late nodes are split alike.
+pub fn is_gang_node(p: &Params, i: usize) -> bool {
+    (i + 1) * p.plain_percent / 100 == i * p.plain_percent / 100
+}
+
+/// `gang_nodes`: taint and label the gang nodes ([`is_gang_node`]); plain pods then have the
+/// others to themselves, and the policy keeps gang members (of muster-scheduler) on these.
+pub async fn create_nodes(
+    client: &Client,
+    p: &Params,
+    which: Range<usize>,
+    gang_nodes: bool,
+) -> Result<()> {
     let sem = Arc::new(Semaphore::new(16));
     let mut set = JoinSet::new();
     for i in which {
@@ -29,6 +43,10 @@ pub async fn create_nodes(client: &Client, p: &Params, which: Range<usize>) -> R
             .pods(p.node_pods);
         if let Some(l) = &p.topology {
             shape = l.label(i, shape);
+        }
+        if gang_nodes && is_gang_node(p, i) {
+            let key = muster_harness::policy::GANG_NODES_KEY;
+            shape = shape.label(key, "true").taint(key, "true", "NoSchedule");
         }
         set.spawn(async move {
             let _permit = permit;

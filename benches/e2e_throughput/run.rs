@@ -175,7 +175,13 @@ pub async fn run_mode_inner(
         let (client, p) = (client.clone(), p.clone());
         tokio::spawn(async move {
             tokio::time::sleep_until((t0 + p.late_nodes_after).into()).await;
-            create_nodes(&client, &p, p.nodes - p.late_nodes..p.nodes).await
+            create_nodes(
+                &client,
+                &p,
+                p.nodes - p.late_nodes..p.nodes,
+                mode == Mode::MusterSecond,
+            )
+            .await
         })
     });
 

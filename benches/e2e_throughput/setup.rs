@@ -65,9 +65,14 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
     })?;
     let client = cp.client();
     k8s::create_namespace(&client, NS).await?;
-    create_nodes(&client, p, 0..p.nodes - p.late_nodes)
-        .await
-        .context("creating nodes")?;
+    create_nodes(
+        &client,
+        p,
+        0..p.nodes - p.late_nodes,
+        mode == Mode::MusterSecond,
+    )
+    .await
+    .context("creating nodes")?;
     if let Some(d) = &w.dra {
         let (demand, supply) = d.demand_and_supply(w, p.nodes);
         if demand > supply {
@@ -108,6 +113,13 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
                 .await
                 .context("applying deploy/gang-admission-policy.yaml")?;
             mo.args.push("--scope=gang-members".into());
+            if mode == Mode::MusterSecond {
+                // deploy/second-scheduler/'s policy: gang members (muster-scheduler) on the
+                // gang nodes only, the default scheduler's plain pods off them.
+                muster_harness::policy::apply_gang_nodes_policy(&client, NS)
+                    .await
+                    .context("applying deploy/second-scheduler/gang-nodes-policy.yaml")?;
+            }
         }
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {

@@ -28,6 +28,8 @@ pub struct NodeShape {
     pub pods: u32,
     pub gpus: Option<u32>,
     pub labels: BTreeMap<String, String>,
+    /// `(key, value, effect)` taints the node is created with.
+    pub taints: Vec<(String, String, String)>,
 }
 
 impl NodeShape {
@@ -39,7 +41,13 @@ impl NodeShape {
             pods: 110,
             gpus: None,
             labels: BTreeMap::new(),
+            taints: Vec::new(),
         }
+    }
+
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        self.taints.push((key.into(), value.into(), effect.into()));
+        self
     }
 
     pub fn memory(mut self, m: &str) -> Self {
@@ -85,7 +93,21 @@ pub async fn add_node(client: &Client, name: &str, shape: &NodeShape) -> Result<
             labels: Some(labels),
             ..Default::default()
         },
-        spec: None,
+        spec: (!shape.taints.is_empty()).then(|| k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(
+                shape
+                    .taints
+                    .iter()
+                    .map(|(key, value, effect)| k8s_openapi::api::core::v1::Taint {
+                        key: key.clone(),
+                        value: Some(value.clone()),
+                        effect: effect.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
         status: Some(NodeStatus {
             capacity: Some(res.clone()),
             allocatable: Some(res),

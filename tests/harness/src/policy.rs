@@ -23,6 +23,55 @@ pub const SECOND_SCHEDULER_NAME: &str = "muster-scheduler";
 pub const GATHER_GATE: &str = "muster.dev/gather";
 /// The marker resource the policy adds.
 pub const GANG_MARKER: &str = "muster.dev/gang";
+/// The second-scheduler install's policy that keeps `muster-scheduler` pods on the gang nodes.
+pub const GANG_NODES_POLICY_FILE: &str = "deploy/second-scheduler/gang-nodes-policy.yaml";
+/// The taint (effect NoSchedule) and label key of the gang nodes in that file.
+pub const GANG_NODES_KEY: &str = "muster.dev/gang-nodes";
+
+/// Creates the objects of [`GANG_NODES_POLICY_FILE`] and waits until the API server applies the
+/// policy: a dry-run pod of `muster-scheduler` in namespace `ns` (which must exist) comes back
+/// with the toleration of [`GANG_NODES_KEY`] and its node selector.
+pub async fn apply_gang_nodes_policy(client: &Client, ns: &str) -> Result<()> {
+    create_objects_of(client, GANG_NODES_POLICY_FILE).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let probe: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "gang-nodes-probe"},
+        "spec": {"schedulerName": "muster-scheduler",
+                 "containers": [{"name": "c", "image": "example.invalid/none"}]},
+    }))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the gang-nodes policy to give a dry-run muster-scheduler pod its toleration",
+        Duration::from_secs(30),
+        || async {
+            Ok(match pods.create(&dry_run, &probe).await {
+                Ok(p) if keeps_to_gang_nodes(&p) => Progress::Done(()),
+                Ok(_) => Progress::NotYet("the dry-run pod came back without them".into()),
+                Err(e) => Progress::NotYet(format!("dry run: {e}")),
+            })
+        },
+    )
+    .await
+}
+
+/// The pod tolerates the gang nodes' taint and selects their label.
+pub fn keeps_to_gang_nodes(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else { return false };
+    let tolerates = spec.tolerations.iter().flatten().any(|t| {
+        t.key.as_deref() == Some(GANG_NODES_KEY)
+            && t.operator.as_deref() == Some("Exists")
+            && t.effect.as_deref() == Some("NoSchedule")
+    });
+    let selects = spec
+        .node_selector
+        .as_ref()
+        .and_then(|m| m.get(GANG_NODES_KEY))
+        .is_some_and(|v| v == "true");
+    tolerates && selects
+}
 
 /// The objects of a multi-document YAML file, as JSON.
 pub fn read_objects(yaml: &str) -> Result<Vec<Value>> {
@@ -58,6 +107,21 @@ pub async fn apply_second_scheduler_policy(client: &Client) -> Result<()> {
 }
 
 async fn apply_policy_file(client: &Client, file: &str, scheduler: Option<&str>) -> Result<()> {
+    create_objects_of(client, file).await?;
+    // The API server applies a policy once its informer has it: probe with a dry run.
+    let ns = "muster-policy-probe";
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e).context("creating the policy probe namespace"),
+    }
+    wait_policy_marks_for(client, ns, true, scheduler).await
+}
+
+/// Creates every object of a YAML file of the repository (an object that exists is kept).
+pub async fn create_objects_of(client: &Client, file: &str) -> Result<()> {
     let path = repo_root().join(file);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -85,16 +149,7 @@ async fn apply_policy_file(client: &Client, file: &str, scheduler: Option<&str>)
             Err(e) => bail!("creating {kind} from {file}: {e:?}"),
         }
     }
-    // The API server applies a policy once its informer has it: probe with a dry run.
-    let ns = "muster-policy-probe";
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-    match namespaces.create(&PostParams::default(), &namespace).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e).context("creating the policy probe namespace"),
-    }
-    wait_policy_marks_for(client, ns, true, scheduler).await
+    Ok(())
 }
 
 /// Waits until the API server applies the gang admission policy (`marked`: a dry-run gang pod

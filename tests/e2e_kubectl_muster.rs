@@ -85,7 +85,13 @@ async fn kubectl_muster_says_why_a_volcano_job_waits_in_one_command() -> Result<
         let out = wait_for("kubectl muster why to name the shortfall", REASON, || async {
             none_bound(&c, ns, &members).await?;
             let run = plugin(&c, &["why", "ml/job-worker-1", "--muster-url", &url])?;
-            Ok(if run.ok && run.stdout.contains(why) && run.stdout.lines().any(scheduler_line) {
+            // muster's verdict line itself, not only the Event quoting it: the gatherer may
+            // tell the Event before /gangs carries the reason.
+            let why_line = format!("Why:         {why}");
+            Ok(if run.ok
+                && run.stdout.lines().any(|l| l == why_line)
+                && run.stdout.lines().any(scheduler_line)
+            {
                 Progress::Done(run.stdout)
             } else {
                 Progress::NotYet(format!("{}{}", run.stdout, run.stderr))

@@ -211,18 +211,7 @@ impl Writes<'_> {
             .into_iter()
             .filter(|u| self.ready(backoff, &u.pod, Write::Ungate, now))
             .collect();
-        let freed: Vec<Outcome> = stream::iter(outside_gangs.clone())
-            .map(|u| async move {
-                while_leading(
-                    &self.shared.leadership,
-                    self.term,
-                    ungate(self.client, &u.pod),
-                )
-                .await
-            })
-            .buffered(CONCURRENCY)
-            .collect()
-            .await;
+        let freed = self.ungate_all(outside_gangs.clone()).await;
         let now = Instant::now();
         for (u, outcome) in outside_gangs.iter().zip(freed) {
             self.settle(backoff, &u.pod, Write::Ungate, outcome, now);
@@ -411,18 +400,7 @@ impl Writes<'_> {
     async fn release(&self, r: Release) -> (Release, Vec<Outcome>, Vec<Outcome>) {
         let nominated = self.nominate_all(r.nominate.clone()).await;
         let ungated = if nominated.iter().all(|o| o.ok()) {
-            stream::iter(r.ungate.clone())
-                .map(|u| async move {
-                    while_leading(
-                        &self.shared.leadership,
-                        self.term,
-                        ungate(self.client, &u.pod),
-                    )
-                    .await
-                })
-                .buffered(CONCURRENCY)
-                .collect::<Vec<Outcome>>()
-                .await
+            self.ungate_all(r.ungate.clone()).await
         } else if nominated.contains(&Outcome::Abandoned) {
             warn!(gang = %r.gang, "this replica stopped leading while publishing the gang's seats; the gates stay for the new leader");
             vec![Outcome::Abandoned; r.ungate.len()]
@@ -440,6 +418,22 @@ impl Writes<'_> {
                     &self.shared.leadership,
                     self.term,
                     set_nomination(self.client, &p, Some(&n)),
+                )
+                .await
+            })
+            .buffered(CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    /// Removes muster's gate from each pod, while leading in this term (outcomes in order).
+    async fn ungate_all(&self, pods: Vec<Ungate>) -> Vec<Outcome> {
+        stream::iter(pods)
+            .map(|u| async move {
+                while_leading(
+                    &self.shared.leadership,
+                    self.term,
+                    ungate(self.client, &u.pod),
                 )
                 .await
             })

@@ -595,3 +595,98 @@ async fn a_gang_is_never_preempted_by_a_gang_of_equal_priority() -> Result<()> {
     .await;
     c.report(&[NS], r).await
 }
+
+/// How soon both victims of a preempting gang must be marked for deletion: each member's
+/// preemption is one cycle once kube-scheduler tries it, and a member that failed a cycle is
+/// tried again within kube-scheduler's maximum back-off (10 s), plus a margin for a busy
+/// machine. Well under the ~40 s the second eviction took when the second member was left
+/// waiting for a retry no event brought.
+const BOTH_EVICTED: Duration =
+    Duration::from_secs(muster_harness::timing::SCHEDULER_MAX_BACKOFF.as_secs() + 5);
+
+/// The finalizer that keeps a victim terminating until the test removes it.
+const HELD: &str = "muster.dev/test-held";
+
+/// Every pod through muster (every-pod mode): a high-priority gang of two preempts two
+/// low-priority plain pods, one on each 1-CPU node, which terminate slowly (a finalizer holds
+/// them until the test removes it). Both victims are marked for deletion within
+/// [`BOTH_EVICTED`]: the second member's preemption is not left to wait for a retry while the
+/// first member's victim terminates (the room planned for it needs its own victim evicted).
+/// Then, the finalizers removed, the gang binds whole (never-half, evict-for-whole).
+#[tokio::test]
+async fn every_pod_a_gang_preempting_two_slowly_terminating_pods_evicts_both_promptly_and_binds_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "every_pod_a_gang_preempting_two_slowly_terminating_pods_evicts_both_promptly",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(muster_harness::ClusterOptions::new(MUSTER).every_pod()).await?;
+    let r = async {
+        setup(&c, &["n1", "n2"]).await?;
+        let low = names(&["low-0", "low-1"]);
+        for n in &low {
+            let mut pod = plain(n, "low", "1").build();
+            pod.metadata.finalizers = Some(vec![HELD.to_string()]);
+            muster_harness::k8s::create_pod(&c.client(), NS, &pod).await?;
+        }
+        c.wait_bound(NS, &low, PLACE).await?;
+        let t0 = Instant::now();
+        let gang = c
+            .create_gang(NS, "pair", 2, 2, GangKey::Muster, |p| {
+                p.cpu("1").priority_class("high")
+            })
+            .await?;
+        let (cluster, victims) = (&c, &low);
+        muster_harness::wait_for(
+            "both victims to be marked for deletion",
+            PLACE,
+            || async move {
+                let pods = cluster.pods(NS).await?;
+                let marked: Vec<&str> = pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_some())
+                    .map(muster_harness::k8s::pod_name)
+                    .filter(|n| victims.iter().any(|v| v == n))
+                    .collect();
+                Ok(if marked.len() == victims.len() {
+                    muster_harness::Progress::Done(())
+                } else {
+                    muster_harness::Progress::NotYet(format!("marked for deletion: {marked:?}"))
+                })
+            },
+        )
+        .await
+        .truth()?;
+        let took = t0.elapsed();
+        eprintln!(
+            "both victims marked for deletion {:.2}s after the gang's creation (bound: \
+             {BOTH_EVICTED:?})",
+            took.as_secs_f64()
+        );
+        ensure_truth!(
+            took <= BOTH_EVICTED,
+            "the second victim's eviction came {took:?} after the gang's creation \
+             (> {BOTH_EVICTED:?})"
+        );
+        let api: Api<Pod> = Api::namespaced(c.client(), NS);
+        for n in &low {
+            api.patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .with_context(|| format!("removing {n}'s finalizer"))?;
+        }
+        let bound = c.wait_bound(NS, &gang, PLACE).await?;
+        let s = muster_harness::spread(&bound);
+        ensure_truth!(
+            s <= muster_harness::TOGETHER,
+            "members bound {s:?} apart: {bound:?}"
+        );
+        wait_gone(&c, &low, Duration::ZERO).await?;
+        c.assert_no_overcommit().await
+    }
+    .await;
+    c.report(&[NS], r).await
+}

@@ -678,3 +678,26 @@ fn a_gang_whose_short_task_cannot_follow_evicts_nothing_though_another_member_co
     assert!(kept_nodes(&d).is_empty(), "{d:?}");
     assert_eq!(d.outcome, PreemptOutcome::Refused);
 }
+
+/// A gang of two preempts on two full nodes; its first member preempts before the watch has
+/// delivered the second, so the plan names a member not created yet. The second member,
+/// delivered then, preempting before kube-scheduler's nomination of the first reaches the
+/// watch, keeps its candidate on the node that plan puts a member on: refused, it would wait
+/// for a retry no cluster event brings while the first victim terminates (kube-scheduler
+/// requeues a pod NodeResourcesFit rejected when a pod is deleted, not when it starts
+/// terminating).
+#[test]
+fn a_member_delivered_after_its_siblings_preemption_may_preempt_where_the_plan_put_a_member_to_come(
+) {
+    let (mut w, a, b) = two_full_nodes();
+    let first = pod("g-0").cpu(1000).priority(HIGH).gang("g", 2).build();
+    let second = pod("g-1").cpu(1000).priority(HIGH).gang("g", 2).build();
+    w.add(&[&first]);
+    let d = w.preempt(&first, vec![candidate("n1", &[&a]), candidate("n2", &[&b])]);
+    assert_eq!(kept_nodes(&d), vec!["n1", "n2"]);
+    w.add(&[&second]);
+    // kube-scheduler chose n1 for the first member: its dry run for the second counts that
+    // nomination and proposes n2 only.
+    let d = w.preempt(&second, vec![candidate("n2", &[&b])]);
+    assert_eq!(kept_nodes(&d), vec!["n2"], "dropped: {:?}", d.dropped);
+}

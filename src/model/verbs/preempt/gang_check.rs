@@ -169,6 +169,24 @@ impl GangTable {
                         .filter(|s| pod.requests.fits_in(&s.requests))
                         .map(|s| s.node.to_string()),
                 );
+                // So may it where a sibling's plan, not yet nominated, put such a member: the
+                // sibling preempted before the watch delivered this member, so its plan names
+                // a member not created yet. Refused here, this member would wait for a
+                // retry no cluster event brings while the sibling's victims terminate
+                // (kube-scheduler requeues a pod NodeResourcesFit rejected when a pod is
+                // deleted, not when one starts terminating): the second eviction came only
+                // when the first victim was gone.
+                for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+                    for (_, planned) in &plan.by_node {
+                        seats.extend(
+                            planned
+                                .iter()
+                                .filter(|s| s.holder.member().is_none_or(|m| !needs(m)))
+                                .filter(|s| pod.requests.fits_in(&s.requests))
+                                .map(|s| s.node.to_string()),
+                        );
+                    }
+                }
             }
             return GangCheck::OnlyOwnSeat(seats);
         }

@@ -106,6 +106,11 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             muster_harness::policy::apply_second_scheduler_policy(&client)
                 .await
                 .context("applying deploy/second-scheduler/gang-admission-policy.yaml")?;
+            // deploy/second-scheduler/'s other policy: gang members (muster-scheduler) on the
+            // gang nodes only, the default scheduler's plain pods off them.
+            muster_harness::policy::apply_gang_nodes_policy(&client, NS)
+                .await
+                .context("applying deploy/second-scheduler/gang-nodes-policy.yaml")?;
             mo.args.push("--scope=gang-members".into());
             mo.args.push("--scheduler-names=muster-scheduler".into());
         } else {
@@ -113,13 +118,6 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
                 .await
                 .context("applying deploy/gang-admission-policy.yaml")?;
             mo.args.push("--scope=gang-members".into());
-            if mode == Mode::MusterSecond {
-                // deploy/second-scheduler/'s policy: gang members (muster-scheduler) on the
-                // gang nodes only, the default scheduler's plain pods off them.
-                muster_harness::policy::apply_gang_nodes_policy(&client, NS)
-                    .await
-                    .context("applying deploy/second-scheduler/gang-nodes-policy.yaml")?;
-            }
         }
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {

@@ -8,6 +8,7 @@
 
 mod e2e_bindings;
 mod e2e_claims;
+mod e2e_controllers;
 mod e2e_deploy;
 mod e2e_dra;
 mod e2e_evidence;

@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
 # Build (once) and cache the stock Kubernetes control plane binaries from the Go module proxy:
-#   etcd, kube-apiserver, kube-scheduler (+ kubectl, unless MUSTER_SKIP_KUBECTL=1).
+#   etcd, kube-apiserver, kube-scheduler (+ kubectl, unless MUSTER_SKIP_KUBECTL=1);
+#   with --controllers, kube-controller-manager instead (its own directory and stamp, so the
+#   control plane's cache stays valid: tests that need a cluster's controllers ask for it).
 #
-# Usage: tests/cluster/build-control-plane.sh
+# Usage: tests/cluster/build-control-plane.sh [--controllers]
 #   MUSTER_K8S_VERSION   Kubernetes version (default v1.37.2)
 #   MUSTER_CACHE_DIR     cache root (default $HOME/.cache/muster)
 #   MUSTER_SKIP_KUBECTL  set to 1 to skip building kubectl
 #
-# Prints the binary directory (${MUSTER_CACHE_DIR}/k8s-<version>/bin) on stdout; progress goes to
+# Prints the binary directory (${MUSTER_CACHE_DIR}/k8s-<version>/bin, or .../controllers-bin) on stdout; progress goes to
 # stderr. When the binaries are cached (stamp file present) it returns immediately.
 set -euo pipefail
 
 VERSION="${MUSTER_K8S_VERSION:-v1.37.2}"
 CACHE_ROOT="${MUSTER_CACHE_DIR:-$HOME/.cache/muster}"
 VDIR="$CACHE_ROOT/k8s-$VERSION"
-OUT="$VDIR/bin"
-STAMP="$VDIR/build-complete.stamp"
-REQUIRED=(etcd kube-apiserver kube-scheduler)
+CONTROLLERS=0
+[[ "${1:-}" != --controllers ]] || CONTROLLERS=1
+[[ $# -eq 0 || $CONTROLLERS == 1 ]] || { echo "usage: $0 [--controllers]" >&2; exit 2; }
+SUFFIX=""
+if ((CONTROLLERS)); then
+  SUFFIX="-controllers"
+  OUT="$VDIR/controllers-bin"
+  STAMP="$VDIR/controllers-complete.stamp"
+  REQUIRED=(kube-controller-manager)
+  MUSTER_SKIP_KUBECTL=1
+else
+  OUT="$VDIR/bin"
+  STAMP="$VDIR/build-complete.stamp"
+  REQUIRED=(etcd kube-apiserver kube-scheduler)
+fi
 
 is_cached() {
   [[ -f "$STAMP" ]] || return 1
@@ -46,7 +60,7 @@ command -v go >/dev/null || die "go not found in PATH"
 
 mkdir -p "$VDIR"
 # Serialize concurrent builds of the same version (e.g. parallel test binaries).
-exec 9>"$VDIR/.lock"
+exec 9>"$VDIR/.lock$SUFFIX"
 if command -v flock >/dev/null; then
   if ! flock -n 9; then
     log "another build of $VERSION is running; waiting for it ..."
@@ -58,7 +72,7 @@ if command -v flock >/dev/null; then
   fi
 fi
 # Leftovers of an interrupted earlier build (we hold the lock, so nobody else is using them).
-rm -rf "$VDIR"/.bin-tmp.* "$VDIR"/.bin-old.*
+rm -rf "$VDIR"/.bin-tmp"$SUFFIX".* "$VDIR"/.bin-old"$SUFFIX".*
 
 T_START=$(date +%s)
 step_t0=0
@@ -192,12 +206,17 @@ mkdir -p "$WORK/k8s" "$WORK/etcd"
 } >"$WORK/etcd/go.mod"
 
 mkdir -p "$VDIR"
-BIN_TMP="$(mktemp -d "$VDIR/.bin-tmp.XXXXXX")"
+BIN_TMP="$(mktemp -d "$VDIR/.bin-tmp$SUFFIX.XXXXXX")"
 
-K_PKGS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler)
+if ((CONTROLLERS)); then
+  K_PKGS=(k8s.io/kubernetes/cmd/kube-controller-manager)
+else
+  K_PKGS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler)
+fi
 if [[ "${MUSTER_SKIP_KUBECTL:-0}" != 1 ]]; then K_PKGS+=(k8s.io/kubernetes/cmd/kubectl); fi
 
 # ---------------------------------------------------------------------------------------------
+if ((!CONTROLLERS)); then
 step_begin "downloading etcd $ETCD_VERSION dependencies"
 GOTOOLCHAIN="$E_TOOLCHAIN" with_heartbeat "downloading etcd modules" \
   go -C "$WORK/etcd" list -deps go.etcd.io/etcd/server/v3 >/dev/null
@@ -207,6 +226,7 @@ step_begin "compiling etcd $ETCD_VERSION"
 GOTOOLCHAIN="$E_TOOLCHAIN" with_heartbeat "compiling etcd" \
   go -C "$WORK/etcd" build -trimpath -ldflags "-s -w" -o "$BIN_TMP/etcd" go.etcd.io/etcd/server/v3
 step_end
+fi
 
 # ---------------------------------------------------------------------------------------------
 step_begin "downloading Kubernetes $VERSION dependencies (several hundred modules)"
@@ -231,11 +251,15 @@ done
 
 # ---------------------------------------------------------------------------------------------
 step_begin "installing into $OUT"
-"$BIN_TMP/kube-apiserver" --version >&2
-"$BIN_TMP/etcd" --version | sed -n 1p >&2
+if ((CONTROLLERS)); then
+  "$BIN_TMP/kube-controller-manager" --version >&2
+else
+  "$BIN_TMP/kube-apiserver" --version >&2
+  "$BIN_TMP/etcd" --version | sed -n 1p >&2
+fi
 rm -f "$STAMP"
 if [[ -e "$OUT" ]]; then
-  old="$(mktemp -d "$VDIR/.bin-old.XXXXXX")"
+  old="$(mktemp -d "$VDIR/.bin-old$SUFFIX.XXXXXX")"
   mv "$OUT" "$old/bin"
   rm -rf "$old"
 fi

@@ -57,6 +57,9 @@ pub struct ClusterOptions {
     /// the proxy speaks plain HTTP to muster), for tests that fault or count its requests
     /// ([`Cluster::api_proxy`]).
     pub through_api_proxy: bool,
+    /// kube-controller-manager and KWOK's controller run beside the control plane
+    /// ([`ClusterOptions::with_controllers`]).
+    pub controllers: bool,
 }
 
 /// muster's `--scope`: which pods kube-scheduler sends to muster.
@@ -116,7 +119,19 @@ impl ClusterOptions {
             crds: Vec::new(),
             scope: Scope::default(),
             through_api_proxy: false,
+            controllers: false,
         }
+    }
+
+    /// A cluster with the controllers a real one has: kube-controller-manager (Jobs create
+    /// pods, the garbage collector, ResourceClaims deallocated …) and KWOK playing the kubelets
+    /// (bound pods turn Running, and finish when a test sets `muster.dev/test-finish`; see
+    /// [`ControlPlane::start_controllers`]). Its own control plane: controllers act on the
+    /// whole API server.
+    pub fn with_controllers(mut self) -> Self {
+        self.controllers = true;
+        self.control_plane.own = true;
+        self
     }
 
     /// Every pod through muster, the alternative to the shipped install: no admission policy,
@@ -216,6 +231,9 @@ impl Cluster {
     pub async fn start_with(opts: ClusterOptions) -> Result<Self> {
         let t0 = Instant::now();
         let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
+        if opts.controllers {
+            cp.start_controllers().await?;
+        }
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;
         }

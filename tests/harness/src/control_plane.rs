@@ -536,6 +536,82 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts the controllers a real cluster has beside its control plane: kube-controller-manager
+    /// (Job, ReplicaSet, garbage collector, ResourceClaim, namespace, node lifecycle …, all its
+    /// default controllers) and KWOK's controller playing the kubelets of every node, with the
+    /// stages of tests/cluster/kwok-stages.yaml (bound pods turn Running; they finish when asked;
+    /// a deleted pod goes once no finalizer holds it) and each node's Lease renewed as its
+    /// heartbeat. Only on a plane of the test's own: two controller managers on one API server
+    /// would both act on every Job.
+    pub async fn start_controllers(&mut self) -> Result<()> {
+        if self.shared.is_some() {
+            bail!(
+                "controllers act on the whole API server: start the cluster with its own control \
+                 plane (ControlPlaneOptions::own, ClusterOptions::with_controllers sets it)"
+            );
+        }
+        let bins = crate::paths::ensure_controller_binaries()?;
+        let lifetime = self.lifetime;
+        let deadline = Instant::now() + Duration::from_secs(60);
+
+        let port = free_port()?;
+        let mut cmd = Command::new(&bins.kube_controller_manager);
+        cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg("--controllers=*")
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg(format!(
+                "--cert-dir={}",
+                self.dir
+                    .join("pki")
+                    .join("kube-controller-manager")
+                    .display()
+            ))
+            // The harness's clients create pods in bursts: the default 20/30 would pace the Job
+            // controller's own creations behind them.
+            .arg("--kube-api-qps=100")
+            .arg("--kube-api-burst=200");
+        let mut kcm = ManagedProcess::spawn(
+            "kube-controller-manager",
+            cmd,
+            &self.dir.join("kube-controller-manager.log"),
+            lifetime,
+        )?;
+        let probe = insecure_client(port)?;
+        loop {
+            kcm.check_running()?;
+            let last = match probe.request_text(get("/healthz")?).await {
+                Ok(_) => break,
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-controller-manager not healthy after 60 s: {last}\nlast lines of {}:\n{}",
+                    kcm.log_path().display(),
+                    kcm.log_tail(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.procs.push(kcm);
+
+        let port = free_port()?;
+        let mut cmd = Command::new(&bins.kwok);
+        cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!(
+                "--config={}",
+                repo_root().join("tests/cluster/kwok-stages.yaml").display()
+            ))
+            .arg("--manage-all-nodes=true")
+            .arg("--node-lease-duration-seconds=40")
+            .arg(format!("--server-address=127.0.0.1:{port}"));
+        let mut kwok = ManagedProcess::spawn("kwok", cmd, &self.dir.join("kwok.log"), lifetime)?;
+        wait_http_ok("kwok", &mut kwok, port, "/healthz", deadline).await?;
+        self.procs.push(kwok);
+        Ok(())
+    }
+
     /// Kills kube-apiserver (SIGKILL, as in a crash): every client's connection drops and new
     /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
     /// the data. Returns its command line.

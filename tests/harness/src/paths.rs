@@ -210,3 +210,58 @@ pub fn find_muster_binary(build_if_missing: bool) -> Result<PathBuf> {
 pub fn kube_cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("muster-kube-cache-{}", std::process::id()))
 }
+
+/// Paths of the controllers a cluster started with controllers runs beside its control plane
+/// ([`crate::ControlPlane::start_controllers`]).
+#[derive(Debug, Clone)]
+pub struct ControllerBinaries {
+    pub kube_controller_manager: PathBuf,
+    pub kwok: PathBuf,
+}
+
+static CONTROLLERS_BUILD_LOCK: Mutex<()> = Mutex::new(());
+
+/// Returns kube-controller-manager (`tests/cluster/build-control-plane.sh --controllers`) and
+/// KWOK's controller (`tests/cluster/build-kwok.sh`), building each the first time: the scripts
+/// return at once when their binary is cached, and serialize builds across processes.
+pub fn ensure_controller_binaries() -> Result<ControllerBinaries> {
+    let _guard = CONTROLLERS_BUILD_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let bin_dir = |args: &[&str]| -> Result<PathBuf> {
+        let script = repo_root().join(args[0]);
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(&args[1..])
+            .current_dir(repo_root())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !out.status.success() {
+            bail!("{} failed: {}", script.display(), out.status);
+        }
+        let dir = String::from_utf8_lossy(&out.stdout);
+        let dir = dir
+            .lines()
+            .last()
+            .context("the build script printed no directory")?;
+        Ok(PathBuf::from(dir.trim()))
+    };
+    let bins = ControllerBinaries {
+        kube_controller_manager: bin_dir(&[
+            "tests/cluster/build-control-plane.sh",
+            "--controllers",
+        ])?
+        .join("kube-controller-manager"),
+        kwok: bin_dir(&["tests/cluster/build-kwok.sh"])?.join("kwok"),
+    };
+    for p in [&bins.kube_controller_manager, &bins.kwok] {
+        if !is_executable(p) {
+            bail!(
+                "{} is missing after its build script succeeded",
+                p.display()
+            );
+        }
+    }
+    Ok(bins)
+}

@@ -13,9 +13,18 @@
 //! - `a_gang_partly_bound_when_muster_was_killed_...`: muster SIGKILLed between two bindings of
 //!   one gang (the proxy holds the third), restarted while a plain pod wants the room: the gang's
 //!   last member gets it first and the gang ends whole (never-half).
+//!   In every-pod mode, where the plain pod asks muster's filter.
 //! - `a_partly_bound_gang_whose_room_was_taken_...`: the same, but a pod takes the room while
 //!   muster is down: the bound part is evicted (disruption mode `gang`) and an Event says why
 //!   (never-half, evict-for-whole, explained).
+//! - `a_gang_partly_bound_when_muster_was_killed_ends_whole_or_...`: the shipped mode, where the
+//!   plain pod never asks muster and may take the room held for g-2 before muster publishes it:
+//!   whichever way the race goes, either the gang ends whole and the plain pod waits, or the
+//!   plain pod has the room and the bound part is evicted at once (within
+//!   `timing::PARTLY_BOUND_GIVEN_UP`, not at the gang's timeout); never an over-committed node.
+//! - `a_partly_bound_gang_whose_held_room_a_plain_pod_took_...`: that race with the plain pod
+//!   made to win (muster's writes about g-2 refused, muster frozen until the plain pod is bound):
+//!   the bound part is evicted and told at once.
 //! - `a_gang_that_lost_a_member_while_muster_was_down_...`: a placed gang loses a member while
 //!   muster is down, its room is taken and a replacement is created: after the restart the gang
 //!   is not taken for one cut mid-binding — nothing is evicted, the replacement waits (derived:
@@ -204,6 +213,65 @@ impl Env {
         Ok((names, free.to_string()))
     }
 
+    /// After the gang's last member's room was taken: cluster truth, g-0 and g-1 are evicted
+    /// within `within` (no kubelet finishes the deletion, so they stay Terminating), g-2 is
+    /// never bound without them and no node is over-committed; muster's view, a
+    /// `GangPartlyBound` Warning says why and the gang counts as evicted.
+    async fn given_up_whole(&self, within: Duration) -> Result<()> {
+        let client = self.cp.client();
+        let started = std::time::Instant::now();
+        wait_for("g-0 and g-1 evicted", within, || async {
+            let pods = k8s::list_pods(&client, NS).await?;
+            let live: Vec<String> = pods
+                .iter()
+                .filter(|p| ["g-0", "g-1"].contains(&k8s::pod_name(p)))
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| k8s::pod_name(p).to_string())
+                .collect();
+            Ok(if live.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("still running: {live:?}"))
+            })
+        })
+        .await
+        .truth()?;
+        eprintln!("g-0 and g-1 evicted after {:?}", started.elapsed());
+        holds_for("g-2 not bound, no node over-committed", WINDOW, || async {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            Ok(match k8s::check_no_overcommit(&client).await? {
+                Err(e) => Err(e),
+                Ok(()) if bound.contains_key("g-2") => Err(format!("g-2 bound: {bound:?}")),
+                Ok(()) => Ok(()),
+            })
+        })
+        .await
+        .truth()?;
+        if muster_view_is_checked() {
+            // Events are published apart from the evictions, and may land after them.
+            wait_for("a GangPartlyBound Warning on g-0", REASON, || async {
+                let events = k8s::events_for(&client, NS, "g-0").await?;
+                Ok(
+                    if events.iter().any(|e| {
+                        e.reason == "GangPartlyBound"
+                            && e.type_ == "Warning"
+                            && e.message.contains("evicted")
+                    }) {
+                        Progress::Done(())
+                    } else {
+                        Progress::NotYet(format!("events on g-0: {events:?}"))
+                    },
+                )
+            })
+            .await?;
+            let evicted = self
+                .metric("muster_partly_bound_gangs_total{outcome=\"evicted\"}")
+                .await?;
+            ensure!(evicted == 1.0, "partly bound gangs evicted: {evicted}");
+        }
+        Ok(())
+    }
+
     async fn metric(&self, name: &str) -> Result<f64> {
         metric(&self.muster.metrics().await?, name)
     }
@@ -366,8 +434,9 @@ async fn a_gang_partly_bound_when_muster_was_killed_is_finished_first_after_its_
 ) -> Result<()> {
     // Every pod through muster: the plain pod created right after the restart asks muster's
     // filter, which keeps it off g-2's room. In the shipped mode plain pods never wait for
-    // muster (fail-safe), so a plain pod tried before muster's first round has re-published
-    // g-2's seat may take it; that gang is then given up whole (the next test's path).
+    // muster (fail-safe), so a plain pod tried before muster's first round has published
+    // g-2's seat as its nomination may take it; the gang is then given up at once (the
+    // gang-members tests below).
     let mut env = start_in(Scope::EveryPod).await?;
     let r = async {
         let (names, _) = env.partly_bound_by_a_kill().await?;
@@ -412,49 +481,137 @@ async fn a_partly_bound_gang_whose_room_was_taken_while_muster_was_down_is_evict
         squatter.spec.as_mut().expect("spec").node_name = Some(free.clone());
         k8s::create_pod(&client, NS, &squatter).await?;
         env.muster.restart().await?;
-        // Cluster truth: g-0 and g-1 are evicted (no kubelet finishes the deletion, so they
-        // stay Terminating), and g-2 never runs alone with them.
-        wait_for("g-0 and g-1 evicted", PLACE, || async {
-            let pods = k8s::list_pods(&client, NS).await?;
-            let live: Vec<String> = pods
-                .iter()
-                .filter(|p| ["g-0", "g-1"].contains(&k8s::pod_name(p)))
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .map(|p| k8s::pod_name(p).to_string())
-                .collect();
-            Ok(if live.is_empty() {
-                Progress::Done(())
-            } else {
-                Progress::NotYet(format!("still running: {live:?}"))
+        // At the latest in its first round a tick after it is ready.
+        env.given_up_whole(timing::PARTLY_BOUND_GIVEN_UP.saturating_add(timing::MUSTER_TICK))
+            .await
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_partly_bound_when_muster_was_killed_ends_whole_or_is_given_up_at_once_whichever_way_a_plain_pod_races_it(
+) -> Result<()> {
+    // The shipped mode: the plain pod never asks muster (fail-safe); kube-scheduler keeps it
+    // off g-2's room only once muster's first round after the restart has published g-2's
+    // seat as its nomination. Either way the race goes, the gang is never left partly bound.
+    let mut env = start().await?;
+    let r = async {
+        let (names, free) = env.partly_bound_by_a_kill().await?;
+        let client = env.cp.client();
+        env.muster.restart().await?;
+        PodBuilder::new(NS, "plain")
+            .cpu("500m")
+            .create(&client)
+            .await?;
+        let plain_on = wait_for(
+            "the gang bound whole, or the plain pod bound",
+            PLACE,
+            || async {
+                let bound = k8s::bound_pods(&client, NS).await?;
+                Ok(if let Some(node) = bound.get("plain") {
+                    Progress::Done(Some(node.clone()))
+                } else if names.iter().all(|n| bound.contains_key(n)) {
+                    Progress::Done(None)
+                } else {
+                    Progress::NotYet(format!("bound: {bound:?}"))
+                })
+            },
+        )
+        .await
+        .truth()?;
+        match plain_on {
+            None => {
+                eprintln!("race: g-2 took its room first; the gang is whole");
+                holds_for(
+                    "the plain pod pending, no node over-committed",
+                    WINDOW,
+                    || async {
+                        let bound = k8s::bound_pods(&client, NS).await?;
+                        Ok(match k8s::check_no_overcommit(&client).await? {
+                            Err(e) => Err(e),
+                            Ok(()) if bound.contains_key("plain") => {
+                                Err(format!("the plain pod bound too: {bound:?}"))
+                            }
+                            Ok(()) => Ok(()),
+                        })
+                    },
+                )
+                .await
+                .truth()
+            }
+            Some(node) => {
+                eprintln!("race: the plain pod took g-2's room on {node} first");
+                ensure_truth!(
+                    node == free,
+                    "the plain pod bound on {node}, not in g-2's room on {free}"
+                );
+                env.given_up_whole(timing::PARTLY_BOUND_GIVEN_UP).await
+            }
+        }
+    }
+    .await;
+    env.report(r).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_bound_gang_whose_held_room_a_plain_pod_took_after_the_restart_is_evicted_and_told_at_once(
+) -> Result<()> {
+    // The race above, with the plain pod made to win: after the restart muster holds g-2's
+    // room (a seat), but kube-scheduler is never told: muster's writes about g-2 are refused
+    // (its nomination, pods/g-2/status, and the annotation that has kube-scheduler try it
+    // again, pods/g-2), and muster is frozen until kube-scheduler, which sees the room free,
+    // has bound the plain pod there.
+    let mut env = start().await?;
+    let r = async {
+        let (_, free) = env.partly_bound_by_a_kill().await?;
+        let client = env.cp.client();
+        env.proxy.add(Rule {
+            pattern: Pattern {
+                method: "PATCH",
+                path_contains: vec![format!("/namespaces/{NS}/pods/g-2")],
+            },
+            fault: Fault::Status {
+                code: 500,
+                retry_after: None,
+            },
+            times: None,
+        });
+        env.muster.restart().await?;
+        if muster_view_is_checked() {
+            wait_for("g-2's room held after the restart", REASON, || async {
+                let finishing = env
+                    .metric("muster_partly_bound_gangs_total{outcome=\"finishing\"}")
+                    .await?;
+                Ok(if finishing == 1.0 {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("partly bound gangs finishing: {finishing}"))
+                })
+            })
+            .await?;
+        }
+        let frozen = env.muster.freeze()?;
+        PodBuilder::new(NS, "plain")
+            .cpu("500m")
+            .create(&client)
+            .await?;
+        let node = wait_for("the plain pod bound", PLACE, || async {
+            let bound = k8s::bound_pods(&client, NS).await?;
+            Ok(match bound.get("plain") {
+                Some(node) => Progress::Done(node.clone()),
+                None => Progress::NotYet(format!("bound: {bound:?}")),
             })
         })
         .await
         .truth()?;
-        let bound = k8s::bound_pods(&client, NS).await?;
-        ensure_truth!(!bound.contains_key("g-2"), "g-2 bound: {bound:?}");
-        if muster_view_is_checked() {
-            // Events are published apart from the evictions, and may land after them.
-            wait_for("a GangPartlyBound Warning on g-0", REASON, || async {
-                let events = k8s::events_for(&client, NS, "g-0").await?;
-                Ok(
-                    if events.iter().any(|e| {
-                        e.reason == "GangPartlyBound"
-                            && e.type_ == "Warning"
-                            && e.message.contains("evicted")
-                    }) {
-                        Progress::Done(())
-                    } else {
-                        Progress::NotYet(format!("events on g-0: {events:?}"))
-                    },
-                )
-            })
-            .await?;
-            let evicted = env
-                .metric("muster_partly_bound_gangs_total{outcome=\"evicted\"}")
-                .await?;
-            ensure!(evicted == 1.0, "partly bound gangs evicted: {evicted}");
-        }
-        Ok(())
+        ensure_truth!(
+            node == free,
+            "the plain pod bound on {node}, not in g-2's room on {free}"
+        );
+        env.proxy.clear();
+        frozen.thaw()?;
+        env.given_up_whole(timing::PARTLY_BOUND_GIVEN_UP).await
     }
     .await;
     env.report(r).await

@@ -311,3 +311,99 @@ fn members_that_existed_at_the_bindings_make_a_cut_fan_out_and_the_same_second_c
     w.add(&[&pod("squatter").cpu(600).bound("n2").build()]);
     assert_eq!(w.table.repair_partly_bound(w.now).len(), 1);
 }
+
+/// The room held for the rest after the repair is taken by a pod muster did not place (in
+/// gang-members mode kube-scheduler binds plain pods without muster, and g2's seat was not yet
+/// its nomination; in either mode a `spec.nodeName` pod): kube-scheduler finds no node for g2
+/// and never asks muster again, so the gang is given up at the next tick, not at its timeout.
+#[test]
+fn a_partly_bound_gang_whose_held_room_a_pod_takes_after_the_repair_is_evicted_at_the_next_tick() {
+    let mut w = restarted(&[("g0", "n1"), ("g1", "n1")], &["g2"], None);
+    let found = w.table.repair_partly_bound(w.now);
+    assert!(matches!(
+        found[0].outcome,
+        PartlyBoundOutcome::Finishing { .. }
+    ));
+    assert_eq!(w.table.take_partly_bound().len(), 1);
+    w.table.take_notices();
+    assert_eq!(w.reserved("n2"), 500, "g2's room is held");
+    // Bound while the seat was held: n2 is over-committed in muster's books.
+    w.add(&[&pod("plain").cpu(600).bound("n2").build()]);
+    w.advance(Duration::from_secs(1));
+    assert!(w.table.expire(w.now).is_empty(), "no timeout");
+    let after = w.table.take_partly_bound();
+    assert_eq!(after.len(), 1, "decided again at once: {after:?}");
+    let PartlyBoundOutcome::Evicting { members, why } = &after[0].outcome else {
+        panic!("expected eviction, got {:?}", after[0].outcome);
+    };
+    let evicted: Vec<&str> = members.iter().map(|p| &*p.name).collect();
+    assert_eq!(evicted, vec!["g0", "g1"]);
+    assert_eq!(why, "gang ml/g: 2 of 3 members fit");
+    assert_eq!(w.table.take_disruptions().len(), 1, "handed to the evictor");
+    let warned = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::PartlyBound)
+        .count();
+    assert_eq!(warned, 3, "every member hears why");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0, "it holds nothing");
+    // Decided once: the next tick changes nothing.
+    w.advance(Duration::from_secs(1));
+    w.table.expire(w.now);
+    assert!(w.table.take_partly_bound().is_empty());
+    assert!(w.table.take_disruptions().is_empty());
+}
+
+/// The same with room elsewhere: the rest is held there instead, and asked to retry.
+#[test]
+fn a_partly_bound_gang_whose_held_room_is_taken_is_finished_elsewhere_when_there_is_room() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    for name in ["g0", "g1"] {
+        w.add(&[&pod(name).cpu(500).gang("g", 3).bound("n1").build()]);
+    }
+    w.add(&[&pod("g2").cpu(500).gang("g", 3).build()]);
+    let found = w.table.repair_partly_bound(w.now);
+    let PartlyBoundOutcome::Finishing { seats } = &found[0].outcome else {
+        panic!(
+            "expected the gang to be finished, got {:?}",
+            found[0].outcome
+        );
+    };
+    let (held, other) = match &*seats[0].1 {
+        "n2" => ("n2", "n3"),
+        _ => ("n3", "n2"),
+    };
+    w.table.take_partly_bound();
+    w.table.take_notices();
+    w.add(&[&pod("plain").cpu(600).bound(held).build()]);
+    w.table.expire(w.now);
+    let after = w.table.take_partly_bound();
+    let PartlyBoundOutcome::Finishing { seats } = &after[0].outcome else {
+        panic!("expected the gang to be finished, got {after:?}");
+    };
+    assert_eq!((&*seats[0].0.name, &*seats[0].1), ("g2", other));
+    assert_eq!((w.reserved(held), w.reserved(other)), (0, 500));
+    assert!(w.table.take_disruptions().is_empty(), "nothing evicted");
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.kind == NoticeKind::Retry && &*n.pod.name == "g2"));
+    let g2 = member_info(&w, "g2");
+    assert_eq!(w.filter(&g2).0, vec![other]);
+}
+
+/// A pod that leaves room for the seat beside it changes nothing.
+#[test]
+fn a_pod_bound_beside_the_room_held_for_a_partly_bound_gang_changes_nothing() {
+    let mut w = restarted(&[("g0", "n1"), ("g1", "n1")], &["g2"], None);
+    w.table.repair_partly_bound(w.now);
+    w.table.take_partly_bound();
+    w.add(&[&pod("small").cpu(500).bound("n2").build()]);
+    w.table.expire(w.now);
+    assert!(w.table.take_partly_bound().is_empty());
+    assert!(w.table.take_disruptions().is_empty());
+    assert_eq!(w.reserved("n2"), 500);
+    assert_eq!(w.state("g"), "admitted");
+}

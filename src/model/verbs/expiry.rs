@@ -23,6 +23,9 @@ impl GangTable {
         self.forget_uncommitted(now);
         self.release_room_for_late_members(now);
         self.retry_refused_when_window_closes(now);
+        // Before the timeouts: a partly bound gang whose held room was taken is decided now,
+        // not at its timeout.
+        self.recheck_partly_bound(now);
         let default_timeout = self.config.default_timeout;
         let expired: Vec<GangKey> = self
             .gangs

@@ -11,17 +11,25 @@
 //! bind that completes the quorum binds them together — in every-pod mode as any member's, and
 //! in gang-members mode the same way (they passed their gate before their bindings started).
 //!
+//! The seats keep off only pods that ask muster, or that kube-scheduler sees nominated room
+//! for: a pod bound by kube-scheduler without muster before the seat is published as the
+//! member's nomination (gang-members mode), or one created with `spec.nodeName`, can take their
+//! room. [`GangTable::recheck_partly_bound`] then decides the gang again at the next tick, as a
+//! restart would decide it now.
+//!
 //! If the remaining members cannot be placed (the room was taken meanwhile, say by a pod bound
-//! while muster was down), or their seats time out, the bound part is never left running
+//! while muster was down or since), or their seats time out, the bound part is never left running
 //! silently: a `GangPartlyBound` Warning on every member says so, `/gangs` shows it, and in
 //! disruption mode `gang` the bound members are evicted (evict-for-whole: half a gang is
 //! useless; the gang then gathers again whole), in mode `pod` they keep running and the rest
 //! bind when room appears.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::model::inputs::membership::{DisruptionMode, GangKey};
 use crate::model::inputs::objects::NodeName;
+use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::planner::{GangPlan, GangShortfall};
@@ -47,28 +55,8 @@ impl GangTable {
             let Some((bound, quorum)) = self.partly_bound_counts(&key) else {
                 continue;
             };
-            let outcome = match self.hold_room_for_the_rest(&key, now) {
-                Ok(seats) => {
-                    let message = messages::partly_bound_finishing(&key, bound, quorum, &seats);
-                    self.tell_members(&key, NoticeKind::Waiting, &message);
-                    for (pod, _) in &seats {
-                        // An update of the pod: kube-scheduler tries it now, not after its
-                        // back-off from the calls that failed while muster was away.
-                        self.notices.push(Notice {
-                            pod: pod.clone(),
-                            kind: NoticeKind::Retry,
-                            message: message.clone(),
-                        });
-                    }
-                    if let Some(g) = self.gangs.get_mut(&key) {
-                        g.partly_bound = Some(message);
-                    }
-                    PartlyBoundOutcome::Finishing { seats }
-                }
-                Err(Some(why)) => self.give_up_partly_bound(&key, bound, quorum, &why),
-                // Not decidable yet (no declared count within the creation window, the
-                // PodGroup not seen): the ordinary path decides it later.
-                Err(None) => continue,
+            let Some(outcome) = self.decide_partly_bound(&key, bound, quorum, now) else {
+                continue;
             };
             found.push(PartlyBound {
                 gang: key,
@@ -79,6 +67,102 @@ impl GangTable {
         }
         self.partly_bound.extend(found.iter().cloned());
         found
+    }
+
+    /// Room held for the rest of a gang found partly bound is room no longer once a pod muster
+    /// did not place is bound there: in gang-members mode kube-scheduler binds plain pods
+    /// without asking muster, and a seat not yet published as its member's nomination keeps
+    /// none of them off it (nor does one of lower priority than a pod that ignores it); in
+    /// either mode a pod created with `spec.nodeName`, or bound by another scheduler, lands
+    /// where it likes. kube-scheduler then finds no node for the member and never calls muster
+    /// for it again, so the gang stayed half running until its timeout. Instead, each tick
+    /// (`expire`), such a gang is decided again as a restart would decide it now: its seats go,
+    /// the rest is planned with every node to choose from, and room elsewhere is held; with
+    /// none, the gang is given up at once (never-half, evict-for-whole, explained). Room on its
+    /// way (pods being deleted there) is not waited for: nothing was committed to it.
+    pub(in crate::model) fn recheck_partly_bound(&mut self, now: Instant) {
+        let keys: Vec<GangKey> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| {
+                g.partly_bound.is_some() && g.is_admitted() && g.preemption_hold.is_none()
+            })
+            .map(|(k, _)| k.clone())
+            .filter(|k| self.seat_without_room(k))
+            .collect();
+        for key in keys {
+            let Some((bound, quorum)) = self.partly_bound_counts(&key) else {
+                continue;
+            };
+            self.unseat_all(&key);
+            self.released.push(key.clone());
+            if let Some(g) = self.gangs.get_mut(&key) {
+                g.settle_after_seats_removed();
+            }
+            // Not decidable (a rule muster cannot judge now): the ordinary path decides it,
+            // as after a restart.
+            let Some(outcome) = self.decide_partly_bound(&key, bound, quorum, now) else {
+                continue;
+            };
+            self.partly_bound.push(PartlyBound {
+                gang: key,
+                bound,
+                quorum,
+                outcome,
+            });
+        }
+    }
+
+    /// Whether a node where the gang holds seats has no room left for them beside what is
+    /// bound there and every other gang's seats (bound + seats > allocatable: no-overcommit).
+    fn seat_without_room(&self, key: &GangKey) -> bool {
+        let Some(gang) = self.gangs.get(key) else {
+            return false;
+        };
+        let mut per_node: BTreeMap<&NodeName, Resources> = BTreeMap::new();
+        for seat in gang.seats().values() {
+            per_node.entry(&seat.node).or_default().add(&seat.requests);
+        }
+        per_node.into_iter().any(|(node, seats)| {
+            self.ledger.position(node).is_some_and(|position| {
+                self.ledger
+                    .shortfall(position, &seats, Some(&seats), None)
+                    .is_some()
+            })
+        })
+    }
+
+    /// Holds room for the rest of a partly bound gang and tells its members, or gives it up
+    /// where there is none; `None` when it cannot be decided yet (no declared count within
+    /// the creation window, the PodGroup not seen): the ordinary path decides it later.
+    fn decide_partly_bound(
+        &mut self,
+        key: &GangKey,
+        bound: u32,
+        quorum: u32,
+        now: Instant,
+    ) -> Option<PartlyBoundOutcome> {
+        match self.hold_room_for_the_rest(key, now) {
+            Ok(seats) => {
+                let message = messages::partly_bound_finishing(key, bound, quorum, &seats);
+                self.tell_members(key, NoticeKind::Waiting, &message);
+                for (pod, _) in &seats {
+                    // An update of the pod: kube-scheduler tries it now, not after its
+                    // back-off from the calls that failed while muster was away.
+                    self.notices.push(Notice {
+                        pod: pod.clone(),
+                        kind: NoticeKind::Retry,
+                        message: message.clone(),
+                    });
+                }
+                if let Some(g) = self.gangs.get_mut(key) {
+                    g.partly_bound = Some(message);
+                }
+                Some(PartlyBoundOutcome::Finishing { seats })
+            }
+            Err(Some(why)) => Some(self.give_up_partly_bound(key, bound, quorum, &why)),
+            Err(None) => None,
+        }
     }
 
     /// What was done about gangs found partly bound (by [`GangTable::repair_partly_bound`]

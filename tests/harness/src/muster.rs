@@ -213,9 +213,44 @@ impl Muster {
             .await
     }
 
+    /// SIGSTOP: muster keeps its connections, caches and table but does nothing (no round, no
+    /// answer, no write) until the returned guard thaws it (or is dropped).
+    pub fn freeze(&self) -> Result<Frozen> {
+        let Some(pid) = self.pid() else {
+            bail!("muster is not running");
+        };
+        if !crate::process::signal(pid, libc::SIGSTOP) {
+            bail!("SIGSTOP to muster ({pid}) failed");
+        }
+        Ok(Frozen(Some(pid)))
+    }
+
     /// Leaves the process running when dropped; returns its pid.
     pub fn detach(mut self) -> Option<u32> {
         self.proc.take().map(ManagedProcess::detach)
+    }
+}
+
+/// muster stopped by [`Muster::freeze`]: SIGCONT on [`thaw`](Frozen::thaw) or drop.
+#[derive(Debug)]
+pub struct Frozen(Option<u32>);
+
+impl Frozen {
+    pub fn thaw(mut self) -> Result<()> {
+        if let Some(pid) = self.0.take() {
+            if !crate::process::signal(pid, libc::SIGCONT) {
+                bail!("SIGCONT to muster ({pid}) failed");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            crate::process::signal(pid, libc::SIGCONT);
+        }
     }
 }
 

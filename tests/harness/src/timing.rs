@@ -45,6 +45,10 @@ pub const MUSTER_TICK: Duration = Duration::from_secs(1);
 /// muster's `--creation-window` default: how long room is held for members not created yet.
 pub const CREATION_WINDOW: Duration = Duration::from_secs(5);
 
+/// muster's `--gang-timeout` default: how long an admitted gang's seats are held for members that
+/// have not bound (the latest a stuck partly bound gang is given up without being seen stuck).
+pub const GANG_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// muster's `--leader-elect-lease-duration` default: a standby takes a Lease not renewed for this.
 pub const LEASE_DURATION: Duration = Duration::from_secs(3);
 
@@ -106,6 +110,15 @@ pub const RETRIED_AFTER_RELEASE: Duration = MUSTER_TICK
     .saturating_add(LOADED_STEP.saturating_mul(6))
     .saturating_add(POLL.saturating_mul(2));
 
+/// A gang found partly bound after a restart, whose remaining members' room a pod took, is given
+/// up within this of muster seeing that pod bound: its next periodic round ([`MUSTER_TICK`]),
+/// the evictions of the bound members (concurrent writes, the watch showing them: 3 steps with
+/// a margin of 2), seen by a test polling every [`POLL`] (2 polls). Far below
+/// [`GANG_TIMEOUT`], when a gang still partly bound is given up anyway.
+pub const PARTLY_BOUND_GIVEN_UP: Duration = MUSTER_TICK
+    .saturating_add(LOADED_STEP.saturating_mul(6))
+    .saturating_add(POLL.saturating_mul(2));
+
 /// Observation window after which a pod kube-scheduler could not place has had its retry after
 /// the longest back-off ([`SCHEDULER_MAX_BACKOFF`]) and that retry's cycle ([`PROMPTLY`]); if
 /// nothing changed it is parked.
@@ -148,6 +161,7 @@ mod tests {
         assert_eq!(PROMPTLY, Duration::from_secs(5));
         assert_eq!(PARKED, Duration::from_secs(15));
         assert_eq!(RETRIED_AFTER_RELEASE, Duration::from_secs(3));
+        assert_eq!(PARTLY_BOUND_GIVEN_UP, Duration::from_secs(3));
         assert_eq!(LATE_ANSWER, Duration::from_secs(3));
         assert_eq!(AT_ONCE, Duration::from_millis(500));
         assert_eq!(HANDOVER, Duration::from_secs(2));
@@ -193,6 +207,8 @@ mod tests {
     fn margins_hold() {
         assert!(FAN_OUT < LEASE_DURATION && FAN_OUT < CREATION_WINDOW);
         assert!(AT_ONCE < MUSTER_TICK);
+        // Given up "at once" is told apart from given up at the gang's timeout.
+        assert!(PARTLY_BOUND_GIVEN_UP.saturating_mul(10) < GANG_TIMEOUT);
         // A plain pod kept out for a gang's creation window is not bound "promptly".
         assert!(PROMPTLY <= CREATION_WINDOW);
         assert!(LATE_ANSWER < EXTENDER_HTTP_TIMEOUT);

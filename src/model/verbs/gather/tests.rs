@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::model::objects::PodRules;
-use crate::model::{ModelConfig, NodeInfo};
+use crate::model::{ModelConfig, NodeInfo, PartlyBound, PartlyBoundOutcome};
 use crate::testkit::{self, pod};
 
 fn node(name: &str, cpu_milli: i64) -> NodeInfo {
@@ -412,6 +412,55 @@ fn a_partly_bound_gathered_gang_is_finished_through_its_seats_after_a_restart() 
     assert_eq!(released.len(), 1, "{plan:?}");
     assert!(released[0].starts_with("c@"), "{released:?}");
     assert_eq!(plan.releases[0].ungate.len(), 1);
+}
+
+/// Gang-members mode after a restart mid-binding, the plain pod winning the race: the repair
+/// holds n2 for c and the round publishes it as c's nomination, but kube-scheduler binds a
+/// plain pod (which never asks muster) on n2 before it sees the nomination. c fits nowhere
+/// now and kube-scheduler never asks muster about it again: the gang is given up at the next
+/// tick, its bound members evicted, not at its timeout; its nomination is cleared.
+#[test]
+fn a_partly_bound_gathered_gang_whose_held_room_a_plain_pod_takes_is_given_up_at_the_next_tick() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 500)]);
+    let [a, b] = ["a", "b"].map(|n| {
+        let_through(
+            gathered(pod(n).cpu(500).gang("g", 3).bound("n1").build()),
+            None,
+        )
+    });
+    let c = let_through(gathered(pod("c").cpu(500).gang("g", 3).build()), None);
+    w.add(&[&a, &b, &c]);
+    let found = w.table.repair_partly_bound(w.now);
+    assert!(
+        matches!(found[0].outcome, PartlyBoundOutcome::Finishing { .. }),
+        "{found:?}"
+    );
+    w.table.take_partly_bound();
+    let plan = w.round();
+    assert_eq!(
+        plan.renominate.len(),
+        1,
+        "c nominated to its seat: {plan:?}"
+    );
+    w.written(&plan);
+    w.add(&[&pod("plain").cpu(500).bound("n2").build()]);
+    w.round();
+    w.now += Duration::from_secs(1);
+    assert!(w.table.expire(w.now).is_empty(), "no timeout");
+    let after = w.table.take_partly_bound();
+    assert!(
+        matches!(&after[..], [PartlyBound { outcome: PartlyBoundOutcome::Evicting { members, .. }, .. }] if members.len() == 2),
+        "{after:?}"
+    );
+    assert_eq!(w.table.take_disruptions().len(), 1, "handed to the evictor");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0, "it holds nothing");
+    // c's nomination is muster's and its seat is gone: cleared.
+    w.table.apply_pod(let_through(c.clone(), Some("n2")));
+    let plan = w.round();
+    assert!(
+        plan.clear.iter().any(|p| p.uid == c.uid),
+        "c's nomination cleared: {plan:?}"
+    );
 }
 
 fn bind(w: &mut World, p: &PodInfo, node: &str) -> crate::model::BindDecision {

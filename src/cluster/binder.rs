@@ -441,10 +441,11 @@ mod tests {
         );
     }
 
-    /// The README and docs/design.md state the default policy's figures (the README once said
-    /// "6 attempts over about 3 s" while kube-client's retries ran unbounded underneath).
+    /// docs/operating.md (its configuration section) and docs/design.md state the default
+    /// policy's figures (the docs once said "6 attempts over about 3 s" while kube-client's
+    /// retries ran unbounded underneath).
     #[test]
-    fn the_readme_and_the_design_state_the_default_policys_figures() {
+    fn the_operating_guide_and_the_design_state_the_default_policys_figures() {
         let p = RetryPolicy::default();
         let secs = |d: Duration| format!("{}", d.as_secs_f64());
         let mut waits: Vec<String> = (0..p.attempts - 1)
@@ -457,7 +458,7 @@ mod tests {
             format!("budget of {} s", secs(p.budget)),
         ];
         for (file, text) in [
-            ("README.md", include_str!("../../README.md")),
+            ("docs/operating.md", include_str!("../../docs/operating.md")),
             ("docs/design.md", include_str!("../../docs/design.md")),
         ] {
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");

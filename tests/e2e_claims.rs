@@ -910,7 +910,7 @@ async fn muster_places_a_gang_as_its_service_account_with_the_shipped_rbac() -> 
 
 // --------------------------------------------------------------------------------- demo
 
-/// README: the demo "ends with one line, `PASS: …` or `FAIL: …`, and an exit code to match".
+/// README: the demo "ends with `PASS: …` or `FAIL: …` and a matching exit code".
 /// Runs the `muster-local demo` that `tests/cluster/local-cluster demo` executes, with this
 /// build's muster.
 #[tokio::test]
@@ -934,17 +934,28 @@ async fn the_demo_prints_pass_and_exits_zero() -> Result<()> {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    // The shipped mode, as the README describes the demo: both members wait behind muster's
-    // gate with muster's reason, and muster removes the gates once the gang fits.
+    // The shipped mode, as the README describes the demo: the seed's two Jobs' pods wait behind
+    // muster's gate with muster's reason, muster removes the gates once the gang fits, and both
+    // pods run.
     for shown in [
+        "created job ml/ai-gang-job-master",
+        "created job ml/ai-gang-job-worker",
         "SchedulingGated (muster.dev/gather)",
         "gang ml/ai-gang-job: 1 of 2 members fit",
-        "ai-gang-job-master-0: muster removed its gate muster.dev/gather",
-        "ai-gang-job-worker-0: muster removed its gate muster.dev/gather",
+        "both pods Running",
     ] {
         ensure!(
             stdout.contains(shown),
             "the demo did not show {shown:?}:\n{stdout}"
+        );
+    }
+    for task in ["master", "worker"] {
+        ensure!(
+            stdout
+                .lines()
+                .any(|l| l.contains(&format!("ai-gang-job-{task}-0-"))
+                    && l.contains("muster removed its gate muster.dev/gather")),
+            "the demo did not show the {task}'s gate removed:\n{stdout}"
         );
     }
     Ok(())

@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams};
 use muster_harness::control_plane::client_from_kubeconfig;
-use muster_harness::k8s::{self, GangKey, NodeShape, PodBuilder};
+use muster_harness::k8s::{self, NodeShape};
 use muster_harness::paths::{cache_dir, find_muster_binary, k8s_version};
 use muster_harness::policy::{apply_gang_admission_policy, is_gated, GATHER_GATE, POLICY_FILE};
 use muster_harness::process::{pid_alive, signal, Lifetime};
@@ -251,6 +253,8 @@ async fn up(scope: Scope, nodes: u32, shape: &ShapeArgs, muster_args: Vec<String
             String::new()
         }
     );
+    cp.start_controllers().await?;
+    eprintln!("started kube-controller-manager and KWOK (playing the nodes' kubelets)");
     let muster =
         start_muster_and_scheduler(&mut cp, &muster_bin, scope, muster_args, Lifetime::Detached)
             .await?;
@@ -278,7 +282,7 @@ async fn up(scope: Scope, nodes: u32, shape: &ShapeArgs, muster_args: Vec<String
         shape.gpus.map(|g| format!(" / {g} nvidia.com/gpu")).unwrap_or_default()
     );
     eprintln!(
-        "logs: {}/{{etcd,kube-apiserver,kube-scheduler,muster}}.log; stop with `muster-local down`",
+        "logs: {}/{{etcd,kube-apiserver,kube-controller-manager,kwok,kube-scheduler,muster}}.log; stop with `muster-local down`",
         dir.display()
     );
     println!("export KUBECONFIG={}", kubeconfig.display());
@@ -402,6 +406,11 @@ async fn run_demo(clock: &Clock) -> Result<std::result::Result<String, String>> 
         cp.apiserver_url(),
         cp.dir().display()
     ));
+    cp.start_controllers().await?;
+    clock.say(
+        "kube-controller-manager ready (its Job controller creates the job's pods), and KWOK \
+         playing the nodes' kubelets (bound pods run)",
+    );
     let muster = start_muster_and_scheduler(
         &mut cp,
         &muster_bin,
@@ -441,20 +450,24 @@ async fn demo_steps(
     k8s::create_namespace(&client, NS).await?;
     k8s::add_node(&client, "node-1", &NodeShape::cpu("150m")).await?;
     clock.say("node node-1 added: 150m CPU allocatable, room for only ONE of the two 100m pods");
-    let names = [format!("{GROUP}-master-0"), format!("{GROUP}-worker-0")];
-    for (n, role) in names.iter().zip(["master", "worker"]) {
-        PodBuilder::new(NS, n)
-            .cpu("100m")
-            .memory("64Mi")
-            .label("app", GROUP)
-            .label("role", role)
-            .gang(GangKey::Muster, GROUP, 2)
-            .create(&client)
-            .await?;
+    // The seed's job (a master and a worker, minAvailable 2) as a batch/v1 user submits it: a
+    // Job per task, both carrying the gang's keys in their pod template.
+    for task in ["master", "worker"] {
+        let job = demo_job(task)?;
+        Api::<Job>::namespaced(client.clone(), NS)
+            .create(&PostParams::default(), &job)
+            .await
+            .with_context(|| format!("creating job {NS}/{GROUP}-{task}"))?;
         clock.say(format!(
-            "created pod {NS}/{n} (busybox, 100m CPU, muster.dev/group={GROUP}, muster.dev/min-available=2)"
+            "created job {NS}/{GROUP}-{task} (1 pod of 100m CPU; pod template: muster.dev/group={GROUP}, \
+             muster.dev/min-available=2, muster.dev/task={task})"
         ));
     }
+    let names = job_pods(&client).await?;
+    clock.say(format!(
+        "the Job controller created {}",
+        names.join(" and ")
+    ));
 
     // Phase 1: both must stay Pending, and say why.
     let created = Instant::now();
@@ -578,6 +591,31 @@ async fn demo_steps(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let running_by = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = k8s::list_pods(&client, NS).await?;
+        let running = names
+            .iter()
+            .filter(|n| {
+                pods.iter().any(|p| {
+                    k8s::pod_name(p) == n.as_str()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+            })
+            .count();
+        if running == names.len() {
+            clock.say("both pods Running (KWOK plays the kubelets): the job has started whole");
+            break;
+        }
+        if Instant::now() > running_by {
+            return Ok(Err(format!(
+                "the gang's pods were bound but {running} of {} Running after 30 s: {}",
+                names.len(),
+                k8s::describe_pods(&pods)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let times: Vec<Instant> = bound.values().map(|(_, t)| *t).collect();
     let first = *times.iter().min().unwrap_or(&added);
     let last = *times.iter().max().unwrap_or(&added);
@@ -608,6 +646,66 @@ async fn demo_steps(
         "gang {NS}/{GROUP} placed whole: {placement}, bound {apart:.2}s apart, after waiting whole while it did not fit ({})",
         short_reason(why.values().next().map(String::as_str).unwrap_or(""))
     )))
+}
+
+/// The Job of the seed's `task` (master or worker): one pod of 100m CPU whose template carries
+/// the gang's keys, as a user of batch/v1 writes them.
+fn demo_job(task: &str) -> Result<Job> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": format!("{GROUP}-{task}"), "namespace": NS},
+        "spec": {
+            "completions": 1,
+            "parallelism": 1,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "labels": {"app": GROUP, "role": task},
+                    "annotations": {
+                        "muster.dev/group": GROUP,
+                        "muster.dev/min-available": "2",
+                        "muster.dev/task": task,
+                    },
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": task,
+                        "image": "busybox",
+                        "command": ["sh", "-c", "sleep 3600"],
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    }],
+                },
+            },
+        },
+    }))?)
+}
+
+/// The names of the pods the Job controller created for the demo's two Jobs (master first),
+/// once both exist.
+async fn job_pods(client: &kube::Client) -> Result<Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = k8s::list_pods(client, NS).await?;
+        let of = |task: &str| {
+            pods.iter()
+                .map(k8s::pod_name)
+                .find(|n| n.starts_with(&format!("{GROUP}-{task}-")))
+                .map(str::to_string)
+        };
+        if let (Some(m), Some(w)) = (of("master"), of("worker")) {
+            return Ok(vec![m, w]);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the Job controller did not create both pods within 30 s: {}",
+                k8s::describe_pods(&pods)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The part of a scheduler message that names the gang (`gang ml/ai-gang-job: 1 of 2 members

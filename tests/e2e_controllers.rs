@@ -9,8 +9,13 @@
 //!    fit; placed whole once a node is added; its pods run; a failed pod's replacement from the
 //!    Job controller joins the running gang (the others keep running); the Job completes.
 //!
-//! Without muster (`tests/control-run`) kube-scheduler binds the three pods that fit at once, so
-//! the test fails there on its first cluster-truth check.
+//! 2. Jobs whose pods claim devices from a ResourceClaimTemplate (DRA): kube-controller-manager
+//!    creates each pod's claim; a second Job waits whole, holding nothing, while the first holds
+//!    the devices; the first Job deleted, its claims are deallocated and deleted by the
+//!    resourceclaim controller, and the second is placed whole on the devices it freed.
+//!
+//! Without muster (`tests/control-run`) kube-scheduler binds the pods that fit at once, so each
+//! test fails there on its first cluster-truth check.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -59,6 +64,17 @@ fn indexed_job(ns: &str, name: &str, n: i32) -> Result<Job> {
             },
         },
     }))?)
+}
+
+/// An indexed Job like [`indexed_job`] whose pods also claim, each, the devices of
+/// ResourceClaimTemplate `template` (as `gpus`).
+fn indexed_job_with_claims(ns: &str, name: &str, n: i32, template: &str) -> Result<Job> {
+    let mut job = serde_json::to_value(indexed_job(ns, name, n)?)?;
+    job["spec"]["template"]["spec"]["resourceClaims"] =
+        json!([{"name": "gpus", "resourceClaimTemplateName": template}]);
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["claims"] =
+        json!([{"name": "gpus"}]);
+    Ok(serde_json::from_value(job)?)
 }
 
 /// The Job's pods that are not finished (neither Succeeded nor Failed), by name.
@@ -270,6 +286,124 @@ async fn an_indexed_job_is_placed_whole_runs_takes_its_replacement_and_completes
             })
         })
         .await
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+const CLASS: &str = "gpu.example.com";
+
+/// Case 2: three nodes of 2 devices; Job `first` (2 pods × 2 devices) runs on two of them; Job
+/// `second` (the same) fits only one pod on the node left, so nothing of it is bound on any poll
+/// of a window (holds-nothing: a gang that cannot run takes no devices); `first` deleted, the
+/// resourceclaim controller deallocates its pods' claims, and `second` is placed whole, runs,
+/// and its claims are allocated.
+#[tokio::test]
+async fn a_deleted_jobs_devices_are_deallocated_and_a_waiting_job_is_placed_whole_on_them(
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::{
+        DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    };
+    use kube::api::DeleteParams;
+    let _t = Timer(
+        "a_deleted_jobs_devices_are_deallocated_and_a_waiting_job_is_placed_whole_on_them",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).with_controllers()).await?;
+    let ns = "dra-jobs";
+    let r = async {
+        c.namespace(ns).await?;
+        Api::<DeviceClass>::all(c.client())
+            .create(
+                &PostParams::default(),
+                &muster_harness::dra::driver_class(CLASS)?,
+            )
+            .await?;
+        for n in ["node-1", "node-2", "node-3"] {
+            c.add_node(n, NodeShape::cpu("8")).await?;
+            let devices = (0..2)
+                .map(|i| json!({"name": format!("gpu-{i}")}))
+                .collect();
+            Api::<ResourceSlice>::all(c.client())
+                .create(
+                    &PostParams::default(),
+                    &muster_harness::dra::node_slice(CLASS, n, devices)?,
+                )
+                .await?;
+        }
+        let template: ResourceClaimTemplate = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "two-gpus", "namespace": ns},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpus", "exactly": {"deviceClassName": CLASS, "count": 2}}
+            ]}}}
+        }))?;
+        Api::<ResourceClaimTemplate>::namespaced(c.client(), ns)
+            .create(&PostParams::default(), &template)
+            .await?;
+        let jobs: Api<Job> = Api::namespaced(c.client(), ns);
+        jobs.create(
+            &PostParams::default(),
+            &indexed_job_with_claims(ns, "first", 2, "two-gpus")?,
+        )
+        .await?;
+        wait_running_whole(&c, ns, "first", 2, Partly::Forbidden).await?;
+        jobs.create(
+            &PostParams::default(),
+            &indexed_job_with_claims(ns, "second", 2, "two-gpus")?,
+        )
+        .await?;
+        wait_for(
+            "the Job controller to create second's 2 pods",
+            PLACE,
+            || async {
+                let live = live_pods(&c, ns, "second").await?;
+                Ok(if live.len() == 2 {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!("{} pods", live.len()))
+                })
+            },
+        )
+        .await?;
+        holds_for("no pod of job second bound", WINDOW, || async {
+            let live = live_pods(&c, ns, "second").await?;
+            let bound: Vec<String> = live
+                .iter()
+                .filter_map(|(n, p)| k8s::pod_node(p).map(|node| format!("{n} → {node}")))
+                .collect();
+            Ok(if bound.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} job second partly bound with devices for 1 of 2 pods: {}",
+                    muster_harness::CLUSTER_TRUTH,
+                    bound.join(", ")
+                ))
+            })
+        })
+        .await?;
+        let t0 = Instant::now();
+        jobs.delete("first", &DeleteParams::background()).await?;
+        wait_running_whole(&c, ns, "second", 2, Partly::Forbidden).await?;
+        eprintln!(
+            "second placed whole {:?} after first was deleted",
+            t0.elapsed()
+        );
+        let claims = Api::<ResourceClaim>::namespaced(c.client(), ns)
+            .list(&Default::default())
+            .await?;
+        let allocated: Vec<String> = claims
+            .items
+            .iter()
+            .filter(|cl| cl.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+            .filter_map(|cl| cl.metadata.name.clone())
+            .collect();
+        muster_harness::ensure_truth!(
+            allocated.len() == 2 && allocated.iter().all(|n| n.starts_with("second-")),
+            "the allocated claims are not exactly second's two: {allocated:?}"
+        );
+        Ok(())
     }
     .await;
     c.report(&[ns], r).await

@@ -5,6 +5,11 @@
 //! node is added, which kube-scheduler then offers before muster knows it), and a job is
 //! re-submitted under the same group name while its old pods still terminate.
 //!
+//! The API server killed mid-binding, the member deleted or terminating and the `spec.nodeName`
+//! pod run in both modes: in the gang-members mode (the default) while a released gang's members
+//! wait at muster's bind, and as `every_pod_…` tests with two members seated and room held for a
+//! third not created yet (a window the gang-members mode never opens).
+//!
 //! Every test gets its own kube-scheduler and muster, fake nodes and no kubelets; the tests that
 //! kill or restart kube-apiserver get their own etcd and kube-apiserver too (the others a test
 //! slot's shared pair, reset before each test: `muster_harness::shared`). Tests wait by polling

@@ -5,6 +5,11 @@
 //! node is added, which kube-scheduler then offers before muster knows it), and a job is
 //! re-submitted under the same group name while its old pods still terminate.
 //!
+//! The API server killed mid-binding, the member deleted or terminating and the `spec.nodeName`
+//! pod run in both modes: in the gang-members mode (the default) while a released gang's members
+//! wait at muster's bind, and as `every_pod_…` tests with two members seated and room held for a
+//! third not created yet (a window the gang-members mode never opens).
+//!
 //! Every test gets its own kube-scheduler and muster, fake nodes and no kubelets; the tests that
 //! kill or restart kube-apiserver get their own etcd and kube-apiserver too (the others a test
 //! slot's shared pair, reset before each test: `muster_harness::shared`). Tests wait by polling
@@ -25,12 +30,14 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
 use muster_harness::checks::metric_sum;
+use muster_harness::gangs::SEAT_STATES;
 use muster_harness::k8s::{self, GangKey};
+use muster_harness::policy::is_gated;
 use muster_harness::process::{pid_alive, Lifetime, ManagedProcess};
 use muster_harness::timing::{FAN_OUT, PARKED};
 use muster_harness::{
-    ensure_truth, holds_for, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
-    Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
+    ensure_truth, holds_for, wait_for, Cluster, ClusterOptions, Fault, NodeShape, Pattern,
+    PodBuilder, Progress, Rule, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -457,9 +464,9 @@ fn apiserver_port(c: &Cluster) -> Result<u16> {
 /// so a plain pod created as soon as kube-apiserver is back does not take the gang's room. The
 /// gang ends whole, and on no poll in between is it partly bound or a node over-committed.
 #[tokio::test]
-async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
+async fn every_pod_apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
     let _t = Timer(
-        "apiserver_killed_while_a_gang_is_bound_ends_whole_or_none",
+        "every_pod_apiserver_killed_while_a_gang_is_bound_ends_whole_or_none",
         Instant::now(),
     );
     // Held bind calls outlast the freeze (9s, below the extender's 10s httpTimeout).
@@ -551,25 +558,25 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
 /// a quorum, so nothing is bound (binding the terminating pod fails, which would leave the
 /// other two bound alone). A replacement member completes the gang: it binds whole.
 #[tokio::test]
-async fn a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang(
+async fn every_pod_a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang(
 ) -> Result<()> {
     let _t = Timer(
-        "a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang",
+        "every_pod_a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang",
         Instant::now(),
     );
-    member_deleted_while_seated(Deletion::HeldTerminating).await
+    every_pod_member_deleted_while_seated(Deletion::HeldTerminating).await
 }
 
 /// The same with the member gone at once (no finalizer, no grace): its seat is released, the
 /// two live members wait, and a replacement completes the gang in the room it freed.
 #[tokio::test]
-async fn a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang(
+async fn every_pod_a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang(
 ) -> Result<()> {
     let _t = Timer(
-        "a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang",
+        "every_pod_a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang",
         Instant::now(),
     );
-    member_deleted_while_seated(Deletion::Gone).await
+    every_pod_member_deleted_while_seated(Deletion::Gone).await
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -582,7 +589,7 @@ enum Deletion {
 
 // Every pod through muster: the members are seated by kube-scheduler's own calls with room held
 // for one not created yet, which the shipped mode never holds.
-async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
+async fn every_pod_member_deleted_while_seated(deletion: Deletion) -> Result<()> {
     let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
     let ns = "deleted";
     let r = async {
@@ -650,10 +657,10 @@ async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
 /// With every pod through muster: two members are seated by kube-scheduler's own calls with
 /// room held for the third (the shipped mode holds nothing for a member not created yet).
 #[tokio::test]
-async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole(
+async fn every_pod_a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole(
 ) -> Result<()> {
     let _t = Timer(
-        "a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole",
+        "every_pod_a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole",
         Instant::now(),
     );
     let c = Cluster::start_with(ClusterOptions::new(MUSTER).every_pod()).await?;
@@ -935,6 +942,288 @@ async fn a_job_resubmitted_while_its_old_pods_terminate_is_not_bound_one_by_one(
         whole.assert_none_for(&c, WINDOW * 2).await?;
         release(&c, ns, &old).await?;
         whole.wait_whole(&c, PLACE).await
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+// -------------------------------------------------------------------------------------------
+// The same faults in the gang-members mode (the default). Its window is after a gang's release
+// (nominations written, gates removed) while its members wait at muster's bind: muster holds
+// nothing before every member its quorum needs exists, and its bind holds the bind calls until
+// the whole quorum is there, then binds them together. muster's API proxy holds one member's
+// gate removal (the others are let through and wait at bind) or the bindings at quorum, as long
+// as the test needs.
+
+/// kube-apiserver killed while a gang's bindings are made. muster gathers a gang of 3 that
+/// fits and lets it through; kube-scheduler brings each member to muster's bind, and at quorum
+/// muster creates the three bindings, which its API proxy holds. kube-apiserver is killed, the
+/// proxy lets them go: they meet a dead API server until muster gives them up
+/// (`muster_bind_failures_total`), and kube-scheduler's retries of the members meet it too.
+/// Those failures are transient: muster keeps the gang's seats, so a plain pod created as soon
+/// as kube-apiserver is back takes none of the gang's room (node-1 holds the gang or the plain
+/// pod with two members, not both). The gang ends whole, and on no poll in between is it partly
+/// bound or a node over-committed.
+#[tokio::test]
+async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
+    let _t = Timer(
+        "apiserver_killed_while_a_gang_is_bound_ends_whole_or_none",
+        Instant::now(),
+    );
+    // Kills kube-apiserver: its own, not the slot's shared one.
+    let c = Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .own_control_plane()
+            .through_api_proxy(),
+    )
+    .await?;
+    let ns = "outage";
+    let gang = names("a", 0..3);
+    let mut restarted = None;
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        let bindings = proxy.add(Rule {
+            pattern: Pattern::bindings(),
+            fault: Fault::Hold,
+            times: None,
+        });
+        let attempts_before = failed_binding_attempts(&c).await?;
+        let gave_up_before = counter(&c, "muster_bind_failures_total").await?;
+        for n in &gang {
+            c.create(member(ns, n, "a", 3)).await?;
+        }
+        c.wait_gang(
+            ns,
+            "a",
+            &gang,
+            "the three bindings at quorum sent, held by muster's API proxy",
+            PLACE,
+            |_| proxy.seen(bindings) >= 3,
+        )
+        .await?;
+        let stopped = kill_apiserver(&c).await?;
+        proxy.release(bindings);
+        // Down past the bindings' budget: muster gives them up (its bind calls answer the
+        // error, kube-scheduler forgets the members' room and tries them again).
+        wait_counter_above(&c, "muster_bind_failures_total", gave_up_before)
+            .await
+            .context("muster should have given up the bindings at quorum")?;
+        eprintln!(
+            "binding attempts failed while kube-apiserver was down: {}",
+            failed_binding_attempts(&c).await? - attempts_before
+        );
+        restarted = Some(start_apiserver_again(&c, stopped).await?);
+        eprintln!("kube-apiserver is back");
+        c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
+        WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await?;
+        let bound = c.bound_pods(ns).await?;
+        ensure_truth!(
+            !bound.contains_key("plain"),
+            "the plain pod took room of the gang: {bound:?}"
+        );
+        Ok(())
+    }
+    .await;
+    let r = c.report(&[ns], r).await;
+    drop(restarted);
+    r
+}
+
+/// A member deleted while its gang waits at muster's bind, held in Terminating by a finalizer
+/// (as a kubelet would hold it for its grace period): it no longer counts. muster lets a gang
+/// of 3 through; its API proxy holds g-2's gate removal, so g-0 and g-1 come to muster's bind
+/// (seated) and wait there. g-1 is deleted: every seat goes, and once g-2 is let through, two
+/// live members are not a quorum, so nothing is bound (binding the terminating pod fails, which
+/// would leave the other two bound alone). A replacement member completes the gang: it binds
+/// whole, and g-1 is never bound.
+#[tokio::test]
+async fn a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang(
+) -> Result<()> {
+    let _t = Timer(
+        "a_member_terminating_while_seated_does_not_count_and_a_replacement_completes_the_gang",
+        Instant::now(),
+    );
+    member_deleted_while_seated(Deletion::HeldTerminating).await
+}
+
+/// The same with the member gone at once (no finalizer, no grace): its seat is released, the
+/// two live members wait, and a replacement completes the gang in the room it freed.
+#[tokio::test]
+async fn a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang(
+) -> Result<()> {
+    let _t = Timer(
+        "a_member_deleted_while_seated_frees_its_seat_and_a_replacement_completes_the_gang",
+        Instant::now(),
+    );
+    member_deleted_while_seated(Deletion::Gone).await
+}
+
+/// Holds the gate removal of `name` (`PATCH …/pods/<name>`, not its nomination, a `pods/status`
+/// PATCH) at muster's API proxy; returns the rule's index for [`ApiProxy::release`].
+///
+/// [`ApiProxy::release`]: muster_harness::ApiProxy::release
+fn hold_gate_removal(c: &Cluster, ns: &str, name: &str) -> Result<usize> {
+    let proxy = c.api_proxy().context("started through the proxy")?;
+    Ok(proxy.add(Rule {
+        pattern: Pattern::pod_update(ns, name),
+        fault: Fault::Hold,
+        times: None,
+    }))
+}
+
+/// Waits until `name` no longer carries muster's gate (its held removal let go).
+async fn wait_ungated(c: &Cluster, ns: &str, name: &str) -> Result<()> {
+    wait_for(
+        &format!("{ns}/{name} let through its gate"),
+        REASON,
+        || async {
+            let pods = c.pods(ns).await?;
+            Ok(match pods.iter().find(|p| k8s::pod_name(p) == name) {
+                Some(p) if !is_gated(p) => Progress::Done(()),
+                Some(_) => Progress::NotYet(format!("{name} is still gated")),
+                None => Progress::NotYet(format!("{name} is not listed")),
+            })
+        },
+    )
+    .await
+}
+
+/// The gang-members twin of [`every_pod_member_deleted_while_seated`]: the members wait at
+/// muster's bind after their release, one member's gate removal held back.
+async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
+    let ns = "deleted";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
+        let all = names("g", 0..4);
+        let create = |name: &str| {
+            let pod = member(ns, name, "g", 3);
+            let c = &c;
+            async move {
+                match deletion {
+                    Deletion::HeldTerminating => create_held(c, pod).await,
+                    Deletion::Gone => c.create(pod).await.map(drop),
+                }
+            }
+        };
+        let held = hold_gate_removal(&c, ns, "g-2")?;
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        for n in &all[..3] {
+            create(n).await?;
+        }
+        c.wait_gang(
+            ns,
+            "g",
+            &all,
+            "g-0 and g-1 seated at muster's bind, g-2's gate removal held",
+            PLACE,
+            |g| {
+                g.state_of("g-0") == Some("seated")
+                    && g.state_of("g-1") == Some("seated")
+                    && proxy.seen(held) >= 1
+            },
+        )
+        .await?;
+        match deletion {
+            Deletion::HeldTerminating => delete_into_terminating(&c, ns, &all[1..2]).await?,
+            Deletion::Gone => c.delete_pod(ns, "g-1").await?,
+        }
+        // muster's watch has the deletion (g-1 gave up its seat) before g-2 is let through:
+        // the quorum g-2 brings to muster's bind is then two live members and a deleted one.
+        // The rest of the gang's seats go in muster's next gathering round, which waits for
+        // the gate removal the proxy holds.
+        c.wait_gang(ns, "g", &all, "g-1 to hold no seat", REASON, |g| {
+            g.state_of("g-1").is_none_or(|s| !SEAT_STATES.contains(&s))
+        })
+        .await?;
+        proxy.release(held);
+        wait_ungated(&c, ns, "g-2").await?;
+        let live = vec![all[0].clone(), all[2].clone(), all[3].clone()];
+        let gang = WholeOrNone::new(ns, &live, 3);
+        // g-0 and g-2 are two of three: they wait, and g-1 is never bound.
+        gang.assert_none_for(&c, WINDOW).await?;
+        create("g-3").await?;
+        gang.wait_whole(&c, PLACE).await?;
+        let bound = c.bound_pods(ns).await?;
+        ensure_truth!(
+            !bound.contains_key("g-1"),
+            "the deleted g-1 was bound: {bound:?}"
+        );
+        if deletion == Deletion::HeldTerminating {
+            release(&c, ns, &all).await?;
+        }
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// A pod created with `spec.nodeName` (no scheduler involved) takes room on the node where
+/// members of a gang of 3 wait at muster's bind. muster lets the gang through onto node-1; its
+/// API proxy holds s-2's gate removal, so s-0 and s-1 come to muster's bind (seated on node-1)
+/// and wait there; the intruder takes 200m of node-1, node-2 is added with room for one
+/// member, and s-2 is let through. At quorum muster must look at node-1 again: binding the
+/// seated members there would over-commit it (the API server does not check room on bind, a
+/// kubelet would reject them: a partial gang). On every poll no node is over-committed and the
+/// gang is whole or none; once a node with room is added it binds whole.
+#[tokio::test]
+async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_binds_whole",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
+    let ns = "intruder";
+    let gang = names("s", 0..3);
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
+        let held = hold_gate_removal(&c, ns, "s-2")?;
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        for n in &gang {
+            c.create(member(ns, n, "s", 3)).await?;
+        }
+        c.wait_gang(
+            ns,
+            "s",
+            &gang,
+            "s-0 and s-1 seated on node-1 at muster's bind, s-2's gate removal held",
+            PLACE,
+            |g| {
+                proxy.seen(held) >= 1
+                    && ["s-0", "s-1"].iter().all(|n| {
+                        g.members.iter().any(|m| {
+                            m.name == *n
+                                && m.state == "seated"
+                                && m.node.as_deref() == Some("node-1")
+                        })
+                    })
+            },
+        )
+        .await?;
+        let cached = counter(&c, "muster_cache_pods").await?;
+        // 200m by spec.nodeName: node-1 keeps room for one member, not two.
+        let mut intruder = PodBuilder::new(ns, "by-node-name").cpu("200m").build();
+        intruder.spec.as_mut().unwrap().node_name = Some("node-1".into());
+        k8s::create_pod(&c.client(), ns, &intruder).await?;
+        // muster's watch has it before s-2 completes the quorum at bind (a pod muster has not
+        // seen yet is no room muster can know of).
+        wait_counter_above(&c, "muster_cache_pods", cached).await?;
+        // Room for the third member elsewhere; it is let through.
+        c.add_node("node-2", NodeShape::cpu("150m")).await?;
+        proxy.release(held);
+        wait_ungated(&c, ns, "s-2").await?;
+        let whole = WholeOrNone::new(ns, &gang, 3);
+        // Room for 2 of 3 now (one on node-1, one on node-2): nothing may be bound.
+        whole.assert_none_for(&c, WINDOW * 2).await?;
+        c.add_node("node-3", NodeShape::cpu("150m")).await?;
+        whole.wait_whole(&c, PLACE).await?;
+        c.assert_no_overcommit().await?;
+        Ok(())
     }
     .await;
     c.report(&[ns], r).await

@@ -6,7 +6,8 @@
 //! credentials the process sent (so the process keeps its own identity and RBAC), unless a
 //! [`Rule`] matches it first: then it is delayed, answered with an error status of the
 //! proxy's own (429 with `Retry-After`, 500, …), or its connection is dropped before any
-//! answer. Every request a rule's pattern matches is counted, faulted or not.
+//! answer, or held until the test lets it go ([`Fault::Hold`], [`ApiProxy::release`]). Every
+//! request a rule's pattern matches is counted, faulted or not.
 
 use std::convert::Infallible;
 use std::net::Ipv4Addr;
@@ -25,7 +26,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 type Body = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
@@ -41,9 +42,16 @@ pub enum Fault {
     /// Waits this long, then drops the connection without an answer: the API server never
     /// sees the request, and the client learns nothing until the connection goes.
     CutAfter(Duration),
+    /// Holds it until [`ApiProxy::release`] (or [`ApiProxy::clear`], or the proxy's drop) of
+    /// its rule, then sends it on: a request kept in flight for as long as the test needs,
+    /// whatever the machine's speed. The sender's own timeouts still apply (a client that
+    /// gives up closes its connection, and the request is never sent).
+    Hold,
 }
 
-/// Requests whose method is `method` and whose path contains every one of `path_contains`.
+/// Requests whose method is `method` and whose path contains every one of `path_contains`. An
+/// entry ending in `$` must be where the path ends (its query aside): `…/pods/job-1$` is the
+/// pod itself, not `…/pods/job-1/status`.
 #[derive(Clone, Debug)]
 pub struct Pattern {
     pub method: &'static str,
@@ -59,6 +67,15 @@ impl Pattern {
         }
     }
 
+    /// An update of pod `name`'s own object in namespace `ns` (`PATCH …/namespaces/ns/pods/name`:
+    /// its spec or metadata, such as a scheduling gate's removal), not of its `status`.
+    pub fn pod_update(ns: &str, name: &str) -> Self {
+        Pattern {
+            method: "PATCH",
+            path_contains: vec![format!("/namespaces/{ns}/pods/{name}$")],
+        }
+    }
+
     /// Every binding.
     pub fn bindings() -> Self {
         Pattern {
@@ -68,7 +85,15 @@ impl Pattern {
     }
 
     fn matches(&self, method: &str, path: &str) -> bool {
-        self.method == method && self.path_contains.iter().all(|p| path.contains(p.as_str()))
+        let path_only = path.split_once('?').map_or(path, |(p, _)| p);
+        self.method == method
+            && self
+                .path_contains
+                .iter()
+                .all(|p| match p.strip_suffix('$') {
+                    Some(end) => path_only.ends_with(end),
+                    None => path.contains(p.as_str()),
+                })
     }
 }
 
@@ -85,6 +110,9 @@ struct Faults {
     rules: Vec<Rule>,
     /// Per rule: how many requests it matched.
     seen: Vec<u32>,
+    /// Per rule: `true` once its held requests ([`Fault::Hold`]) may go on. Dropping a sender
+    /// lets them go too.
+    released: Vec<watch::Sender<bool>>,
 }
 
 /// The proxy; dropping it stops it and its connections.
@@ -168,7 +196,14 @@ impl ApiProxy {
         let mut f = self.faults.lock().unwrap();
         f.rules.push(rule);
         f.seen.push(0);
+        f.released.push(watch::channel(false).0);
         f.rules.len() - 1
+    }
+
+    /// Lets the requests rule `index` holds ([`Fault::Hold`]) go on, and those it matches from
+    /// now on pass without being held.
+    pub fn release(&self, index: usize) {
+        self.faults.lock().unwrap().released[index].send_replace(true);
     }
 
     /// How many requests rule `index`'s pattern matched (faulted or, once its `times` ran
@@ -177,7 +212,7 @@ impl ApiProxy {
         self.faults.lock().unwrap().seen[index]
     }
 
-    /// Removes every rule (and forgets what they saw).
+    /// Removes every rule (and forgets what they saw); held requests go on.
     pub fn clear(&self) {
         *self.faults.lock().unwrap() = Faults::default();
     }
@@ -191,20 +226,30 @@ impl Drop for ApiProxy {
 
 /// The fault of the first rule matching the request with tries left, counting it in every
 /// rule whose pattern matches.
-fn fault_for(faults: &Mutex<Faults>, method: &str, path: &str) -> Option<Fault> {
+/// A [`Fault::Hold`] comes with the receiver that says when its rule is released.
+fn fault_for(
+    faults: &Mutex<Faults>,
+    method: &str,
+    path: &str,
+) -> Option<(Fault, watch::Receiver<bool>)> {
     let mut f = faults.lock().unwrap();
     let mut chosen = None;
-    let Faults { rules, seen } = &mut *f;
-    for (rule, seen) in rules.iter_mut().zip(seen.iter_mut()) {
+    let Faults {
+        rules,
+        seen,
+        released,
+    } = &mut *f;
+    for ((rule, seen), released) in rules.iter_mut().zip(seen.iter_mut()).zip(released.iter()) {
         if !rule.pattern.matches(method, path) {
             continue;
         }
         *seen += 1;
-        if chosen.is_none() && rule.times != Some(0) {
+        let passes = matches!(rule.fault, Fault::Hold) && *released.borrow();
+        if chosen.is_none() && rule.times != Some(0) && !passes {
             if let Some(t) = &mut rule.times {
                 *t -= 1;
             }
-            chosen = Some(rule.fault.clone());
+            chosen = Some((rule.fault.clone(), released.subscribe()));
         }
     }
     chosen
@@ -229,8 +274,12 @@ async fn handle(
         .map_or("/", |p| p.as_str())
         .to_string();
     match fault_for(&faults, &method, &path) {
-        Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
-        Some(Fault::Status { code, retry_after }) => {
+        Some((Fault::Delay(d), _)) => tokio::time::sleep(d).await,
+        Some((Fault::Hold, mut released)) => {
+            // An error: the rule's sender is gone (cleared, or the proxy stopped), so go on.
+            let _ = released.wait_for(|r| *r).await;
+        }
+        Some((Fault::Status { code, retry_after }, _)) => {
             let reason = match code {
                 429 => "TooManyRequests",
                 500 => "InternalError",
@@ -253,7 +302,7 @@ async fn handle(
             }
             return Ok(resp);
         }
-        Some(Fault::CutAfter(d)) => {
+        Some((Fault::CutAfter(d), _)) => {
             tokio::time::sleep(d).await;
             cut.notify_one();
             std::future::pending::<()>().await;
@@ -304,4 +353,42 @@ fn bad_gateway(message: String) -> Response<Body> {
     let mut resp = Response::new(full(message));
     *resp.status_mut() = StatusCode::BAD_GATEWAY;
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_update_pattern_matches_the_pod_not_its_status_nor_a_longer_name() {
+        let p = Pattern::pod_update("ml", "job-1");
+        assert!(p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-1"));
+        assert!(p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-1?fieldManager=m"));
+        assert!(!p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-1/status"));
+        assert!(!p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-10"));
+        assert!(!p.matches("GET", "/api/v1/namespaces/ml/pods/job-1"));
+    }
+
+    #[test]
+    fn a_held_rule_once_released_lets_its_requests_pass_and_counts_them() {
+        let faults = Mutex::new(Faults::default());
+        {
+            let mut f = faults.lock().unwrap();
+            f.rules.push(Rule {
+                pattern: Pattern::bindings(),
+                fault: Fault::Hold,
+                times: None,
+            });
+            f.seen.push(0);
+            f.released.push(watch::channel(false).0);
+        }
+        let path = "/api/v1/namespaces/ml/pods/a/binding";
+        assert!(matches!(
+            fault_for(&faults, "POST", path),
+            Some((Fault::Hold, _))
+        ));
+        faults.lock().unwrap().released[0].send_replace(true);
+        assert!(fault_for(&faults, "POST", path).is_none());
+        assert_eq!(faults.lock().unwrap().seen[0], 2);
+    }
 }

@@ -38,7 +38,7 @@ pub fn gate_released_other_scheduler(scheduler: &str) -> String {
     )
 }
 
-const GATE: &str = crate::model::rules::scheduling_gates::GATHER_GATE;
+const GATE: &str = crate::model::inputs::membership::GATHER_GATE;
 
 /// Warning on a gang-keyed pod whose scheduler does not call muster; `keys`: the key that
 /// named its group and the name (`None` when the keys are invalid anyway).

@@ -1,30 +1,47 @@
 //! The gang model: pure state and decisions, no HTTP and no Kubernetes I/O.
 //!
-//! Four groups, imports running one way (`inputs` <- `table` <- `planning` <- `verbs`):
-//! - `inputs/`: what the model is told: `objects` (nodes and pods as muster reads them),
-//!   `resources` and `quantity`, `membership` (gang keys), `tasks` (per-task minimums),
-//!   `podgroup` (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout:
-//!   the one place its quorum is decided) and `config`;
-//! - `table/`: [`GangTable`], the one value every decision reads and changes, and its narrow
-//!   parts, each keeping its own numbers right: `ledger` (per node, allocatable, used and
-//!   reserved), `pods` (the pods muster knows, and the nodes it assumed), `gang` (members,
-//!   seats by [`SeatHolder`], [`Phase`]), `evidence` (filter calls' verdicts),
-//!   `preemption_plan` and `disruptions` (gangs to evict whole once kube-scheduler
-//!   commits). A seat and its reservation change together, only in `table/mod.rs`;
-//! - `planning/`: the simulation of a gang's placement: `selection` (which members, each
-//!   task below its minimum first), `simulation` (the one first-fit loop under
-//!   kube-scheduler's required rules), `planner` (the plan, or why not) and `quorum_bound`
-//!   (a quorum the cluster could never hold, refused before any simulation);
-//! - `verbs/`: one per file: `apply` (watch events), `pod_groups` (PodGroup events),
-//!   `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
-//!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts),
-//!   `preemption_hold` (the room a preempting gang's victims free, held as its seats while
-//!   they go), `expiry`, `rebuild` and `views`.
+//! # The module map
 //!
-//! Beside them: `rules/` (kube-scheduler's rules, one file per plugin), `messages` (every
-//! user-facing sentence, from plain values) and `notice` (what the model asks the cluster
-//! side to tell). Everything here is synchronous and takes `now` as an argument, so the
-//! tests can drive time.
+//! Four layers, each importing only from the ones before it (`inputs` <- `table` <- `planning`
+//! <- `verbs`), and three beside them; `tests::module_map` fails when a module is missing here
+//! or an import runs against this order.
+//!
+//! - `inputs/`: what the model is told. `objects` (nodes and pods as muster reads them),
+//!   `resources` and `quantity` (requests), `membership` (gang keys), `tasks` (per-task
+//!   minimums), `podgroup` (PodGroup objects), `spec` (a gang's quorum, per-task minimums and
+//!   timeout: the one place its quorum is decided), `topology` (a gang's topology constraint),
+//!   `devices` (DRA slices, classes and claims) and `config`.
+//! - `notice` and `messages` (beside `inputs`, importing only it): what the model asks the
+//!   cluster side to tell, and every user-facing sentence, from plain values.
+//! - `rules/` (beside `inputs`, importing it and the sentences): kube-scheduler's rules, one
+//!   file per plugin — `node_unschedulable`, `taint_toleration`, `node_affinity`, `node_ports`,
+//!   `inter_pod_affinity`, `pod_topology_spread`, `scheduling_gates`, `dynamic_resources` — with
+//!   `labels` (selectors), `placement` (the rules together, per node) and `diagnosis` (why a
+//!   node fails); `fixtures` for tests.
+//! - `table/`: [`GangTable`], the one value every decision reads and changes, and its parts,
+//!   each keeping its own numbers right: `ledger` (per node, allocatable, used and reserved),
+//!   `pods` (the pods muster knows, and the nodes it assumed), `gang` (members, seats by
+//!   [`SeatHolder`], [`Phase`]), `evidence` (filter calls' node lists and kube-scheduler's
+//!   verdicts), `preemption_plan`, `under_way` (preemptions kept while they happen),
+//!   `room_waits` (gangs waiting for room to be freed), `disruptions` (gangs to evict whole once
+//!   kube-scheduler commits, and members it preempted without muster) and `partly_bound` (what
+//!   was done about a gang found partly bound). A seat and its reservation change together,
+//!   only in `table/mod.rs`.
+//! - `planning/`: the simulation of a gang's placement: `selection` (which members, each task
+//!   below its minimum first), `simulation` (the one first-fit loop under kube-scheduler's
+//!   required rules), `domains` (topology domains), `planner` (the plan, or why not) and
+//!   `quorum_bound` (a quorum the cluster could never hold, refused before any simulation).
+//! - `verbs/`: one per file. The watch: `apply` (pods and nodes), `devices` (DRA objects),
+//!   `pod_groups` (PodGroup objects), `verdict` (kube-scheduler's verdict as evidence) and
+//!   `unseen_preemption` (members kube-scheduler preempted without muster). kube-scheduler's
+//!   calls: `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
+//!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts) and
+//!   `preemption_hold` (the room a preempting gang's victims free, held as its seats). Time and
+//!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `regather` (a gang
+//!   moving whole to another domain). The gang-members mode: `gather` (placing gated gangs from
+//!   the watch). Outputs: `views` (`/gangs`, gauges), `podgroup_status` and `enqueue`.
+//!
+//! Everything here is synchronous and takes `now` as an argument, so the tests can drive time.
 
 mod inputs;
 mod messages;

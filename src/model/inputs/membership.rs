@@ -15,6 +15,10 @@ use super::podgroup::PodGroupApi;
 use super::tasks::{parse_task, parse_task_minimums, TaskMinimums};
 use super::topology::{topology_of, TopologyConstraint, TopologyError};
 
+/// The scheduling gate deploy/gang-admission-policy.yaml puts on every gang member; muster
+/// removes it when the member's gang can be placed (see `verbs::gather`).
+pub const GATHER_GATE: &str = "muster.dev/gather";
+
 /// muster's group-name key; read as an annotation, or as a label.
 pub const GROUP: &str = "muster.dev/group";
 /// muster's quorum key (annotation): how many members must have nodes before any is bound.

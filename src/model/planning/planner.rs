@@ -38,10 +38,10 @@ use crate::model::planning::domains::{domain_of, smallest_of};
 use crate::model::rules::dynamic_resources::{DynamicResources, Outside, Took};
 use crate::model::rules::node_affinity::NodeSelector;
 use crate::model::rules::{shortfall_message, ClusterSnapshot, GangPlacement, Reason};
+use crate::model::table::evidence::Refused;
 use crate::model::table::gang::{Gang, SeatHolder};
 use crate::model::table::pods::{has_host_ports, PodEntry};
 use crate::model::table::{GangFacts, GangTable};
-use crate::model::verbs::verdict::Refused;
 
 /// Outcome of planning a gang's placement.
 #[derive(Debug)]

@@ -5,10 +5,9 @@
 use super::Reason;
 use crate::model::inputs::objects::PodInfo;
 
-/// The scheduling gate deploy/gang-admission-policy.yaml puts on every gang member; muster
-/// removes it when the member's gang can be placed (see `verbs::gather`). The simulation counts
+/// muster's own gate ([`crate::model::inputs::membership::GATHER_GATE`]): the simulation counts
 /// it as removable; every other gate keeps the pod out of scheduling.
-pub const GATHER_GATE: &str = "muster.dev/gather";
+pub use crate::model::inputs::membership::GATHER_GATE;
 
 /// The pod's remaining gates; empty when it may be scheduled.
 pub fn gates(pod: &PodInfo) -> &[String] {

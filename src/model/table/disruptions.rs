@@ -32,3 +32,11 @@ pub(in crate::model) struct Disruptions {
     pub pending: Vec<PendingDisruption>,
     pub committed: Vec<GangDisruption>,
 }
+
+/// A member kube-scheduler preempted without muster's say, noticed by the watch; the rest of
+/// its gang is evicted once the caches are synced (`verbs::unseen_preemption`).
+#[derive(Clone, Debug)]
+pub(in crate::model) struct UnseenPreemption {
+    pub victim: PodRef,
+    pub gang: GangKey,
+}

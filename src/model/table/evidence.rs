@@ -13,6 +13,7 @@
 //! member whose cycle never reached muster (its `PodScheduled=False` condition with reason
 //! `Unschedulable`), for every filter muster does not simulate.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -86,6 +87,14 @@ impl EvidenceStore {
 
 /// Refusal texts muster gave one pod that are kept at most (a filter call gives one or two).
 const MAX_TEXTS: usize = 8;
+
+/// A gang member kube-scheduler refused, and what it said (its `PodScheduled=False`
+/// `Unschedulable` condition): the planner's reason a gang holds nothing (`verbs::verdict`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::model) struct Refused {
+    pub pod: String,
+    pub message: Arc<str>,
+}
 
 /// kube-scheduler's verdicts on gang members, as evidence for the filters muster does not
 /// simulate (volumes, DRA parts, out-of-tree plugins): a member it reported unschedulable in a

@@ -107,7 +107,7 @@ pub struct GangTable {
     /// `verbs::unseen_preemption`). Forgotten with the pod.
     pub(super) preemptions_answered: HashSet<PodUid>,
     /// Members preempted without muster's say, for the evictor once the caches are synced.
-    pub(super) unseen_preemptions: Vec<crate::model::verbs::unseen_preemption::UnseenPreemption>,
+    pub(super) unseen_preemptions: Vec<disruptions::UnseenPreemption>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
     /// Pending pods behind muster's gate that are in no gang (their keys were removed, or

@@ -15,6 +15,7 @@ mod last_look;
 mod lifetimes;
 mod members;
 mod model_check;
+mod module_map;
 mod partly_bound;
 mod podgroups;
 mod preemption;

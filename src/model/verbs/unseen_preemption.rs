@@ -20,18 +20,11 @@
 //! caches are synced ([`GangTable::disrupt_for_unseen_preemptions`]): a restarted muster lists
 //! the victim perhaps before its gang mates, and must not evict only those listed so far.
 
-use crate::model::inputs::membership::{DisruptionMode, GangKey};
+use crate::model::inputs::membership::DisruptionMode;
 use crate::model::messages;
 use crate::model::notice::PodRef;
-use crate::model::table::disruptions::GangDisruption;
+use crate::model::table::disruptions::{GangDisruption, UnseenPreemption};
 use crate::model::table::GangTable;
-
-/// A member kube-scheduler preempted without muster's say, noticed by the watch.
-#[derive(Clone, Debug)]
-pub(in crate::model) struct UnseenPreemption {
-    pub victim: PodRef,
-    pub gang: GangKey,
-}
 
 impl GangTable {
     /// The watch changed pod `uid`: notes it if kube-scheduler preempted it, a bound member of

@@ -5,20 +5,12 @@
 //! the member's situation can have changed. The gang's message quotes kube-scheduler
 //! (explained). Which verdicts count, and until when: `table::evidence::SchedulerVerdicts`.
 
-use std::sync::Arc;
-
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::NoticeKind;
+use crate::model::table::evidence::Refused;
 use crate::model::table::GangTable;
-
-/// A gang member kube-scheduler refused, and what it said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::model) struct Refused {
-    pub pod: String,
-    pub message: Arc<str>,
-}
 
 impl GangTable {
     /// The watch delivered `info` (its previous state `old`): weighs its PodScheduled

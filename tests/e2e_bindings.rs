@@ -39,7 +39,7 @@ use anyhow::{bail, ensure, Context, Result};
 use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
 use muster_harness::checks::metric;
 use muster_harness::control_plane::{default_scheduler_config, scheduler_config_file};
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::policy;
 use muster_harness::timing;
 use muster_harness::truth::{muster_view_is_checked, TruthContext};
@@ -119,7 +119,7 @@ async fn start_in(scope: Scope) -> Result<Env> {
 
 fn member(gang: &str, i: u32) -> PodBuilder {
     PodBuilder::new(NS, &format!("{gang}-{i}"))
-        .gang(GangKey::Muster, gang, 3)
+        .gang(KeyScheme::Muster, gang, 3)
         .cpu("500m")
 }
 

@@ -25,7 +25,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use muster_harness::checks::metric;
 use muster_harness::control_plane::client_from_kubeconfig;
-use muster_harness::k8s::{self, GangKey, MUSTER_GROUP, MUSTER_MIN_AVAILABLE};
+use muster_harness::k8s::{self, KeyScheme, MUSTER_GROUP, MUSTER_MIN_AVAILABLE};
 use muster_harness::{
     ensure_truth, muster_view_is_checked, names, pod_names, rbac, spread, wait_for, Cluster,
     ClusterOptions, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON, TOGETHER, WINDOW,
@@ -213,7 +213,7 @@ async fn restricted_gang_waits_whole(restriction: Restriction, ns: &str) -> Resu
         for n in &gang {
             let mut p = PodBuilder::new(ns, n)
                 .cpu("100m")
-                .gang(GangKey::Muster, "g", 3);
+                .gang(KeyScheme::Muster, "g", 3);
             if restriction == Restriction::NodeSelector {
                 p = p.node_selector("pool", "gang");
             }
@@ -254,7 +254,7 @@ async fn restricted_gang_waits_whole(restriction: Restriction, ns: &str) -> Resu
             for n in &tolerant {
                 let mut pod = PodBuilder::new(ns, n)
                     .cpu("300m")
-                    .gang(GangKey::Muster, "tolerant", 3)
+                    .gang(KeyScheme::Muster, "tolerant", 3)
                     .build();
                 pod.spec.as_mut().expect("built with a spec").tolerations =
                     Some(vec![Toleration {
@@ -326,7 +326,7 @@ async fn quorum_conflict_and_invalid_keys_are_published_as_events() -> Result<()
         // for a third member and binds nothing.
         let mixed = names("mixed", 2);
         for (n, min) in mixed.iter().zip([2, 3]) {
-            c.create(PodBuilder::new(ns, n).gang(GangKey::Muster, "mixed", min))
+            c.create(PodBuilder::new(ns, n).gang(KeyScheme::Muster, "mixed", min))
                 .await?;
         }
         // Cluster truth first: kube-scheduler alone binds both at once.
@@ -454,7 +454,7 @@ async fn a_binding_the_api_server_refuses_is_published_as_gang_bind_failed() -> 
 
         let pair = vec!["pair-0".to_string(), "doomed-pair-1".to_string()];
         for n in &pair {
-            c.create(PodBuilder::new(ns, n).gang(GangKey::Muster, "pair", 2))
+            c.create(PodBuilder::new(ns, n).gang(KeyScheme::Muster, "pair", 2))
                 .await?;
         }
         let (_, ev) = c
@@ -601,7 +601,7 @@ async fn metrics_follow_a_real_run_through_every_gang_state() -> Result<()> {
 
         // waiting: 3 × 200m fit one per node, 2 of 3.
         let big = c
-            .create_gang(ns, "big", 3, 3, GangKey::Muster, |p| p.cpu("200m"))
+            .create_gang(ns, "big", 3, 3, KeyScheme::Muster, |p| p.cpu("200m"))
             .await?;
         wait_gang_waiting(&c, ns, &big, "gang metrics/big: 2 of 3 members fit").await?;
         wait_metrics(
@@ -618,7 +618,7 @@ async fn metrics_follow_a_real_run_through_every_gang_state() -> Result<()> {
         let member = |name: &str, group: &str| {
             PodBuilder::new(ns, name)
                 .cpu("50m")
-                .gang(GangKey::Muster, group, 2)
+                .gang(KeyScheme::Muster, group, 2)
         };
         c.create(member("early-0", "early")).await?;
         wait_metrics(
@@ -764,7 +764,7 @@ async fn watches_recover_after_the_api_server_restarts() -> Result<()> {
     let r = async {
         api_server_outage(&mut c, ns).await?;
         let gang = c
-            .create_gang(ns, "after", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
+            .create_gang(ns, "after", 2, 2, KeyScheme::Muster, |p| p.cpu("100m"))
             .await?;
         // The watches resume after their back-off (up to tens of seconds): PLACE, not REASON.
         // Cluster truth first on every poll: no member bound (kube-scheduler alone binds one).
@@ -811,7 +811,7 @@ async fn a_higher_priority_gang_created_later_is_placed_first() -> Result<()> {
         }
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         let gang = |group: &'static str, class: &'static str| {
-            c.create_gang(ns, group, 3, 3, GangKey::Muster, move |p| {
+            c.create_gang(ns, group, 3, 3, KeyScheme::Muster, move |p| {
                 p.cpu("100m").priority_class(class)
             })
         };
@@ -884,7 +884,7 @@ async fn muster_places_a_gang_as_its_service_account_with_the_shipped_rbac() -> 
 
         c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for 1 of 2
         let pair = c
-            .create_gang(ns, "pair", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
+            .create_gang(ns, "pair", 2, 2, KeyScheme::Muster, |p| p.cpu("100m"))
             .await?;
         wait_gang_waiting(&c, ns, &pair, "gang rbac/pair: 1 of 2 members fit").await?;
         c.add_node("node-2", NodeShape::cpu("150m")).await?;

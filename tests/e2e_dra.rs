@@ -20,7 +20,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use muster_harness::dra;
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::timing::PROMPTLY;
 use muster_harness::{
     ensure_truth, spread, wait_for, Cluster, NodeShape, PodBuilder, Progress, Timer, PLACE, REASON,
@@ -163,7 +163,7 @@ async fn dynamic_resources_gang_of_device_claims_holds_nothing_until_each_member
         for name in &gang {
             let pod = PodBuilder::new(ns, name)
                 .cpu("1")
-                .gang(GangKey::Kueue, "train", 2);
+                .gang(KeyScheme::Kueue, "train", 2);
             create_with_claim(&c, ns, pod, ClaimOf::Template("four-gpus")).await?;
         }
         let reason = format!(

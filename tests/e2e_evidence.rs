@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use anyhow::Result;
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::timing::PROMPTLY;
 use muster_harness::{
     ensure_truth, muster_view_is_checked, spread, Cluster, ClusterOptions, NodeShape, PodBuilder,
@@ -39,7 +39,7 @@ async fn node_ports_gang_that_needs_one_host_port_holds_nothing_then_places_on_t
         c.namespace(ns).await?;
         c.add_node("n1", NodeShape::cpu("4")).await?;
         let gang = c
-            .create_gang(ns, "web", 2, 2, GangKey::Kueue, |p| {
+            .create_gang(ns, "web", 2, 2, KeyScheme::Kueue, |p| {
                 p.cpu("1").host_port(8080)
             })
             .await?;
@@ -89,7 +89,7 @@ async fn volume_binding_verdict_of_kube_scheduler_releases_the_gangs_room_with_e
         let member = |i: u32| {
             PodBuilder::new(ns, &format!("job-{i}"))
                 .cpu("1")
-                .gang(GangKey::Kueue, "job", 2)
+                .gang(KeyScheme::Kueue, "job", 2)
         };
         let gang: Vec<String> = vec!["job-0".into(), "job-1".into()];
         c.create(member(0)).await?;
@@ -147,7 +147,7 @@ async fn volume_binding_verdict_of_kube_scheduler_releases_the_gathered_gangs_ro
         let member = |i: u32| {
             PodBuilder::new(ns, &format!("job-{i}"))
                 .cpu("1")
-                .gang(GangKey::Muster, "job", 2)
+                .gang(KeyScheme::Muster, "job", 2)
         };
         c.create(member(0)).await?;
         c.create(member(1).claim("data")).await?;

@@ -31,7 +31,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
 use muster_harness::checks::metric_sum;
 use muster_harness::gangs::SEAT_STATES;
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::policy::is_gated;
 use muster_harness::process::{pid_alive, Lifetime, ManagedProcess};
 use muster_harness::timing::{FAN_OUT, PARKED};
@@ -54,7 +54,7 @@ fn names(prefix: &str, range: std::ops::Range<u32>) -> Vec<String> {
 fn member(ns: &str, name: &str, group: &str, quorum: u32) -> PodBuilder {
     PodBuilder::new(ns, name)
         .cpu("100m")
-        .gang(GangKey::Muster, group, quorum)
+        .gang(KeyScheme::Muster, group, quorum)
 }
 
 /// Creates `pod` with the [`HOLD`] finalizer: deleting it leaves it Terminating (with a

@@ -29,7 +29,7 @@ use kube::api::PostParams;
 use kube::Api;
 use muster_harness::checks::metric;
 use muster_harness::control_plane::{client_from_kubeconfig, scheduler_config_file};
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::paths::{control_plane_bin_dir, repo_root};
 use muster_harness::timing;
 use muster_harness::truth::TruthContext;
@@ -394,7 +394,7 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
         let client = cp.client();
         for i in 0..3 {
             PodBuilder::new(GANG_NS, &format!("g-{i}"))
-                .gang(GangKey::Muster, "g", 3)
+                .gang(KeyScheme::Muster, "g", 3)
                 .cpu("500m")
                 .create(&client)
                 .await?;

@@ -27,7 +27,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use muster_harness::api_proxy::{Fault, Pattern, Rule};
 use muster_harness::checks::{metric, parse_metrics};
-use muster_harness::k8s::{pod_node, GangKey};
+use muster_harness::k8s::{pod_node, KeyScheme};
 use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, GATHER_GATE, POLICY_FILE};
 use muster_harness::process::signal;
 use muster_harness::truth::TruthContext;
@@ -52,7 +52,7 @@ async fn create_gang(c: &Cluster, group: &str, members: &[String], cpu: &str) ->
         c.create(
             PodBuilder::new("ml", n)
                 .cpu(cpu)
-                .gang(GangKey::Muster, group, quorum),
+                .gang(KeyScheme::Muster, group, quorum),
         )
         .await?;
     }
@@ -463,7 +463,7 @@ async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> 
             .await?;
         let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
         let probe = PodBuilder::new("ml", "probe")
-            .gang(GangKey::Muster, "probe", 2)
+            .gang(KeyScheme::Muster, "probe", 2)
             .build();
         let dry_run = PostParams {
             dry_run: true,
@@ -482,7 +482,7 @@ async fn a_gang_member_without_the_marker_gets_a_warning_naming_the_policy() -> 
         c.create(
             PodBuilder::new("ml", "lone-0")
                 .cpu("64")
-                .gang(GangKey::Muster, "lone", 2),
+                .gang(KeyScheme::Muster, "lone", 2),
         )
         .await?;
         let (_, event) = c
@@ -599,7 +599,7 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
         c.delete_pod("ml", "job-2").await?;
         let mut replacement = PodBuilder::new("ml", "job-r")
             .cpu("600m")
-            .gang(GangKey::Muster, "job", 3)
+            .gang(KeyScheme::Muster, "job", 3)
             .build();
         replacement.spec.as_mut().expect("spec").scheduling_gates =
             Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
@@ -659,7 +659,7 @@ async fn a_stuck_member_does_not_keep_a_placed_gangs_replacement_that_fits_gated
             c.create(
                 PodBuilder::new("ml", n)
                     .cpu("1")
-                    .gang(GangKey::Muster, "job", 2),
+                    .gang(KeyScheme::Muster, "job", 2),
             )
             .await?;
         }
@@ -678,7 +678,7 @@ async fn a_stuck_member_does_not_keep_a_placed_gangs_replacement_that_fits_gated
             PodBuilder::new("ml", "job-stuck")
                 .cpu("1")
                 .node_selector("example.com/pool", "nowhere")
-                .gang(GangKey::Muster, "job", 2),
+                .gang(KeyScheme::Muster, "job", 2),
         )
         .await?;
         let ungate = serde_json::json!({
@@ -713,7 +713,7 @@ async fn a_stuck_member_does_not_keep_a_placed_gangs_replacement_that_fits_gated
         c.create(
             PodBuilder::new("ml", "job-r")
                 .cpu("1")
-                .gang(GangKey::Muster, "job", 2),
+                .gang(KeyScheme::Muster, "job", 2),
         )
         .await?;
         let freed = bound.get("job-2").map(|(n, _)| n.clone());
@@ -766,7 +766,7 @@ async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_pla
                 PodBuilder::new("ml", n)
                     .cpu("1")
                     .priority_class("high")
-                    .gang(GangKey::Muster, "never", 3),
+                    .gang(KeyScheme::Muster, "never", 3),
             )
             .await?;
         }
@@ -791,7 +791,7 @@ async fn a_gathered_gang_that_fits_only_by_preempting_lower_priority_pods_is_pla
                 PodBuilder::new("ml", n)
                     .cpu("1")
                     .priority_class("high")
-                    .gang(GangKey::Muster, "job", 2),
+                    .gang(KeyScheme::Muster, "job", 2),
             )
             .await?;
         }
@@ -855,7 +855,7 @@ async fn a_member_preempted_while_muster_is_away_gets_the_rest_of_its_gang_evict
             let mut pod = PodBuilder::new("ml", n)
                 .cpu("1")
                 .priority_class("low")
-                .gang(GangKey::Muster, "run", 2)
+                .gang(KeyScheme::Muster, "run", 2)
                 .build();
             // A victim terminates for its grace period (the harness's pods have none): with no
             // kubelet here, it stays being deleted while muster is away and after.
@@ -1063,7 +1063,7 @@ async fn a_gang_pod_of_another_scheduler_is_left_unmarked_with_a_warning_and_the
             .create(
                 PodBuilder::new("ml", "volcano-0")
                     .cpu("100m")
-                    .gang(GangKey::Muster, "job", 2)
+                    .gang(KeyScheme::Muster, "job", 2)
                     .scheduler_name("volcano"),
             )
             .await?;
@@ -1079,7 +1079,7 @@ async fn a_gang_pod_of_another_scheduler_is_left_unmarked_with_a_warning_and_the
         let member = |name: &str| {
             PodBuilder::new("ml", name)
                 .cpu("500m")
-                .gang(GangKey::Muster, "job", 2)
+                .gang(KeyScheme::Muster, "job", 2)
         };
         c.create(member(&members[0])).await?;
         holds_for(
@@ -1299,7 +1299,7 @@ async fn with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled_within_th
                 PodBuilder::new("ml", n)
                     .cpu("1")
                     .priority_class("mid")
-                    .gang(GangKey::Muster, "run", 2),
+                    .gang(KeyScheme::Muster, "run", 2),
             )
             .await?;
         }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::timing;
 use muster_harness::{
     ensure_truth, holds_for, pod_names, spread, truth, wait_for, Cluster, ClusterOptions,
@@ -67,7 +67,7 @@ async fn seed_example_waits_whole_with_room_for_one_then_binds_together() -> Res
         let names = pod_names(&["ai-gang-job-master-0", "ai-gang-job-worker-0"]);
         for n in &names {
             c.create(muster_harness::PodBuilder::new("ml", n).cpu("100m").gang(
-                GangKey::Muster,
+                KeyScheme::Muster,
                 "ai-gang-job",
                 2,
             ))
@@ -107,7 +107,7 @@ async fn not_enough_room_waits_whole_then_places_when_capacity_added() -> Result
         // Room for 2 of the 3 members.
         c.add_node("node-1", NodeShape::cpu("250m")).await?;
         let names = c
-            .create_gang("room", "trainer", 3, 3, GangKey::Muster, cpu("100m"))
+            .create_gang("room", "trainer", 3, 3, KeyScheme::Muster, cpu("100m"))
             .await?;
         let reason = fit_reason("room", "trainer", 2, 3);
         c.wait_gang_waiting_whole("room", "trainer", &names, &reason, REASON)
@@ -161,7 +161,7 @@ async fn more_replicas_than_min_available_first_quorum_then_the_rest_as_they_fit
         // Each node has room for exactly one 100m member.
         c.add_node("node-1", NodeShape::cpu("150m")).await?;
         let names = c
-            .create_gang("elastic", "workers", 4, 2, GangKey::Muster, cpu("100m"))
+            .create_gang("elastic", "workers", 4, 2, KeyScheme::Muster, cpu("100m"))
             .await?;
         let reason = fit_reason("elastic", "workers", 1, 2);
         c.wait_gang_waiting_whole("elastic", "workers", &names, &reason, REASON)
@@ -248,7 +248,7 @@ async fn two_gangs_competing_for_room_for_one_exactly_one_placed() -> Result<()>
                 c.create(
                     muster_harness::PodBuilder::new("compete", &name)
                         .cpu("100m")
-                        .gang(GangKey::Muster, group, 3),
+                        .gang(KeyScheme::Muster, group, 3),
                 )
                 .await?;
                 list.push(name);
@@ -355,7 +355,7 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         let big = c
-            .create_gang(ns, "big", 3, 3, GangKey::Muster, cpu("100m"))
+            .create_gang(ns, "big", 3, 3, KeyScheme::Muster, cpu("100m"))
             .await?;
         c.wait_gang_waiting_whole(ns, "big", &big, &fit_reason(ns, "big", 2, 3), REASON)
             .await?;
@@ -392,7 +392,7 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
         c.create(
             muster_harness::PodBuilder::new(ns, "early-0")
                 .cpu("100m")
-                .gang(GangKey::Muster, "early", 3),
+                .gang(KeyScheme::Muster, "early", 3),
         )
         .await?;
         let admitted = c
@@ -465,7 +465,7 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
         // The rest of the gang arrives and binds whole into the room it held.
         for n in &early[1..] {
             c.create(muster_harness::PodBuilder::new(ns, n).cpu("100m").gang(
-                GangKey::Muster,
+                KeyScheme::Muster,
                 "early",
                 3,
             ))
@@ -509,7 +509,7 @@ async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then
         let member = |name: &str| {
             muster_harness::PodBuilder::new(ns, name)
                 .cpu("100m")
-                .gang(GangKey::Muster, "a", 3)
+                .gang(KeyScheme::Muster, "a", 3)
         };
         for n in &gang[..2] {
             c.create(member(n)).await?;
@@ -592,7 +592,7 @@ async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then
         // while muster is down. After the restart muster's beliefs come from the cluster: gang
         // a is placed (not gated again), and gang b is placed whole, not stuck.
         let b = c
-            .create_gang(ns, "b", 2, 2, GangKey::Muster, cpu("100m"))
+            .create_gang(ns, "b", 2, 2, KeyScheme::Muster, cpu("100m"))
             .await?;
         // No node has room for one member: kube-scheduler's own NodeResourcesFit refuses them
         // before muster is asked, so muster knows the gang but has no reason of its own.
@@ -626,7 +626,7 @@ async fn each_compatible_key_forms_a_gang() -> Result<()> {
     let mut namespaces = Vec::new();
     let r = async {
         c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one 100m pod
-        for key in GangKey::ALL_COMPATIBLE {
+        for key in KeyScheme::ALL_COMPATIBLE {
             let ns = format!("keys-{}", key.slug());
             let group = format!("g-{}", key.slug());
             namespaces.push(ns.clone());
@@ -685,7 +685,7 @@ async fn gpu_gang_of_8_waits_whole_on_one_4_gpu_node_and_binds_together_on_two()
         let gpu_node = || NodeShape::cpu("8").memory("32Gi").gpus(4);
         c.add_node("gpu-a", gpu_node()).await?;
         let names = c
-            .create_gang("gpu", "llm", 8, 8, GangKey::Muster, |p| {
+            .create_gang("gpu", "llm", 8, 8, KeyScheme::Muster, |p| {
                 p.cpu("500m").gpus(1)
             })
             .await?;
@@ -723,12 +723,12 @@ async fn gpu_gang_of_8_on_4_plus_2_gpus_is_not_placed_and_nothing_is_bound() -> 
         c.add_node("gpu-2", NodeShape::cpu("8").memory("32Gi").gpus(2))
             .await?;
         let llm = c
-            .create_gang("gpu", "llm", 8, 8, GangKey::Muster, |p| {
+            .create_gang("gpu", "llm", 8, 8, KeyScheme::Muster, |p| {
                 p.cpu("500m").gpus(1)
             })
             .await?;
         let frag = c
-            .create_gang("frag", "pair", 2, 2, GangKey::Muster, |p| {
+            .create_gang("frag", "pair", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("500m").gpus(3)
             })
             .await?;
@@ -796,7 +796,7 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
         let member = |name: &str, group: &str| {
             muster_harness::PodBuilder::new("slow", name)
                 .cpu("100m")
-                .gang(GangKey::Muster, group, 3)
+                .gang(KeyScheme::Muster, group, 3)
         };
         let early = pod_names(&["early-0", "early-1", "early-2"]);
         c.create(member("early-0", "early")).await?;
@@ -811,7 +811,7 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
         .await?;
         // A complete gang arrives while "early" is still being created: it must not fit.
         let late = c
-            .create_gang("slow", "late", 3, 3, GangKey::Muster, cpu("100m"))
+            .create_gang("slow", "late", 3, 3, KeyScheme::Muster, cpu("100m"))
             .await?;
         let reason = fit_reason("slow", "late", 1, 3);
         c.wait_gang_waiting_whole("slow", "late", &late, &reason, REASON)
@@ -882,7 +882,7 @@ async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
         c.create(
             muster_harness::PodBuilder::new(ns, "slow-0")
                 .cpu("100m")
-                .gang(GangKey::Muster, "slow", 3),
+                .gang(KeyScheme::Muster, "slow", 3),
         )
         .await?;
         let admitted = c
@@ -907,7 +907,7 @@ async fn gang_timeout_releases_seats_to_a_rival_and_backs_off() -> Result<()> {
         );
         // The rival wants 2 of the 3 seats slow holds.
         let rival = c
-            .create_gang(ns, "rival", 2, 2, GangKey::Muster, cpu("100m"))
+            .create_gang(ns, "rival", 2, 2, KeyScheme::Muster, cpu("100m"))
             .await?;
         let reason = fit_reason(ns, "rival", 0, 2);
         // The seats cannot be released before slow-0 was created + the timeout.

@@ -57,7 +57,7 @@ use muster_harness::timing;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
     control_run_requested, k8s, muster_view_is_checked, ControlPlane, ControlPlaneOptions,
-    Forwarder, GangKey, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
+    Forwarder, KeyScheme, Muster, MusterOptions, NodeShape, PodBuilder, Progress, SchedulerOptions,
     Scope, Timer, CONTROL_TRUTH_WINDOW,
 };
 
@@ -479,7 +479,7 @@ impl Ha {
 
 fn member(gang: &str, i: u32, cpu: &str) -> PodBuilder {
     PodBuilder::new(NS, &format!("{gang}-{i}"))
-        .gang(GangKey::Muster, gang, 3)
+        .gang(KeyScheme::Muster, gang, 3)
         .cpu(cpu)
 }
 

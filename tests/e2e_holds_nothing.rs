@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::timing::{self, CREATION_WINDOW, PROMPTLY};
 use muster_harness::{
     ensure_truth, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
@@ -65,7 +65,7 @@ async fn required_node_affinity_gang_holds_nothing_then_places_whole_with_a_thir
                 .await?;
         }
         let gang = c
-            .create_gang(ns, "trainer", 3, 3, GangKey::Kueue, |p| {
+            .create_gang(ns, "trainer", 3, 3, KeyScheme::Kueue, |p| {
                 p.cpu("1").require_node_label_in("pool", &["a"])
             })
             .await?;
@@ -116,7 +116,7 @@ async fn members_that_need_distinct_nodes_hold_nothing_then_place_whole_on_a_thi
             c.add_node(name, NodeShape::cpu("4")).await?;
         }
         let gang = c
-            .create_gang(ns, "workers", 3, 3, GangKey::Kueue, |p| {
+            .create_gang(ns, "workers", 3, 3, KeyScheme::Kueue, |p| {
                 p.cpu("1")
                     .label("job", "workers")
                     .one_per_node_with("job", "workers")
@@ -162,7 +162,7 @@ async fn a_member_that_never_comes_holds_room_only_for_the_creation_window() -> 
         let member = |i: u32| {
             PodBuilder::new(ns, &format!("pair-{i}"))
                 .cpu("1")
-                .gang(GangKey::Kueue, "pair", 2)
+                .gang(KeyScheme::Kueue, "pair", 2)
         };
         c.create(member(0)).await?;
         // muster seats pair-0 and holds room for pair-1, which does not exist; pair-0 stays
@@ -232,7 +232,7 @@ async fn members_spread_over_zones_hold_nothing_then_place_whole_with_room_in_th
                 .await?;
         }
         let gang = c
-            .create_gang(ns, "trainer", 3, 3, GangKey::Kueue, |p| {
+            .create_gang(ns, "trainer", 3, 3, KeyScheme::Kueue, |p| {
                 p.cpu("1")
                     .label("job", "trainer")
                     .spread_over(ZONE, 1, "job", "trainer")
@@ -287,7 +287,7 @@ async fn a_pod_pinned_to_held_room_is_retried_when_the_creation_window_closes() 
         c.create(
             PodBuilder::new(ns, "pair-0")
                 .cpu("1")
-                .gang(GangKey::Kueue, "pair", 2),
+                .gang(KeyScheme::Kueue, "pair", 2),
         )
         .await?;
         // pair-0 stays unbound (cluster truth, checked first: kube-scheduler alone binds it at
@@ -356,7 +356,7 @@ async fn a_gang_with_a_gated_member_holds_nothing_then_places_whole_once_the_gat
         let member = |name: &str| {
             PodBuilder::new(ns, name)
                 .cpu("500m")
-                .gang(GangKey::Kueue, "g", 2)
+                .gang(KeyScheme::Kueue, "g", 2)
         };
         // The gated member first: muster's pod watch delivers it before the open one, so the
         // open member's filter finds the gang with its gated member. (The other order races: a
@@ -414,7 +414,7 @@ async fn members_that_need_a_pod_affinity_peer_hold_nothing_then_place_whole_nex
         c.wait_bound(ns, &muster_harness::pod_names(&["db-1"]), PLACE)
             .await?;
         let gang = c
-            .create_gang(ns, "g", 2, 2, GangKey::Kueue, |p| {
+            .create_gang(ns, "g", 2, 2, KeyScheme::Kueue, |p| {
                 p.cpu("500m")
                     .require_pod_affinity_with("kubernetes.io/hostname", "app", "db")
             })
@@ -497,7 +497,7 @@ async fn a_seat_on_a_node_cordoned_while_the_gang_gathers_is_not_bound_and_the_p
         let member = |i: u32| {
             PodBuilder::new(ns, &format!("pair-{i}"))
                 .cpu("1")
-                .gang(GangKey::Kueue, "pair", 2)
+                .gang(KeyScheme::Kueue, "pair", 2)
         };
         c.create(member(0)).await?;
         // Cluster truth while muster seats it: pair-0 is not bound (kube-scheduler alone binds

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Secret;
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::paths::repo_root;
 use muster_harness::process::{free_port, http_get, signal, tail};
 use muster_harness::tls::ExtenderTls;
@@ -271,7 +271,7 @@ async fn image_runs_as_its_user_places_the_seed_gang_and_stops_on_sigterm() -> R
     for n in names {
         PodBuilder::new("ml", n)
             .cpu("100m")
-            .gang(GangKey::Muster, "ai-gang-job", 2)
+            .gang(KeyScheme::Muster, "ai-gang-job", 2)
             .create(&client)
             .await?;
     }

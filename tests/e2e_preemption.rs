@@ -24,7 +24,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::{
     ensure_truth, holds_for, muster_view_is_checked, pod_names as names, Cluster, NodeShape,
     PodBuilder, Timer, TruthContext, CLUSTER_TRUTH, PLACE, REASON,
@@ -76,7 +76,7 @@ fn member(group: &str, i: u32, min: u32, class: &str) -> PodBuilder {
         .cpu("1")
         .priority_class(class)
         .label("app", group)
-        .gang(GangKey::Muster, group, min)
+        .gang(KeyScheme::Muster, group, min)
 }
 
 /// Pod name → node of every pod that exists and is bound, and the names that exist.
@@ -178,7 +178,7 @@ async fn a_gang_that_cannot_run_even_after_evictions_evicts_nothing() -> Result<
         }
         c.wait_bound(NS, &low, PLACE).await?;
         let gang = c
-            .create_gang(NS, "big", 3, 3, GangKey::Muster, |p| {
+            .create_gang(NS, "big", 3, 3, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;
@@ -257,7 +257,7 @@ async fn a_gang_that_fits_by_evicting_is_placed_whole() -> Result<()> {
         }
         c.wait_bound(NS, &low, PLACE).await?;
         let gang = c
-            .create_gang(NS, "pair", 2, 2, GangKey::Muster, |p| {
+            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;
@@ -468,7 +468,7 @@ async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() 
         }
         c.wait_bound(NS, &low, PLACE).await?;
         let gang = c
-            .create_gang(NS, "pair", 2, 2, GangKey::Muster, |p| {
+            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;
@@ -541,7 +541,7 @@ async fn a_gang_preempting_a_lower_gang_evicts_it_whole_and_is_placed_whole() ->
         setup(&c, &["n1", "n2", "n3"]).await?;
         let run = running_gang(&c, None).await?;
         let big = c
-            .create_gang(NS, "big", 2, 2, GangKey::Muster, |p| {
+            .create_gang(NS, "big", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;
@@ -578,7 +578,7 @@ async fn a_gang_is_never_preempted_by_a_gang_of_equal_priority() -> Result<()> {
         c.create(member("run", 1, 2, "high")).await?;
         c.wait_bound(NS, &run, PLACE).await?;
         let big = c
-            .create_gang(NS, "big", 2, 2, GangKey::Muster, |p| {
+            .create_gang(NS, "big", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;
@@ -632,7 +632,7 @@ async fn every_pod_a_gang_preempting_two_slowly_terminating_pods_evicts_both_pro
         c.wait_bound(NS, &low, PLACE).await?;
         let t0 = Instant::now();
         let gang = c
-            .create_gang(NS, "pair", 2, 2, GangKey::Muster, |p| {
+            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("1").priority_class("high")
             })
             .await?;

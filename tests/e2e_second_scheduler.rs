@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use k8s_openapi::api::core::v1::Pod;
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::{
     bail_truth, ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, ClusterOptions,
     NodeShape, PodBuilder, CLUSTER_TRUTH, PLACE, TOGETHER, WINDOW,
@@ -91,13 +91,15 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
             others.push(name);
         }
         others.extend(
-            c.create_gang(ns, "default-gang", 2, 2, GangKey::Muster, |p| p.cpu("100m"))
-                .await?,
+            c.create_gang(ns, "default-gang", 2, 2, KeyScheme::Muster, |p| {
+                p.cpu("100m")
+            })
+            .await?,
         );
 
         // The opted-in gang: 3 members of 500m (min-available 3), room for 2 of them.
         let gang = c
-            .create_gang(ns, "trainer", 3, 3, GangKey::Muster, |p| {
+            .create_gang(ns, "trainer", 3, 3, KeyScheme::Muster, |p| {
                 p.cpu("500m").scheduler_name(SCHEDULER_NAME)
             })
             .await?;
@@ -169,7 +171,7 @@ async fn second_scheduler_places_opted_in_gangs_and_leaves_other_pods_alone() ->
         // All-or-nothing holds under the second scheduler: 0.5 CPU is left on the two nodes, a
         // second opted-in gang of 2 x 400m can seat only one member, so none is bound ...
         let second = c
-            .create_gang(ns, "eval", 2, 2, GangKey::Muster, |p| {
+            .create_gang(ns, "eval", 2, 2, KeyScheme::Muster, |p| {
                 p.cpu("400m").scheduler_name(SCHEDULER_NAME)
             })
             .await?;
@@ -244,7 +246,7 @@ async fn gang_nodes_policy_keeps_the_default_scheduler_off_the_gang_nodes() -> R
 
         // 3 x 400m: 2 fit gang-1, none may go to plain-1 (the node selector).
         let gang = c
-            .create_gang(ns, "trainer", 3, 3, GangKey::Muster, |p| {
+            .create_gang(ns, "trainer", 3, 3, KeyScheme::Muster, |p| {
                 p.cpu("400m").scheduler_name(SCHEDULER_NAME)
             })
             .await?;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::core::v1::Secret;
-use muster_harness::k8s::{self, GangKey};
+use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::process::{free_port, http_get, tail};
 use muster_harness::tls::{curl, CertPair, CurlResult, ExtenderTls, HttpsClient};
 use muster_harness::{
@@ -140,7 +140,7 @@ async fn place_gang(client: &kube::Client, ns: &str, group: &str) -> Result<()> 
     for n in &names {
         PodBuilder::new(ns, n)
             .cpu("100m")
-            .gang(GangKey::Muster, group, 2)
+            .gang(KeyScheme::Muster, group, 2)
             .create(client)
             .await?;
     }

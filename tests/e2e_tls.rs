@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::timing;
 use muster_harness::tls::{
     curl, openssl_output, serial_from_openssl, Ca, CertPair, HttpsClient, Usage,
@@ -119,7 +119,7 @@ async fn requests(c: &Cluster, verb: &str) -> Result<f64> {
 async fn place_gang(c: &Cluster, ns: &str, group: &str, n: u32, cpu: &str) -> Result<()> {
     let binds_before = requests(c, "bind").await?;
     let names = c
-        .create_gang(ns, group, n, n, GangKey::Muster, |p| p.cpu(cpu))
+        .create_gang(ns, group, n, n, KeyScheme::Muster, |p| p.cpu(cpu))
         .await?;
     let bound = c.wait_bound(ns, &names, PLACE).await?;
     let s = spread(&bound);
@@ -172,11 +172,11 @@ async fn scheduler_over_https_with_client_cert_places_seed_gang() -> Result<()> 
             "ai-gang-job-worker-0".to_string(),
         ];
         for n in &names {
-            c.create(
-                PodBuilder::new("ml", n)
-                    .cpu("100m")
-                    .gang(GangKey::Muster, "ai-gang-job", 2),
-            )
+            c.create(PodBuilder::new("ml", n).cpu("100m").gang(
+                KeyScheme::Muster,
+                "ai-gang-job",
+                2,
+            ))
             .await?;
         }
         let reason = "gang ml/ai-gang-job: 1 of 2 members fit";
@@ -422,7 +422,7 @@ async fn rotated_serving_certificate_is_picked_up() -> Result<()> {
         // one member (node-1 has 1.8 CPU left) waits whole — kube-scheduler alone binds the one
         // that fits — and is placed whole once a second node is added.
         let after = c
-            .create_gang("rot", "after", 2, 2, GangKey::Muster, |p| p.cpu("1"))
+            .create_gang("rot", "after", 2, 2, KeyScheme::Muster, |p| p.cpu("1"))
             .await?;
         c.assert_none_bound_for("rot", &after, WINDOW).await?;
         c.add_node("node-2", NodeShape::cpu("1")).await?;

@@ -35,7 +35,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
-use muster_harness::k8s::GangKey;
+use muster_harness::k8s::KeyScheme;
 use muster_harness::{
     ensure_truth, holds_for, muster_view_is_checked, spread, Cluster, ClusterOptions, NodeShape,
     PodBuilder, Timer, CLUSTER_TRUTH, PLACE, REASON, TOGETHER,
@@ -111,7 +111,7 @@ async fn lands_wholly_in_rack_1(c: &Cluster, ns: &str) -> Result<()> {
     c.namespace(ns).await?;
     racks(c, [6, 8, 4, 4]).await?;
     let gang = c
-        .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+        .create_gang(ns, "trainer", 8, 8, KeyScheme::Muster, |p| {
             p.cpu("1").annotation("muster.dev/topology-required", RACK)
         })
         .await?;
@@ -134,7 +134,7 @@ async fn a_required_rack_gang_no_rack_holds_binds_nothing_and_says_the_numbers()
         c.namespace(ns).await?;
         racks(&c, [6, 6, 4, 4]).await?;
         let gang = c
-            .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+            .create_gang(ns, "trainer", 8, 8, KeyScheme::Muster, |p| {
                 p.cpu("1").annotation("muster.dev/topology-required", RACK)
             })
             .await?;
@@ -163,7 +163,7 @@ async fn a_preferred_rack_gang_no_rack_holds_spans_the_fewest_racks() -> Result<
         c.namespace(ns).await?;
         racks(&c, [5, 3, 6, 2]).await?;
         let gang = c
-            .create_gang(ns, "trainer", 8, 8, GangKey::Muster, |p| {
+            .create_gang(ns, "trainer", 8, 8, KeyScheme::Muster, |p| {
                 p.cpu("1").annotation("muster.dev/topology-preferred", RACK)
             })
             .await?;
@@ -243,7 +243,7 @@ async fn racks_with_low_pods(c: &Cluster, ns: &str, busy: &[usize]) -> Result<Ve
 
 /// Gang `trainer` of `n` high-priority one-CPU members, all required in one rack; their names.
 async fn high_rack_gang(c: &Cluster, ns: &str, n: u32) -> Result<Vec<String>> {
-    c.create_gang(ns, "trainer", n, n, GangKey::Muster, |p| {
+    c.create_gang(ns, "trainer", n, n, KeyScheme::Muster, |p| {
         p.cpu("1")
             .priority_class("high")
             .annotation("muster.dev/topology-required", RACK)
@@ -414,7 +414,7 @@ async fn moves_whole_to_rack_1(c: &Cluster, ns: &str, key: &str) -> Result<()> {
     let member = |i: usize, cpu: &str| {
         PodBuilder::new(ns, &format!("trainer-{i}"))
             .cpu(cpu)
-            .gang(GangKey::Muster, "trainer", 4)
+            .gang(KeyScheme::Muster, "trainer", 4)
             .annotation(key, RACK)
     };
     c.create(member(0, "100m")).await?;

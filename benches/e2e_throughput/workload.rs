@@ -6,7 +6,7 @@ use k8s_openapi::api::scheduling::v1beta1::{
     GangSchedulingPolicy, PodGroup, PodGroupSchedulingPolicy, PodGroupSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use muster_harness::k8s::{GangKey, PodBuilder};
+use muster_harness::k8s::{KeyScheme, PodBuilder};
 
 use crate::params::{Mode, Params};
 
@@ -164,7 +164,7 @@ pub fn pod_object(w: &Workload, i: usize, mode: Mode) -> Pod {
     // spec.schedulingGroup.
     if let Some(g) = plan.gang {
         let gang = &w.gangs[g];
-        b = b.gang(GangKey::Muster, &gang.name, gang.members.len() as u32);
+        b = b.gang(KeyScheme::Muster, &gang.name, gang.members.len() as u32);
         if let Some(l) = &w.topology {
             b = l.annotate(g, b);
         }

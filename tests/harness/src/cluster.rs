@@ -11,7 +11,7 @@ use kube::Client;
 
 use crate::api_proxy::ApiProxy;
 use crate::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
-use crate::k8s::{self, EventSummary, GangKey, NodeShape, PodBuilder};
+use crate::k8s::{self, EventSummary, KeyScheme, NodeShape, PodBuilder};
 use crate::muster::{Muster, MusterOptions};
 use crate::process::Lifetime;
 use crate::rbac;
@@ -418,7 +418,7 @@ impl Cluster {
         group: &str,
         replicas: u32,
         min: u32,
-        key: GangKey,
+        key: KeyScheme,
         shape: impl Fn(PodBuilder) -> PodBuilder,
     ) -> Result<Vec<String>> {
         let mut names = Vec::new();

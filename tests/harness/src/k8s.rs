@@ -168,9 +168,10 @@ pub async fn create_namespace(client: &Client, name: &str) -> Result<()> {
     }
 }
 
-/// Which metadata makes a pod a gang member.
+/// Which keys mark a pod as a gang member: muster's own or another system's (the model's
+/// `GangKey` is a gang's (namespace, name), not this).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GangKey {
+pub enum KeyScheme {
     /// annotations `muster.dev/group` + `muster.dev/min-available`
     Muster,
     /// label `scheduling.x-k8s.io/pod-group` (+ `muster.dev/min-available`)
@@ -183,22 +184,22 @@ pub enum GangKey {
     Kueue,
 }
 
-impl GangKey {
-    pub const ALL_COMPATIBLE: [GangKey; 4] = [
-        GangKey::Coscheduling,
-        GangKey::K8sGroupName,
-        GangKey::Volcano,
-        GangKey::Kueue,
+impl KeyScheme {
+    pub const ALL_COMPATIBLE: [KeyScheme; 4] = [
+        KeyScheme::Coscheduling,
+        KeyScheme::K8sGroupName,
+        KeyScheme::Volcano,
+        KeyScheme::Kueue,
     ];
 
     /// Short name (usable in object names).
     pub fn slug(self) -> &'static str {
         match self {
-            GangKey::Muster => "muster",
-            GangKey::Coscheduling => "coscheduling",
-            GangKey::K8sGroupName => "k8s-group-name",
-            GangKey::Volcano => "volcano",
-            GangKey::Kueue => "kueue",
+            KeyScheme::Muster => "muster",
+            KeyScheme::Coscheduling => "coscheduling",
+            KeyScheme::K8sGroupName => "k8s-group-name",
+            KeyScheme::Volcano => "volcano",
+            KeyScheme::Kueue => "kueue",
         }
     }
 
@@ -209,23 +210,23 @@ impl GangKey {
         };
         let mut ann = BTreeMap::new();
         match self {
-            GangKey::Muster => {
+            KeyScheme::Muster => {
                 ann.insert(MUSTER_GROUP.to_string(), group.to_string());
                 ann.insert(MUSTER_MIN_AVAILABLE.to_string(), min_available.to_string());
             }
-            GangKey::Coscheduling => {
+            KeyScheme::Coscheduling => {
                 l("scheduling.x-k8s.io/pod-group", group.into());
                 ann.insert(MUSTER_MIN_AVAILABLE.to_string(), min_available.to_string());
             }
-            GangKey::K8sGroupName => {
+            KeyScheme::K8sGroupName => {
                 ann.insert("scheduling.k8s.io/group-name".into(), group.into());
                 ann.insert(MUSTER_MIN_AVAILABLE.to_string(), min_available.to_string());
             }
-            GangKey::Volcano => {
+            KeyScheme::Volcano => {
                 ann.insert("scheduling.volcano.sh/group-name".into(), group.into());
                 ann.insert(MUSTER_MIN_AVAILABLE.to_string(), min_available.to_string());
             }
-            GangKey::Kueue => {
+            KeyScheme::Kueue => {
                 l("kueue.x-k8s.io/pod-group-name", group.into());
                 ann.insert(
                     "kueue.x-k8s.io/pod-group-total-count".into(),
@@ -247,7 +248,7 @@ pub struct PodBuilder {
     cpu: Option<String>,
     memory: Option<String>,
     gpus: Option<u32>,
-    gang: Option<(GangKey, String, u32)>,
+    gang: Option<(KeyScheme, String, u32)>,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
@@ -397,7 +398,7 @@ impl PodBuilder {
     }
 
     /// Makes it a member of gang `group` (minAvailable `min_available`) through `key`.
-    pub fn gang(mut self, key: GangKey, group: &str, min_available: u32) -> Self {
+    pub fn gang(mut self, key: KeyScheme, group: &str, min_available: u32) -> Self {
         self.gang = Some((key, group.into(), min_available));
         self
     }
@@ -853,7 +854,7 @@ mod tests {
     #[test]
     fn gang_keys_set_the_right_metadata() {
         let p = PodBuilder::new("ns", "p")
-            .gang(GangKey::Kueue, "g", 3)
+            .gang(KeyScheme::Kueue, "g", 3)
             .gpus(1)
             .build();
         let labels = p.metadata.labels.unwrap();
@@ -864,7 +865,7 @@ mod tests {
         assert_eq!(r["cpu"], 0.25);
         assert_eq!(r[GPU], 2.0);
         let p = PodBuilder::new("ns", "p")
-            .gang(GangKey::Muster, "g", 2)
+            .gang(KeyScheme::Muster, "g", 2)
             .build();
         let ann = p.metadata.annotations.unwrap();
         assert_eq!(ann[MUSTER_GROUP], "g");

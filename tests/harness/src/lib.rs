@@ -79,7 +79,7 @@ pub use cluster::{
 pub use control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 pub use forward::Forwarder;
 pub use gangs::{GangView, MemberView};
-pub use k8s::{GangKey, NodeShape, PodBuilder};
+pub use k8s::{KeyScheme, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
 pub use tls::{HttpsClient, MusterTls};
 pub use truth::{muster_view_is_checked, truth, TruthContext, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};

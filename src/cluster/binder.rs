@@ -68,6 +68,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// From the first request to the last answer: no request runs, and no wait ends, past it.
     pub budget: Duration,
+    /// A 429's `Retry-After` is waited for at most this long before the next attempt; `None`:
+    /// all of it, and the write fails at once when that would end past the budget.
+    pub longest_retry_after: Option<Duration>,
 }
 
 impl Default for RetryPolicy {
@@ -81,6 +84,7 @@ impl Default for RetryPolicy {
             first_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(2),
             budget: Duration::from_secs(6),
+            longest_retry_after: None,
         }
     }
 }
@@ -103,8 +107,9 @@ pub async fn bind_retrying(
 }
 
 /// Makes `attempt` until it succeeds or fails for good, trying again after transient errors
-/// with doubling delays (a 429's `Retry-After` when longer) within the policy's attempts and
-/// budget: a `Retry-After` that would end past the budget ends it at once. `what` names the
+/// with doubling delays (a 429's `Retry-After` when longer, up to the policy's
+/// `longest_retry_after`) within the policy's attempts and budget: a wait that would end past
+/// the budget ends it at once. `what` names the
 /// write in the final error ("the binding's budget"). Shared by the binder and the gatherer's
 /// pod patches (`cluster::gather`), so both honour the API server's throttling alike.
 pub async fn retrying<F: Future<Output = Result<(), BindError>>>(
@@ -132,7 +137,13 @@ pub async fn retrying<F: Future<Output = Result<(), BindError>>>(
             Ok(Err(BindError::Throttled {
                 message,
                 retry_after,
-            })) => (message, retry_after.map_or(delay, |r| r.max(delay))),
+            })) => {
+                let retry_after = match policy.longest_retry_after {
+                    Some(longest) => retry_after.map(|r| r.min(longest)),
+                    None => retry_after,
+                };
+                (message, retry_after.map_or(delay, |r| r.max(delay)))
+            }
         };
         if n >= policy.attempts {
             return Err(format!("{message} (still failing after {n} attempts)"));
@@ -351,6 +362,7 @@ mod tests {
         first_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
         budget: Duration::from_secs(5),
+        longest_retry_after: None,
     };
 
     #[tokio::test]

@@ -16,10 +16,10 @@
 //! Each write is one PATCH at a time on a client without kube-client's retry layer (which would
 //! repeat a 429 up to 15 times, waiting out each `Retry-After`: API Priority and Fairness raises
 //! it up to 32 s on a level that keeps refusing, so one gate removal took 20 s and more). A
-//! write refused for a moment (429, 5xx, no answer) is tried again within [`WRITE_RETRY`], as a
-//! binding is (`binder::retrying`): a 429's `Retry-After` is waited for when it fits in the
-//! budget, else the write fails at once. A write that failed waits out a per-pod back-off
-//! ([`backoff`]) before a round sends it again, and a release waits whole while any of its
+//! write throttled (429) is tried again within [`WRITE_RETRY`] (`binder::retrying`, as a
+//! binding is), a 429's `Retry-After` waited for up to 2 s. A write that failed waits out a
+//! per-pod back-off ([`backoff`]) before a round sends it again, and a release waits whole
+//! while any of its
 //! writes does. Every patch names the pod's UID, so a pod deleted and created again under the
 //! same name is never touched by mistake.
 //!
@@ -63,7 +63,7 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// Requests in flight at once, over every gang's writes (a permit is held per attempt, not
 /// while waiting to try again).
 const CONCURRENCY: usize = 64;
-/// How one nomination or gate write is tried: up to 10 requests, 0.1 s apart doubling to 2 s,
+/// How one nomination or gate write is tried while the API server answers 429: up to 10 requests, 0.1 s apart doubling to 2 s,
 /// within 20 s; a 429's `Retry-After` is waited for up to 2 s. API Priority and Fairness sets
 /// `Retry-After` for the whole priority level, from how many of *its* requests it refused of
 /// late: on a level that keeps refusing (anyone's requests) it rises to 32 s
@@ -647,9 +647,10 @@ impl Writer {
         while_leading(&self.shared.leadership, term, written).await
     }
 
-    /// One patch of `pod`, tried within [`WRITE_RETRY`]; the request built by `build`. A
-    /// refusal other than a 429 or a server error is final (404: the pod is gone; 409: it was
-    /// replaced, its UID differs; 422: invalid), and the watch tells what changed.
+    /// One patch of `pod`, tried within [`WRITE_RETRY`] while throttled (429); the request
+    /// built by `build`. Any other refusal ends the write (404: the pod is gone; 409: it was
+    /// replaced, its UID differs; 422: invalid; 5xx or no answer: tried again by a later round
+    /// after the pod's back-off), and the watch tells what changed.
     async fn patch(
         &self,
         pod: &PodRef,
@@ -663,13 +664,17 @@ impl Writer {
         let retried = || debug!(pod = %pod, "gather write refused for a moment; trying again");
         binder::retrying(WRITE_RETRY, "write", retried, || async {
             let _permit = self.requests.acquire().await;
-            binder::send_once(&self.client, request.clone(), |code, message| {
-                Err(match code {
-                    500..=599 => BindError::Transient(message.to_string()),
-                    _ => BindError::Permanent(message.to_string()),
-                })
+            // Only a 429 is tried again here: any other failure (a server error, no answer)
+            // is final for this attempt and left to the per-pod back-off, so a PATCH that
+            // keeps failing costs a few requests a minute (`backoff`), not ten every 11 s.
+            match binder::send_once(&self.client, request.clone(), |_, message| {
+                Err(BindError::Permanent(message.to_string()))
             })
             .await
+            {
+                Err(BindError::Transient(m)) => Err(BindError::Permanent(m)),
+                other => other,
+            }
         })
         .await
     }

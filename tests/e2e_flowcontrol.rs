@@ -260,9 +260,8 @@ async fn lease_seen(leases: &Api<Lease>) -> Result<Option<LeaseSeen>> {
 /// In the shipped mode each member needs a nomination and a gate removal through the throttled
 /// level besides its binding. The level keeps refusing the loaders, so API Priority and
 /// Fairness raises its `Retry-After` (up to 32 s): a write of muster's refused then is tried
-/// again by a later round after its short per-pod back-off, not after the `Retry-After`
-/// (waiting it out, one gate removal took 20 s and more, and the gang about 45 s after its
-/// room appeared). The writes of one gang never hold up a round.
+/// again in its own task after at most 2 s, and one gang's writes never hold up a round
+/// (waiting the `Retry-After` out, the gang was bound up to 59 s after its room appeared).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priority_level_throttles_it(
 ) -> Result<()> {

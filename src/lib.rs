@@ -52,7 +52,8 @@ async fn kube_client(args: &Args) -> anyhow::Result<kube::Client> {
 /// A client that reports HTTP 429/503/504 instead of retrying them: for the Eviction API a 429
 /// means "a PodDisruptionBudget does not allow it now", which the evictor retries on its own
 /// terms (and tells the user about), where the default retry would wait silently for minutes;
-/// the binder tries a binding again within its own budget (`cluster::binder::RetryPolicy`).
+/// the binder tries a binding again within its own budget (`cluster::binder::RetryPolicy`), and
+/// the gatherer its pod patches (`cluster::gather::WRITE_RETRY`).
 async fn kube_client_without_retries(args: &Args) -> anyhow::Result<kube::Client> {
     let mut config = kube_config(args).await?;
     config.default_retry = false;
@@ -197,8 +198,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ));
     tasks.spawn(publish_events(client.clone(), instance, event_rx));
     // Gangs gathered behind muster's scheduling gate: placed from the watch, let through whole.
+    // Its writes are tried again by its own policy, honouring a 429's Retry-After within a
+    // budget, as bindings are: a client without kube-client's retry layer.
     tasks.spawn(cluster::gather::run(
-        client.clone(),
+        kube_client_without_retries(&args).await?,
         shared.clone(),
         args.scope == config::Scope::GangMembers,
     ));

@@ -14,6 +14,7 @@
 //! honoured when it fits in what is left of the budget.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -67,6 +68,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// From the first request to the last answer: no request runs, and no wait ends, past it.
     pub budget: Duration,
+    /// A 429's `Retry-After` is waited for at most this long before the next attempt; `None`:
+    /// all of it, and the write fails at once when that would end past the budget.
+    pub longest_retry_after: Option<Duration>,
 }
 
 impl Default for RetryPolicy {
@@ -80,6 +84,7 @@ impl Default for RetryPolicy {
             first_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(2),
             budget: Duration::from_secs(6),
+            longest_retry_after: None,
         }
     }
 }
@@ -95,16 +100,34 @@ pub async fn bind_retrying(
     policy: RetryPolicy,
     on_retry: impl Fn(),
 ) -> Result<(), String> {
+    retrying(policy, "binding", on_retry, || {
+        binder.bind(pod.clone(), node.clone())
+    })
+    .await
+}
+
+/// Makes `attempt` until it succeeds or fails for good, trying again after transient errors
+/// with doubling delays (a 429's `Retry-After` when longer, up to the policy's
+/// `longest_retry_after`) within the policy's attempts and budget: a wait that would end past
+/// the budget ends it at once. `what` names the
+/// write in the final error ("the binding's budget"). Shared by the binder and the gatherer's
+/// pod patches (`cluster::gather`), so both honour the API server's throttling alike.
+pub async fn retrying<F: Future<Output = Result<(), BindError>>>(
+    policy: RetryPolicy,
+    what: &str,
+    on_retry: impl Fn(),
+    mut attempt: impl FnMut() -> F,
+) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + policy.budget;
     let mut delay = policy.first_delay;
-    let mut attempt = 1;
+    let mut n = 1;
     loop {
-        let answer = tokio::time::timeout_at(deadline, binder.bind(pod.clone(), node.clone()));
+        let answer = tokio::time::timeout_at(deadline, attempt());
         let (message, wait) = match answer.await {
             Err(_) => {
                 return Err(format!(
-                    "no answer from the API server within the binding's budget of {:?} \
-                     ({attempt} attempts)",
+                    "no answer from the API server within the {what}'s budget of {:?} \
+                     ({n} attempts)",
                     policy.budget
                 ))
             }
@@ -114,25 +137,66 @@ pub async fn bind_retrying(
             Ok(Err(BindError::Throttled {
                 message,
                 retry_after,
-            })) => (message, retry_after.map_or(delay, |r| r.max(delay))),
+            })) => {
+                let retry_after = match policy.longest_retry_after {
+                    Some(longest) => retry_after.map(|r| r.min(longest)),
+                    None => retry_after,
+                };
+                (message, retry_after.map_or(delay, |r| r.max(delay)))
+            }
         };
-        if attempt >= policy.attempts {
-            return Err(format!(
-                "{message} (still failing after {attempt} attempts)"
-            ));
+        if n >= policy.attempts {
+            return Err(format!("{message} (still failing after {n} attempts)"));
         }
         if tokio::time::Instant::now() + wait >= deadline {
             return Err(format!(
-                "{message} (gave up after {attempt} attempts: the next, {wait:?} later, would \
-                 end past the binding's budget of {:?})",
+                "{message} (gave up after {n} attempts: the next, {wait:?} later, would \
+                 end past the {what}'s budget of {:?})",
                 policy.budget
             ));
         }
         tokio::time::sleep(wait).await;
         delay = (delay * 2).min(policy.max_delay);
-        attempt += 1;
+        n += 1;
         on_retry();
     }
+}
+
+/// Sends one request (no retry: the client has none, see the module's comment). `Ok` on a
+/// success; else what the API server answered: a 429 as [`BindError::Throttled`] with its
+/// `Retry-After`, any other refusal passed to `classify` with its code and message; no answer
+/// at all (connection refused or lost, a timeout) is transient.
+pub async fn send_once(
+    client: &Client,
+    request: axum::http::Request<Vec<u8>>,
+    classify: impl FnOnce(u16, &str) -> Result<(), BindError>,
+) -> Result<(), BindError> {
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .map_err(|e| BindError::Transient(e.to_string()))?;
+    let code = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    if response.status().is_success() {
+        return Ok(());
+    }
+    let body = match response.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Err(BindError::Transient(format!("HTTP {code}: {e}"))),
+    };
+    let message = status_message(code, &body);
+    if code == 429 {
+        return Err(BindError::Throttled {
+            message,
+            retry_after,
+        });
+    }
+    classify(code, &message)
 }
 
 /// What an answer of the API server to a binding means for muster.
@@ -198,33 +262,10 @@ impl Binder for KubeBinder {
                         BindError::Permanent(format!("cannot build the binding request: {e}"))
                     })?;
             // One request: the client has no retry layer (see the module's comment).
-            let response = client
-                .send(request.map(kube::client::Body::from))
-                .await
-                // No answer at all (connection refused or lost, a timeout): try again.
-                .map_err(|e| BindError::Transient(e.to_string()))?;
-            let code = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            if response.status().is_success() {
-                return Ok(());
-            }
-            let body = match response.into_body().collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => return Err(BindError::Transient(format!("HTTP {code}: {e}"))),
-            };
-            let message = status_message(code, &body);
-            if code == 429 {
-                return Err(BindError::Throttled {
-                    message,
-                    retry_after,
-                });
-            }
-            classify(code, &message, &node)
+            send_once(&client, request, |code, message| {
+                classify(code, message, &node)
+            })
+            .await
         })
     }
 }
@@ -321,6 +362,7 @@ mod tests {
         first_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
         budget: Duration::from_secs(5),
+        longest_retry_after: None,
     };
 
     #[tokio::test]

@@ -113,6 +113,10 @@ pub struct Gatherer {
     warned: HashSet<PodUid>,
     /// Pods told their gate goes because they are in no gang (see `orphans`).
     told_outside: HashSet<PodUid>,
+    /// Writes the cluster side has sent and not settled yet (each release runs as a task of
+    /// its own, so a round never waits on one gang's writes): their gangs and pods are left
+    /// alone until they settle, and then judged from what the writes did ([`Gatherer::writing`]).
+    writing: Writing,
     /// Gang members must carry the marker (the scheduler config names it in
     /// `managedResources`): warn about those that do not.
     expect_marker: bool,
@@ -153,6 +157,40 @@ impl Gatherer {
         self.let_through_at.insert(uid.clone(), now);
     }
 
+    /// Writes of `gang` (a release) or of `pods` alone were sent: until [`Gatherer::settled`],
+    /// rounds plan nothing for that gang (its seats are neither released nor planned again,
+    /// its members neither released again nor renominated) nor for those pods (no
+    /// renomination, no clear, no gate removal). Without this a round would plan a release
+    /// whose nominations are still being written a second time, or clear a nomination that a
+    /// release in flight wrote before removing the gate (never-half: the gate would go without
+    /// the seat published).
+    pub fn writing(&mut self, gang: Option<&GangKey>, pods: impl IntoIterator<Item = PodUid>) {
+        if let Some(g) = gang {
+            self.writing.gangs.insert(g.clone());
+        }
+        self.writing.pods.extend(pods);
+    }
+
+    /// The writes announced by [`Gatherer::writing`] for `gang` and `pods` ended (their
+    /// outcomes already told through [`Gatherer::nominated`] and [`Gatherer::ungated`]).
+    pub fn settled<'a>(
+        &mut self,
+        gang: Option<&GangKey>,
+        pods: impl IntoIterator<Item = &'a PodUid>,
+    ) {
+        if let Some(g) = gang {
+            self.writing.gangs.remove(g);
+        }
+        for p in pods {
+            self.writing.pods.remove(p);
+        }
+    }
+
+    /// Whether a write of `uid` is in flight.
+    pub fn is_writing(&self, uid: &PodUid) -> bool {
+        self.writing.pods.contains(uid)
+    }
+
     /// Members warned about a missing marker so far (for the metric).
     pub fn warned_count(&self) -> usize {
         self.warned.len()
@@ -190,6 +228,10 @@ impl Gatherer {
         let keys: Vec<GangKey> = table.gangs.keys().cloned().collect();
         for key in &keys {
             plan.markers_missing += self.warn_unmarked(table, key);
+            // A release of this gang is being written: judged again once it settled.
+            if self.writing.gangs.contains(key) {
+                continue;
+            }
             // An admitted gathered gang whose seats no longer hold its whole quorum (a member
             // deleted or lost its seat, a node gone) holds nothing from now on; it is planned
             // again from scratch next round (its held bind calls answer meanwhile).
@@ -201,6 +243,7 @@ impl Gatherer {
                 .into_iter()
                 .filter(|p| !p.info.terminating && gather_gate_index(&p.info).is_some())
                 .filter(|p| !self.released.contains_key(&p.info.uid))
+                .filter(|p| !self.writing.pods.contains(&p.info.uid))
                 .map(|p| p.info.clone())
                 .collect();
             // Every step below lets gated members through; a gang without any is left alone.
@@ -329,6 +372,7 @@ impl Gatherer {
                 if !p.is_pending()
                     || releasing.contains(&p.info.uid)
                     || self.unseen.contains_key(&p.info.uid)
+                    || self.writing.pods.contains(&p.info.uid)
                 {
                     continue;
                 }
@@ -363,6 +407,7 @@ impl Gatherer {
                 && !placed
                 && p.info.nominated_node.as_ref() == Some(node)
                 && !self.unseen.contains_key(uid)
+                && !self.writing.pods.contains(uid)
             {
                 clear.push(PodRef::of(&p.info));
             }
@@ -377,6 +422,7 @@ impl Gatherer {
                     && gang.seat_of(&p.info.uid).is_none()
                     && !self.nominated.contains_key(&p.info.uid)
                     && !self.unseen.contains_key(&p.info.uid)
+                    && !self.writing.pods.contains(&p.info.uid)
                 {
                     clear.push(PodRef::of(&p.info));
                 }
@@ -444,6 +490,13 @@ pub const IN_FLIGHT_WITHIN: std::time::Duration = std::time::Duration::from_secs
 
 /// How long a nomination muster wrote is not written again while the watch has not shown it.
 pub const NOMINATION_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Writes sent and not settled yet (see [`Gatherer::writing`]).
+#[derive(Debug, Default)]
+struct Writing {
+    gangs: HashSet<GangKey>,
+    pods: HashSet<PodUid>,
+}
 
 /// A nomination write the watch has not shown yet.
 #[derive(Debug)]

@@ -17,12 +17,13 @@ use super::{gather_gate_index, Gatherer, Ungate};
 
 impl Gatherer {
     /// The gates to remove this round: every pending pod behind muster's gate in no gang,
-    /// except those whose removal was written and not shown by the watch yet.
+    /// except those whose removal was written and not shown by the watch yet, or is being
+    /// written.
     pub(super) fn release_outside_gangs(&mut self, table: &mut GangTable) -> Vec<Ungate> {
         let mut out = Vec::new();
         let mut told = Vec::new();
         for uid in &table.gated_outside_gangs {
-            if self.released.contains_key(uid) {
+            if self.released.contains_key(uid) || self.writing.pods.contains(uid) {
                 continue;
             }
             let Some(p) = table.pods.get(uid) else {

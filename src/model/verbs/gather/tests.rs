@@ -1146,3 +1146,92 @@ fn a_stuck_member_does_not_block_a_placed_gangs_replacement_that_fits() {
     w.now += Duration::from_secs(1);
     assert_eq!(w.round().releases.len(), 1, "m2 is stuck: m3 goes");
 }
+
+/// A release whose writes are in flight (the cluster side runs each as a task of its own):
+/// rounds meanwhile plan nothing for its gang — not the same release again, nor a clear of the
+/// nominations it is writing when the gang's seats go (never-half: a gate must not go without
+/// its seat published) — while a second gang that fits is released; once the writes settled,
+/// the gang is judged from what they did.
+#[test]
+fn a_gang_whose_writes_are_in_flight_is_left_alone_while_another_is_released() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    assert_eq!(released_names(&plan).len(), 2, "{plan:?}");
+    let g = plan.releases[0].gang.clone();
+    let writing: Vec<PodUid> = vec![a.uid.clone(), b.uid.clone()];
+    w.gatherer.writing(Some(&g), writing.clone());
+    assert!(w.gatherer.is_writing(&a.uid));
+
+    // Nothing written yet as far as the watch shows: without the in-flight mark the seated
+    // gated members would be released again.
+    let again = w.round();
+    assert!(again.is_empty(), "planned again while in flight: {again:?}");
+
+    // A second gang arrives and fits: released while the first one's writes are in flight.
+    let c = gathered(pod("c").cpu(1000).gang("h", 1).build());
+    w.add(&[&c]);
+    let second = w.round();
+    assert_eq!(released_names(&second), ["c@n3"], "{second:?}");
+    assert_eq!(second.releases[0].gang, GangKey::new("ml", "h"));
+    w.written(&second);
+
+    // a's nomination lands (the watch shows it), then b is deleted: the gang is short, but
+    // its seats and a's nomination are left to the release in flight.
+    let a_nominated = PodInfo {
+        nominated_node: Some(NodeName::from("n1")),
+        ..a.clone()
+    };
+    w.add(&[&a_nominated]);
+    w.table.remove_pod(&b.uid);
+    let meanwhile = w.round();
+    assert!(
+        meanwhile.clear.is_empty() && meanwhile.releases.is_empty(),
+        "{meanwhile:?}"
+    );
+    assert_eq!(w.state("g"), "admitted");
+
+    // Settled: the gang is short, its seats go, and the nomination written for a (gated
+    // still) is cleared (holds-nothing).
+    w.gatherer
+        .nominated(&a.uid, Some(NodeName::from("n1")), w.now, true);
+    w.gatherer.settled(Some(&g), writing.iter());
+    assert!(!w.gatherer.is_writing(&a.uid));
+    let after = w.round();
+    let cleared: Vec<&str> = after.clear.iter().map(|p| &*p.name).collect();
+    assert_eq!(cleared, ["a"], "{after:?}");
+    assert_eq!(w.reserved("n1") + w.reserved("n2"), 0);
+}
+
+/// A pod whose renomination or clear is in flight is not sent the same write again.
+#[test]
+fn a_nomination_in_flight_is_not_planned_again() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    w.add(&[&a, &b]);
+    let plan = w.round();
+    w.written(&plan);
+    // Both let through; kube-scheduler cleared a's nomination: written again.
+    let seat_of = |p: &PodInfo| {
+        plan.releases[0]
+            .nominate
+            .iter()
+            .find(|(q, _)| q.uid == p.uid)
+            .map(|(_, n)| n.to_string())
+            .unwrap()
+    };
+    let b_seat = seat_of(&b);
+    let (a, b) = (let_through(a, None), let_through(b, Some(&b_seat)));
+    w.now += NOMINATION_SEEN_WITHIN;
+    w.add(&[&a, &b]);
+    let renominate = w.round().renominate;
+    assert_eq!(renominate.len(), 1, "{renominate:?}");
+    w.gatherer.writing(None, [a.uid.clone()]);
+    let again = w.round();
+    assert!(again.renominate.is_empty(), "{again:?}");
+    w.gatherer.settled(None, [&a.uid]);
+    assert_eq!(w.round().renominate.len(), 1, "tried again once settled");
+}

@@ -298,6 +298,17 @@ impl Metrics {
             "PodGroup status writes by API and outcome: written, unchanged (the object already showed it), conflict (written by someone else meanwhile; tried again), gone, failed",
             m.podgroup_status_writes.clone(),
         );
+        // Outcomes of a closed set start at 0, so a dashboard's rate() and an alert on an
+        // increase see the series before its first event (and a scrape that comes before it
+        // reads 0, not a missing series).
+        for outcome in ["kept", "trimmed", "refused"] {
+            let _series = m.preemptions.get_or_create(&OutcomeLabel { outcome });
+        }
+        for outcome in ["finishing", "evicted", "reported"] {
+            let _series = m
+                .partly_bound_gangs
+                .get_or_create(&OutcomeLabel { outcome });
+        }
         Metrics { registry, ..m }
     }
 

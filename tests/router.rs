@@ -763,7 +763,14 @@ async fn a_preempt_call_that_cannot_get_the_table_within_its_budget_answers_an_e
         metrics.contains(r#"muster_requests_total{verb="preempt",outcome="late"} 1"#),
         "{metrics}"
     );
-    assert!(!metrics.contains("muster_preemptions_total{"), "{metrics}");
+    // No decision was made: every outcome's series is there, at 0.
+    for outcome in ["kept", "trimmed", "refused"] {
+        let series = format!("muster_preemptions_total{{outcome=\"{outcome}\"}} 0\n");
+        assert!(
+            metrics.contains(&series),
+            "{series} missing from: {metrics}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -56,7 +56,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
 use self::cluster::{
-    pod_group, Cluster, Shape, SimNode, SimPod, Topology, Use, GANGS, NODES, SLOTS,
+    pod_group, Cluster, NodeShape, Placement, Shape, SimNode, SimPod, SlotShape, Topology, Use,
+    GANGS, NODES, SLOTS,
 };
 use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
@@ -691,6 +692,22 @@ impl Check {
         true
     }
 
+    /// kube-scheduler's binding cycle for the pod failed (muster's bind answered an error):
+    /// it clears the pod's nomination, in its queue and in the API (`handleBindingCycleError`
+    /// calls the failure handler with `clearNominatedNode`, whose `updatePod` patches
+    /// `status.nominatedNodeName` to "" when it was set: pkg/scheduler/schedule_one.go:537,
+    /// :1296-1306 in v1.37.2). A preemption hold that rested on that nomination ends there.
+    fn binding_cycle_failed(&mut self, uid: &str) {
+        let Some(p) = self.cluster.pod_mut(uid) else {
+            return;
+        };
+        if p.nominated.take().is_none() {
+            return;
+        }
+        let obj = p.object();
+        self.pod_event(Event::Apply(obj));
+    }
+
     /// The nodes kube-scheduler's own filters pass for `p` before it asks muster: the rules
     /// of [`Cluster::admits`], and room among the pods bound or being bound (NodeResourcesFit).
     fn feasible(&self, p: &SimPod) -> Vec<String> {
@@ -796,6 +813,9 @@ impl Check {
         decided(&mut self.decisions, || {
             format!("bind {} on {node}: {decision:?}", p.name)
         });
+        if matches!(decision, BindDecision::Reject(_)) {
+            self.binding_cycle_failed(&p.uid);
+        }
         let together = matches!(decision, BindDecision::BindGang { .. });
         // A pod bound on a node muster's filter did not offer it (`anywhere`: its bind checks
         // room, not the host ports of seats) may take a host port a seat on that node holds:
@@ -1684,6 +1704,34 @@ impl Trace {
     }
 }
 
+/// Runs one case: the cluster's nodes, the script with every check after every step, then
+/// everything deleted (the table must end empty). Returns the checks, for their counts.
+fn run_case(shape: Shape, script: &[Step]) -> Result<Check, TestCaseError> {
+    let mut c = Check::new(shape);
+    // A cluster starts with its nodes; steps delete and add them again.
+    for i in 0..NODES.len() {
+        c.apply(&Step::PutNode(i))?;
+    }
+    let mut trace = Trace::default();
+    for (i, s) in script.iter().enumerate() {
+        // Which step broke what, for the failure message.
+        let at = |e: TestCaseError| match e {
+            TestCaseError::Fail(why) => TestCaseError::fail(format!("{why} (step {i}: {s:?})")),
+            other => other,
+        };
+        let held = c.holds();
+        c.apply(s).map_err(at)?;
+        c.check_holds_kept(&held, s).map_err(at)?;
+        if let Some(outcome) = c.outcome() {
+            trace.step(s, &outcome);
+        }
+        c.check().map_err(at)?;
+    }
+    trace.finish();
+    c.delete_everything()?;
+    Ok(c)
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -1729,28 +1777,7 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
     let totals: [AtomicU64; 3 + SEEN] = Default::default();
     let case = (cluster::shape(), proptest::collection::vec(step(), 1..100));
     let result = runner.run(&case, |(shape, script)| {
-        let mut c = Check::new(shape);
-        // A cluster starts with its nodes; steps delete and add them again.
-        for i in 0..NODES.len() {
-            c.apply(&Step::PutNode(i))?;
-        }
-        let mut trace = Trace::default();
-        for (i, s) in script.iter().enumerate() {
-            // Which step broke what, for the failure message.
-            let at = |e: TestCaseError| match e {
-                TestCaseError::Fail(why) => TestCaseError::fail(format!("{why} (step {i}: {s:?})")),
-                other => other,
-            };
-            let held = c.holds();
-            c.apply(s).map_err(at)?;
-            c.check_holds_kept(&held, s).map_err(at)?;
-            if let Some(outcome) = c.outcome() {
-                trace.step(s, &outcome);
-            }
-            c.check().map_err(at)?;
-        }
-        trace.finish();
-        c.delete_everything()?;
+        let c = run_case(shape, &script)?;
         let counts = [1, script.len() as u64, c.checks].into_iter().chain(c.seen);
         for (total, n) in totals.iter().zip(counts) {
             total.fetch_add(n, Ordering::Relaxed);
@@ -1779,5 +1806,80 @@ fn the_table_keeps_its_invariants_under_any_interleaving() {
             ),
             TestError::Abort(why) => panic!("aborted: {why}\nreplay: MODEL_CHECK_SEED={seed_hex}"),
         }
+    }
+}
+
+/// A case the model check found (seed 477af075…, case 53,494), kept as a fixed script: gathered
+/// `g0` (priority 100, quorum 2) is let through; its member in slot 1 preempts foreign pods on
+/// n2 and is nominated there (room held: n2 for it, n1 for slot 2); slot 2 asks to bind on n1,
+/// n1 is tainted, and slot 1's next cycle, its victims still terminating, binds it on n1 too.
+/// The last look refuses the gang (slot 2 does not tolerate the taint), so kube-scheduler's
+/// binding cycle fails and it clears slot 1's nomination: the hold ends on its own terms. The
+/// check had kept the nomination, and called the hold lost.
+#[test]
+fn a_preemptors_refused_binding_elsewhere_ends_its_hold_as_kube_scheduler_clears_its_nomination() {
+    let node = |memory_gi, devices, rack| NodeShape {
+        memory_gi,
+        gpus: 0,
+        pods: 2,
+        devices,
+        rack,
+    };
+    let slot = |tolerates| SlotShape {
+        memory_gi: 0,
+        gpus: 0,
+        placement: Placement::Anywhere,
+        tolerates,
+        gated: false,
+        priority: 0,
+        host_port: None,
+        claim: false,
+    };
+    let mut slots = vec![slot(false); SLOTS.len()];
+    slots[1] = slot(true);
+    let shape = Shape {
+        nodes: vec![node(1, 0, None), node(1, 1, Some(0)), node(3, 0, None)],
+        slots,
+        min_member: [2, 1, 1],
+        gang_priority: [100, 0, 0, 0],
+        g0_topology: Topology::Preferred,
+        g3_one_rack: false,
+        gathered: true,
+    };
+    let foreign = Step::Foreign {
+        node: 2,
+        cpu: 100,
+        priority: 0,
+    };
+    let script = [
+        Step::PutNode(0),
+        Step::Taint(0),
+        foreign.clone(),
+        Step::Ungate(0),
+        Step::CreatePod(2),
+        Step::CreatePod(1),
+        Step::PutNode(0),
+        Step::Ungate(0),
+        Step::Gather { gates_fail: false },
+        Step::Restart { cut: false },
+        foreign,
+        Step::Preempt {
+            slot: 1,
+            node: 0,
+            forge: false,
+            act: true,
+        },
+        Step::Bind {
+            slot: 2,
+            anywhere: None,
+        },
+        Step::Taint(1),
+        Step::Bind {
+            slot: 1,
+            anywhere: None,
+        },
+    ];
+    if let Err(e) = run_case(shape, &script) {
+        panic!("{e}");
     }
 }

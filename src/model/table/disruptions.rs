@@ -23,6 +23,10 @@ pub(in crate::model) struct PendingDisruption {
     /// The kept candidate's victims (on `node`, per the cache).
     pub victims: Vec<PodUid>,
     pub preemptor: PodUid,
+    /// The preemptor was nominated to `node` already when muster answered (in the
+    /// gang-members mode muster's gatherer nominates members to their seats): that nomination
+    /// is not kube-scheduler acting on this preemption.
+    pub nominated_before: bool,
     pub since: Instant,
 }
 

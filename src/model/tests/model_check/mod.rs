@@ -1883,3 +1883,74 @@ fn a_preemptors_refused_binding_elsewhere_ends_its_hold_as_kube_scheduler_clears
         panic!("{e}");
     }
 }
+
+/// A case the model check found (seed 155ab120…, after 52,730 cases): gathered `g1` (quorum 2)
+/// is bound, p5-1 on n1; gathered `g3` (priority 100) had been let through earlier with its
+/// member p11-3 nominated by muster's gatherer to a seat on n1. After a hand-over, p11-3's
+/// preempt call keeps n1 with p5-1 as victim, disrupting `g1` whole, and kube-scheduler does
+/// not act on it. A re-list then shows p11-3 nominated to n1 — muster's own nomination, there
+/// before the answer — and the table took it for kube-scheduler's commitment: it evicted the
+/// rest of `g1` (p6-2) while p5-1 kept running, half a gang (never-half, evict-for-whole).
+/// A nomination commits a disruption only if it was not there when muster answered.
+#[test]
+fn a_nomination_muster_wrote_before_a_preempt_answer_commits_no_disruption() {
+    let node = |memory_gi| NodeShape {
+        memory_gi,
+        gpus: 0,
+        pods: 2,
+        devices: 0,
+        rack: None,
+    };
+    let slot = |memory_gi, placement| SlotShape {
+        memory_gi,
+        gpus: 0,
+        placement,
+        tolerates: false,
+        gated: false,
+        priority: 0,
+        host_port: None,
+        claim: false,
+    };
+    let mut slots = vec![slot(0, Placement::Anywhere); SLOTS.len()];
+    slots[5] = slot(1, Placement::Anywhere);
+    slots[11] = slot(0, Placement::Selector);
+    let shape = Shape {
+        nodes: vec![node(2), node(1), node(1)],
+        slots,
+        min_member: [2, 1, 1],
+        gang_priority: [0, 0, 0, 100],
+        g0_topology: Topology::Required,
+        g3_one_rack: false,
+        gathered: true,
+    };
+    let script = [
+        Step::CreatePod(5),
+        Step::CreatePod(6),
+        Step::Gather { gates_fail: false },
+        Step::CreatePod(11),
+        Step::Cordon(0),
+        Step::Gather { gates_fail: false },
+        Step::Bind {
+            slot: 5,
+            anywhere: None,
+        },
+        Step::Bind {
+            slot: 6,
+            anywhere: None,
+        },
+        Step::HandOver { cut: false },
+        Step::Preempt {
+            slot: 11,
+            node: 0,
+            forge: false,
+            act: false,
+        },
+        Step::Relist {
+            pods: true,
+            lost: None,
+        },
+    ];
+    if let Err(e) = run_case(shape, &script) {
+        panic!("{e}");
+    }
+}

@@ -7,7 +7,8 @@
 //! and the victims still running. So the decision is kept as a *pending* disruption, and is
 //! handed to the evictor ([`GangTable::take_disruptions`]) only when the watch shows
 //! kube-scheduler acting on it: a victim on the chosen node being deleted (its
-//! `deletionTimestamp`, finished, or gone), or the preemptor nominated to the chosen node. A
+//! `deletionTimestamp`, finished, or gone), or the preemptor nominated to the chosen node when
+//! it was not nominated there at the answer (muster's gatherer nominates members too). A
 //! pending disruption not committed within [`COMMIT_WAIT`] is forgotten: nothing is evicted.
 //! The members hear of it (`Disrupted` Events) at the commit, not before.
 
@@ -33,6 +34,10 @@ impl GangTable {
         disruptions: &[GangDisruption],
         now: Instant,
     ) {
+        let nominated_before = self
+            .pods
+            .get(preemptor)
+            .is_some_and(|e| e.info.nominated_node.as_deref() == Some(node));
         for d in disruptions {
             // A newer decision for the same gang replaces the older one.
             self.disruptions
@@ -43,6 +48,7 @@ impl GangTable {
                 node: node.to_string(),
                 victims: victims.iter().map(|v| PodUid::from(v.as_str())).collect(),
                 preemptor: preemptor.clone(),
+                nominated_before,
                 since: now,
             });
         }
@@ -60,7 +66,10 @@ impl GangTable {
                 // Gone, finished or being deleted: kube-scheduler evicts its victims.
                 return entry.is_none_or(|e| e.info.terminating || e.info.terminal);
             }
+            // A nomination counts only if kube-scheduler wrote it after the answer: one the
+            // preemptor already had (muster's own, to its seat) commits to nothing.
             *p.preemptor == *uid
+                && !p.nominated_before
                 && entry.is_some_and(|e| e.info.nominated_node.as_deref() == Some(&*p.node))
         };
         let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.disruptions.pending)

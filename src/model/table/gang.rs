@@ -96,8 +96,12 @@ pub struct Gang {
     spec: GangSpec,
     /// When kube-scheduler last tried one of its members (a gang tried recently competes).
     pub last_attempt: Option<Instant>,
-    /// The last waiting message told to members, so Events are emitted on change only.
+    /// Why the gang waits, as last decided: shown in `/gangs`, and told to members on change
+    /// only (see `wait_message_untold`).
     pub last_wait_message: Option<String>,
+    /// `last_wait_message` when it was kept without being told: the gang was short only of
+    /// members not created yet, within its creation window (see `GangTable::tell_waiting`).
+    pub wait_message_untold: Option<String>,
     /// The quorum conflict already reported, so it is reported once.
     pub reported_conflict: Option<Vec<u32>>,
     /// The disagreements with the gang's PodGroup already reported, so each is reported once.
@@ -161,6 +165,7 @@ impl Default for Gang {
             spec: GangSpec::default(),
             last_attempt: None,
             last_wait_message: None,
+            wait_message_untold: None,
             reported_conflict: None,
             reported_pod_group_conflict: None,
             arrived_unnoted: false,

@@ -305,7 +305,7 @@ impl GangTable {
                 } => self.take_planned_seats(key, info, node, seats, not_created, now),
                 GangPlan::DoesNotFit(ref why) => {
                     let message = why.message(key, self.config.creation_window);
-                    self.tell_waiting(key, &message, &plan, info);
+                    self.tell_waiting(key, &message, &plan, info, now);
                     return BindDecision::Reject(BindRejection::GangCannotBePlaced(message));
                 }
             }

@@ -199,7 +199,7 @@ impl GangTable {
                     }) => messages::beyond_preemption(&message),
                     _ => message,
                 };
-                self.tell_waiting(&key, &message, &plan, pod);
+                self.tell_waiting(&key, &message, &plan, pod, now);
                 let reason: Arc<str> = Arc::from(message);
                 candidates
                     .iter()
@@ -554,23 +554,39 @@ impl GangTable {
         }
     }
 
-    /// Tells the gang's members why it waits, when the reason changed.
+    /// Tells the gang's members why it waits, when the reason changed, and remembers it.
+    ///
+    /// A gang short only of members not created yet, within its creation window, is not told:
+    /// its count changes with every member created (one Event per member per gang), and most
+    /// gangs are whole within the window. The reason is kept (`/gangs` shows it) and told once
+    /// the window has passed with members still missing.
     pub(in crate::model) fn tell_waiting(
         &mut self,
         key: &GangKey,
         message: &str,
         plan: &GangPlan,
         asking: &PodInfo,
+        now: Instant,
     ) {
+        let window = self.config.creation_window;
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
-        if gang.last_wait_message.as_deref() == Some(message) {
+        let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
+        if still_arriving && gang.within_creation_window(now, window) {
+            if let Some(g) = self.gangs.get_mut(key) {
+                g.last_wait_message = Some(message.to_string());
+                g.wait_message_untold = Some(message.to_string());
+            }
+            return;
+        }
+        if gang.last_wait_message.as_deref() == Some(message)
+            && gang.wait_message_untold.as_deref() != Some(message)
+        {
             return;
         }
         // While members are still being created, only the one asking hears it: the others
         // will ask soon enough, and would hear it again for every new member.
-        let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
         let told: Vec<PodRef> = if still_arriving {
             vec![PodRef::of(asking)]
         } else {
@@ -586,6 +602,7 @@ impl GangTable {
         }));
         if let Some(g) = self.gangs.get_mut(key) {
             g.last_wait_message = Some(message.to_string());
+            g.wait_message_untold = None;
         }
     }
 }

@@ -246,7 +246,7 @@ impl GangTable {
                     task: None,
                 };
                 let message = why.message(key, self.config.creation_window);
-                self.tell_waiting(key, &message, &GangPlan::DoesNotFit(why), first);
+                self.tell_waiting(key, &message, &GangPlan::DoesNotFit(why), first, now);
                 None
             }
             GangPlan::DoesNotFit(ref why) => {
@@ -256,7 +256,7 @@ impl GangTable {
                 } else {
                     message
                 };
-                self.tell_waiting(key, &message, &plan, first);
+                self.tell_waiting(key, &message, &plan, first, now);
                 None
             }
         }

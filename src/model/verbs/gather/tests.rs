@@ -61,6 +61,10 @@ impl World {
         }
     }
 
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+    }
+
     fn round(&mut self) -> GatherPlan {
         self.gatherer.gather(&mut self.table, self.now)
     }
@@ -180,6 +184,59 @@ fn no_gate_goes_while_quorum_members_are_missing() {
     let plan = w.round();
     assert_eq!(plan.releases.len(), 1);
     assert_eq!(plan.releases[0].ungate.len(), 3);
+}
+
+/// Members created one by one within the creation window: each round's count ("1 of 3",
+/// "2 of 3") is kept where `/gangs` shows it but told to nobody (it would be one Event per
+/// member per gang); once the window passes with a member still missing, the member asking
+/// hears it, once.
+#[test]
+fn a_gang_still_being_created_is_told_only_once_its_window_has_passed() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let a = gathered(pod("a").gang("g", 3).build());
+    let b = gathered(pod("b").gang("g", 3).build());
+    let waiting = |w: &mut World| -> Vec<String> {
+        w.table
+            .take_notices()
+            .into_iter()
+            .filter(|n| n.kind == NoticeKind::Waiting)
+            .map(|n| format!("{}: {}", n.pod.name, n.message))
+            .collect()
+    };
+    let reason = |w: &World| -> Option<String> {
+        w.table
+            .views(w.now)
+            .into_iter()
+            .find(|v| v.name == "g")
+            .and_then(|v| v.waiting_reason)
+    };
+    w.add(&[&a]);
+    assert!(w.round().is_empty());
+    w.advance(Duration::from_secs(1));
+    w.add(&[&b]);
+    assert!(w.round().is_empty());
+    assert_eq!(
+        waiting(&mut w),
+        Vec::<String>::new(),
+        "told within the window"
+    );
+    let kept = reason(&w).expect("the reason is kept");
+    assert!(kept.contains("waiting for members: 2 of 3 exist"), "{kept}");
+
+    w.advance(ModelConfig::default().creation_window + Duration::from_secs(1));
+    assert!(w.round().is_empty());
+    let told = waiting(&mut w);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].ends_with(&kept), "{told:?}");
+    w.advance(Duration::from_secs(10));
+    assert!(w.round().is_empty());
+    assert_eq!(waiting(&mut w), Vec::<String>::new(), "told once");
+
+    // The last member arrives: the gang is released, and was never told a count in between.
+    let c = gathered(pod("c").gang("g", 3).build());
+    w.add(&[&c]);
+    assert_eq!(w.round().releases.len(), 1);
+    assert_eq!(waiting(&mut w), Vec::<String>::new());
 }
 
 /// Only the quorum goes through first; a member beyond it is ungated once the gang is placed

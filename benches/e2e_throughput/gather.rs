@@ -94,6 +94,7 @@ pub async fn cluster_state(
         match scrape_scheduler_metrics(pid) {
             Ok(text) => {
                 r.scheduler_summary = summarize_scheduler_metrics(&text);
+                r.serial_ms_per_attempt = crate::metrics::serial_ms_per_attempt(&text);
                 per_member::read_scheduler(&text, &mut r.per_member);
                 let path = p.out_dir.join(format!(
                     "e2e-throughput{suffix}-{}-scheduler-metrics.txt",

@@ -48,6 +48,11 @@
 //! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG (configuration (b)'s,
 //! scheduler-config/muster-as-default-scheduler.yaml).
 //!
+//! Each round also runs every configuration paced at E2E_PACED_QPS (80 pods/s at 500 nodes; 0
+//! = none) for the report's first table, [`main_result`]: paced plain-pod and gang latencies,
+//! unpaced pods/s against vanilla, and per-pod API requests, CPU and kube-scheduler time
+//! (e2e-throughput-main.csv).
+//!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),
 //! [`gangs`] (per-gang checks and times), [`gather`] (what is read off the cluster after a
@@ -61,6 +66,7 @@ mod create;
 mod dra;
 mod gangs;
 mod gather;
+mod main_result;
 mod metrics;
 mod outage;
 mod params;
@@ -126,14 +132,32 @@ fn run(smoke: bool) -> Result<bool> {
         .enable_all()
         .build()?;
     let mut results = Vec::new();
+    let mut paced = Vec::new();
+    // The paced runs write their raw metrics and logs beside the unpaced ones, in paced/.
+    let paced_params = p
+        .paced_qps
+        .filter(|_| p.create_qps.is_none())
+        .map(|q| Params {
+            create_qps: Some(q),
+            out_dir: p.out_dir.join("paced"),
+            ..p.clone()
+        });
+    if let Some(pp) = &paced_params {
+        std::fs::create_dir_all(&pp.out_dir)
+            .with_context(|| format!("creating {}", pp.out_dir.display()))?;
+    }
     for round in 1..=p.rounds {
         for &mode in &p.modes {
             let r = rt.block_on(run_mode(mode, round, &p, &w, ticks));
             results.push(r);
         }
+        for &mode in paced_params.iter().flat_map(|_| &p.modes) {
+            let pp = paced_params.as_ref().expect("checked");
+            paced.push(rt.block_on(run_mode(mode, round, pp, &w, ticks)));
+        }
     }
     let total_secs = started.elapsed().as_secs_f64();
-    let md = report(&p, &w, &results, total_secs);
+    let md = report(&p, &w, &results, &paced, total_secs);
     println!("{md}");
     std::fs::create_dir_all(&p.out_dir)
         .with_context(|| format!("creating {}", p.out_dir.display()))?;
@@ -141,6 +165,12 @@ fn run(smoke: bool) -> Result<bool> {
     let base = p.out_dir.join(format!("e2e-throughput{suffix}"));
     std::fs::write(base.with_extension("md"), &md)?;
     std::fs::write(base.with_extension("csv"), csv(&results))?;
+    if !paced.is_empty() {
+        std::fs::write(
+            p.out_dir.join(format!("e2e-throughput{suffix}-main.csv")),
+            main_result::csv(&p, &w, &results, &paced),
+        )?;
+    }
     std::fs::write(
         p.out_dir.join(format!("e2e-throughput{suffix}-rounds.csv")),
         rounds_csv(&results),
@@ -165,7 +195,7 @@ fn run(smoke: bool) -> Result<bool> {
     );
 
     let mut ok = true;
-    for r in &results {
+    for r in results.iter().chain(&paced) {
         match r.mode {
             Mode::Vanilla | Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod
                 if !r.completed() =>

@@ -205,3 +205,20 @@ pub fn summarize_scheduler_metrics(text: &str) -> Vec<String> {
     }
     out
 }
+
+/// kube-scheduler's serial time per scheduling attempt, in ms: its scheduling-algorithm
+/// histogram (PreFilter through Score and the extenders' filter and prioritize calls, the part
+/// of a cycle no other pod runs beside) over its count.
+pub fn serial_ms_per_attempt(text: &str) -> Option<f64> {
+    let n = metric_sum(
+        text,
+        "scheduler_scheduling_algorithm_duration_seconds_count",
+        &[],
+    );
+    let sum = metric_sum(
+        text,
+        "scheduler_scheduling_algorithm_duration_seconds_sum",
+        &[],
+    );
+    (n > 0.0).then(|| 1000.0 * sum / n)
+}

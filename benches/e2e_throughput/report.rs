@@ -56,7 +56,13 @@ pub fn representatives(p: &Params, all: &[RunResult]) -> Vec<RunResult> {
     out
 }
 
-pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> String {
+pub fn report(
+    p: &Params,
+    w: &Workload,
+    all: &[RunResult],
+    paced: &[RunResult],
+    total_secs: f64,
+) -> String {
     let reps = representatives(p, all);
     let results = &reps[..];
     let mut s = String::new();
@@ -108,6 +114,10 @@ pub fn report(p: &Params, w: &Workload, all: &[RunResult], total_secs: f64) -> S
         p.open_units,
         p.timeout.as_secs()
     );
+    s.push_str(&crate::main_result::table(p, w, all, paced));
+    if !paced.is_empty() {
+        s.push_str("## Unpaced runs in detail\n\n");
+    }
     let vanilla = results
         .iter()
         .find(|r| r.mode == Mode::Vanilla && r.completed());

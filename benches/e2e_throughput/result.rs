@@ -32,6 +32,12 @@ pub struct RunResult {
     pub gang_latency: Option<Dist>,
     pub gangs_complete: usize,
     pub pod_latency: Option<Dist>,
+    /// Plain pods only (not gang members): created → bound.
+    pub plain_latency: Option<Dist>,
+    /// kube-scheduler's serial time per scheduling attempt (its algorithm histogram), in ms.
+    pub serial_ms_per_attempt: Option<f64>,
+    /// The pace of this run's creates (pods/s), if paced.
+    pub paced_at: Option<f64>,
     pub partial_observations: usize,
     pub max_gang_spread: Option<f64>,
     pub overcommit: Option<std::result::Result<(), String>>,
@@ -79,6 +85,9 @@ impl RunResult {
             gang_latency: None,
             gangs_complete: 0,
             pod_latency: None,
+            plain_latency: None,
+            serial_ms_per_attempt: None,
+            paced_at: None,
             partial_observations: 0,
             max_gang_spread: None,
             overcommit: None,
@@ -108,6 +117,18 @@ impl RunResult {
         self.other_cpu
             .filter(|(_, cap)| *cap > 0.0)
             .map(|(o, cap)| o / cap)
+    }
+
+    /// API requests per pod in the measured phase (not WATCH).
+    pub fn requests_per_pod(&self) -> Option<f64> {
+        let n: f64 = self.api_requests.iter().map(|x| x.1).sum();
+        (self.total > 0 && n > 0.0).then(|| n / self.total as f64)
+    }
+
+    /// CPU milliseconds per bound pod of the process named `name` in the measured phase.
+    pub fn cpu_ms_per_pod(&self, name: &str) -> Option<f64> {
+        let secs = self.cpu.iter().find(|(n, _)| n == name)?.1;
+        (self.bound > 0 && secs.is_finite()).then(|| 1000.0 * secs / self.bound as f64)
     }
 
     /// scheduler_perf's average when there are enough per-second samples, else pods/s overall.

@@ -71,10 +71,13 @@ pub async fn watch_bound(client: Client, tracker: Arc<Mutex<Tracker>>, ready: Ar
 pub async fn run_mode(mode: Mode, round: usize, p: &Params, w: &Workload, ticks: f64) -> RunResult {
     let t = Instant::now();
     let mut r = RunResult::new(mode, round, w.pods.len());
+    r.paced_at = p.create_qps;
     eprintln!(
-        "e2e_throughput: ==> {} (round {round}/{})",
+        "e2e_throughput: ==> {} (round {round}/{}{})",
         mode.title(),
-        p.rounds
+        p.rounds,
+        p.create_qps
+            .map_or(String::new(), |q| format!(", paced at {q:.0} pods/s"))
     );
     if let Err(e) = run_mode_inner(mode, p, w, ticks, &mut r).await {
         let msg = format!("{e:#}");
@@ -314,6 +317,15 @@ pub async fn run_mode_inner(
     r.max_gang_spread = spreads.iter().copied().reduce(f64::max);
     r.pod_latency = dist(
         (0..total)
+            .filter_map(|i| match (c.at[i], bound_at[i]) {
+                (Some(ct), Some(bt)) => Some(bt.saturating_duration_since(ct).as_secs_f64()),
+                _ => None,
+            })
+            .collect(),
+    );
+    r.plain_latency = dist(
+        (0..total)
+            .filter(|&i| w.pods[i].gang.is_none())
             .filter_map(|i| match (c.at[i], bound_at[i]) {
                 (Some(ct), Some(bt)) => Some(bt.saturating_duration_since(ct).as_secs_f64()),
                 _ => None,

@@ -5,6 +5,7 @@
 
 mod dra;
 mod gangs;
+mod main_result;
 mod outage;
 mod params;
 mod per_member;

@@ -58,7 +58,8 @@
 //! [`gangs`] (per-gang checks and times), [`gather`] (what is read off the cluster after a
 //! run), [`stats`] (percentiles,
 //! throughput), [`prometheus`] (the text format), [`metrics`] (scraping and summaries),
-//! [`process`] (CPU and memory accounting), [`result`], [`report`] (Markdown, CSV), [`rounds`]
+//! [`process`] (CPU and memory accounting), [`result`], [`main_result`] (the report's first
+//! table, what users feel), [`report`] (Markdown, CSV), [`rounds`]
 //! (every round against the vanilla run of its round; the rounds CSV), [`chart`] (SVG).
 
 mod chart;

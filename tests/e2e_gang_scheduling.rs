@@ -279,15 +279,12 @@ async fn two_gangs_competing_for_room_for_one_exactly_one_placed() -> Result<()>
         } else {
             (&beta, &alpha, "alpha")
         };
-        // Placed by muster as one gang (whatever order the scheduler happened to try pods in).
-        let placed_msg = format!("gang compete/{winner} placed: 3 members bound together");
-        c.wait_event_matching(
-            "compete",
-            &won[..1],
-            "GangPlaced from muster",
-            REASON,
-            |e| e.reason == "GangPlaced" && e.message.starts_with(&placed_msg),
-        )
+        // Placed by muster as one gang (whatever order the scheduler happened to try pods in):
+        // its /gangs entry says so. (A `GangPlaced` Event only ends a story its members were
+        // told, and the winner may never have waited.)
+        c.wait_gang("compete", winner, &[], "placed by muster", PLACE, |g| {
+            g.state == "placed" && g.members_with_nodes == 3
+        })
         .await?;
         // Once the winner is bound kube-scheduler's own NodeResourcesFit rejects the loser's
         // members before muster is asked, so muster's last reason for it depends on timing:

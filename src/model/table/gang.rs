@@ -154,6 +154,11 @@ pub struct Gang {
     /// `plans` when kube-scheduler last asked muster's filter about each member: a bind that
     /// follows a filter from before the gang's latest plan names a node chosen under the old one.
     filtered_at_plan: BTreeMap<PodUid, u64>,
+    /// A member was told something (an Event: why the gang waits, a preemption, a conflict,
+    /// a failed bind) since the gang was last placed: its `GangPlaced` Event ends that story.
+    /// A gang placed without having been told anything gets none (kube-scheduler's
+    /// `Scheduled` Event on each member already says where it went).
+    told_since_placed: bool,
 }
 
 impl Default for Gang {
@@ -178,6 +183,7 @@ impl Default for Gang {
             marker_warning: None,
             beyond_preemption: None,
             short_of_room: false,
+            told_since_placed: false,
             partly_bound: None,
             rooms_freed: 0,
             plans: 0,
@@ -330,9 +336,20 @@ impl Gang {
         self.phase = Phase::Admitted { since: now };
     }
 
+    /// A member of the gang was told something (see `told_since_placed`).
+    pub(in crate::model) fn note_told(&mut self) {
+        self.told_since_placed = true;
+    }
+
+    /// Whether a member was told something since the gang was last placed.
+    pub(in crate::model) fn told_since_placed(&self) -> bool {
+        self.told_since_placed
+    }
+
     /// Quorum reached and the members are being bound.
     pub fn place(&mut self) {
         self.phase = Phase::Placed;
+        self.told_since_placed = false;
         self.last_wait_message = None;
         self.preemption_hold = None;
         self.awaiting_room.clear();

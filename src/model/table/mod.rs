@@ -56,6 +56,8 @@ pub struct GangTable {
     pub(super) pod_groups: PodGroupIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
     pub(super) notices: Vec<Notice>,
+    /// How many of `notices` have had their gang marked told (see `note_gangs_told`).
+    notices_noted: usize,
     /// Per member, the nodes its latest filter call passed.
     pub(super) evidence: EvidenceStore,
     /// kube-scheduler's verdicts on members whose cycles never reached muster.
@@ -211,6 +213,7 @@ impl GangTable {
             pod_groups: PodGroupIndex::default(),
             gangs: HashMap::default(),
             notices: Vec::new(),
+            notices_noted: 0,
             evidence: EvidenceStore::default(),
             verdicts: SchedulerVerdicts::default(),
             namespaces: NamespaceLabels::default(),
@@ -282,7 +285,27 @@ impl GangTable {
             })
             .collect();
         self.notices.extend(told);
+        self.note_gangs_told();
+        self.notices_noted = 0;
         std::mem::take(&mut self.notices)
+    }
+
+    /// Marks the gang of each notice not looked at yet as told (`Gang::note_told`): an Event
+    /// on a member, so the gang's `GangPlaced` ends what its members were told. A `Retry` is
+    /// an annotation, not an Event; `GangPlaced` is the end itself.
+    pub(super) fn note_gangs_told(&mut self) {
+        for n in &self.notices[self.notices_noted..] {
+            if matches!(n.kind, NoticeKind::Retry | NoticeKind::Placed) {
+                continue;
+            }
+            let Some(m) = self.pods.get(&n.pod.uid).and_then(|p| p.info.gang()) else {
+                continue;
+            };
+            if let Some(g) = self.gangs.get_mut(&m.gang) {
+                g.note_told();
+            }
+        }
+        self.notices_noted = self.notices.len();
     }
 
     /// The filter refused `uid` because seats held the room it needed.

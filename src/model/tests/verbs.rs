@@ -100,6 +100,55 @@ fn seed_gang_waits_whole_until_a_node_is_added_then_binds_together() {
     assert_eq!(w.table.gauges(w.now).placed, 1);
 }
 
+/// `GangPlaced` ends what a gang's members were told; a gang that fits at once and whose
+/// members were told nothing gets no Event of muster's (each member has kube-scheduler's
+/// `Scheduled`), and a notice told in the same batch as the placement still counts.
+#[test]
+fn a_gang_placed_without_being_told_anything_gets_no_gang_placed_event() {
+    let mut w = World::new(&[node("node-1", 150), node("node-2", 150)]);
+    let master = pod("quick-master-0").gang("quick", 2).build();
+    let worker = pod("quick-worker-0").gang("quick", 2).build();
+    w.add(&[&master, &worker]);
+    let (ok, _) = w.filter(&master);
+    wait_message(&w.bind(&master, &ok[0]));
+    let (ok, _) = w.filter(&worker);
+    let placed = w.bind(&worker, &ok[0]);
+    assert_eq!(names(&placed).len(), 2, "placed whole: {placed:?}");
+    let notices = w.table.take_notices();
+    assert!(
+        notices.iter().all(|n| n.kind != NoticeKind::Placed),
+        "no GangPlaced for a gang told nothing: {notices:?}"
+    );
+
+    // A gang told it waits, the notice not taken yet when it is placed: one GangPlaced.
+    let mut w = World::new(&[node("node-1", 150)]);
+    let master = pod("slow-master-0").gang("slow", 2).build();
+    let worker = pod("slow-worker-0").gang("slow", 2).build();
+    w.add(&[&master, &worker]);
+    let (ok, _) = w.filter(&master);
+    assert!(ok.is_empty(), "1 of 2 fits: nothing offered");
+    w.table.apply_node(node("node-2", 150));
+    for p in [&master, &worker] {
+        w.filter(p);
+    }
+    let (ok, _) = w.filter(&master);
+    let first = ok[0].clone();
+    w.bind(&master, &first);
+    let (ok, _) = w.filter(&worker);
+    w.bind(&worker, &ok[0]);
+    let notices = w.table.take_notices();
+    let kinds: Vec<NoticeKind> = notices.iter().map(|n| n.kind).collect();
+    assert!(
+        kinds.contains(&NoticeKind::Waiting),
+        "told it waits: {notices:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == NoticeKind::Placed).count(),
+        1,
+        "one GangPlaced ends the wait: {notices:?}"
+    );
+}
+
 #[test]
 fn bind_is_idempotent_and_reports_in_flight_and_bound_pods() {
     let mut w = World::new(&[node("a", 1000), node("b", 1000)]);

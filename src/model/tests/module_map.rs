@@ -164,3 +164,32 @@ fn every_module_is_named_in_the_module_map() {
         "modules missing from the map in model/mod.rs: {missing:?}"
     );
 }
+
+/// One convention for the model's tests (docs/architecture.md): a file's own tests are
+/// `x/tests.rs` beside `x.rs`, behaviours across verbs are files of `model/tests/`; none inline.
+#[test]
+fn no_model_file_holds_its_tests_inline() {
+    let root = model_dir();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut inline: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            fs::read_to_string(f)
+                .expect("reading a model file")
+                .lines()
+                .any(|l| l.trim_start().starts_with("mod tests {"))
+        })
+        .map(|f| {
+            f.strip_prefix(&root)
+                .expect("under src/model")
+                .to_string_lossy()
+                .to_string()
+        })
+        .collect();
+    inline.sort();
+    assert!(
+        inline.is_empty(),
+        "tests inline in {inline:?}: move each to x/tests.rs beside x.rs (`#[cfg(test)] mod tests;`)"
+    );
+}

@@ -3,7 +3,7 @@
 //! publisher's queue holds (4,096) queued while the API server stalls, i.e. thousands of
 //! scheduling decisions; here the queue is made small and never drained, which is exactly the
 //! state a stalled publisher leaves it in. The end-to-end metrics test checks the counter stays 0
-//! in a normal run (`tests/e2e_claims.rs`).
+//! in a normal run (`tests/e2e/claims.rs`).
 
 use muster::cluster::events::EventSink;
 use muster::metrics::Metrics;

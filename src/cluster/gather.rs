@@ -74,7 +74,7 @@ const CONCURRENCY: usize = 64;
 /// written again), so each write is tried again in its task, a few times a second at first,
 /// rather than after the level's `Retry-After`, or given up at once as a binding does when
 /// that ends past its budget (`RetryPolicy::default()`): with the level refusing about half
-/// its requests that way, no gang was placed in 60 s (`tests/e2e_flowcontrol.rs`). The 20 s
+/// its requests that way, no gang was placed in 60 s (`tests/e2e/flowcontrol.rs`). The 20 s
 /// also cover one request held in an APF queue (up to a quarter of the request timeout, 15 s
 /// by default). A write still failing after it waits out the pod's back-off ([`backoff`]) and
 /// is sent again by a later round; one that lands late is seen by the watch (derived).

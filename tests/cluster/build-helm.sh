@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (once) and cache the `helm` CLI from the Go module proxy, as build-control-plane.sh does
 # for the control plane: `go install helm.sh/helm/v3/cmd/helm@<version>` with the version flags
-# helm's own Makefile sets. tests/e2e_helm.rs lints and renders deploy/chart/ with it.
+# helm's own Makefile sets. tests/e2e/helm.rs lints and renders deploy/chart/ with it.
 #
 # Usage: tests/cluster/build-helm.sh
 #   MUSTER_HELM_VERSION  helm version (default v3.22.0)

@@ -1,6 +1,6 @@
 {{/*
 The labels every object carries: the Kustomize base's (app.kubernetes.io/name when given,
-app.kubernetes.io/part-of) and Helm's own (which tests/e2e_helm.rs drops before comparing).
+app.kubernetes.io/part-of) and Helm's own (which tests/e2e/helm.rs drops before comparing).
 Call with (dict "ctx" $ "name" "muster"); "name" may be empty; "noPartOf" true leaves out
 part-of (as on the second scheduler's ConfigMap, which Kustomize generates without labels).
 */}}

@@ -48,7 +48,7 @@
 //!
 //! **High availability**: [`Forwarder`] plays a Service in front of several muster replicas (each
 //! new connection goes to the Ready one) or a cuttable link to the API server; start a replica
-//! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e_ha.rs`).
+//! that may be a standby with `MusterOptions::ready_path = "/healthz"` (see `tests/e2e/ha.rs`).
 
 pub mod api_proxy;
 pub mod checks;

@@ -755,7 +755,7 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
         let healed = Instant::now();
         // Both watches list again before room is added, so what follows checks the re-listed
         // members (a node offered before muster's node watch is back is refused as not in its
-        // cache yet and its pods asked to retry when it arrives: e2e_claims covers that).
+        // cache yet and its pods asked to retry when it arrives: tests/e2e/claims.rs covers that).
         wait_for("muster to list pods and nodes again", PLACE, || async {
             let (pods, nodes) = cache_syncs(&c);
             Ok(if pods > pods_before && nodes > nodes_before {

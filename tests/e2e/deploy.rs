@@ -1192,7 +1192,7 @@ fn second_scheduler_policy_differs_from_the_base_only_in_its_scheduler_names() -
     Ok(())
 }
 
-/// deploy/Dockerfile only copies the static binary (tests/e2e_image.rs builds and runs it): its
+/// deploy/Dockerfile only copies the static binary (tests/e2e/image.rs builds and runs it): its
 /// default BINARY is where deploy/build-static-binary puts a release build, and .dockerignore
 /// lets exactly that file into a `docker build` context of the repository root.
 #[test]

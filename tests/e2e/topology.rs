@@ -184,11 +184,11 @@ async fn a_preferred_rack_gang_no_rack_holds_spans_the_fewest_racks() -> Result<
 
 /// Observation window for "nothing is evicted" in the control run: kube-scheduler alone preempts within one
 /// scheduling cycle (about 300 ms on a loaded 2-core machine) of the gang's creation; 30 s is
-/// the margin `tests/e2e_preemption.rs` uses for the same claim.
+/// the margin `tests/e2e/preemption.rs` uses for the same claim.
 const NOTHING_EVICTED: Duration = Duration::from_secs(30);
 /// Observation window for "nothing is evicted" after muster's verdict that evicting cannot
 /// help: kube-scheduler's preemption acts in the cycle that asked (about 300 ms); 5 s is the
-/// margin `tests/e2e_preemption.rs` uses for "stays as it is" after a decisive moment.
+/// margin `tests/e2e/preemption.rs` uses for "stays as it is" after a decisive moment.
 const AFTER_VERDICT: Duration = Duration::from_secs(5);
 
 /// PriorityClasses `low` (100) and `high` (100000).

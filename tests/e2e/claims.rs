@@ -559,7 +559,7 @@ async fn refuse_bindings_of_doomed_pods(c: &Cluster) -> Result<()> {
 ///
 /// With every pod through muster: the states of a gang seated by kube-scheduler's own calls,
 /// including a seat held for a member not created yet, which the shipped mode never holds (its
-/// gauges are checked in `e2e_gang_members`).
+/// gauges are checked in `gang_members`).
 #[tokio::test]
 async fn metrics_follow_a_real_run_through_every_gang_state() -> Result<()> {
     let _t = Timer(

@@ -338,7 +338,7 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
     );
     // Room for members not created yet is held only for the creation window after the newest
     // member appeared (5 s by default); this test observes that room for longer, so it widens
-    // the window (tests/e2e_holds_nothing.rs covers its end).
+    // the window (tests/e2e/holds_nothing.rs covers its end).
     // With every pod through muster: room held for members not created yet is that mode's (the
     // shipped mode holds nothing until every member its quorum needs exists).
     let c = Cluster::start_with(
@@ -487,7 +487,7 @@ async fn plain_pods_keep_scheduling_and_do_not_take_gang_seats() -> Result<()> {
 ///
 /// With every pod through muster: its fail-closed outage (a plain pod waits for muster too) and
 /// room held for a member not created yet are that mode's; the shipped mode's outage, where plain
-/// pods keep being scheduled, is `e2e_gang_members`'s.
+/// pods keep being scheduled, is `gang_members`'s.
 #[tokio::test]
 async fn muster_killed_while_a_gang_holds_seats_nothing_binds_until_restart_then_gang_whole(
 ) -> Result<()> {
@@ -776,7 +776,7 @@ async fn a_gang_created_one_member_at_a_time_holds_its_room_and_binds_together()
         Instant::now(),
     );
     // The controller here is slower than the default creation window (5 s): widen it, as a
-    // user with such a controller would (tests/e2e_holds_nothing.rs covers the window's end).
+    // user with such a controller would (tests/e2e/holds_nothing.rs covers the window's end).
     let c =
         // With every pod through muster: room held for members not created yet is that mode's
         // (the shipped mode holds nothing until every member its quorum needs exists).

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::model::membership::{membership_of, GROUP, MIN_AVAILABLE, TASK};
 use crate::model::objects::{Taint, Toleration, TolerationOperator};
-use crate::model::rules::HostPort;
+use crate::model::terms::HostPort;
 use crate::model::{NodeInfo, PodInfo, Resources};
 
 /// The GPU resource the builders use.

@@ -20,7 +20,7 @@ use crate::model::objects::{
     DEFAULT_SCHEDULER,
 };
 use crate::model::quantity::QuantityError;
-use crate::model::rules::{
+use crate::model::terms::{
     HostPort, InclusionPolicy, LabelSelector, NodeSelector, NodeSelectorTerm, PodAffinityTerm,
     SpreadConstraint,
 };
@@ -717,7 +717,7 @@ mod tests {
 
     #[test]
     fn reads_placement_rules() {
-        use crate::model::rules::{LabelSelector, NodeSelectorTerm, Requirement};
+        use crate::model::terms::{LabelSelector, NodeSelectorTerm, Requirement};
         let p = pod_json(serde_json::json!({
             "metadata": {"name": "w-1", "namespace": "ml", "uid": "u2",
                 "labels": {"app": "train", "job": "j1"},

@@ -23,9 +23,8 @@ use super::convert::{node_selector_of, ConvertError};
 use super::watch::{watch, Indexed, Read};
 use crate::model::devices::{
     Allocation, AllocationMode, AttrValue, Claim, ClaimSpec, Device, DeviceClass, DeviceId,
-    NodeScope, ObjectKey, Request, Slice,
+    NodeScope, ObjectKey, Request, Selector, Slice,
 };
-use crate::model::rules::dynamic_resources::Selector;
 use crate::model::GangTable;
 use crate::state::Shared;
 

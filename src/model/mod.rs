@@ -7,17 +7,22 @@
 //! or an import runs against this order.
 //!
 //! - `inputs/`: what the model is told. `objects` (nodes and pods as muster reads them),
-//!   `resources` and `quantity` (requests), `membership` (gang keys), `tasks` (per-task
-//!   minimums), `podgroup` (PodGroup objects), `spec` (a gang's quorum, per-task minimums and
-//!   timeout: the one place its quorum is decided), `topology` (a gang's topology constraint),
-//!   `devices` (DRA slices, classes and claims) and `config`.
+//!   `terms` (the terms a pod carries for kube-scheduler's rules, parsed: `labels` and label
+//!   selectors, `node_selector` for required node affinity, `host_port`, `affinity` for pod
+//!   (anti-)affinity terms, `spread` for topology spread constraints), `resources` and
+//!   `quantity` (requests), `membership` (gang keys), `tasks` (per-task minimums), `podgroup`
+//!   (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout: the one place
+//!   its quorum is decided), `topology` (a gang's topology constraint), `devices` (DRA slices,
+//!   classes, claims and their compiled CEL selectors) and `config`.
 //! - `notice` and `messages` (beside `inputs`, importing only it): what the model asks the
 //!   cluster side to tell, and every user-facing sentence, from plain values.
 //! - `rules/` (beside `inputs`, importing it and the sentences): kube-scheduler's rules, one
 //!   file per plugin — `node_unschedulable`, `taint_toleration`, `node_affinity`, `node_ports`,
 //!   `inter_pod_affinity`, `pod_topology_spread`, `scheduling_gates`, `dynamic_resources` — with
-//!   `labels` (selectors), `placement` (the rules together, per node) and `diagnosis` (why a
-//!   node fails); `fixtures` for tests.
+//!   `labels` (selectors evaluated on labels), `placement` (the rules together, per node) and
+//!   `diagnosis` (why a node fails); `fixtures` for tests. Checks only: what they evaluate is
+//!   parsed in `inputs` (`terms`, `devices`), and the rules add the evaluation as `impl` blocks
+//!   on those types.
 //! - `table/`: [`GangTable`], the one value every decision reads and changes, and its parts,
 //!   each keeping its own numbers right: `ledger` (per node, allocatable, used and reserved),
 //!   `pods` (the pods muster knows, and the nodes it assumed), `gang` (members, seats by
@@ -51,7 +56,9 @@ pub mod rules;
 mod table;
 mod verbs;
 
-pub use inputs::{devices, membership, objects, podgroup, quantity, resources, tasks, topology};
+pub use inputs::{
+    devices, membership, objects, podgroup, quantity, resources, tasks, terms, topology,
+};
 pub use verbs::enqueue;
 pub use verbs::gather;
 pub use verbs::podgroup_status;

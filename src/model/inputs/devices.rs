@@ -15,12 +15,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use cel::Program;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::objects::NodeInfo;
-use crate::model::rules::dynamic_resources::{Selector, Verdict};
-use crate::model::rules::NodeSelector;
+use crate::model::inputs::terms::NodeSelector;
 
 /// A device as kube-scheduler names it: driver, pool and device name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,6 +97,42 @@ pub struct Slice {
     pub scope: Option<NodeScope>,
     pub devices: Vec<Device>,
 }
+
+/// A CEL selector of a DeviceClass or a request, compiled once; evaluating it on a device is
+/// `rules::dynamic_resources`.
+pub struct Selector {
+    pub expression: String,
+    program: Result<Program, String>,
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.expression)
+    }
+}
+
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.expression == other.expression
+    }
+}
+
+impl Selector {
+    pub fn compile(expression: &str) -> Self {
+        Selector {
+            expression: expression.to_string(),
+            program: Program::compile(expression).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The compiled program, or why the expression did not compile.
+    pub fn program(&self) -> Result<&Program, &str> {
+        self.program.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Whether a device matches a request's selectors, or why they could not be evaluated.
+pub type Verdict = Result<bool, Arc<str>>;
 
 /// One request of a claim.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use super::membership::{Membership, MembershipError};
 use super::resources::Resources;
-use crate::model::rules::{
-    self, HostPort, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint,
-};
+use super::terms::{HostPort, Labels, NodeSelector, PodAffinityTerm, SpreadConstraint};
 
 pub type PodUid = Arc<str>;
 pub type NodeName = Arc<str>;
@@ -200,14 +198,6 @@ impl TolerationOperator {
             Some(_) => TolerationOperator::Unsupported,
         }
     }
-}
-
-/// Whether `pod` could be placed on `node` by the rules that need no other pod: cordon,
-/// taints, `nodeSelector` and required node affinity (kube-scheduler's NodeUnschedulable,
-/// TaintToleration and NodeAffinity; see [`rules::node_fits`]). Used only to simulate other
-/// gang members, never to veto the pod that kube-scheduler already filtered.
-pub fn node_admits(node: &NodeInfo, pod: &PodInfo) -> bool {
-    rules::node_fits(node, pod).is_ok()
 }
 
 /// One container's requests and whether it is a sidecar (an init container with

@@ -9,10 +9,10 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use crate::model::inputs::objects::{node_admits, NodeInfo, NodeName, PodInfo};
+use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
 use crate::model::rules::dynamic_resources::DynamicResources;
-use crate::model::rules::{Diagnosis, GangPlacement, Reason};
+use crate::model::rules::{node_admits, Diagnosis, GangPlacement, Reason};
 use crate::model::table::ledger::NodeLedger;
 
 /// Room given away by a simulation, on top of the ledger. Only nodes touched are stored, so a

@@ -36,49 +36,23 @@ use std::collections::{BTreeMap, BTreeSet, HashMap as StdHashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use cel::{Context, Program, Value};
+use cel::{Context, Value};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Reason;
 use crate::model::inputs::devices::{
     AllocationMode, AttrValue, ClaimSource, ClaimSpec, Device, DeviceClass, DeviceId,
-    DeviceInventory, ObjectKey, Request,
+    DeviceInventory, ObjectKey, Request, Selector, Verdict,
 };
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 use crate::model::messages;
 
-/// A CEL selector, compiled once.
-pub struct Selector {
-    pub expression: String,
-    program: Result<Program, String>,
-}
-
-impl std::fmt::Debug for Selector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.expression)
-    }
-}
-
-impl PartialEq for Selector {
-    fn eq(&self, other: &Self) -> bool {
-        self.expression == other.expression
-    }
-}
-
 impl Selector {
-    pub fn compile(expression: &str) -> Self {
-        Selector {
-            expression: expression.to_string(),
-            program: Program::compile(expression).map_err(|e| e.to_string()),
-        }
-    }
-
     /// Whether the device (its CEL value, see [`device_value`]) matches; an error says why it
     /// could not be evaluated.
     fn matches(&self, root: &Context<'_, '_>, device: &Value) -> Result<bool, String> {
         let program = self
-            .program
-            .as_ref()
+            .program()
             .map_err(|e| format!("CEL compile error: {e}"))?;
         let mut scope = root.new_inner_scope();
         scope.add_variable_from_value("device", device.clone());
@@ -139,9 +113,6 @@ pub fn device_value(driver: &str, device: &Device) -> Value {
     d.insert("capacity".into(), capacity.into());
     d.into()
 }
-
-/// Whether a device matches a request's selectors, or why they could not be evaluated.
-pub type Verdict = Result<bool, Arc<str>>;
 
 /// One claim of a member, as the simulation judges it.
 enum Resolved<'a> {

@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use super::inter_pod_affinity::PodAffinityTerm;
-use super::labels::LabelSelector;
-use super::node_affinity::{NodeSelector, NodeSelectorTerm};
-use super::pod_topology_spread::SpreadConstraint;
 use crate::model::inputs::objects::{NodeInfo, PodInfo, PodRules};
+use crate::model::inputs::terms::{
+    LabelSelector, NodeSelector, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint,
+};
 use crate::testkit;
 
 pub const HOSTNAME: &str = "kubernetes.io/hostname";

@@ -24,44 +24,12 @@
 
 use rustc_hash::FxHashMap;
 
-use super::labels::{LabelSelector, NamespaceLabels};
+use super::labels::NamespaceLabels;
 use super::Reason;
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
-
-/// One required `podAffinityTerm`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodAffinityTerm {
-    pub selector: LabelSelector,
-    /// Namespaces whose pods the term considers; the owning pod's own namespace when the term
-    /// names neither `namespaces` nor a `namespaceSelector`.
-    pub namespaces: Vec<String>,
-    /// `Nothing` when absent; `{}` selects every namespace.
-    pub namespace_selector: LabelSelector,
-    pub topology_key: String,
-}
+use crate::model::inputs::terms::PodAffinityTerm;
 
 impl PodAffinityTerm {
-    /// Builds a term of a pod in `own_namespace` (`getNamespacesFromPodAffinityTerm`).
-    pub fn new(
-        own_namespace: &str,
-        selector: LabelSelector,
-        namespaces: Vec<String>,
-        namespace_selector: Option<LabelSelector>,
-        topology_key: &str,
-    ) -> Self {
-        let namespaces = if namespaces.is_empty() && namespace_selector.is_none() {
-            vec![own_namespace.to_string()]
-        } else {
-            namespaces
-        };
-        PodAffinityTerm {
-            selector,
-            namespaces,
-            namespace_selector: namespace_selector.unwrap_or(LabelSelector::Nothing),
-            topology_key: topology_key.to_string(),
-        }
-    }
-
     /// `AffinityTerm.Matches`: the pod's namespace is named or selected, and its labels match.
     pub fn matches(&self, pod: &PodInfo, namespaces: &NamespaceLabels) -> bool {
         let ns = &*pod.namespace;

@@ -2,6 +2,9 @@
 //! stock scheduler will check for each gang member, so that muster's simulation of a whole gang
 //! agrees with it (kube-scheduler-semantics). One file per kube-scheduler plugin, each with its own table
 //! tests naming the plugin; differences from the Go code are written down where they are.
+//! Only the checks: the terms a pod carries for them (label selectors, node affinity, host
+//! ports, pod affinity terms, spread constraints) and their parsing are `inputs::terms`, which
+//! the rules extend with `impl` blocks that evaluate them.
 //!
 //! - stateless, per node: [`node_fits`] = NodeUnschedulable, TaintToleration, NodeAffinity
 //!   (in kube-scheduler's filter order); [`scheduling_gates`] per pod;
@@ -28,14 +31,13 @@ pub mod taint_toleration;
 pub(crate) mod fixtures;
 
 pub use diagnosis::{Diagnosis, Reason};
-pub use inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
-pub use labels::{LabelSelector, Labels, NamespaceLabels, Requirement};
-pub use node_affinity::{NodeSelector, NodeSelectorTerm};
-pub use node_ports::{HostPort, NodePorts};
+pub use inter_pod_affinity::InterPodAffinity;
+pub use labels::NamespaceLabels;
+pub use node_ports::NodePorts;
 pub use placement::{
     shortfall_message, ClusterSnapshot, GangPlacement, PodPlacement, HOSTNAME_KEY,
 };
-pub use pod_topology_spread::{InclusionPolicy, PodTopologySpread, SpreadConstraint};
+pub use pod_topology_spread::PodTopologySpread;
 
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
 
@@ -46,3 +48,14 @@ pub fn node_fits(node: &NodeInfo, pod: &PodInfo) -> Result<(), Reason> {
     taint_toleration::check(node, pod)?;
     node_affinity::check(node, pod)
 }
+
+/// Whether `pod` could be placed on `node` by the rules that need no other pod: cordon,
+/// taints, `nodeSelector` and required node affinity (kube-scheduler's NodeUnschedulable,
+/// TaintToleration and NodeAffinity; see [`node_fits`]). Used only to simulate other
+/// gang members, never to veto the pod that kube-scheduler already filtered.
+pub fn node_admits(node: &NodeInfo, pod: &PodInfo) -> bool {
+    node_fits(node, pod).is_ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -9,13 +9,13 @@
 
 use std::collections::BTreeSet;
 
-use super::inter_pod_affinity::{InterPodAffinity, PodAffinityTerm};
+use super::inter_pod_affinity::InterPodAffinity;
 use super::labels::NamespaceLabels;
-use super::node_affinity::NodeSelector;
-use super::node_ports::{self, HostPort, NodePorts};
-use super::pod_topology_spread::{PodTopologySpread, SpreadConstraint};
+use super::node_ports::{self, NodePorts};
+use super::pod_topology_spread::PodTopologySpread;
 use super::{node_fits, scheduling_gates, Diagnosis, Reason};
 use crate::model::inputs::objects::{NodeInfo, PodInfo};
+use crate::model::inputs::terms::{HostPort, NodeSelector, PodAffinityTerm, SpreadConstraint};
 
 /// The topology key of one node per domain.
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";

@@ -3,9 +3,8 @@
 //! not created yet lasts only the creation window, and a member's own filter call is evidence.
 
 use super::*;
+use crate::model::inputs::terms::{NodeSelectorTerm, Requirement};
 use crate::model::rules::fixtures::{term, PodRulesBuilder, HOSTNAME};
-use crate::model::rules::node_affinity::NodeSelectorTerm;
-use crate::model::rules::Requirement;
 
 const WINDOW: Duration = Duration::from_secs(5);
 
@@ -295,8 +294,8 @@ fn a_member_is_planned_only_onto_nodes_its_own_filter_call_passed() {
 /// the gang holds nothing; a second zone-b node lets it fit 2/2.
 #[test]
 fn a_gang_that_cannot_spread_evenly_enough_holds_nothing() {
+    use crate::model::inputs::terms::{InclusionPolicy, SpreadConstraint};
     use crate::model::rules::fixtures::{selector, ZONE};
-    use crate::model::rules::{InclusionPolicy, SpreadConstraint};
     let zoned = |name: &str, zone: &str| testkit::node(name).cpu(1000).label(ZONE, zone).build();
     let mut w = World::new(&[
         zoned("a1", "a"),

@@ -109,8 +109,8 @@ fn forty_nodes() -> World {
 /// each, and a gang of 4,000 of them stops at the check budget, holds nothing, and says so.
 #[test]
 fn a_simulation_that_runs_out_of_its_check_budget_holds_nothing_and_says_so() {
+    use crate::model::inputs::terms::{InclusionPolicy, SpreadConstraint};
     use crate::model::rules::fixtures::selector;
-    use crate::model::rules::{InclusionPolicy, SpreadConstraint};
     let mut w = forty_nodes();
     let spread = SpreadConstraint {
         max_skew: 10_000,

@@ -6,8 +6,8 @@
 //! whole elsewhere.
 
 use super::*;
+use crate::model::inputs::terms::{InclusionPolicy, SpreadConstraint};
 use crate::model::rules::fixtures::{selector, term, PodRulesBuilder, HOSTNAME};
-use crate::model::rules::{InclusionPolicy, SpreadConstraint};
 
 fn hostnamed(name: &str) -> crate::testkit::NodeBuilder {
     testkit::node(name).cpu(1000).label(HOSTNAME, name)

@@ -7,7 +7,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{node_admits, NodeName, PodInfo};
+use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::{InsufficientResource, Resources};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
@@ -15,6 +15,7 @@ use crate::model::planning::domains::domain_of;
 use crate::model::planning::planner::GangPlan;
 use crate::model::planning::selection::task_of;
 use crate::model::rules::dynamic_resources::DynamicResources;
+use crate::model::rules::node_admits;
 use crate::model::table::gang::{Seat, SeatHolder};
 use crate::model::table::GangTable;
 

@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
-use crate::model::inputs::devices::{Claim, ClaimSource, ClaimSpec, DeviceClass, ObjectKey, Slice};
+use crate::model::inputs::devices::{
+    Claim, ClaimSource, ClaimSpec, DeviceClass, ObjectKey, Selector, Slice,
+};
 use crate::model::inputs::objects::PodInfo;
-use crate::model::rules::dynamic_resources::Selector;
 use crate::model::GangTable;
 
 /// The pod's ResourceClaims.

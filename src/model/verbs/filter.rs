@@ -10,6 +10,7 @@ use super::preempt::PreemptionOutlook;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
+use crate::model::inputs::terms::HostPort;
 use crate::model::inputs::topology::Topology;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
@@ -425,7 +426,7 @@ impl GangTable {
                 if only.is_some_and(|o| o != i) {
                     continue;
                 }
-                let (used, whose): (&[node_ports::HostPort], &str) = match holder {
+                let (used, whose): (&[HostPort], &str) = match holder {
                     SeatHolder::Member(uid) if **uid != *pod.uid => match self.pods.get(uid) {
                         Some(member) => (node_ports::host_ports(&member.info), &member.info.name),
                         None => continue,
@@ -458,7 +459,7 @@ impl GangTable {
         &'a self,
         gang: &'a Gang,
         task: Option<&str>,
-    ) -> Option<&'a [node_ports::HostPort]> {
+    ) -> Option<&'a [HostPort]> {
         let mut ports = self
             .members_of(gang)
             .filter(|p| !p.info.terminal)

@@ -36,12 +36,12 @@
 use std::time::{Duration, Instant};
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::{node_admits, NodeName, PodInfo, PodUid};
+use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::selection::task_of;
 use crate::model::resources::Resources;
-use crate::model::rules::{node_ports, scheduling_gates};
+use crate::model::rules::{node_admits, node_ports, scheduling_gates};
 use crate::model::table::gang::{Gang, PreemptionHold, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::room_waits::RoomWait;

@@ -10,6 +10,7 @@ use crate::model::inputs::devices::{
     DeviceId, DeviceInventory, NodeScope, PodClaim, Request, Slice,
 };
 use crate::model::inputs::objects::{NodeInfo, PodInfo, PodRules};
+use crate::model::inputs::terms::{NodeSelector, NodeSelectorTerm};
 use crate::model::rules::fixtures::{node, pod};
 
 const GPU: &str = "gpu.example.com";
@@ -248,17 +249,14 @@ fn dynamic_resources_a_shared_claim_is_allocated_once() {
 #[test]
 fn dynamic_resources_an_allocated_claim_keeps_its_node() {
     let mut inv = inventory(&[("n1", 2)]);
-    let on_n1 = crate::model::rules::NodeSelectorTerm::parse(
-        [],
-        [("metadata.name", "In", &["n1".to_string()][..])],
-    );
+    let on_n1 = NodeSelectorTerm::parse([], [("metadata.name", "In", &["n1".to_string()][..])]);
     inv.apply_claim(
         ("ml".into(), "mine".into()),
         Claim {
             spec: ClaimSpec::default(),
             allocation: Some(Allocation {
                 devices: vec![],
-                node_selector: Some(crate::model::rules::NodeSelector { terms: vec![on_n1] }),
+                node_selector: Some(NodeSelector { terms: vec![on_n1] }),
             }),
         },
     );

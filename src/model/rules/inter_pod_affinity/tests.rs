@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::model::inputs::terms::LabelSelector;
 use crate::model::rules::fixtures::{
     in_namespace, labelled, pod, selector, term, two_zones_and_a_zoneless_node, PodRulesBuilder,
     HOSTNAME, ZONE,

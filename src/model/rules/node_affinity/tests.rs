@@ -157,20 +157,6 @@ fn required_node_affinity_mirrors_node_affinity() {
     }
 }
 
-#[test]
-fn unparsable_terms_say_why() {
-    assert_eq!(
-        term(&[("gpus", "Gt", &["four"])], &[]),
-        NodeSelectorTerm::Invalid("key \"gpus\": Gt needs an integer value, got \"four\"".into())
-    );
-    assert_eq!(
-        term(&[], &[(NODE_NAME_FIELD, "In", &["a", "b"])]),
-        NodeSelectorTerm::Invalid(
-            "field \"metadata.name\": In needs exactly one value, got 2".into()
-        )
-    );
-}
-
 /// NodeAffinity: `nodeSelector` and required affinity must both hold.
 #[test]
 fn node_selector_and_affinity_both_apply() {

@@ -3,11 +3,10 @@
 use std::time::Instant;
 
 use super::*;
+use crate::model::inputs::terms::{InclusionPolicy, NodeSelectorTerm, SpreadConstraint};
 use crate::model::rules::fixtures::{
     labelled, node, pod, selector, term, zoned, PodRulesBuilder, HOSTNAME, ZONE,
 };
-use crate::model::rules::node_affinity::NodeSelectorTerm;
-use crate::model::rules::pod_topology_spread::{InclusionPolicy, SpreadConstraint};
 
 /// First fit, member by member, as the planner does: the node index of each member placed,
 /// stopping at the first member that fits nowhere.

@@ -2,11 +2,11 @@
 
 use super::*;
 use crate::model::inputs::objects::{Taint, Toleration, TolerationOperator};
+use crate::model::inputs::terms::NodeSelectorTerm;
 use crate::model::rules::fixtures::{
     in_namespace, labelled, node, pod, selector, two_zones_and_a_zoneless_node, zoned,
     PodRulesBuilder, HOSTNAME, ZONE,
 };
-use crate::model::rules::node_affinity::NodeSelectorTerm;
 
 const OK: Result<(), Reason> = Ok(());
 const SKEW: Result<(), Reason> = Err(Reason::SpreadSkew);
@@ -265,17 +265,4 @@ fn placed_members_shift_the_minimum() {
     s.remove(&nodes[2], &members[3]);
     assert_eq!(s.check(&nodes[2]), OK);
     assert_eq!(s.check(&nodes[0]), SKEW, "z2 back to 0");
-}
-
-#[test]
-fn inclusion_policies_parse_with_their_defaults() {
-    assert_eq!(
-        InclusionPolicy::parse(None, InclusionPolicy::Honor),
-        Ok(InclusionPolicy::Honor)
-    );
-    assert_eq!(
-        InclusionPolicy::parse(Some("Ignore"), InclusionPolicy::Honor),
-        Ok(InclusionPolicy::Ignore)
-    );
-    assert!(InclusionPolicy::parse(Some("Sometimes"), InclusionPolicy::Honor).is_err());
 }

@@ -21,6 +21,11 @@ use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 pub struct Readiness {
     pods: AtomicBool,
     nodes: AtomicBool,
+    /// The pod or node watch failed and is listing again (see `cluster::watch`): until its
+    /// list is done, muster's view may lack what changed meanwhile (a pod kube-scheduler bound
+    /// while the API server was away), so no verb decides on it (no-overcommit).
+    pods_relisting: AtomicBool,
+    nodes_relisting: AtomicBool,
     pod_groups: Mutex<PodGroupsPending>,
 }
 
@@ -50,6 +55,22 @@ impl Readiness {
     }
     pub fn nodes_synced(&self) -> bool {
         self.nodes.load(Ordering::Acquire)
+    }
+    pub fn set_pods_relisting(&self, on: bool) {
+        self.pods_relisting.store(on, Ordering::Release);
+    }
+    pub fn set_nodes_relisting(&self, on: bool) {
+        self.nodes_relisting.store(on, Ordering::Release);
+    }
+    /// The watch (`pods` or `nodes`) listing again after an error, if one is.
+    pub fn relisting(&self) -> Option<&'static str> {
+        if self.pods_relisting.load(Ordering::Acquire) {
+            Some("pods")
+        } else if self.nodes_relisting.load(Ordering::Acquire) {
+            Some("nodes")
+        } else {
+            None
+        }
     }
     /// Readiness waits for the first PodGroup discovery round (called before it starts).
     pub fn expect_pod_group_discovery(&self) {

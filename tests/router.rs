@@ -582,6 +582,36 @@ async fn before_caches_sync_verbs_say_so_and_readyz_is_503() {
     assert!(body.contains("not synced yet"));
 }
 
+/// After a pod or node watch error muster lists again, and until that list is done no verb
+/// decides (a bind on a view that missed a pod bound meanwhile would over-commit its node):
+/// each answers why, exactly, changes nothing, and decides again once the list is done.
+#[tokio::test]
+async fn while_a_watch_lists_again_after_an_error_verbs_say_so_and_bind_nothing() {
+    let f = Fixture::new(&[node("node1", 1000)]);
+    let pod = f.watch_web("100m");
+    f.shared.readiness.set_pods_relisting(true);
+    let (status, body) = f.post("/filter", &filter_args(&pod, &["node1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.ends_with(r#""Error":"muster is listing pods again after its watch failed (its view may lack what changed meanwhile); retry shortly"}"#),
+        "{body}"
+    );
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert!(body.contains("muster is listing pods again"), "{body}");
+    assert!(
+        f.binder.calls.lock().is_empty(),
+        "nothing bound while the pods are listed again"
+    );
+    f.shared.readiness.set_pods_relisting(false);
+    f.shared.readiness.set_nodes_relisting(true);
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert!(body.contains("muster is listing nodes again"), "{body}");
+    f.shared.readiness.set_nodes_relisting(false);
+    let (_, body) = f.post("/bind", &bind_args("web", "u-web", "node1")).await;
+    assert_eq!(body, r#"{"Error":""}"#, "bound once the list is done");
+    assert_eq!(*f.binder.calls.lock(), vec!["ml/web@node1".to_string()]);
+}
+
 #[tokio::test]
 async fn unknown_paths_and_methods_are_refused_clearly() {
     let f = Fixture::new(&[]);

@@ -14,6 +14,7 @@
 use std::collections::HashSet;
 use std::fmt::{self, Debug};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -53,6 +54,9 @@ pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static 
     /// After a (re-)list: drops what the list did not contain; returns how many remain.
     fn retain(table: &mut GangTable, seen: &HashSet<Arc<str>>) -> usize;
     fn set_synced(shared: &Shared);
+    /// The watch failed and lists again (`on`), or its list is done. Pods and nodes are what
+    /// room is counted from: while either lists again, no verb decides (`Readiness::relisting`).
+    fn set_relisting(_shared: &Shared, _on: bool) {}
     /// The API server refuses muster this kind (HTTP 403: its RBAC lacks the rule). Pods and
     /// nodes are required, so by default the watch keeps retrying and muster stays unready.
     fn forbidden(_shared: &Shared) {}
@@ -96,6 +100,9 @@ impl Indexed for Pod {
     fn set_synced(shared: &Shared) {
         shared.readiness.set_pods_synced();
     }
+    fn set_relisting(shared: &Shared, on: bool) {
+        shared.readiness.set_pods_relisting(on);
+    }
 }
 
 impl Indexed for Node {
@@ -124,6 +131,9 @@ impl Indexed for Node {
     }
     fn set_synced(shared: &Shared) {
         shared.readiness.set_nodes_synced();
+    }
+    fn set_relisting(shared: &Shared, on: bool) {
+        shared.readiness.set_nodes_relisting(on);
     }
 }
 
@@ -159,6 +169,11 @@ impl<E> Applied<E> {
         !matches!(self, Applied::ListStarted)
     }
 }
+
+/// The wait before a failed watch lists again, doubling up to [`RELIST_BACKOFF_MAX`] while it
+/// keeps failing (an API server that is down is asked every few seconds, not in a loop).
+pub const RELIST_BACKOFF_FIRST: Duration = Duration::from_millis(200);
+pub const RELIST_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Applies one watch event to the table. A re-list (`Init`, `InitApply`…, `InitDone`) updates
 /// what it lists as it goes and, when done, removes what it did not list: objects deleted
@@ -205,14 +220,20 @@ pub(super) async fn watch<K: Indexed>(api: Api<K>, config: watcher::Config, shar
 where
     K::DynamicType: Default,
 {
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let start = || {
+        watcher::watcher(api.clone(), config.clone())
+            .default_backoff()
+            .boxed()
+    };
+    let mut stream = start();
     let mut relist = Relist::default();
+    let mut retry_in = RELIST_BACKOFF_FIRST;
     loop {
         let event = match stream.try_next().await {
             Ok(Some(e)) => e,
             Ok(None) => break,
             Err(e) => {
-                warn!(kind = K::KIND, error = %e, "watch error; retrying with backoff");
+                warn!(kind = K::KIND, error = %e, "watch error; listing again after a back-off");
                 if is_forbidden(&e) {
                     K::forbidden(&shared);
                 }
@@ -221,6 +242,16 @@ where
                     .watch_errors
                     .get_or_create(&KindLabel { kind: K::KIND })
                     .inc();
+                // A watch resumed from its last resourceVersion delivers what it missed only
+                // as it catches up, and nothing says when it has: muster would decide meanwhile
+                // on a view without, say, a pod kube-scheduler bound while the API server was
+                // away (over-committing its node at a gang's quorum). So after an error the
+                // watch starts over with a list, and no verb decides until that list is done.
+                K::set_relisting(&shared, true);
+                tokio::time::sleep(retry_in).await;
+                retry_in = (retry_in * 2).min(RELIST_BACKOFF_MAX);
+                stream = start();
+                relist = Relist::default();
                 continue;
             }
         };
@@ -244,6 +275,8 @@ where
                     info!(kind = K::KIND, count, "cache synced");
                 }
                 K::set_synced(&shared);
+                K::set_relisting(&shared, false);
+                retry_in = RELIST_BACKOFF_FIRST;
             }
         }
         shared.flush_notices();

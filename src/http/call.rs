@@ -28,6 +28,14 @@ pub const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 pub const NOT_READY: &str =
     "muster is starting: its pod and node caches are not synced yet; retry shortly";
 
+/// Why muster does not decide while a watch lists again after an error.
+pub fn relisting_message(kind: &str) -> String {
+    format!(
+        "muster is listing {kind} again after its watch failed (its view may lack what changed \
+         meanwhile); retry shortly"
+    )
+}
+
 /// The name of a verb, for metrics and logs.
 pub trait Verb {
     const NAME: &'static str;
@@ -96,6 +104,8 @@ pub enum Refusal {
     /// Leader election is on and this replica is not the leader; the message names the leader.
     NotLeader(String),
     NotReady,
+    /// The pod or node watch is listing again after an error (`Readiness::relisting`).
+    Relisting(&'static str),
     /// The pod cannot be read (a bad quantity, say); the message names what.
     BadPod(String),
 }
@@ -105,6 +115,7 @@ impl Refusal {
         match self {
             Refusal::NotLeader(message) => message,
             Refusal::NotReady => NOT_READY.to_string(),
+            Refusal::Relisting(kind) => relisting_message(kind),
             Refusal::BadPod(message) => message,
         }
     }
@@ -184,6 +195,9 @@ impl<V: Verb> Call<V> {
         }
         if !self.shared.readiness.is_ready() {
             return Err(Refusal::NotReady);
+        }
+        if let Some(kind) = self.shared.readiness.relisting() {
+            return Err(Refusal::Relisting(kind));
         }
         // A gang left partly bound before this replica started deciding comes first.
         self.shared.start_deciding(Instant::now());

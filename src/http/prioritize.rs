@@ -19,7 +19,9 @@ pub(super) async fn prioritize(call: Call<Prioritize>) -> Response {
             // kube-scheduler ignores prioritize errors, so a non-200 here costs nothing but a
             // log line.
             let status = match refusal {
-                Refusal::NotLeader(_) | Refusal::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+                Refusal::NotLeader(_) | Refusal::NotReady | Refusal::Relisting(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
                 Refusal::BadPod(_) => StatusCode::UNPROCESSABLE_ENTITY,
             };
             call.record("refused");

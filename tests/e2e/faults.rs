@@ -167,6 +167,42 @@ impl<'a> WholeOrNone<'a> {
         .await
     }
 
+    /// The room is the gang's or the pod `other`'s, never both: polls (failing at the first
+    /// partial gang or overcommit) until the gang is whole with `other` unbound, or `other` is
+    /// bound with no member bound; then the gang must stay unbound while `other` holds the room,
+    /// and once `other` is deleted, end whole in the room it frees.
+    async fn ends_whole_beside(&self, c: &Cluster, other: &str, timeout: Duration) -> Result<()> {
+        let all = self.members.len();
+        let other_first = wait_for(
+            &format!(
+                "{:?} bound whole, or {other} bound and none of them",
+                self.members
+            ),
+            timeout,
+            || async {
+                let b = match self.check(c).await? {
+                    Err(e) => bail!("{e}"),
+                    Ok(b) => b,
+                };
+                let other_bound = c.bound_pods(self.ns).await?.contains_key(other);
+                Ok(match (b.len(), other_bound) {
+                    (n, false) if n == all => Progress::Done(false),
+                    (0, true) => Progress::Done(true),
+                    (n, o) => {
+                        Progress::NotYet(format!("{n} of {all} bound: {b:?}; {other} bound: {o}"))
+                    }
+                })
+            },
+        )
+        .await?;
+        if other_first {
+            eprintln!("{other} took the room first; the gang waits whole until it goes");
+            self.assert_none_for(c, WINDOW).await?;
+            c.delete_pods(self.ns, &[other.to_string()]).await?;
+        }
+        self.wait_whole(c, timeout).await
+    }
+
     /// On every poll for `window`: no member bound, and no overcommit.
     async fn assert_none_for(&self, c: &Cluster, window: Duration) -> Result<()> {
         let what = format!("none of {:?} bound", self.members);
@@ -215,40 +251,6 @@ fn send_signal(pid: u32, signal: &str) -> Result<()> {
         .context("running kill")?;
     ensure!(status.success(), "kill -{signal} {pid}: {status}");
     Ok(())
-}
-
-fn pid_of(c: &Cluster, name: &str) -> Result<u32> {
-    c.cp.processes()
-        .find(|p| p.name() == name)
-        .map(ManagedProcess::pid)
-        .ok_or_else(|| anyhow!("{name} is not running"))
-}
-
-/// kube-scheduler stopped with SIGSTOP (it keeps its connections and its queue, but does
-/// nothing) until [`thaw`](FrozenScheduler::thaw) or drop.
-struct FrozenScheduler(Option<u32>);
-
-impl FrozenScheduler {
-    fn freeze(c: &Cluster) -> Result<Self> {
-        let pid = pid_of(c, "kube-scheduler")?;
-        send_signal(pid, "STOP")?;
-        Ok(Self(Some(pid)))
-    }
-
-    fn thaw(mut self) -> Result<()> {
-        match self.0.take() {
-            Some(pid) => send_signal(pid, "CONT"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for FrozenScheduler {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            let _ = send_signal(pid, "CONT");
-        }
-    }
 }
 
 /// A kube-apiserver killed by [`kill_apiserver`], with what it takes to start it again.
@@ -456,100 +458,16 @@ fn apiserver_port(c: &Cluster) -> Result<u16> {
 
 // -------------------------------------------------------------------------------------------
 
-/// kube-apiserver killed while a gang is being bound. Two members of a gang of 3 are seated
-/// (their bind calls held by muster); kube-scheduler is frozen, the third member is created and
-/// muster sees it, kube-apiserver is killed, kube-scheduler thawed: it schedules the third
-/// member from its cache and muster's bindings at quorum hit a dead API server (counted in
-/// muster's binding failure or retry metrics). Those failures are transient: muster keeps the gang's seats,
-/// so a plain pod created as soon as kube-apiserver is back does not take the gang's room. The
-/// gang ends whole, and on no poll in between is it partly bound or a node over-committed.
+/// kube-apiserver killed while a gang is being bound, every pod through muster: as
+/// [`apiserver_killed_while_a_gang_is_bound_ends_whole_or_none`], the members seated by
+/// kube-scheduler's own filter and bind calls.
 #[tokio::test]
 async fn every_pod_apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
     let _t = Timer(
         "every_pod_apiserver_killed_while_a_gang_is_bound_ends_whole_or_none",
         Instant::now(),
     );
-    // Held bind calls outlast the freeze (9s, below the extender's 10s httpTimeout).
-    // Kills kube-apiserver: its own, not the slot's shared one.
-    // Every pod through muster: two members are seated by kube-scheduler's own calls with room
-    // held for the third, whose creation is the cue for the gang's bindings (the shipped mode
-    // holds nothing for a member not created yet).
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .every_pod()
-            .own_control_plane()
-            .muster_args(["--bind-wait", "9s"]),
-    )
-    .await?;
-    let ns = "outage";
-    let gang = names("a", 0..3);
-    let mut restarted = None;
-    let r = async {
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
-        for n in &gang[..2] {
-            c.create(member(ns, n, "a", 3)).await?;
-        }
-        c.wait_gang(
-            ns,
-            "a",
-            &gang,
-            "a-0 and a-1 seated, room held for the third",
-            PLACE,
-            |g| {
-                g.state_of("a-0") == Some("seated")
-                    && g.state_of("a-1") == Some("seated")
-                    && g.count("held") == 1
-            },
-        )
-        .await?;
-        let attempts_before = failed_binding_attempts(&c).await?;
-
-        let frozen = FrozenScheduler::freeze(&c)?;
-        c.create(member(ns, "a-2", "a", 3)).await?;
-        // muster's watch has the third member: so has kube-scheduler's (the same watch cache
-        // sends both), waiting in its socket while it is stopped.
-        c.wait_gang(ns, "a", &gang, "muster sees a-2", REASON, |g| {
-            g.state_of("a-2").is_some()
-        })
-        .await?;
-        let stopped = kill_apiserver(&c).await?;
-        frozen.thaw()?;
-        let attempts = wait_for(
-            "the bindings at quorum to meet the dead API server",
-            REASON,
-            || async {
-                let n = failed_binding_attempts(&c).await?;
-                Ok(if n > attempts_before {
-                    Progress::Done(n)
-                } else {
-                    Progress::NotYet(format!("{n} failed binding attempts"))
-                })
-            },
-        )
-        .await?;
-        eprintln!(
-            "binding attempts failed while kube-apiserver was down: {}",
-            attempts - attempts_before
-        );
-        restarted = Some(start_apiserver_again(&c, stopped).await?);
-        eprintln!("kube-apiserver is back");
-        // A plain pod that wants the gang's room arrives at once. The failed bindings were
-        // transient, so the gang keeps its seats and the plain pod gets no room: node-1 holds
-        // 3 × 100m, the gang or the plain pod with two members, not both.
-        c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
-        WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await?;
-        let bound = c.bound_pods(ns).await?;
-        ensure_truth!(
-            !bound.contains_key("plain"),
-            "the plain pod took room of the gang: {bound:?}"
-        );
-        Ok(())
-    }
-    .await;
-    let r = c.report(&[ns], r).await;
-    drop(restarted);
-    r
+    apiserver_killed_while_bound(ClusterOptions::new(MUSTER).every_pod()).await
 }
 
 /// A seated member deleted right before quorum, held in Terminating by a finalizer (as a
@@ -822,12 +740,13 @@ async fn a_cut_watch_relists_invents_no_member_and_the_gang_binds_whole_afterwar
     r
 }
 
-/// A node kube-scheduler offers before muster's node watch has delivered it (here: added while
-/// muster's API connection is cut) is refused as not in muster's cache yet. When the
-/// connection heals and the watch delivers the node, muster asks kube-scheduler to retry the
-/// refused members (`muster.dev/retry`), and the gang is placed whole. Without that retry they
-/// stay parked until an unrelated cluster event or kube-scheduler's 5-minute flush: muster's
-/// watch catching up is no event to kube-scheduler, and this cluster has no other.
+/// A node added while muster's API connection is cut: kube-scheduler offers it at once, and
+/// muster, whose watches failed and list again, decides nothing until they have (its view
+/// lacks the node, and whatever else changed meanwhile): the members are refused with that
+/// reason, none is bound, and kube-scheduler retries them after its back-off (an extender's
+/// error is retried, not parked). When the connection heals the watches list again and the gang
+/// is placed whole on both nodes. (A node merely behind in a healthy watch is refused as not in
+/// muster's cache yet, and its members asked to retry when it arrives: `muster.dev/retry`.)
 ///
 /// With every pod through muster: a node kube-scheduler offers to muster's filter before muster
 /// sees it (in the shipped mode muster places gathered gangs on the nodes it sees, and only those).
@@ -858,20 +777,19 @@ async fn a_node_offered_before_muster_sees_it_places_the_gang_once_muster_does()
             .await
             .context("muster's watch should have noticed the cut")?;
         c.add_node("node-2", NodeShape::cpu("150m")).await?;
-        // kube-scheduler re-queues the members for the new node at once; muster, cut off,
-        // refuses node-2 (kube-scheduler's FailedScheduling Event lists muster's reasons).
-        let unknown = "node node-2 is not in muster's cache yet";
+        // kube-scheduler re-queues the members for the new node at once; muster, cut off and
+        // listing again, refuses to decide (kube-scheduler's FailedScheduling Event says why).
+        let relisting = "muster is listing pods again after its watch failed";
         c.wait_event_matching(
             ns,
             &gang,
-            &format!("FailedScheduling with {unknown:?}"),
+            &format!("FailedScheduling with {relisting:?}"),
             REASON,
-            |e| e.reason == "FailedScheduling" && e.message.contains(unknown),
+            |e| e.reason == "FailedScheduling" && e.message.contains(relisting),
         )
         .await?;
-        // An observation window long enough for the members' retry after back-off (at most
-        // 10 s, kube-scheduler's podMaxBackoffSeconds) to be refused the same way; from then
-        // on nothing in the cluster changes, and kube-scheduler keeps them parked.
+        // An observation window long enough for the members' retries after back-off (at most
+        // 10 s, kube-scheduler's podMaxBackoffSeconds) to be refused the same way.
         let whole = WholeOrNone::new(ns, &gang, 2);
         whole.assert_none_for(&c, PARKED).await?;
 
@@ -882,19 +800,6 @@ async fn a_node_offered_before_muster_sees_it_places_the_gang_once_muster_does()
             "gang placed {:.1}s after muster's connection healed",
             healed.elapsed().as_secs_f64()
         );
-        let retried: Vec<String> = c
-            .pods(ns)
-            .await?
-            .into_iter()
-            .filter(|p| {
-                p.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key("muster.dev/retry"))
-            })
-            .filter_map(|p| p.metadata.name)
-            .collect();
-        ensure!(!retried.is_empty(), "no member carries muster.dev/retry");
         Ok(())
     }
     .await;
@@ -955,28 +860,31 @@ async fn a_job_resubmitted_while_its_old_pods_terminate_is_not_bound_one_by_one(
 // gate removal (the others are let through and wait at bind) or the bindings at quorum, as long
 // as the test needs.
 
-/// kube-apiserver killed while a gang's bindings are made. muster gathers a gang of 3 that
-/// fits and lets it through; kube-scheduler brings each member to muster's bind, and at quorum
-/// muster creates the three bindings, which its API proxy holds. kube-apiserver is killed, the
-/// proxy lets them go: they meet a dead API server until muster gives them up
-/// (`muster_bind_failures_total`), and kube-scheduler's retries of the members meet it too.
-/// Those failures are transient: muster keeps the gang's seats, so a plain pod created as soon
-/// as kube-apiserver is back takes none of the gang's room (node-1 holds the gang or the plain
-/// pod with two members, not both). The gang ends whole, and on no poll in between is it partly
-/// bound or a node over-committed.
+/// kube-apiserver killed while a gang's bindings are made. muster lets a gang of 3 that fits
+/// through; kube-scheduler brings each member to muster's bind, and at quorum muster creates the
+/// three bindings, which its API proxy holds. kube-apiserver is killed, the proxy lets them go:
+/// they meet a dead API server until muster gives them up (`muster_bind_failures_total`), and
+/// kube-scheduler's retries of the members meet it too. muster's watches fail with it, and until
+/// they have listed again no verb of muster's decides: a bind on the view from before the
+/// outage would miss a pod kube-scheduler bound meanwhile. A plain pod is created as soon as
+/// kube-apiserver is back; kube-scheduler forgot the members' nominations with their failed
+/// bindings, so node-1 (room for 3 × 100m) ends with the gang or the plain pod, never both and
+/// never part of the gang: on no poll is the gang partly bound or a node over-committed, and if
+/// the plain pod took the room, the gang waits whole and is placed whole once it is deleted.
 #[tokio::test]
 async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<()> {
     let _t = Timer(
         "apiserver_killed_while_a_gang_is_bound_ends_whole_or_none",
         Instant::now(),
     );
+    apiserver_killed_while_bound(ClusterOptions::new(MUSTER)).await
+}
+
+/// The outage of [`apiserver_killed_while_a_gang_is_bound_ends_whole_or_none`], in the mode
+/// `options` ask for.
+async fn apiserver_killed_while_bound(options: ClusterOptions) -> Result<()> {
     // Kills kube-apiserver: its own, not the slot's shared one.
-    let c = Cluster::start_with(
-        ClusterOptions::new(MUSTER)
-            .own_control_plane()
-            .through_api_proxy(),
-    )
-    .await?;
+    let c = Cluster::start_with(options.own_control_plane().through_api_proxy()).await?;
     let ns = "outage";
     let gang = names("a", 0..3);
     let mut restarted = None;
@@ -1017,13 +925,9 @@ async fn apiserver_killed_while_a_gang_is_bound_ends_whole_or_none() -> Result<(
         restarted = Some(start_apiserver_again(&c, stopped).await?);
         eprintln!("kube-apiserver is back");
         c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
-        WholeOrNone::new(ns, &gang, 3).wait_whole(&c, PLACE).await?;
-        let bound = c.bound_pods(ns).await?;
-        ensure_truth!(
-            !bound.contains_key("plain"),
-            "the plain pod took room of the gang: {bound:?}"
-        );
-        Ok(())
+        WholeOrNone::new(ns, &gang, 3)
+            .ends_whole_beside(&c, "plain", PLACE)
+            .await
     }
     .await;
     let r = c.report(&[ns], r).await;

@@ -165,7 +165,12 @@ async fn decides(port: u16) -> Result<bool> {
         return Ok(false);
     };
     ensure!(code == 200, "filter: HTTP {code}: {answer}");
-    if answer.contains("is not the leader") || answer.contains("is the standby") {
+    // A standby, or a leader whose watches failed and list again (it decides nothing on a view
+    // that may lack what changed meanwhile: cut off from the API server, it stops at once).
+    if answer.contains("is not the leader")
+        || answer.contains("is the standby")
+        || answer.contains("again after its watch failed")
+    {
         return Ok(false);
     }
     ensure!(

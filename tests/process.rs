@@ -483,7 +483,8 @@ async fn without_a_reachable_api_server_it_lives_but_is_never_ready() -> Result<
         s.stderr()
     );
     assert!(
-        s.stdout().contains("watch error; listing again after a back-off"),
+        s.stdout()
+            .contains("watch error; listing again after a back-off"),
         "{}",
         s.stdout()
     );

@@ -1065,6 +1065,91 @@ async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
     c.report(&[ns], r).await
 }
 
+/// Seats lost while a gang gathers are planned again beside the gang, not the whole gang given
+/// up. muster lets a gang of 3 through onto node-1 (room for 3 × 100m); its API proxy holds
+/// s-2's gate removal, so s-0 and s-1 come to muster's bind, seated on node-1, and wait there.
+/// node-1 is then cordoned (NodeUnschedulable) and node-2 added with room for the gang; s-2 is
+/// let through and kube-scheduler binds it onto node-2. At quorum the last look finds node-1
+/// refusing s-0 and s-1: nothing is bound, their seats go — and muster seats them again beside
+/// s-2 on node-2 and renominates them there, keeping s-2's seat. The gang is placed whole on
+/// node-2, never partly at any poll, and no member is told its gang's seats were released
+/// (before, every seat went at that point and the gang was gathered again from nothing: a
+/// GangWaiting Event "seats released" on each member, and its held binds refused). Without
+/// muster kube-scheduler binds the members at once: the test fails on cluster truth.
+#[tokio::test]
+async fn seats_lost_at_the_last_look_are_planned_again_beside_the_gang_without_releasing_it(
+) -> Result<()> {
+    let _t = Timer(
+        "seats_lost_at_the_last_look_are_planned_again_beside_the_gang_without_releasing_it",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
+    let ns = "reseat";
+    let gang = names("s", 0..3);
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
+        let held = hold_gate_removal(&c, ns, "s-2")?;
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        for n in &gang {
+            c.create(member(ns, n, "s", 3)).await?;
+        }
+        c.wait_gang(
+            ns,
+            "s",
+            &gang,
+            "s-0 and s-1 seated on node-1 at muster's bind, s-2's gate removal held",
+            PLACE,
+            |g| {
+                proxy.seen(held) >= 1
+                    && ["s-0", "s-1"].iter().all(|n| {
+                        g.members.iter().any(|m| {
+                            m.name == *n
+                                && m.state == "seated"
+                                && m.node.as_deref() == Some("node-1")
+                        })
+                    })
+            },
+        )
+        .await?;
+        let nodes: Api<Node> = Api::all(c.client());
+        let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
+        nodes
+            .patch("node-1", &PatchParams::default(), &Patch::Merge(&cordon))
+            .await?;
+        // muster's node watch delivers events in order: once it has node-2, added after the
+        // cordon, it has the cordon too.
+        let cached = counter(&c, "muster_cache_nodes").await?;
+        c.add_node("node-2", NodeShape::cpu("350m")).await?;
+        wait_counter_above(&c, "muster_cache_nodes", cached).await?;
+        proxy.release(held);
+        wait_ungated(&c, ns, "s-2").await?;
+        let whole = WholeOrNone::new(ns, &gang, 3);
+        whole.wait_whole(&c, PLACE).await?;
+        let bound = c.bound_pods(ns).await?;
+        ensure_truth!(
+            gang.iter()
+                .all(|m| bound.get(m).map(String::as_str) == Some("node-2")),
+            "the gang is not whole on node-2 (node-1 is cordoned): {bound:?}"
+        );
+        c.assert_no_overcommit().await?;
+        // muster's own story: the members were never told the gang's seats went.
+        let events = k8s::events_in(&c.client(), ns).await?;
+        let released: Vec<String> = events
+            .iter()
+            .filter(|(pod, e)| gang.contains(pod) && e.message.contains("seats released"))
+            .map(|(pod, e)| format!("{pod}: {e}"))
+            .collect();
+        ensure!(
+            released.is_empty(),
+            "the gang's seats were released instead of planned again: {released:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
 /// A pod created with `spec.nodeName` (no scheduler involved) takes room on the node where
 /// members of a gang of 3 wait at muster's bind. muster lets the gang through onto node-1; its
 /// API proxy holds s-2's gate removal, so s-0 and s-1 come to muster's bind (seated on node-1)

@@ -452,6 +452,19 @@ impl GangTable {
         Some(seat)
     }
 
+    /// Gives up `holder`'s seat of `key` in a step that plans it again at once (see
+    /// `reseat_gathered`): its room is unreserved, and the gang stays admitted and is not
+    /// counted as released (the caller seats it again, or releases every seat itself).
+    pub(super) fn unseat_to_plan_again(
+        &mut self,
+        key: &GangKey,
+        holder: &SeatHolder,
+    ) -> Option<Seat> {
+        let seat = self.gangs.get_mut(key)?.remove_seat(holder)?;
+        self.ledger.unreserve(&seat.node, &seat.requests);
+        Some(seat)
+    }
+
     /// Gives up the seats of `release` and seats `holder`, as one step: the gang never
     /// passes through "no seats", so it stays admitted.
     pub(super) fn reseat(

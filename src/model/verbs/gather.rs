@@ -233,9 +233,10 @@ impl Gatherer {
                 continue;
             }
             // An admitted gathered gang whose seats no longer hold its whole quorum (a member
-            // deleted or lost its seat, a node gone) holds nothing from now on; it is planned
-            // again from scratch next round (its held bind calls answer meanwhile).
-            if table.release_short_gathered(key) {
+            // deleted or lost its seat, a node gone) is seated again around its confirmed seats
+            // if its quorum still fits; else it holds nothing from now on and is planned again
+            // from scratch next round (its held bind calls answer meanwhile).
+            if table.release_short_gathered(key, now) {
                 continue;
             }
             let gated: Vec<PodInfo> = table

@@ -1292,3 +1292,125 @@ fn a_nomination_in_flight_is_not_planned_again() {
     w.gatherer.settled(None, [&a.uid]);
     assert_eq!(w.round().renominate.len(), 1, "tried again once settled");
 }
+
+/// The seat of a member let through is taken before kube-scheduler binds it there (a plain pod
+/// it bound before it saw the nomination): the last look refuses that member's bind. The gang
+/// is seated again around the seats kube-scheduler confirmed — the lost member on a node with
+/// room, renominated there — and stays admitted: no seat of its siblings goes, nobody hears
+/// "seats released", and the member's next bind there places the gang whole (never-half,
+/// no-overcommit). Before, every seat went and the gang was gathered again from nothing.
+#[test]
+fn a_gathered_member_whose_seat_is_taken_is_seated_again_beside_its_gang() {
+    let mut w = World::new(&[
+        node("n1", 1000),
+        node("n2", 1000),
+        node("n3", 1000),
+        node("n4", 1000),
+    ]);
+    let m = ["a", "b", "c"].map(|n| gathered(pod(n).cpu(600).gang("g", 3).build()));
+    w.add(&[&m[0], &m[1], &m[2]]);
+    let plan = w.round();
+    w.written(&plan);
+    let seats: Vec<(PodInfo, String)> = plan.releases[0]
+        .nominate
+        .iter()
+        .map(|(p, n)| {
+            let member = m.iter().find(|x| x.uid == p.uid).unwrap().clone();
+            (member, n.to_string())
+        })
+        .collect();
+    for (p, n) in &seats {
+        w.table.apply_pod(let_through(p.clone(), Some(n)));
+    }
+    let [(a, a_node), (b, b_node), (c, c_node)] = <[_; 3]>::try_from(seats).unwrap();
+    for (p, n) in [(&a, &a_node), (&b, &b_node)] {
+        assert!(
+            matches!(bind(&mut w, p, n), crate::model::BindDecision::Wait { .. }),
+            "{} waits at bind",
+            p.name
+        );
+    }
+    // A plain pod takes c's room before kube-scheduler saw c's nomination.
+    w.add(&[&pod("plain").cpu(500).bound(&c_node).build()]);
+    match bind(&mut w, &c, &c_node) {
+        crate::model::BindDecision::Reject(r) => {
+            assert!(r.to_string().contains("has no room for pod ml/c"), "{r}")
+        }
+        other => panic!("c's bind must be refused, got {other:?}"),
+    }
+    w.table.take_notices();
+    let plan = w.round();
+    let spare: Vec<&str> = ["n1", "n2", "n3", "n4"]
+        .into_iter()
+        .filter(|n| ![&a_node, &b_node, &c_node].contains(&&n.to_string()))
+        .collect();
+    assert_eq!(
+        plan.renominate,
+        vec![(PodRef::of(&c), NodeName::from(spare[0]))],
+        "c renominated to the node with room: {plan:?}"
+    );
+    assert!(
+        plan.clear.is_empty() && plan.releases.is_empty(),
+        "{plan:?}"
+    );
+    assert_eq!(w.state("g"), "admitted");
+    let gang = &w.table.gangs[&GangKey::new("ml", "g")];
+    assert!(gang
+        .seat_of(&a.uid)
+        .is_some_and(|s| s.confirmed && *s.node == *a_node));
+    assert!(gang
+        .seat_of(&b.uid)
+        .is_some_and(|s| s.confirmed && *s.node == *b_node));
+    let notices = w.table.take_notices();
+    assert!(
+        !notices.iter().any(|n| n.message.contains("seats released")),
+        "{notices:?}"
+    );
+    // c was refused at bind, so it is back in kube-scheduler's queue: no retry is written.
+    assert!(
+        !notices.iter().any(|n| n.kind == NoticeKind::Retry),
+        "{notices:?}"
+    );
+    w.written(&plan);
+    w.table.apply_pod(let_through(c.clone(), Some(spare[0])));
+    match bind(&mut w, &c, spare[0]) {
+        crate::model::BindDecision::BindGang { members, .. } => {
+            assert_eq!(members.len(), 3, "{members:?}")
+        }
+        other => panic!("the gang binds whole, got {other:?}"),
+    }
+}
+
+/// The same, with no node that has room for the lost member: every seat goes, as before, and
+/// the members hear why (holds-nothing).
+#[test]
+fn a_gathered_member_whose_seat_is_taken_with_no_room_elsewhere_releases_every_seat() {
+    let (mut w, m) = three_let_through();
+    let seat_of = |w: &World, p: &PodInfo| {
+        w.table.gangs[&GangKey::new("ml", "g")]
+            .seat_of(&p.uid)
+            .unwrap()
+            .node
+            .to_string()
+    };
+    let nodes: Vec<String> = m.iter().map(|p| seat_of(&w, p)).collect();
+    for i in 0..2 {
+        assert!(matches!(
+            bind(&mut w, &m[i], &nodes[i]),
+            crate::model::BindDecision::Wait { .. }
+        ));
+    }
+    w.add(&[&pod("plain").cpu(500).bound(&nodes[2]).build()]);
+    assert!(matches!(
+        bind(&mut w, &m[2], &nodes[2]),
+        crate::model::BindDecision::Reject(_)
+    ));
+    w.round();
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 0);
+    assert!(w
+        .table
+        .take_notices()
+        .iter()
+        .any(|n| n.message.contains("seats released")));
+}

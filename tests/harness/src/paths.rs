@@ -265,3 +265,62 @@ pub fn ensure_controller_binaries() -> Result<ControllerBinaries> {
     }
     Ok(bins)
 }
+
+/// JobSet's controller and the files of its source it needs beside it
+/// ([`crate::jobset`]), built by `tests/cluster/build-jobset.sh`.
+#[derive(Debug, Clone)]
+pub struct JobSetFiles {
+    /// The controller (`sigs.k8s.io/jobset`'s main package): controllers and webhooks in one.
+    pub binary: PathBuf,
+    /// Its CRD (`jobsets.jobset.x-k8s.io`, v1alpha2).
+    pub crd: PathBuf,
+    /// Its webhook manifests (`config/components/webhook/manifests.yaml`): the paths it serves.
+    pub webhook_manifests: PathBuf,
+}
+
+/// Returns JobSet's controller and files, building them the first time with
+/// `tests/cluster/build-jobset.sh` (which returns at once when they are cached, and serializes
+/// builds across processes).
+pub fn ensure_jobset() -> Result<JobSetFiles> {
+    let _guard = CONTROLLERS_BUILD_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("tests/cluster/build-jobset.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .current_dir(repo_root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), out.status);
+    }
+    let bin = String::from_utf8_lossy(&out.stdout);
+    let bin = PathBuf::from(
+        bin.lines()
+            .last()
+            .context("the build script printed no directory")?
+            .trim(),
+    );
+    let files = bin.with_file_name("files");
+    let found = JobSetFiles {
+        binary: bin.join("jobset"),
+        crd: files.join("jobset.x-k8s.io_jobsets.yaml"),
+        webhook_manifests: files.join("manifests.yaml"),
+    };
+    if !is_executable(&found.binary) {
+        bail!(
+            "{} is missing after its build script succeeded",
+            found.binary.display()
+        );
+    }
+    for f in [&found.crd, &found.webhook_manifests] {
+        if !f.is_file() {
+            bail!(
+                "{} is missing after its build script succeeded",
+                f.display()
+            );
+        }
+    }
+    Ok(found)
+}

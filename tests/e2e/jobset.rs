@@ -341,6 +341,8 @@ async fn a_jobset_of_a_leader_and_three_workers_waits_gated_and_is_placed_whole(
                 eprintln!("event on {n}: {e}");
             }
         }
+        let js = jobset::api(&c.client(), ns).get("train").await?;
+        eprintln!("jobset train while it waits: status {}", js.data["status"]);
         let roles: Vec<&str> = live
             .values()
             .filter_map(|p| label(p, REPLICATED_JOB_NAME))
@@ -456,9 +458,6 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
             );
         }
         ensure_gated([pods.get(&new_leader).context("the new leader is gone")?])?;
-        for e in c.events_for(ns, &new_leader).await? {
-            eprintln!("event on {new_leader}: {e}");
-        }
 
         let t0 = Instant::now();
         for w in &old_workers {

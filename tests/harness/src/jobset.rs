@@ -217,6 +217,7 @@ pub(crate) async fn start(
     dir: &Path,
     lifetime: Lifetime,
 ) -> Result<ManagedProcess> {
+    let t0 = Instant::now();
     let files = ensure_jobset()?;
     // The paths served are those its manifests name: a JobSet whose paths moved fails here.
     let manifests = fs::read_to_string(&files.webhook_manifests)
@@ -248,6 +249,7 @@ pub(crate) async fn start(
     let mut p = ManagedProcess::spawn("jobset", cmd, &dir.join("jobset.log"), lifetime)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     crate::control_plane::wait_http_ok("jobset", &mut p, health_port, "/readyz", deadline).await?;
+    let ready = t0.elapsed();
 
     let ca_pem = fs::read(&ca.cert).with_context(|| format!("reading {}", ca.cert.display()))?;
     let (mutating, validating) = webhook_configurations(webhook_port, &ca_pem)?;
@@ -280,6 +282,13 @@ pub(crate) async fn start(
         },
     )
     .await?;
+    eprintln!(
+        "muster-harness: jobset up in {:.1}s (CRD, certificates and /readyz {:.1}s, webhooks \
+         called {:.1}s later)",
+        t0.elapsed().as_secs_f64(),
+        ready.as_secs_f64(),
+        (t0.elapsed() - ready).as_secs_f64()
+    );
     Ok(p)
 }
 

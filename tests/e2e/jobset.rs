@@ -16,24 +16,35 @@
 //!    alone and bound nowhere; once the old workers are gone JobSet creates the new workers, and
 //!    the new generation is placed whole (never part of it on any poll) and runs.
 //!
+//! 3. A restart with `restartStrategy: BlockingRecreate` while the old workers are slow to go (a
+//!    policy refuses their deletion, so they stay live and bound): JobSet creates no pod of the
+//!    next generation until they are gone; then, a plain pod having taken the failed leader's
+//!    room, the new generation fits 3 of 4 and nothing of it is bound, and once the plain pod
+//!    goes it is placed whole. (With the default `Recreate`, a new leader created while the old
+//!    workers are still live joins them as a member of a placed gang and is bound at once:
+//!    docs/operating.md says so and recommends `BlockingRecreate`.)
+//!
 //! Without muster (`tests/control-run`) kube-scheduler binds the pods that fit at once, so each
 //! test fails there on a cluster-truth check: the first binds 3 of 4, the second binds the new
-//! leader alone while the old workers terminate.
+//! leader alone while the old workers terminate, the third binds 3 of the new 4.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Api;
 use muster_harness::jobset::{self, JOBSET_NAME, REPLICATED_JOB_NAME, RESTART_ATTEMPT};
 use muster_harness::policy::GATHER_GATE;
 use muster_harness::timing::FAN_OUT;
 use muster_harness::{
-    holds_for, k8s, wait_for, Cluster, ClusterOptions, NodeShape, Progress, Timer, CLUSTER_TRUTH,
-    PLACE, WINDOW,
+    holds_for, k8s, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer,
+    CLUSTER_TRUTH, PLACE, REASON, WINDOW,
 };
 use serde_json::json;
 
@@ -50,9 +61,13 @@ const MEMBERS: usize = 4;
 
 /// JobSet `ns/name` of a leader replicated job (1 pod) and a workers replicated job (3 pods) of
 /// 100m CPU each, muster's keys in both pod templates (group = the JobSet's name, quorum 4), as a
-/// user writes it. `max_restarts`: its `failurePolicy` (none: the first failed Job fails it).
-/// Each Job fails at its first failed pod (`backoffLimit: 0`, `restartPolicy: Never`).
-fn leader_and_workers(ns: &str, name: &str, max_restarts: Option<i32>) -> Result<DynamicObject> {
+/// user writes it, with `failure_policy` (none: the first failed Job fails the JobSet). Each Job
+/// fails at its first failed pod (`backoffLimit: 0`, `restartPolicy: Never`).
+fn leader_and_workers(
+    ns: &str,
+    name: &str,
+    failure_policy: Option<serde_json::Value>,
+) -> Result<DynamicObject> {
     let replicated = |rjob: &str, pods: usize| {
         json!({
             "name": rjob,
@@ -84,8 +99,8 @@ fn leader_and_workers(ns: &str, name: &str, max_restarts: Option<i32>) -> Result
         "metadata": {"name": name, "namespace": ns},
         "spec": {"replicatedJobs": [replicated("leader", 1), replicated("workers", 3)]},
     });
-    if let Some(n) = max_restarts {
-        js["spec"]["failurePolicy"] = json!({"maxRestarts": n});
+    if let Some(p) = failure_policy {
+        js["spec"]["failurePolicy"] = p;
     }
     Ok(serde_json::from_value(js)?)
 }
@@ -397,7 +412,7 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
         let api = jobset::api(&c.client(), ns);
         api.create(
             &PostParams::default(),
-            &leader_and_workers(ns, "train", Some(1))?,
+            &leader_and_workers(ns, "train", Some(json!({"maxRestarts": 1})))?,
         )
         .await?;
         let first = Generation::new(ns, "train", "0");
@@ -487,6 +502,176 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
             .map(|(n, _)| n)
             .collect();
         anyhow::ensure!(left.is_empty(), "old pods left: {left:?}");
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// The name of the policy (and its binding) [`keep_old_workers`] installs.
+const KEEP: &str = "keep-old-workers";
+
+/// Installs a ValidatingAdmissionPolicy refusing the deletion of the first generation's workers
+/// of every JobSet (as a garbage collector that is slow to get to them would leave them: live and
+/// bound), and waits until the API server enforces it (a dry-run delete of `probe` is refused).
+async fn keep_old_workers(c: &Cluster, ns: &str, probe: &str) -> Result<()> {
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": KEEP},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["DELETE"], "resources": ["pods"]
+            }]},
+            "validations": [{
+                "expression": format!(
+                    "!(has(oldObject.metadata.labels) && \
+                     oldObject.metadata.labels[?'{RESTART_ATTEMPT}'].orValue('') == '0' && \
+                     oldObject.metadata.labels[?'{REPLICATED_JOB_NAME}'].orValue('') == 'workers')"
+                ),
+                "message": "test policy: the old workers are kept"
+            }]
+        }
+    }))?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": KEEP},
+        "spec": {"policyName": KEEP, "validationActions": ["Deny"]}
+    }))?;
+    let pp = PostParams::default();
+    Api::<ValidatingAdmissionPolicy>::all(c.client())
+        .create(&pp, &policy)
+        .await?;
+    Api::<ValidatingAdmissionPolicyBinding>::all(c.client())
+        .create(&pp, &binding)
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(c.client(), ns);
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the policy keeping the old workers to be enforced",
+        REASON,
+        || async {
+            Ok(match pods.delete(probe, &dry_run).await {
+                Err(kube::Error::Api(e)) if e.message.contains("test policy") => Progress::Done(()),
+                Err(e) => anyhow::bail!("a dry-run delete of {probe} failed otherwise: {e}"),
+                Ok(_) => Progress::NotYet("a dry-run delete was accepted".into()),
+            })
+        },
+    )
+    .await
+}
+
+/// Case 3: a JobSet of a leader and 3 workers with `maxRestarts: 1` and `restartStrategy:
+/// BlockingRecreate` runs whole on room for exactly 4; its old workers' deletion is refused (they
+/// stay live and bound, as behind a slow garbage collector) and the leader fails. JobSet restarts
+/// but creates no pod of the next generation while they are there (every poll of a window); a
+/// plain pod takes the failed leader's room. The old workers let go, the new generation comes,
+/// fits 3 of 4 and nothing of it is bound on any poll of a window; the plain pod deleted, the new
+/// generation is placed whole (never part of it on any poll) and runs.
+#[tokio::test]
+async fn a_jobset_with_blocking_recreate_restarts_after_the_old_pods_are_gone_and_is_placed_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_jobset_with_blocking_recreate_restarts_after_the_old_pods_are_gone_and_is_placed_whole",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).with_jobset()).await?;
+    let ns = "jobset-blocking";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("200m")).await?;
+        c.add_node("node-2", NodeShape::cpu("200m")).await?; // room for 4 × 100m
+        let api = jobset::api(&c.client(), ns);
+        let policy = json!({"maxRestarts": 1, "restartStrategy": "BlockingRecreate"});
+        api.create(
+            &PostParams::default(),
+            &leader_and_workers(ns, "train", Some(policy))?,
+        )
+        .await?;
+        let first = Generation::new(ns, "train", "0");
+        first.wait_running_whole(&c).await?;
+        let live = first.live(&c).await?;
+        let leader = live
+            .iter()
+            .find(|(_, p)| label(p, REPLICATED_JOB_NAME) == Some("leader"))
+            .map(|(n, _)| n.clone())
+            .context("no leader pod")?;
+        let old_workers: Vec<String> = live.keys().filter(|n| **n != leader).cloned().collect();
+        keep_old_workers(&c, ns, &old_workers[0]).await?;
+        patch_pod(
+            &c,
+            ns,
+            &leader,
+            json!({"metadata": {"annotations": {FINISH: "Failed"}}}),
+        )
+        .await?;
+        wait_for("the restart: the old leader gone", PLACE, || async {
+            let js = api.get("train").await?;
+            let pods = pods_of(&c, ns, "train").await?;
+            Ok(
+                if js.data["status"]["restarts"] == 1 && !pods.contains_key(&leader) {
+                    Progress::Done(())
+                } else {
+                    Progress::NotYet(format!(
+                        "restarts {}, pods {:?}",
+                        js.data["status"]["restarts"],
+                        pods.keys()
+                    ))
+                },
+            )
+        })
+        .await?;
+        holds_for(
+            "no pod of the next generation while the old workers are there",
+            WINDOW,
+            || async {
+                let pods = pods_of(&c, ns, "train").await?;
+                let new: Vec<&String> = pods
+                    .iter()
+                    .filter(|(_, p)| label(p, RESTART_ATTEMPT) != Some("0"))
+                    .map(|(n, _)| n)
+                    .collect();
+                let kept = old_workers
+                    .iter()
+                    .filter(|w| pods.get(*w).is_some_and(|p| k8s::pod_node(p).is_some()))
+                    .count();
+                Ok(if new.is_empty() && kept == old_workers.len() {
+                    Ok(())
+                } else {
+                    Err(format!("new pods {new:?}, {kept} old workers bound"))
+                })
+            },
+        )
+        .await?;
+        c.create(PodBuilder::new(ns, "plain").cpu("100m")).await?;
+        c.wait_bound(ns, &muster_harness::pod_names(&["plain"]), PLACE)
+            .await?;
+
+        Api::<ValidatingAdmissionPolicyBinding>::all(c.client())
+            .delete(KEEP, &DeleteParams::default())
+            .await?;
+        let second = Generation::new(ns, "train", "1");
+        wait_for("JobSet to create the next generation", PLACE, || async {
+            let live = match second.check(&c).await? {
+                Ok(live) => live,
+                Err(e) => anyhow::bail!("{e}"),
+            };
+            Ok(if live.len() == MEMBERS {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{} pods", live.len()))
+            })
+        })
+        .await?;
+        second
+            .holds_none_bound(&c, "room for 3 of 4: a plain pod took the fourth")
+            .await?;
+        ensure_gated(second.live(&c).await?.values())?;
+        c.delete_pod(ns, "plain").await?;
+        let running = second.wait_running_whole(&c).await?;
+        eprintln!("new generation placed whole once the plain pod went: {running:?}");
         Ok(())
     }
     .await;

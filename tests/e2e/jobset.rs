@@ -317,6 +317,31 @@ async fn wait_jobset_condition(c: &Cluster, ns: &str, name: &str, type_: &str) -
     .await
 }
 
+/// Creates JobSet `ns/train` ([`leader_and_workers`] with `failure_policy`), waits until its
+/// first generation runs whole, and returns the names of its leader pod and its worker pods.
+async fn first_generation_running(
+    c: &Cluster,
+    ns: &str,
+    failure_policy: serde_json::Value,
+) -> Result<(String, Vec<String>)> {
+    jobset::api(&c.client(), ns)
+        .create(
+            &PostParams::default(),
+            &leader_and_workers(ns, "train", Some(failure_policy))?,
+        )
+        .await?;
+    let first = Generation::new(ns, "train", "0");
+    first.wait_running_whole(c).await?;
+    let live = first.live(c).await?;
+    let leader = live
+        .iter()
+        .find(|(_, p)| label(p, REPLICATED_JOB_NAME) == Some("leader"))
+        .map(|(n, _)| n.clone())
+        .context("no leader pod")?;
+    let workers = live.keys().filter(|n| **n != leader).cloned().collect();
+    Ok((leader, workers))
+}
+
 /// Case 1: a JobSet of a leader and 3 workers on room for 3 binds nothing, on every poll of a
 /// window, every pod gated behind muster's gate; a second node makes room and the 4 pods are
 /// bound whole (never part of them on any poll) and run; they succeed and the JobSet completes.
@@ -410,20 +435,8 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
         c.add_node("node-1", NodeShape::cpu("350m")).await?;
         c.add_node("node-2", NodeShape::cpu("350m")).await?; // room for 6 × 100m
         let api = jobset::api(&c.client(), ns);
-        api.create(
-            &PostParams::default(),
-            &leader_and_workers(ns, "train", Some(json!({"maxRestarts": 1})))?,
-        )
-        .await?;
-        let first = Generation::new(ns, "train", "0");
-        first.wait_running_whole(&c).await?;
-        let live = first.live(&c).await?;
-        let leader = live
-            .iter()
-            .find(|(_, p)| label(p, REPLICATED_JOB_NAME) == Some("leader"))
-            .map(|(n, _)| n.clone())
-            .context("no leader pod")?;
-        let old_workers: Vec<String> = live.keys().filter(|n| **n != leader).cloned().collect();
+        let (leader, old_workers) =
+            first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
         for w in &old_workers {
             patch_pod(&c, ns, w, json!({"metadata": {"finalizers": [HOLD]}})).await?;
         }
@@ -585,20 +598,7 @@ async fn a_jobset_with_blocking_recreate_restarts_after_the_old_pods_are_gone_an
         c.add_node("node-2", NodeShape::cpu("200m")).await?; // room for 4 × 100m
         let api = jobset::api(&c.client(), ns);
         let policy = json!({"maxRestarts": 1, "restartStrategy": "BlockingRecreate"});
-        api.create(
-            &PostParams::default(),
-            &leader_and_workers(ns, "train", Some(policy))?,
-        )
-        .await?;
-        let first = Generation::new(ns, "train", "0");
-        first.wait_running_whole(&c).await?;
-        let live = first.live(&c).await?;
-        let leader = live
-            .iter()
-            .find(|(_, p)| label(p, REPLICATED_JOB_NAME) == Some("leader"))
-            .map(|(n, _)| n.clone())
-            .context("no leader pod")?;
-        let old_workers: Vec<String> = live.keys().filter(|n| **n != leader).cloned().collect();
+        let (leader, old_workers) = first_generation_running(&c, ns, policy).await?;
         keep_old_workers(&c, ns, &old_workers[0]).await?;
         patch_pod(
             &c,

@@ -20,6 +20,7 @@ mod ha;
 mod helm;
 mod holds_nothing;
 mod image;
+mod jobset;
 mod kubectl_muster;
 mod podgroup_status;
 mod podgroups;

@@ -60,6 +60,8 @@ pub struct ClusterOptions {
     /// kube-controller-manager and KWOK's controller run beside the control plane
     /// ([`ClusterOptions::with_controllers`]).
     pub controllers: bool,
+    /// JobSet's controller and webhooks run beside them ([`ClusterOptions::with_jobset`]).
+    pub jobset: bool,
 }
 
 /// muster's `--scope`: which pods kube-scheduler sends to muster.
@@ -120,6 +122,7 @@ impl ClusterOptions {
             scope: Scope::default(),
             through_api_proxy: false,
             controllers: false,
+            jobset: false,
         }
     }
 
@@ -132,6 +135,14 @@ impl ClusterOptions {
         self.controllers = true;
         self.control_plane.own = true;
         self
+    }
+
+    /// [`with_controllers`](Self::with_controllers), and JobSet's controller (v0.10.1, built
+    /// and cached by tests/cluster/build-jobset.sh) with its CRD and webhooks, as a local process
+    /// (see [`crate::jobset`]): JobSets create their Jobs, restart them by their failure policy.
+    pub fn with_jobset(mut self) -> Self {
+        self.jobset = true;
+        self.with_controllers()
     }
 
     /// Every pod through muster, the alternative to the shipped install: no admission policy,
@@ -233,6 +244,9 @@ impl Cluster {
         let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
         if opts.controllers {
             cp.start_controllers().await?;
+        }
+        if opts.jobset {
+            cp.start_jobset().await?;
         }
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;

@@ -612,6 +612,23 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts JobSet's controller and webhooks beside the controllers ([`crate::jobset`]): its
+    /// CRD, its process (stopped with the others), its webhook configurations on 127.0.0.1. Only
+    /// on a plane of the test's own, as [`start_controllers`](Self::start_controllers), which it
+    /// needs (JobSet creates Jobs; the Job controller creates their pods).
+    pub async fn start_jobset(&mut self) -> Result<()> {
+        if self.shared.is_some() {
+            bail!(
+                "JobSet's webhooks and CRD act on the whole API server: start the cluster with \
+                 its own control plane (ClusterOptions::with_jobset sets it)"
+            );
+        }
+        let p =
+            crate::jobset::start(&self.client, &self.kubeconfig, &self.dir, self.lifetime).await?;
+        self.procs.push(p);
+        Ok(())
+    }
+
     /// Kills kube-apiserver (SIGKILL, as in a crash): every client's connection drops and new
     /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
     /// the data. Returns its command line.
@@ -865,7 +882,8 @@ fn get(path: &str) -> Result<http::Request<Vec<u8>>> {
     Ok(http::Request::get(path).body(Vec::new())?)
 }
 
-async fn wait_http_ok(
+/// Polls `GET http://127.0.0.1:<port><path>` until 200, failing when `p` exits or at `deadline`.
+pub(crate) async fn wait_http_ok(
     what: &str,
     p: &mut ManagedProcess,
     port: u16,

@@ -57,6 +57,7 @@ pub mod control_plane;
 pub mod dra;
 pub mod forward;
 pub mod gangs;
+pub mod jobset;
 pub mod k8s;
 pub mod muster;
 pub mod paths;

@@ -228,32 +228,13 @@ pub fn ensure_controller_binaries() -> Result<ControllerBinaries> {
     let _guard = CONTROLLERS_BUILD_LOCK
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let bin_dir = |args: &[&str]| -> Result<PathBuf> {
-        let script = repo_root().join(args[0]);
-        let out = Command::new("bash")
-            .arg(&script)
-            .args(&args[1..])
-            .current_dir(repo_root())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !out.status.success() {
-            bail!("{} failed: {}", script.display(), out.status);
-        }
-        let dir = String::from_utf8_lossy(&out.stdout);
-        let dir = dir
-            .lines()
-            .last()
-            .context("the build script printed no directory")?;
-        Ok(PathBuf::from(dir.trim()))
-    };
     let bins = ControllerBinaries {
-        kube_controller_manager: bin_dir(&[
+        kube_controller_manager: run_build_script(&[
             "tests/cluster/build-control-plane.sh",
             "--controllers",
         ])?
         .join("kube-controller-manager"),
-        kwok: bin_dir(&["tests/cluster/build-kwok.sh"])?.join("kwok"),
+        kwok: run_build_script(&["tests/cluster/build-kwok.sh"])?.join("kwok"),
     };
     for p in [&bins.kube_controller_manager, &bins.kwok] {
         if !is_executable(p) {
@@ -264,4 +245,68 @@ pub fn ensure_controller_binaries() -> Result<ControllerBinaries> {
         }
     }
     Ok(bins)
+}
+
+/// Runs `bash <repo>/<args[0]> <args[1..]>` (a build script of tests/cluster/, which returns at
+/// once when its output is cached) and returns the directory it printed last on stdout; its
+/// progress goes to stderr.
+fn run_build_script(args: &[&str]) -> Result<PathBuf> {
+    let script = repo_root().join(args[0]);
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(&args[1..])
+        .current_dir(repo_root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), out.status);
+    }
+    let dir = String::from_utf8_lossy(&out.stdout);
+    let dir = dir
+        .lines()
+        .last()
+        .context("the build script printed no directory")?;
+    Ok(PathBuf::from(dir.trim()))
+}
+
+/// JobSet's controller and the files of its source it needs beside it
+/// ([`crate::jobset`]), built by `tests/cluster/build-jobset.sh`.
+#[derive(Debug, Clone)]
+pub struct JobSetFiles {
+    /// The controller (`sigs.k8s.io/jobset`'s main package): controllers and webhooks in one.
+    pub binary: PathBuf,
+    /// Its CRD (`jobsets.jobset.x-k8s.io`, v1alpha2).
+    pub crd: PathBuf,
+    /// Its webhook manifests (`config/components/webhook/manifests.yaml`): the paths it serves.
+    pub webhook_manifests: PathBuf,
+}
+
+/// Returns JobSet's controller and files, building them the first time with
+/// `tests/cluster/build-jobset.sh` (which returns at once when they are cached, and serializes
+/// builds across processes).
+pub fn ensure_jobset() -> Result<JobSetFiles> {
+    let _guard = CONTROLLERS_BUILD_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let bin = run_build_script(&["tests/cluster/build-jobset.sh"])?;
+    let files = bin.with_file_name("files");
+    let found = JobSetFiles {
+        binary: bin.join("jobset"),
+        crd: files.join("jobset.x-k8s.io_jobsets.yaml"),
+        webhook_manifests: files.join("manifests.yaml"),
+    };
+    for (f, ok) in [
+        (&found.binary, is_executable(&found.binary)),
+        (&found.crd, found.crd.is_file()),
+        (&found.webhook_manifests, found.webhook_manifests.is_file()),
+    ] {
+        if !ok {
+            bail!(
+                "{} is missing after its build script succeeded",
+                f.display()
+            );
+        }
+    }
+    Ok(found)
 }

@@ -220,11 +220,23 @@ impl GangTable {
     }
 
     fn seated_node_refusing(&self, key: &GangKey) -> Option<(NodeName, String, Reason)> {
+        self.seat_refusing(key, true)
+    }
+
+    /// [`GangTable::seated_node_refusing`] over the confirmed seats only (`confirmed_only`), or
+    /// over every seat of the gang, planned ones too: a gathered gang planned again around its
+    /// confirmed seats (`reseat_gathered`) is checked whole this way, since the planner judged
+    /// the members it placed against each other but not against the confirmed seats kept.
+    pub(in crate::model) fn seat_refusing(
+        &self,
+        key: &GangKey,
+        confirmed_only: bool,
+    ) -> Option<(NodeName, String, Reason)> {
         let gang = self.gangs.get(key)?;
         let mut seated: Vec<(&PodInfo, &NodeName)> = gang
             .seats()
             .iter()
-            .filter(|(_, s)| s.confirmed)
+            .filter(|(_, s)| s.confirmed || !confirmed_only)
             .filter_map(|(h, s)| match h {
                 SeatHolder::Member(uid) => Some((&self.pods.get(uid)?.info, &s.node)),
                 SeatHolder::NotCreatedYet { .. } => None,

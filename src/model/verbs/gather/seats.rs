@@ -161,6 +161,15 @@ impl GangTable {
         let Some(placed) = self.seat_the_plan(key, &first, first_node, seats) else {
             return false;
         };
+        // The planner judged the members it placed against each other, not against the
+        // confirmed seats it kept (they are not pods on nodes yet): every seat is checked
+        // together under every rule, as the last look will (NodePorts, InterPodAffinity,
+        // PodTopologySpread, DRA devices among the gang's own members). A refusal: the caller
+        // releases every seat (holds-nothing). Found by the model check: two members of one
+        // gang seated with the same host port on one node.
+        if self.seat_refusing(key, false).is_some() {
+            return false;
+        }
         // Members kube-scheduler refused meanwhile wait in its unschedulable pods: a status
         // write (the nomination) does not requeue them. One refused at bind is back in its
         // queue already, and is not written to.

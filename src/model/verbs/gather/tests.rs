@@ -1414,3 +1414,45 @@ fn a_gathered_member_whose_seat_is_taken_with_no_room_elsewhere_releases_every_s
         .iter()
         .any(|n| n.message.contains("seats released")));
 }
+
+/// Planned again around a confirmed seat, a member is never seated where that seat's member
+/// holds the same host port (NodePorts among the gang's own members): the planner judges the
+/// members it places against each other, and every seat is then checked together. Here the node
+/// with the most fitting room left is the confirmed member's own; the lost member goes
+/// elsewhere or the gang holds nothing, never both on one node with one port (holds-nothing).
+/// Found by the model check.
+#[test]
+fn a_member_planned_again_is_not_seated_beside_a_confirmed_sibling_with_its_host_port() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 2000)]);
+    let m = ["a", "b"].map(|n| gathered(pod(n).cpu(300).host_port(8080).gang("g", 2).build()));
+    w.add(&[&m[0], &m[1]]);
+    let plan = w.round();
+    w.written(&plan);
+    let seat = |w: &World, p: &PodInfo| {
+        w.table.gangs[&GangKey::new("ml", "g")]
+            .seat_of(&p.uid)
+            .map(|s| s.node.to_string())
+    };
+    let (a_node, b_node) = (seat(&w, &m[0]).unwrap(), seat(&w, &m[1]).unwrap());
+    assert_ne!(a_node, b_node, "NodePorts: one member per node");
+    for p in &m {
+        let n = seat(&w, p).unwrap();
+        w.table.apply_pod(let_through(p.clone(), Some(&n)));
+    }
+    assert!(matches!(
+        bind(&mut w, &m[0], &a_node),
+        crate::model::BindDecision::Wait { .. }
+    ));
+    // b's room is taken; a's node keeps the most fitting room for b's CPU.
+    w.add(&[&pod("plain").cpu(900).bound(&b_node).build()]);
+    assert!(matches!(
+        bind(&mut w, &m[1], &b_node),
+        crate::model::BindDecision::Reject(_)
+    ));
+    w.round();
+    assert_ne!(
+        seat(&w, &m[1]).as_deref(),
+        Some(a_node.as_str()),
+        "b seated with a's host port on {a_node}"
+    );
+}

@@ -191,7 +191,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         client.clone(),
         shared.clone(),
     ));
-    tasks.spawn(cluster::podgroups::watch_pod_groups(
+    tasks.spawn(cluster::pod_groups::watch_pod_groups(
         client.clone(),
         shared.clone(),
         args.pod_group_discovery_interval,

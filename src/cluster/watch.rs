@@ -1,4 +1,4 @@
-//! Watches of pods and nodes (and, in `podgroups`, of PodGroups) that keep the gang table
+//! Watches of pods and nodes (and, in `pod_groups`, of PodGroups) that keep the gang table
 //! current.
 //!
 //! Two halves: [`apply_event`] is pure — it applies one watch event to the table, re-list

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::notice::PodRef;
 use crate::model::inputs::membership::{GangKey, MembershipError};
 use crate::model::inputs::objects::{NodeName, PodInfo};
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 
 /// Event on a pod whose gang keys cannot be used; `gated`: it carries muster's gate, which
 /// stays (released alone it could bind without its gang: never-half).

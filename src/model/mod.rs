@@ -10,7 +10,7 @@
 //!   `terms` (the terms a pod carries for kube-scheduler's rules, parsed: `labels` and label
 //!   selectors, `node_selector` for required node affinity, `host_port`, `affinity` for pod
 //!   (anti-)affinity terms, `spread` for topology spread constraints), `resources` and
-//!   `quantity` (requests), `membership` (gang keys), `tasks` (per-task minimums), `podgroup`
+//!   `quantity` (requests), `membership` (gang keys), `tasks` (per-task minimums), `pod_group`
 //!   (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout: the one place
 //!   its quorum is decided), `topology` (a gang's topology constraint), `devices` (DRA slices,
 //!   classes, claims and their compiled CEL selectors) and `config`.
@@ -44,7 +44,7 @@
 //!   `preemption_hold` (the room a preempting gang's victims free, held as its seats). Time and
 //!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `regather` (a gang
 //!   moving whole to another domain). The gang-members mode: `gather` (placing gated gangs from
-//!   the watch). Outputs: `views` (`/gangs`, gauges), `podgroup_status` and `enqueue`.
+//!   the watch). Outputs: `views` (`/gangs`, gauges), `pod_group_status` and `enqueue`.
 //!
 //! Everything here is synchronous and takes `now` as an argument, so the tests can drive time.
 
@@ -57,11 +57,11 @@ mod table;
 mod verbs;
 
 pub use inputs::{
-    devices, membership, objects, podgroup, quantity, resources, tasks, terms, topology,
+    devices, membership, objects, pod_group, quantity, resources, tasks, terms, topology,
 };
 pub use verbs::enqueue;
 pub use verbs::gather;
-pub use verbs::podgroup_status;
+pub use verbs::pod_group_status;
 
 #[cfg(test)]
 mod tests;
@@ -69,7 +69,7 @@ mod tests;
 pub use inputs::config::ModelConfig;
 pub use inputs::membership::{DisruptionMode, GangKey, Membership, MembershipError};
 pub use inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
-pub use inputs::podgroup::{PodGroupApi, PodGroupDef};
+pub use inputs::pod_group::{PodGroupApi, PodGroupDef};
 pub use inputs::resources::Resources;
 pub use inputs::spec::{GangSpec, SpecSource};
 pub use inputs::tasks::TaskMinimums;

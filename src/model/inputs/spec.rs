@@ -21,7 +21,7 @@ use super::membership::{
     GangKey, GANG_TIMEOUT, MAX_MIN_AVAILABLE, MIN_AVAILABLE, TASK_MIN_AVAILABLE,
 };
 use super::objects::PodInfo;
-use super::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
+use super::pod_group::{PodGroupApi, PodGroupDef, PodGroupIndex};
 use super::tasks::TaskMinimums;
 use super::topology::GangTopology;
 

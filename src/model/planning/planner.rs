@@ -30,7 +30,7 @@ use super::simulation::{
 };
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::terms::NodeSelector;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};

@@ -41,7 +41,7 @@ use crate::model::inputs::config::ModelConfig;
 use crate::model::inputs::devices::DeviceInventory;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
-use crate::model::inputs::podgroup::PodGroupIndex;
+use crate::model::inputs::pod_group::PodGroupIndex;
 use crate::model::inputs::spec::GangSpec;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};

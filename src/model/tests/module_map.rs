@@ -33,14 +33,14 @@ const AGAINST_THE_MAP: &[(&str, &str, &str)] = &[];
 /// re-exports at its root by the layer they come from.
 fn part_of(name: &str) -> Option<&'static str> {
     Some(match name {
-        "inputs" | "objects" | "membership" | "resources" | "devices" | "podgroup" | "quantity"
-        | "tasks" | "terms" | "topology" => "inputs",
+        "inputs" | "objects" | "membership" | "resources" | "devices" | "pod_group"
+        | "quantity" | "tasks" | "terms" | "topology" => "inputs",
         "rules" => "rules",
         "notice" => "notice",
         "messages" => "messages",
         "table" => "table",
         "planning" => "planning",
-        "verbs" | "gather" | "enqueue" | "podgroup_status" => "verbs",
+        "verbs" | "gather" | "enqueue" | "pod_group_status" => "verbs",
         _ => return None,
     })
 }

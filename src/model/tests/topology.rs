@@ -267,7 +267,7 @@ fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused()
         .set_pod_group_api_served(PodGroupApi::Kubernetes, true);
     w.table.apply_pod_group(PodGroupDef {
         topology: Some(PodGroupTopology::Required(RACK.into())),
-        ..podgroups::pod_group(PodGroupApi::Kubernetes, 4, &[])
+        ..pod_groups::pod_group(PodGroupApi::Kubernetes, 4, &[])
     });
     let members: Vec<PodInfo> = (0..4)
         .map(|i| {
@@ -287,7 +287,7 @@ fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused()
             hard: true,
             tier: "highestTierAllowed 1".into(),
         }),
-        ..podgroups::pod_group(PodGroupApi::Volcano, 2, &[])
+        ..pod_groups::pod_group(PodGroupApi::Volcano, 2, &[])
     });
     let v: Vec<PodInfo> = (0..2)
         .map(|i| {

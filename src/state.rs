@@ -1,4 +1,14 @@
-//! The one shared state value handed to every handler and background task.
+//! The one shared state value handed to every handler and background task, and the handles it
+//! holds (the binder, the Event sink, the disruption queue, the leadership).
+//!
+//! State holds what is shared; the tasks that act on it (`cluster`'s watches, publisher,
+//! evictor and election, `binding`'s calls, `http`'s handlers) import it, never the other way:
+//! this module imports only the model and the metrics.
+
+pub mod binder;
+pub mod disruptions;
+pub mod event_sink;
+pub mod leadership;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use self::binder::Binder;
+use self::disruptions::DisruptionQueue;
+use self::event_sink::EventSink;
+use self::leadership::Leadership;
 use crate::binding::{Bindings, HeldBinds};
-use crate::cluster::binder::Binder;
-use crate::cluster::events::EventSink;
-use crate::cluster::evictor::DisruptionQueue;
-use crate::cluster::leader::role::Leadership;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 
@@ -227,8 +237,28 @@ impl Shared {
             table.take_partly_bound()
         };
         self.report_partly_bound(found);
-        crate::cluster::evictor::submit_committed(self);
+        self.submit_committed_disruptions();
         self.flush_notices();
+    }
+
+    /// Hands the evictor every gang disruption kube-scheduler has committed to since the last call
+    /// (the watch saw a victim on the chosen node deleted, or the preemptor nominated there): a
+    /// gang is never evicted on the preempt answer alone (evict-for-whole); and, once the caches
+    /// are synced, the rest of every gang whose member kube-scheduler preempted without muster's
+    /// say (`model::verbs::unseen_preemption`). Called after every watch event and preempt
+    /// decision, and every second.
+    pub fn submit_committed_disruptions(&self) {
+        let committed = {
+            let mut table = self.table.lock();
+            // Read the rest of a gang only from complete caches (evict-for-whole).
+            if self.readiness.is_ready() {
+                table.disrupt_for_unseen_preemptions();
+            }
+            table.take_disruptions()
+        };
+        for d in committed {
+            self.disruptions.submit(d);
+        }
     }
 
     /// Logs and counts what was done about gangs found partly bound.
@@ -306,7 +336,7 @@ impl Shared {
         }
         // Also the rest of a gang preempted without muster's say, once the caches are synced
         // (a quiet cluster may send no watch event after that).
-        crate::cluster::evictor::submit_committed(self);
+        self.submit_committed_disruptions();
         for key in &expired {
             tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
             self.metrics.gang_timeouts.inc();

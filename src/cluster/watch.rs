@@ -282,7 +282,7 @@ where
         shared.flush_notices();
         // A gang disrupted whole is evicted once the watch shows kube-scheduler committed to
         // the preemption that disrupts it (evict-for-whole).
-        crate::cluster::evictor::submit_committed(&shared);
+        shared.submit_committed_disruptions();
     }
 }
 

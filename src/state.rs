@@ -1,13 +1,16 @@
 //! The one shared state value handed to every handler and background task, and the handles it
-//! holds (the binder, the Event sink, the disruption queue, the leadership).
+//! holds: the binder, the bindings muster is making (`bindings`), the bind calls held open
+//! (`held`), the Event sink, the disruption queue and the leadership.
 //!
 //! State holds what is shared; the tasks that act on it (`cluster`'s watches, publisher,
 //! evictor and election, `binding`'s calls, `http`'s handlers) import it, never the other way:
-//! this module imports only the model and the metrics.
+//! this module imports only the model and the metrics (`model::tests::module_map` checks it).
 
 pub mod binder;
+pub mod bindings;
 pub mod disruptions;
 pub mod event_sink;
+pub mod held;
 pub mod leadership;
 
 use std::collections::BTreeSet;
@@ -18,10 +21,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use self::binder::Binder;
+use self::bindings::Bindings;
 use self::disruptions::DisruptionQueue;
 use self::event_sink::EventSink;
+use self::held::HeldBinds;
 use self::leadership::Leadership;
-use crate::binding::{Bindings, HeldBinds};
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 

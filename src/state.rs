@@ -146,7 +146,7 @@ pub struct Shared {
     pub metrics: Metrics,
     pub events: EventSink,
     pub binder: Arc<dyn Binder>,
-    /// Bind calls held open while their gang gathers.
+    /// Bind calls held open while their gang waits for quorum.
     pub held: HeldBinds,
     /// The bindings muster is making, for bind calls about the same pods.
     pub bindings: Bindings,

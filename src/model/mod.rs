@@ -42,9 +42,9 @@
 //!   calls: `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
 //!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts) and
 //!   `preemption_hold` (the room a preempting gang's victims free, held as its seats). Time and
-//!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `regather` (a gang
-//!   moving whole to another domain). The gang-members mode: `gather` (placing gated gangs from
-//!   the watch). Outputs: `views` (`/gangs`, gauges), `pod_group_status` and `enqueue`.
+//!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `move_domain` (a
+//!   gang moving whole to another domain). The gang-members mode: `gather` (placing gated gangs
+//!   from the watch). Outputs: `views` (`/gangs`, gauges), `pod_group_status` and `enqueue`.
 //!
 //! Everything here is synchronous and takes `now` as an argument, so the tests can drive time.
 

@@ -1,4 +1,4 @@
-//! Bind calls held open while their gang gathers: both sides of the protocol.
+//! Bind calls held open while their gang waits for quorum: both sides of the protocol.
 //!
 //! A seated member's bind call is held (up to `--bind-wait`) instead of failed at once: that
 //! spares kube-scheduler an error, a FailedScheduling Event, a status write, a back-off and a

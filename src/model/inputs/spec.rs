@@ -241,7 +241,7 @@ pub fn conflicting_quorums<'a>(members: impl IntoIterator<Item = &'a PodInfo>) -
 }
 
 /// What members' keys say that their PodGroup overrules, one line per distinct value, sorted:
-/// e.g. `muster.dev/min-available=3 (minMember 2)`. Values are gathered first and worded once,
+/// e.g. `muster.dev/min-available=3 (minMember 2)`. Values are collected first and worded once,
 /// as this runs whenever a member of a large gang changes.
 pub fn pod_group_disagreements(members: &[&PodInfo], def: &PodGroupDef) -> Vec<String> {
     let theirs_tasks = TaskMinimums::new(

@@ -364,7 +364,7 @@ impl Gang {
         self.awaiting_room.clear();
     }
 
-    /// A placed gang with no member on any node any more gathers again from scratch.
+    /// A placed gang with no member on any node any more starts again from scratch.
     pub fn unplace(&mut self) {
         if self.phase == Phase::Placed {
             self.phase = Phase::Waiting;

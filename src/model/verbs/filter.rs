@@ -120,7 +120,7 @@ impl GangTable {
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
         // An admitted gang of the every-pod mode with a topology may still move whole to a
-        // domain that holds its real members (see `verbs::regather`).
+        // domain that holds its real members (see `verbs::move_domain`).
         if gang.is_admitted() && !self.move_gang_domain(&key, pod, &known, now) {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }

@@ -8,7 +8,7 @@
 //! gang. So if any seat fails the check, nothing is bound, the seats on that node are given
 //! up and those members are planned again.
 //!
-//! Room is not the only thing that changes while a gang gathers: a seat's node may have been
+//! Room is not the only thing that changes while a gang waits: a seat's node may have been
 //! cordoned, tainted NoSchedule/NoExecute (a node that went NotReady is tainted so by the node
 //! lifecycle controller), lost a label a member's node affinity or `nodeSelector` requires, or
 //! received a pod its member's (anti-)affinity or spread constraint now counts. So the last
@@ -48,7 +48,7 @@ enum SeatLost {
     /// The node now refuses member `pod` under a kube-scheduler rule.
     Rule { pod: String, reason: Reason },
     /// The node is not (any more) in the gang's domain of `label` (`value`): its label changed
-    /// while the gang gathered.
+    /// while the gang waited.
     Domain { label: Arc<str>, value: Arc<str> },
 }
 

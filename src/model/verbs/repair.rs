@@ -21,7 +21,7 @@
 //! while muster was down or since), or their seats time out, the bound part is never left running
 //! silently: a `GangPartlyBound` Warning on every member says so, `/gangs` shows it, and in
 //! disruption mode `gang` the bound members are evicted (evict-for-whole: half a gang is
-//! useless; the gang then gathers again whole), in mode `pod` they keep running and the rest
+//! useless; the gang then starts again whole), in mode `pod` they keep running and the rest
 //! bind when room appears.
 
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@
 //! gates removed, pods placed by another scheduler, clock jumps past timeouts, back-offs and
 //! windows, the PodGroups of all three APIs (Volcano with per-task minimums, scheduler-plugins,
 //! Kubernetes `scheduling.k8s.io`) created, changed and deleted — their `minMember` overrules
-//! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs gather, preempt
+//! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs wait, preempt
 //! calls (victims of lower priority on the candidate node, members of running gangs among
 //! them, or a forged body claiming a priority the pod does not have) that kube-scheduler then
 //! acts on (victims deleted, the preemptor nominated: room held for its gang), rounds of the

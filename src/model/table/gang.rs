@@ -78,7 +78,7 @@ pub struct Seat {
 pub(in crate::model) enum BeyondPreemption {
     /// Not even the whole cluster with every lower-priority pod gone holds the quorum.
     Anywhere,
-    /// A gang held to one domain of `label`: the best domain (`value`) would hold `fit` of
+    /// A gang confined to one domain of `label`: the best domain (`value`) would hold `fit` of
     /// `quorum` even then.
     Domain {
         label: std::sync::Arc<str>,
@@ -134,7 +134,7 @@ pub struct Gang {
     /// A gathered gang that would not fit even with every lower-priority pod evicted, as the
     /// gatherer's last look at preemption found (set by `gather`, refreshed at each look): its
     /// waiting message says preemption cannot help, as the filter's does (explained). `Some`
-    /// holds the domain verdict for a gang held to one domain.
+    /// holds the domain verdict for a gang confined to one domain.
     pub(in crate::model) beyond_preemption: Option<BeyondPreemption>,
     /// A gathered gang's latest plan fell short of room alone, anywhere or inside the one
     /// domain it must keep to (set by `gather`): evicting lower-priority pods may place it, so

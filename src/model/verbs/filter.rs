@@ -102,7 +102,7 @@ impl GangTable {
         };
         let facts = self.facts(&key);
         if self.is_placed(&key, &facts) {
-            // A placed gang's later members go where room is; one held to a domain, only there.
+            // A placed gang's later members go where room is; one confined to a domain, only there.
             let held = facts.spec.topology.required().is_some().then_some(&key);
             return self.filter_by_room(pod, candidates, &positions, held);
         }
@@ -247,10 +247,10 @@ impl GangTable {
         positions: &[Option<usize>],
         gang: Option<&GangKey>,
     ) -> (Vec<NodeVerdict>, bool) {
-        // A gang held to one domain of a node label (topology required) has members only
+        // A gang confined to one domain of a node label (topology required) has members only
         // there once it uses one (members on nodes, or seats, planned ones included): later
         // members and replacements wait for room in it.
-        let domain = gang.and_then(|k| self.held_domain(k));
+        let domain = gang.and_then(|k| self.confined_domain(k));
         let in_domain = |i: usize| {
             domain.as_ref().is_none_or(|(label, value)| {
                 domain_of(self.ledger.at(i).info(), label) == Some(&**value)

@@ -184,7 +184,7 @@ impl GangTable {
     /// taken (a spread constraint may admit `a, b, a` but not `a, a, b`); a seat that passes in
     /// no order is the refusal, the first by member name. Scheduling gates are not a node's
     /// rule: a member with a confirmed seat came through a bind call, so it had none.
-    /// For a gang held to one domain of a node label: a confirmed seat whose node is not in
+    /// For a gang confined to one domain of a node label: a confirmed seat whose node is not in
     /// the gang's domain (members with nodes decide it, else the first confirmed seat by
     /// member name), with the label and that domain. The plan put every seat in one domain;
     /// a node relabelled since is caught here (holds-nothing, never-half).
@@ -385,7 +385,7 @@ impl GangTable {
 }
 
 impl GangTable {
-    /// The Placed Event's text; for a gang held to a domain, naming it.
+    /// The Placed Event's text; for a gang confined to a domain, naming it.
     fn placed_message(
         &self,
         key: &GangKey,

@@ -231,7 +231,7 @@ impl GangTable {
                 first_node, seats, ..
             } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_node, seats),
             GangPlan::Fits { .. } => return Err(None),
-            // Room, inside its topology domain too (a gang held to one domain is finished
+            // Room, inside its topology domain too (a gang confined to one domain is finished
             // only there: the domain of its bound members), is decided now (never-half).
             GangPlan::DoesNotFit(
                 ref why @ (GangShortfall::Room { .. }

@@ -78,7 +78,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "holds that left room planned where lower-priority pods still ran",
     "bindings of pods with a device claim",
     "bindings of pods with a host port",
-    "of the gangs bound together held to one rack (g0 by its pods' keys, g3 by its PodGroup)",
+    "of the gangs bound together confined to one rack (g0 by its pods' keys, g3 by its PodGroup)",
     "gathered gangs let through with seats",
     "gathered gangs let through for preemption",
     "holds of gathered gangs kept through a gather round with room planned",

@@ -31,10 +31,64 @@ pub(in crate::model) struct PendingDisruption {
 }
 
 /// Disruptions waiting for kube-scheduler's commitment, and those committed, for the evictor.
+/// Both lists are written only through the methods below, so what moves a disruption from
+/// pending to committed is visible here.
 #[derive(Default)]
 pub(in crate::model) struct Disruptions {
-    pub pending: Vec<PendingDisruption>,
-    pub committed: Vec<GangDisruption>,
+    pending: Vec<PendingDisruption>,
+    committed: Vec<GangDisruption>,
+}
+
+impl Disruptions {
+    /// Keeps `p` until kube-scheduler commits to it: a newer decision for the same gang
+    /// replaces the older one.
+    pub fn keep_pending(&mut self, p: PendingDisruption) {
+        self.pending
+            .retain(|q| q.disruption.gang != p.disruption.gang);
+        self.pending.push(p);
+    }
+
+    /// How many disruptions wait for kube-scheduler's commitment.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Takes the pending disruptions `committed` says kube-scheduler acts on, in the order kept;
+    /// the others stay pending.
+    pub fn take_pending_where(
+        &mut self,
+        committed: impl FnMut(&PendingDisruption) -> bool,
+    ) -> Vec<PendingDisruption> {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(committed);
+        self.pending = later;
+        now
+    }
+
+    /// Keeps only the pending disruptions `keep` says are still worth waiting for.
+    pub fn retain_pending(&mut self, keep: impl FnMut(&PendingDisruption) -> bool) {
+        self.pending.retain(keep);
+    }
+
+    /// `d` is to be evicted whole (kube-scheduler committed, or muster decided alone).
+    pub fn commit(&mut self, d: GangDisruption) {
+        self.committed.push(d);
+    }
+
+    /// The committed disruptions, for the evictor.
+    pub fn take_committed(&mut self) -> Vec<GangDisruption> {
+        std::mem::take(&mut self.committed)
+    }
+
+    /// Whether a disruption of `gang` is pending or committed, or one pending has `victim` among
+    /// its victims: the evictor already disrupts that gang whole.
+    pub fn decided(&self, gang: &GangKey, victim: &str) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.disruption.gang == *gang || p.victims.iter().any(|v| **v == *victim))
+            || self.committed.iter().any(|d| d.gang == *gang)
+    }
 }
 
 /// A member kube-scheduler preempted without muster's say, noticed by the watch; the rest of

@@ -299,7 +299,7 @@ impl GangTable {
         if !evict {
             return PartlyBoundOutcome::Reported { why: why.into() };
         }
-        self.disruptions.committed.push(GangDisruption {
+        self.disruptions.commit(GangDisruption {
             gang: key.clone(),
             others: members.clone(),
             message,

@@ -48,12 +48,7 @@ impl GangTable {
         let gang = m.gang.clone();
         // muster's own decision on this gang, waiting for kube-scheduler's commitment or for
         // the evictor: it already disrupts the gang whole.
-        let decided = self
-            .disruptions
-            .pending
-            .iter()
-            .any(|p| p.disruption.gang == gang || p.victims.iter().any(|v| **v == *uid))
-            || self.disruptions.committed.iter().any(|d| d.gang == gang);
+        let decided = self.disruptions.decided(&gang, uid);
         self.preemptions_answered.insert(victim.uid.clone());
         if !decided {
             self.unseen_preemptions.push(UnseenPreemption {
@@ -90,7 +85,7 @@ impl GangTable {
                 others,
             };
             self.tell_disrupted(&disruption);
-            self.disruptions.committed.push(disruption);
+            self.disruptions.commit(disruption);
         }
     }
 }

@@ -27,7 +27,8 @@
 //!   each keeping its own numbers right: `ledger` (per node, allocatable, used and reserved),
 //!   `pods` (the pods muster knows, and the nodes it assumed), `gang` (members, seats by
 //!   [`SeatHolder`], [`Phase`]), `evidence` (filter calls' node lists and kube-scheduler's
-//!   verdicts), `preemption_plan`, `under_way` (preemptions kept while they happen),
+//!   verdicts), `retry_asks` (pods refused for a reason kube-scheduler does not see end, asked
+//!   to retry when it does), `preemption_plan`, `under_way` (preemptions kept while they happen),
 //!   `room_waits` (gangs waiting for room to be freed), `disruptions` (gangs to evict whole once
 //!   kube-scheduler commits, and members it preempted without muster) and `partly_bound` (what
 //!   was done about a gang found partly bound). A seat and its reservation change together,

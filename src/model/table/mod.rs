@@ -22,6 +22,7 @@ pub(crate) mod ledger;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
+pub(crate) mod retry_asks;
 pub(crate) mod room_waits;
 pub(crate) mod under_way;
 
@@ -35,6 +36,7 @@ use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlan;
+use self::retry_asks::RetryAsks;
 use self::room_waits::RoomWaits;
 use self::under_way::PreemptionsUnderWay;
 use crate::model::inputs::config::ModelConfig;
@@ -65,19 +67,9 @@ pub struct GangTable {
     /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
     /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
     pub(super) namespaces: NamespaceLabels,
-    /// Pods the filter refused because gang seats held the room they needed. kube-scheduler
-    /// re-queues a refused pod only on a cluster event, and muster releasing seats is none:
-    /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
-    pub(super) refused_for_seats: HashSet<PodUid>,
-    /// Seats were released since the last `take_notices`.
-    pub(super) seats_released: bool,
-    /// Pods the filter refused while a node kube-scheduler offered for them was not in muster's
-    /// cache yet (its watch behind kube-scheduler's informer, e.g. after a restart of muster or
-    /// of the API server). That node arriving in the cache is no cluster event either: when a
-    /// node muster did not know arrives, each is asked to retry and forgotten.
-    pub(super) refused_for_unknown_nodes: HashSet<PodUid>,
-    /// A node muster did not know arrived since the last `take_notices`.
-    pub(super) nodes_arrived: bool,
+    /// Pods refused for a reason whose end kube-scheduler does not see (room seats held, a
+    /// node not in muster's cache, a preemptor not delivered yet), to ask to retry once it ends.
+    pub(super) retry_asks: RetryAsks,
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
@@ -95,9 +87,6 @@ pub struct GangTable {
     pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
-    /// Gang members whose preemption was refused because the watch had not delivered them
-    /// yet: asked to retry (`NoticeKind::Retry`) when it does.
-    retry_when_seen: HashSet<PodUid>,
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
     /// `verbs::preempt::commit`), and then until the evictor takes them.
     pub(super) disruptions: Disruptions,
@@ -117,10 +106,6 @@ pub struct GangTable {
     /// Kept up to date by `apply_pod`/`remove_pod`, so a round does not scan every pod.
     pub(super) gated_outside_gangs: HashSet<PodUid>,
 }
-
-/// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
-/// (the ones past it are not told; kube-scheduler's own periodic flush still retries them).
-pub(super) const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Debug)]
@@ -217,16 +202,12 @@ impl GangTable {
             evidence: EvidenceStore::default(),
             verdicts: SchedulerVerdicts::default(),
             namespaces: NamespaceLabels::default(),
-            refused_for_seats: HashSet::default(),
-            seats_released: false,
-            refused_for_unknown_nodes: HashSet::default(),
-            nodes_arrived: false,
+            retry_asks: RetryAsks::default(),
             released: Vec::new(),
             room_waits: RoomWaits::default(),
             room_freed: Vec::new(),
             preempt_plans: HashMap::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
-            retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),
             preemptions_answered: HashSet::default(),
@@ -258,19 +239,7 @@ impl GangTable {
     /// when seats were released meanwhile, and for every pod refused while a node it was
     /// offered was unknown when a new node arrived meanwhile (one per pod, even if both hold).
     pub fn take_notices(&mut self) -> Vec<Notice> {
-        let mut retry: Vec<(PodUid, &'static str)> = Vec::new();
-        if std::mem::take(&mut self.seats_released) {
-            let refused = std::mem::take(&mut self.refused_for_seats);
-            retry.extend(refused.into_iter().map(|u| (u, messages::RETRY)));
-        }
-        if std::mem::take(&mut self.nodes_arrived) {
-            let refused = std::mem::take(&mut self.refused_for_unknown_nodes);
-            retry.extend(
-                refused
-                    .into_iter()
-                    .map(|u| (u, messages::RETRY_AFTER_NODE_ARRIVED)),
-            );
-        }
+        let retry = self.retry_asks.take_due();
         let mut asked: HashSet<PodUid> = HashSet::default();
         let told: Vec<Notice> = retry
             .into_iter()
@@ -310,29 +279,23 @@ impl GangTable {
 
     /// The filter refused `uid` because seats held the room it needed.
     pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
-        if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
-            self.refused_for_seats.insert(uid.clone());
-        }
+        self.retry_asks.refused_for_seats(uid);
     }
 
     /// The filter refused `uid` while a node offered for it was not in muster's cache.
     pub(super) fn refused_for_unknown_node(&mut self, uid: &PodUid) {
-        if self.refused_for_unknown_nodes.len() < MAX_REFUSED_REMEMBERED {
-            self.refused_for_unknown_nodes.insert(uid.clone());
-        }
+        self.retry_asks.refused_for_unknown_node(uid);
     }
 
     /// `uid`'s preemption was refused because the watch had not delivered it yet.
     pub(super) fn retry_when_seen(&mut self, uid: &PodUid) {
-        if self.retry_when_seen.len() < MAX_REFUSED_REMEMBERED {
-            self.retry_when_seen.insert(uid.clone());
-        }
+        self.retry_asks.retry_when_seen(uid);
     }
 
     /// The watch delivered `uid`: if its preemption was refused for not being seen, it is
     /// asked to retry now that muster can judge it.
     pub(super) fn seen_now(&mut self, uid: &PodUid) {
-        if self.retry_when_seen.is_empty() || !self.retry_when_seen.remove(uid) {
+        if !self.retry_asks.seen(uid) {
             return;
         }
         if let Some(p) = self.pods.get(uid).filter(|p| p.is_pending()) {
@@ -437,7 +400,7 @@ impl GangTable {
         self.ledger.reserve(&seat.node, &seat.requests);
         if let Some(old) = gang.insert_seat(holder, seat) {
             self.ledger.unreserve(&old.node, &old.requests);
-            self.seats_released = true;
+            self.retry_asks.note_seats_released();
         }
     }
 
@@ -446,7 +409,7 @@ impl GangTable {
         let gang = self.gangs.get_mut(key)?;
         let seat = gang.remove_seat(holder)?;
         self.ledger.unreserve(&seat.node, &seat.requests);
-        self.seats_released = true;
+        self.retry_asks.note_seats_released();
         gang.settle_after_seats_removed();
         self.released.push(key.clone());
         Some(seat)
@@ -468,7 +431,7 @@ impl GangTable {
         for h in release {
             if let Some(s) = gang.remove_seat(h) {
                 self.ledger.unreserve(&s.node, &s.requests);
-                self.seats_released = true;
+                self.retry_asks.note_seats_released();
             }
         }
     }
@@ -483,7 +446,9 @@ impl GangTable {
         for (_, s) in &seats {
             self.ledger.unreserve(&s.node, &s.requests);
         }
-        self.seats_released |= !seats.is_empty();
+        if !seats.is_empty() {
+            self.retry_asks.note_seats_released();
+        }
         seats
     }
 

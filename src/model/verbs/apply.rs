@@ -23,7 +23,9 @@ impl GangTable {
     /// A node was added or changed. A node muster did not know may be one kube-scheduler
     /// already offered: pods refused meanwhile are asked to retry (see `take_notices`).
     pub fn apply_node(&mut self, info: NodeInfo) {
-        self.nodes_arrived |= self.ledger.position(&info.name).is_none();
+        if self.ledger.position(&info.name).is_none() {
+            self.retry_asks.note_node_arrived();
+        }
         if self
             .ledger
             .get(&info.name)
@@ -175,8 +177,7 @@ impl GangTable {
         self.evidence.forget(uid);
         self.verdicts.forget(uid);
         // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
-        self.refused_for_seats.remove(uid);
-        self.refused_for_unknown_nodes.remove(uid);
+        self.retry_asks.forget(uid);
         self.preemptions_under_way.forget(uid);
         self.preemptions_answered.remove(uid);
         self.gated_outside_gangs.remove(uid);

@@ -35,7 +35,7 @@ use self::evidence::{EvidenceStore, SchedulerVerdicts};
 use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
-use self::preemption_plan::PreemptionPlan;
+use self::preemption_plan::PreemptionPlans;
 use self::retry_asks::RetryAsks;
 use self::room_waits::RoomWaits;
 use self::under_way::PreemptionsUnderWay;
@@ -84,7 +84,7 @@ pub struct GangTable {
     pub(super) room_freed: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
-    pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    pub(super) preempt_plans: PreemptionPlans,
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
@@ -206,7 +206,7 @@ impl GangTable {
             released: Vec::new(),
             room_waits: RoomWaits::default(),
             room_freed: Vec::new(),
-            preempt_plans: HashMap::default(),
+            preempt_plans: PreemptionPlans::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),

@@ -141,7 +141,7 @@ impl GangTable {
                 .map(|s| s.node.to_string())
                 .into_iter()
                 .collect();
-            for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+            for plan in self.preempt_plans.for_gang(key) {
                 for (_, planned) in &plan.by_node {
                     seats.extend(
                         planned
@@ -176,7 +176,7 @@ impl GangTable {
                 // (kube-scheduler requeues a pod NodeResourcesFit rejected when a pod is
                 // deleted, not when one starts terminating): the second eviction came only
                 // when the first victim was gone.
-                for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+                for plan in self.preempt_plans.for_gang(key) {
                     for (_, planned) in &plan.by_node {
                         seats.extend(
                             planned

@@ -88,17 +88,13 @@ pub struct GangTable {
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
-    /// `verbs::preempt::commit`), and then until the evictor takes them.
+    /// `verbs::preempt::commit`), and then until the evictor takes them; the victims of
+    /// kube-scheduler's preemptions answered for, and those made without muster's say (see
+    /// `verbs::unseen_preemption`).
     pub(super) disruptions: Disruptions,
     /// What was done about each gang found partly bound since the last call of
     /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
     pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
-    /// Victims of kube-scheduler's preemptions already answered for: muster's own decisions'
-    /// victims (at the commit) and those a preemption without muster's say was noticed on (see
-    /// `verbs::unseen_preemption`). Forgotten with the pod.
-    pub(super) preemptions_answered: HashSet<PodUid>,
-    /// Members preempted without muster's say, for the evictor once the caches are synced.
-    pub(super) unseen_preemptions: Vec<disruptions::UnseenPreemption>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
     /// Pending pods behind muster's gate that are in no gang (their keys were removed, or
@@ -210,8 +206,6 @@ impl GangTable {
             preemptions_under_way: PreemptionsUnderWay::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),
-            preemptions_answered: HashSet::default(),
-            unseen_preemptions: Vec::new(),
             devices: DeviceInventory::default(),
             gated_outside_gangs: HashSet::default(),
         }

@@ -179,7 +179,7 @@ impl GangTable {
         // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
         self.retry_asks.forget(uid);
         self.preemptions_under_way.forget(uid);
-        self.preemptions_answered.remove(uid);
+        self.disruptions.forget_answered(uid);
         self.gated_outside_gangs.remove(uid);
         self.settle_charges(Charges {
             uncharge,

@@ -71,7 +71,7 @@ impl GangTable {
         };
         for p in self.disruptions.take_pending_where(committed) {
             // These victims' preemption is muster's own decision: not one made without it.
-            self.preemptions_answered.extend(p.victims.iter().cloned());
+            self.disruptions.answer(p.victims.iter().cloned());
             self.tell_disrupted(&p.disruption);
             self.disruptions.commit(p.disruption);
         }

@@ -75,13 +75,11 @@ pub struct GangTable {
     pub(super) released: Vec<GangKey>,
     /// Per node, the gangs waiting for room there: quorums waiting for pods being deleted
     /// there to go (their room is on its way: kube-scheduler's cache may already show them
-    /// gone while muster's watch has not delivered it; the first pod leaving the node moves
-    /// them to `room_freed`), and preemption holds whose planned seats wait for pods of lower
-    /// priority to go (`Gang::awaiting_room`). One index for both: see `room_waits`.
+    /// gone while muster's watch has not delivered it; the first pod leaving the node ends
+    /// their wait, and `take_room_freed` hands them on), and preemption holds whose planned
+    /// seats wait for pods of lower priority to go (`Gang::awaiting_room`). One index for
+    /// both: see `room_waits`.
     pub(super) room_waits: RoomWaits,
-    /// Gangs whose awaited room was freed since the last [`GangTable::take_room_freed`]: their
-    /// held bind calls decide again.
-    pub(super) room_freed: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
     pub(super) preempt_plans: PreemptionPlans,
@@ -201,7 +199,6 @@ impl GangTable {
             retry_asks: RetryAsks::default(),
             released: Vec::new(),
             room_waits: RoomWaits::default(),
-            room_freed: Vec::new(),
             preempt_plans: PreemptionPlans::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             disruptions: Disruptions::default(),
@@ -216,9 +213,10 @@ impl GangTable {
         std::mem::take(&mut self.released)
     }
 
-    /// Gangs whose awaited room was freed since the last call (see the field).
+    /// Gangs whose awaited room was freed since the last call: their held bind calls decide
+    /// again.
     pub fn take_room_freed(&mut self) -> Vec<GangKey> {
-        std::mem::take(&mut self.room_freed)
+        self.room_waits.take_freed()
     }
 
     /// How many times room the gang waited for was freed so far (0 for a gang not in the

@@ -224,13 +224,11 @@ impl GangTable {
             return;
         }
         // Quorums waiting for pods being deleted here: their held bind calls decide again.
-        let woken = self.room_waits.end(node, RoomWait::PodsLeaving);
-        for key in &woken {
-            if let Some(g) = self.gangs.get_mut(key) {
+        for key in self.room_waits.room_freed_on(node) {
+            if let Some(g) = self.gangs.get_mut(&key) {
                 g.rooms_freed += 1;
             }
         }
-        self.room_freed.extend(woken);
         // Preemption holds: the room planned here becomes seats where it is free now.
         self.seat_where_freed(node);
     }

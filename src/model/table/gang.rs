@@ -146,8 +146,9 @@ pub struct Gang {
     pub partly_bound: Option<String>,
     /// How many times room the gang's quorum waited for was freed (`RoomWait::PodsLeaving`
     /// ended): a held bind call compares it with the count at its decision, so room freed
-    /// before the call began to wait still makes it decide again.
-    pub(in crate::model) rooms_freed: u64,
+    /// before the call began to wait still makes it decide again. Only counted up, through
+    /// [`Gang::note_room_freed`].
+    rooms_freed: u64,
     /// How many times a member's bind planned the gang anew (seats for every member, see
     /// `GangTable::take_planned_seats`).
     plans: u64,
@@ -202,6 +203,18 @@ impl Gang {
     /// Set when a member joins, changes or leaves (the table recomputes it then).
     pub(in crate::model) fn set_spec(&mut self, spec: GangSpec) {
         self.spec = spec;
+    }
+
+    // === room freed ===
+
+    /// Room the gang's quorum waited for was freed.
+    pub(in crate::model) fn note_room_freed(&mut self) {
+        self.rooms_freed += 1;
+    }
+
+    /// How many times room the gang's quorum waited for was freed so far.
+    pub fn rooms_freed(&self) -> u64 {
+        self.rooms_freed
     }
 
     // === members ===

@@ -224,7 +224,7 @@ impl GangTable {
     /// before it sleeps: a change means the room came in between, when the wake-up
     /// (`take_room_freed`) found no held call to wake.
     pub fn rooms_freed(&self, key: &GangKey) -> u64 {
-        self.gangs.get(key).map_or(0, |g| g.rooms_freed)
+        self.gangs.get(key).map_or(0, |g| g.rooms_freed())
     }
 
     /// Notices produced since the last call; a `Retry` for every pod refused for held room

@@ -226,7 +226,7 @@ impl GangTable {
         // Quorums waiting for pods being deleted here: their held bind calls decide again.
         for key in self.room_waits.room_freed_on(node) {
             if let Some(g) = self.gangs.get_mut(&key) {
-                g.rooms_freed += 1;
+                g.note_room_freed();
             }
         }
         // Preemption holds: the room planned here becomes seats where it is free now.

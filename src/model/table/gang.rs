@@ -102,10 +102,12 @@ pub struct Gang {
     /// `last_wait_message` when it was kept without being told: the gang was short only of
     /// members not created yet, within its creation window (see `GangTable::tell_waiting`).
     pub wait_message_untold: Option<String>,
-    /// The quorum conflict already reported, so it is reported once.
-    pub reported_conflict: Option<Vec<u32>>,
-    /// The disagreements with the gang's PodGroup already reported, so each is reported once.
-    pub reported_pod_group_conflict: Option<Vec<String>>,
+    /// The quorum conflict already reported, so it is reported once (written only through
+    /// [`Gang::note_quorum_conflict_told`]).
+    reported_conflict: Option<Vec<u32>>,
+    /// The disagreements with the gang's PodGroup already reported, so each is reported once
+    /// (written only through [`Gang::note_pod_group_conflict_told`]).
+    reported_pod_group_conflict: Option<Vec<String>>,
     /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
     arrived_unnoted: bool,
     /// When the table first looked at the gang after its newest member joined: the start of
@@ -203,6 +205,29 @@ impl Gang {
     /// Set when a member joins, changes or leaves (the table recomputes it then).
     pub(in crate::model) fn set_spec(&mut self, spec: GangSpec) {
         self.spec = spec;
+    }
+
+    // === conflicts told ===
+
+    /// Whether the members were told already that their keys disagree on the quorum, as
+    /// `values`.
+    pub(in crate::model) fn quorum_conflict_told(&self, values: &[u32]) -> bool {
+        self.reported_conflict.as_deref() == Some(values)
+    }
+
+    /// The members were told that their keys disagree on the quorum, as `values`.
+    pub(in crate::model) fn note_quorum_conflict_told(&mut self, values: Vec<u32>) {
+        self.reported_conflict = Some(values);
+    }
+
+    /// Whether the members were told already of these disagreements with the PodGroup.
+    pub(in crate::model) fn pod_group_conflict_told(&self, found: &[String]) -> bool {
+        self.reported_pod_group_conflict.as_deref() == Some(found)
+    }
+
+    /// The members were told of these disagreements with the PodGroup.
+    pub(in crate::model) fn note_pod_group_conflict_told(&mut self, found: Vec<String>) {
+        self.reported_pod_group_conflict = Some(found);
     }
 
     // === room freed ===

@@ -304,7 +304,7 @@ impl GangTable {
         let Some(values) = conflicting_quorums(self.members_of(gang).map(|p| &p.info)) else {
             return;
         };
-        if gang.reported_conflict.as_ref() == Some(&values) {
+        if gang.quorum_conflict_told(&values) {
             return;
         }
         let message = messages::quorum_conflict(key, &values);
@@ -318,7 +318,7 @@ impl GangTable {
             .collect();
         self.notices.extend(told);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.reported_conflict = Some(values);
+            g.note_quorum_conflict_told(values);
         }
     }
 
@@ -341,7 +341,7 @@ impl GangTable {
             .map(|p| &p.info)
             .collect();
         let found = pod_group_disagreements(&members, def);
-        if found.is_empty() || gang.reported_pod_group_conflict.as_ref() == Some(&found) {
+        if found.is_empty() || gang.pod_group_conflict_told(&found) {
             return;
         }
         let message = messages::pod_group_conflict(key, api, &found);
@@ -355,7 +355,7 @@ impl GangTable {
             .collect();
         self.notices.extend(told);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.reported_pod_group_conflict = Some(found);
+            g.note_pod_group_conflict_told(found);
         }
     }
 }

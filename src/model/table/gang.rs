@@ -118,8 +118,9 @@ pub struct Gang {
     pub blocked_by_rule: bool,
     /// Members refused while the creation window was open (e.g. the quorum not decided yet).
     /// kube-scheduler retries a refused pod only on a cluster event, and the window closing is
-    /// none: when it closes, each is asked to retry (see `GangTable::expire`).
-    pub refused_in_window: BTreeSet<PodUid>,
+    /// none: when it closes, each is asked to retry (see `GangTable::expire`). Written only
+    /// through [`Gang::refused_in_window`] and [`Gang::take_refused_once_window_closed`].
+    refused_in_window: BTreeSet<PodUid>,
     /// The waiting reason last told to each seated member whose held bind call gave up, so
     /// a member retried every few seconds hears it once per change.
     told_waiting: BTreeMap<PodUid, String>,
@@ -273,6 +274,25 @@ impl Gang {
             || self
                 .newest_arrival
                 .is_none_or(|t| now.saturating_duration_since(t) < window)
+    }
+
+    /// Member `uid` was refused while the creation window was open: asked to retry once it
+    /// closes.
+    pub(in crate::model) fn refused_in_window(&mut self, uid: &PodUid) {
+        self.refused_in_window.insert(uid.clone());
+    }
+
+    /// The members refused while the creation window was open, once it has closed (then
+    /// forgotten); nothing while it is open.
+    pub(in crate::model) fn take_refused_once_window_closed(
+        &mut self,
+        now: Instant,
+        window: Duration,
+    ) -> BTreeSet<PodUid> {
+        if self.refused_in_window.is_empty() || self.within_creation_window(now, window) {
+            return BTreeSet::new();
+        }
+        std::mem::take(&mut self.refused_in_window)
     }
 
     /// Returns whether the gang has no member left.

@@ -122,9 +122,7 @@ impl GangTable {
         let window = self.config.creation_window;
         let mut retry = Vec::new();
         for gang in self.gangs.values_mut() {
-            if !gang.refused_in_window.is_empty() && !gang.within_creation_window(now, window) {
-                retry.extend(std::mem::take(&mut gang.refused_in_window));
-            }
+            retry.extend(gang.take_refused_once_window_closed(now, window));
         }
         let told: Vec<Notice> = retry
             .iter()

@@ -165,7 +165,7 @@ impl GangTable {
                 let window = self.config.creation_window;
                 if let Some(gang) = self.gangs.get_mut(&key) {
                     if gang.within_creation_window(now, window) {
-                        gang.refused_in_window.insert(pod.uid.clone());
+                        gang.refused_in_window(&pod.uid);
                     }
                 }
                 let message = why.message(&key, self.config.creation_window);

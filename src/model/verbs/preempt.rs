@@ -380,7 +380,7 @@ impl GangTable {
             Some(DropReason::NotSeenYet) => self.retry_when_seen(&pod.uid),
             Some(DropReason::QuorumUndecided { .. }) => {
                 if let Some(g) = key.as_ref().and_then(|k| self.gangs.get_mut(k)) {
-                    g.refused_in_window.insert(pod.uid.clone());
+                    g.refused_in_window(&pod.uid);
                 }
             }
             _ => {}

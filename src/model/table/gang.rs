@@ -146,7 +146,8 @@ pub struct Gang {
     pub(in crate::model) short_of_room: bool,
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
-    pub partly_bound: Option<String>,
+    /// Set only through [`Gang::found_partly_bound`], cleared by [`Gang::place`].
+    partly_bound: Option<String>,
     /// How many times room the gang's quorum waited for was freed (`RoomWait::PodsLeaving`
     /// ended): a held bind call compares it with the count at its decision, so room freed
     /// before the call began to wait still makes it decide again. Only counted up, through
@@ -412,6 +413,16 @@ impl Gang {
         self.preemption_hold = None;
         self.awaiting_room.clear();
         self.partly_bound = None;
+    }
+
+    /// The gang was found partly bound as muster started deciding; `what` was done about it.
+    pub(in crate::model) fn found_partly_bound(&mut self, what: String) {
+        self.partly_bound = Some(what);
+    }
+
+    /// What was done about the gang found partly bound, until it is placed.
+    pub fn partly_bound(&self) -> Option<&str> {
+        self.partly_bound.as_deref()
     }
 
     /// Timed out: refused until `until`.

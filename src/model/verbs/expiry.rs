@@ -59,7 +59,11 @@ impl GangTable {
     /// A gang found partly bound whose remaining members' seats timed out is not left half
     /// running silently (never-half): see `verbs::repair`.
     fn partly_bound_timed_out(&mut self, key: &GangKey, timeout: std::time::Duration) {
-        if self.gangs.get(key).is_none_or(|g| g.partly_bound.is_none()) {
+        if self
+            .gangs
+            .get(key)
+            .is_none_or(|g| g.partly_bound().is_none())
+        {
             return;
         }
         let Some((bound, quorum)) = self.partly_bound_counts(key) else {

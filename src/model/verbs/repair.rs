@@ -85,7 +85,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(_, g)| {
-                g.partly_bound.is_some() && g.is_admitted() && g.preemption_hold.is_none()
+                g.partly_bound().is_some() && g.is_admitted() && g.preemption_hold.is_none()
             })
             .map(|(k, _)| k.clone())
             .filter(|k| self.seat_without_room(k))
@@ -156,7 +156,7 @@ impl GangTable {
                     });
                 }
                 if let Some(g) = self.gangs.get_mut(key) {
-                    g.partly_bound = Some(message);
+                    g.found_partly_bound(message);
                 }
                 Some(PartlyBoundOutcome::Finishing { seats })
             }
@@ -294,7 +294,7 @@ impl GangTable {
         let message = messages::partly_bound_stuck(key, bound, quorum, why, evict);
         self.tell_members(key, NoticeKind::PartlyBound, &message);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.partly_bound = Some(message.clone());
+            g.found_partly_bound(message.clone());
         }
         if !evict {
             return PartlyBoundOutcome::Reported { why: why.into() };

@@ -788,7 +788,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(k, g)| {
-                *k != key && !g.blocked_by_rule && competes(g, now, self.config.active_window)
+                *k != key && !g.blocked_by_rule() && competes(g, now, self.config.active_window)
             })
             .map(|(k, g)| (Reverse(g.spec().priority), g.spec().created, k))
             .filter(|o| *o < my_order)

@@ -114,8 +114,9 @@ pub struct Gang {
     /// its creation window.
     newest_arrival: Option<Instant>,
     /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
-    /// takes nothing, so gangs behind it do not leave room for it.
-    pub blocked_by_rule: bool,
+    /// takes nothing, so gangs behind it do not leave room for it. Set only through
+    /// [`Gang::note_blocked_by_rule`].
+    blocked_by_rule: bool,
     /// Members refused while the creation window was open (e.g. the quorum not decided yet).
     /// kube-scheduler retries a refused pod only on a cluster event, and the window closing is
     /// none: when it closes, each is asked to retry (see `GangTable::expire`). Written only
@@ -413,6 +414,16 @@ impl Gang {
         self.preemption_hold = None;
         self.awaiting_room.clear();
         self.partly_bound = None;
+    }
+
+    /// Whether the gang's own latest simulation failed on a rule other than room.
+    pub(in crate::model) fn note_blocked_by_rule(&mut self, blocked: bool) {
+        self.blocked_by_rule = blocked;
+    }
+
+    /// The gang's own latest simulation failed on a rule other than room.
+    pub fn blocked_by_rule(&self) -> bool {
+        self.blocked_by_rule
     }
 
     /// The gang was found partly bound as muster started deciding; `what` was done about it.

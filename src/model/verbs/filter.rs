@@ -551,7 +551,9 @@ impl GangTable {
     /// then do not leave room for it).
     pub(in crate::model) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
         if let Some(g) = self.gangs.get_mut(key) {
-            g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
+            g.note_blocked_by_rule(
+                matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule()),
+            );
         }
     }
 

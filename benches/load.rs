@@ -19,10 +19,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use muster::cluster::binder::{BindError, Binder};
-use muster::cluster::events::EventSink;
 use muster::http::{router, AppState};
 use muster::model::{ModelConfig, NodeName, PodRef};
+use muster::state::binder::{BindError, Binder};
+use muster::state::event_sink::EventSink;
 use muster::state::Shared;
 
 mod support;

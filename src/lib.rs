@@ -31,9 +31,10 @@ use tracing::info;
 
 use crate::cluster::binder::KubeBinder;
 use crate::cluster::certs::CertsConfig;
-use crate::cluster::events::{publish_events, EventSink};
+use crate::cluster::events::publish_events;
 use crate::config::{Args, LogFormat};
 use crate::http::{ops_router, router, verbs_router, AppState};
+use crate::state::event_sink::EventSink;
 use crate::state::Shared;
 
 pub fn init_logging(args: &Args) {
@@ -167,7 +168,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut shared = Shared::new(args.model_config(), binder, events)
         .with_extender_timeout(args.extender_http_timeout);
     if let Some(e) = &election {
-        shared = shared.with_leadership(cluster::leader::role::Leadership::candidate(
+        shared = shared.with_leadership(state::leadership::Leadership::candidate(
             &e.identity,
             &e.namespace,
             &e.name,
@@ -191,7 +192,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         client.clone(),
         shared.clone(),
     ));
-    tasks.spawn(cluster::podgroups::watch_pod_groups(
+    tasks.spawn(cluster::pod_groups::watch_pod_groups(
         client.clone(),
         shared.clone(),
         args.pod_group_discovery_interval,

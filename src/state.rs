@@ -1,4 +1,17 @@
-//! The one shared state value handed to every handler and background task.
+//! The one shared state value handed to every handler and background task, and the handles it
+//! holds: the binder, the bindings muster is making (`bindings`), the bind calls held open
+//! (`held`), the Event sink, the disruption queue and the leadership.
+//!
+//! State holds what is shared; the tasks that act on it (`cluster`'s watches, publisher,
+//! evictor and election, `binding`'s calls, `http`'s handlers) import it, never the other way:
+//! this module imports only the model and the metrics (`model::tests::module_map` checks it).
+
+pub mod binder;
+pub mod bindings;
+pub mod disruptions;
+pub mod event_sink;
+pub mod held;
+pub mod leadership;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,11 +20,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::binding::{Bindings, HeldBinds};
-use crate::cluster::binder::Binder;
-use crate::cluster::events::EventSink;
-use crate::cluster::evictor::DisruptionQueue;
-use crate::cluster::leader::role::Leadership;
+use self::binder::Binder;
+use self::bindings::Bindings;
+use self::disruptions::DisruptionQueue;
+use self::event_sink::EventSink;
+use self::held::HeldBinds;
+use self::leadership::Leadership;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 
@@ -132,7 +146,7 @@ pub struct Shared {
     pub metrics: Metrics,
     pub events: EventSink,
     pub binder: Arc<dyn Binder>,
-    /// Bind calls held open while their gang gathers.
+    /// Bind calls held open while their gang waits for quorum.
     pub held: HeldBinds,
     /// The bindings muster is making, for bind calls about the same pods.
     pub bindings: Bindings,
@@ -227,8 +241,28 @@ impl Shared {
             table.take_partly_bound()
         };
         self.report_partly_bound(found);
-        crate::cluster::evictor::submit_committed(self);
+        self.submit_committed_disruptions();
         self.flush_notices();
+    }
+
+    /// Hands the evictor every gang disruption kube-scheduler has committed to since the last call
+    /// (the watch saw a victim on the chosen node deleted, or the preemptor nominated there): a
+    /// gang is never evicted on the preempt answer alone (evict-for-whole); and, once the caches
+    /// are synced, the rest of every gang whose member kube-scheduler preempted without muster's
+    /// say (`model::verbs::unseen_preemption`). Called after every watch event and preempt
+    /// decision, and every second.
+    pub fn submit_committed_disruptions(&self) {
+        let committed = {
+            let mut table = self.table.lock();
+            // Read the rest of a gang only from complete caches (evict-for-whole).
+            if self.readiness.is_ready() {
+                table.disrupt_for_unseen_preemptions();
+            }
+            table.take_disruptions()
+        };
+        for d in committed {
+            self.disruptions.submit(d);
+        }
     }
 
     /// Logs and counts what was done about gangs found partly bound.
@@ -306,7 +340,7 @@ impl Shared {
         }
         // Also the rest of a gang preempted without muster's say, once the caches are synced
         // (a quiet cluster may send no watch event after that).
-        crate::cluster::evictor::submit_committed(self);
+        self.submit_committed_disruptions();
         for key in &expired {
             tracing::warn!(gang = %key, "gang timed out waiting for quorum; seats released");
             self.metrics.gang_timeouts.inc();

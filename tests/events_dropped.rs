@@ -5,9 +5,9 @@
 //! state a stalled publisher leaves it in. The end-to-end metrics test checks the counter stays 0
 //! in a normal run (`tests/e2e/claims.rs`).
 
-use muster::cluster::events::EventSink;
 use muster::metrics::Metrics;
 use muster::model::{GangGauges, Notice, NoticeKind, PodRef};
+use muster::state::event_sink::EventSink;
 
 fn notice(i: usize) -> Notice {
     Notice {

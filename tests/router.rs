@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 
-use muster::cluster::events::EventSink;
 use muster::http::AppState;
 use muster::model::{ModelConfig, NodeInfo};
+use muster::state::event_sink::EventSink;
 use muster::state::Shared;
 
 #[path = "router/kit.rs"]
@@ -896,7 +896,7 @@ async fn preempt_that_disrupts_a_gang_whole_queues_its_other_members_for_evictio
         queue.try_recv().is_err(),
         "queued before kube-scheduler acted"
     );
-    muster::cluster::evictor::submit_committed(&f.shared);
+    f.shared.submit_committed_disruptions();
     assert!(
         queue.try_recv().is_err(),
         "queued before kube-scheduler acted"
@@ -911,7 +911,7 @@ async fn preempt_that_disrupts_a_gang_whole_queues_its_other_members_for_evictio
         .build();
     run0.terminating = true;
     f.shared.table.lock().apply_pod(run0);
-    muster::cluster::evictor::submit_committed(&f.shared);
+    f.shared.submit_committed_disruptions();
     let d = queue.try_recv().expect("a disruption was queued");
     assert_eq!(&*d.gang.name, "run");
     let names: Vec<&str> = d.others.iter().map(|p| &*p.name).collect();

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 
-use muster::cluster::events::EventSink;
-use muster::cluster::leader::role::Leadership;
 use muster::http::AppState;
 use muster::model::ModelConfig;
+use muster::state::event_sink::EventSink;
+use muster::state::leadership::Leadership;
 use muster::state::Shared;
 
 #[path = "router/kit.rs"]

@@ -11,10 +11,10 @@ use axum::Router;
 use futures::future::BoxFuture;
 use tower::ServiceExt;
 
-use muster::cluster::binder::{BindError, Binder};
-use muster::cluster::events::EventSink;
 use muster::http::{ops_router, router, verbs_router, AppState};
 use muster::model::{ModelConfig, NodeName, PodRef};
+use muster::state::binder::{BindError, Binder};
+use muster::state::event_sink::EventSink;
 use muster::state::Shared;
 
 /// Never called: no test here reaches a bind.

@@ -55,7 +55,7 @@
 //!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),
-//! [`gangs`] (per-gang checks and times), [`gather`] (what is read off the cluster after a
+//! [`gangs`] (per-gang checks and times), [`readout`] (what is read off the cluster after a
 //! run), [`stats`] (percentiles,
 //! throughput), [`prometheus`] (the text format), [`metrics`] (scraping and summaries),
 //! [`process`] (CPU and memory accounting), [`result`], [`main_result`] (the report's first
@@ -66,7 +66,6 @@ mod chart;
 mod create;
 mod dra;
 mod gangs;
-mod gather;
 mod main_result;
 mod metrics;
 mod outage;
@@ -75,6 +74,7 @@ mod per_member;
 mod process;
 mod prometheus;
 mod race;
+mod readout;
 mod report;
 mod result;
 mod rounds;

@@ -311,7 +311,7 @@ pub fn report(
             }
         }
         // Unpaced at 5,000 nodes the pods are created far faster than any scheduler binds
-        // them: gang placement there is time in the queue, reported but not held to 2 s.
+        // them: gang placement there is time in the queue, reported but not judged against 2 s.
         let queueing = p.nodes >= 5000 && p.create_qps.is_none();
         match mm.and_then(|r| r.gang_latency) {
             Some(d) => {

@@ -1,6 +1,7 @@
 //! One configuration, one round: started (see `setup`), the pods created, bound pods watched
 //! and sampled once a second until all are bound or the deadline passes, then the results
-//! computed (throughput, gang and pod times, CPU, API requests) and gathered (see `gather`).
+//! computed (throughput, gang and pod times, CPU, API requests) and read off the cluster (see
+//! `readout`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,11 +20,11 @@ use tokio::sync::Notify;
 
 use crate::create::{create_all, create_nodes, Created};
 use crate::gangs::{gangs_partly_bound_beyond, whole_gang_times};
-use crate::gather;
 use crate::metrics::scrape_apiserver_metrics;
 use crate::params::{Mode, Params};
 use crate::process::{cpu_snapshot, memory_mib, system_cpu, wait_for_quiet};
 use crate::prometheus::apiserver_delta;
+use crate::readout;
 use crate::result::{RunResult, Status};
 use crate::setup::start;
 use crate::stats::{dist, throughput_samples, Sample};
@@ -361,7 +362,7 @@ pub async fn run_mode_inner(
         ));
     }
 
-    gather::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
+    readout::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
     match k8s::list_pods(&client, NS).await {
         Ok(pods) => {
             let node_cpu = crate::race::cpu_milli(&p.node_cpu)?;

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use super::held::{HeldSeat, HoldEnd};
-use super::registry::{Binding, Outcome, Pending};
 use crate::cluster::binder::{self, RetryPolicy};
 use crate::model::{BindDecision, BindRejection, BindRequest, NodeName, PodRef};
+use crate::state::bindings::{Binding, Outcome, Pending};
+use crate::state::held::{HeldSeat, HoldEnd};
 use crate::state::Shared;
 
 /// One bind call as the HTTP layer hands it over.

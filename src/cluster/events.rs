@@ -20,52 +20,6 @@ use crate::model::{Notice, NoticeKind, PodRef};
 /// annotation.
 pub const RETRY_ANNOTATION: &str = "muster.dev/retry";
 
-/// The sending side, cheap to clone, used by the HTTP handlers and the timeout loop.
-#[derive(Clone)]
-pub struct EventSink {
-    tx: Option<mpsc::Sender<Notice>>,
-    dropped: prometheus_client::metrics::counter::Counter,
-}
-
-impl EventSink {
-    pub fn channel(capacity: usize) -> (EventSink, mpsc::Receiver<Notice>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        (
-            EventSink {
-                tx: Some(tx),
-                dropped: Default::default(),
-            },
-            rx,
-        )
-    }
-
-    /// A sink that only logs (for tests and for runs without an API server).
-    pub fn disabled() -> EventSink {
-        EventSink {
-            tx: None,
-            dropped: Default::default(),
-        }
-    }
-
-    pub fn send_all(&self, notices: Vec<Notice>) {
-        for n in notices {
-            tracing::info!(
-                pod = %n.pod, reason = n.kind.reason(), message = %n.message, "gang event"
-            );
-            if let Some(tx) = &self.tx {
-                if tx.try_send(n).is_err() {
-                    self.dropped.inc();
-                }
-            }
-        }
-    }
-
-    /// The counter of dropped notices, to register as a metric.
-    pub fn dropped_counter(&self) -> prometheus_client::metrics::counter::Counter {
-        self.dropped.clone()
-    }
-}
-
 /// Runs until the channel closes.
 pub async fn publish_events(client: Client, instance: String, mut rx: mpsc::Receiver<Notice>) {
     while let Some(n) = rx.recv().await {

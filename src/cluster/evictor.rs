@@ -14,12 +14,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, EvictParams};
 use kube::Client;
-use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::cluster::events::EventSink;
 use crate::model::{GangDisruption, Notice, NoticeKind, PodRef};
+use crate::state::event_sink::EventSink;
 
 /// How often an eviction refused by a PodDisruptionBudget is tried again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(5);
@@ -80,55 +79,6 @@ impl Evictor for KubeEvictor {
                 Err(e) => EvictOutcome::Failed(e.to_string()),
             }
         })
-    }
-}
-
-/// Gangs to evict whole, handed from the preempt verb (which must not wait for the API
-/// server) to the eviction task.
-pub struct DisruptionQueue {
-    tx: mpsc::UnboundedSender<GangDisruption>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<GangDisruption>>>,
-}
-
-impl Default for DisruptionQueue {
-    fn default() -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        DisruptionQueue {
-            tx,
-            rx: Mutex::new(Some(rx)),
-        }
-    }
-}
-
-impl DisruptionQueue {
-    pub fn submit(&self, disruption: GangDisruption) {
-        // The receiver lives as long as the process: a send error means shutting down.
-        let _ = self.tx.send(disruption);
-    }
-
-    /// The receiving side, once (for the eviction task, or a test).
-    pub fn take_receiver(&self) -> Option<mpsc::UnboundedReceiver<GangDisruption>> {
-        self.rx.lock().take()
-    }
-}
-
-/// Hands the evictor every gang disruption kube-scheduler has committed to since the last call
-/// (the watch saw a victim on the chosen node deleted, or the preemptor nominated there): a
-/// gang is never evicted on the preempt answer alone (evict-for-whole); and, once the caches
-/// are synced, the rest of every gang whose member kube-scheduler preempted without muster's
-/// say (`model::verbs::unseen_preemption`). Called after every watch event and preempt
-/// decision, and every second.
-pub fn submit_committed(shared: &crate::state::Shared) {
-    let committed = {
-        let mut table = shared.table.lock();
-        // Read the rest of a gang only from complete caches (evict-for-whole).
-        if shared.readiness.is_ready() {
-            table.disrupt_for_unseen_preemptions();
-        }
-        table.take_disruptions()
-    };
-    for d in committed {
-        shared.disruptions.submit(d);
     }
 }
 
@@ -251,6 +201,7 @@ fn failure_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parking_lot::Mutex;
     use std::sync::Arc;
 
     /// Answers from a script, then `Done`; counts calls.

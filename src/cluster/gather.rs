@@ -45,11 +45,12 @@ use tokio::sync::Semaphore;
 use tokio::task::{Id, JoinSet};
 use tracing::{debug, error, info, warn};
 
-use crate::cluster::binder::{self, BindError, RetryPolicy};
-use crate::cluster::leader::role::Leadership;
+use crate::cluster::binder::{self, RetryPolicy};
 use crate::metrics::{KindLabel, NominationLabel};
 use crate::model::gather::{GatherPlan, Gatherer, Release, GATHER_GATE};
 use crate::model::{GangKey, NodeName, PodRef, PodUid};
+use crate::state::binder::BindError;
+use crate::state::leadership::Leadership;
 use crate::state::Shared;
 
 use self::backoff::{Write, WriteBackoff};
@@ -863,7 +864,7 @@ mod tests {
 
     fn writer(api: &Arc<FakeApi>) -> Arc<Writer> {
         struct NoBinder;
-        impl crate::cluster::binder::Binder for NoBinder {
+        impl crate::state::binder::Binder for NoBinder {
             fn bind(
                 &self,
                 _: PodRef,
@@ -877,7 +878,7 @@ mod tests {
             shared: Arc::new(Shared::new(
                 crate::model::ModelConfig::default(),
                 Arc::new(NoBinder),
-                crate::cluster::events::EventSink::disabled(),
+                crate::state::event_sink::EventSink::disabled(),
             )),
             requests: Semaphore::new(CONCURRENCY),
         })

@@ -10,6 +10,6 @@ pub mod events;
 pub mod evictor;
 pub mod gather;
 pub mod leader;
-pub mod podgroups;
+pub mod pod_groups;
 pub mod status;
 pub mod watch;

@@ -1,6 +1,6 @@
 //! PodGroup status written back (explained): every gang whose spec comes from a PodGroup gets
 //! its phase, counts and muster's reason in that PodGroup's own status fields
-//! (`model::podgroup_status` decides them; `render` turns them into the object's `status`).
+//! (`model::pod_group_status` decides them; `render` turns them into the object's `status`).
 //!
 //! - Only the leader writes (a standby's table may lag; two writers would fight).
 //! - Rate-limited: one round every `every` (2 s by default), at most [`WRITES_PER_ROUND`]
@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use tracing::{debug, warn};
 
 use crate::metrics::ApiOutcomeLabel;
-use crate::model::podgroup_status::{desired_status, DesiredStatus};
+use crate::model::pod_group_status::{desired_status, DesiredStatus};
 use crate::model::PodGroupApi;
 use crate::state::Shared;
 

@@ -1,4 +1,4 @@
-//! Watches of pods and nodes (and, in `podgroups`, of PodGroups) that keep the gang table
+//! Watches of pods and nodes (and, in `pod_groups`, of PodGroups) that keep the gang table
 //! current.
 //!
 //! Two halves: [`apply_event`] is pure — it applies one watch event to the table, re-list
@@ -282,7 +282,7 @@ where
         shared.flush_notices();
         // A gang disrupted whole is evicted once the watch shows kube-scheduler committed to
         // the preemption that disrupts it (evict-for-whole).
-        crate::cluster::evictor::submit_committed(&shared);
+        shared.submit_committed_disruptions();
     }
 }
 

@@ -71,7 +71,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     shared.metrics.leader.set(i64::from(leading));
     let (gauges, nodes, pods, pod_groups) = {
         let t = shared.table.lock();
-        let pod_groups = crate::cluster::podgroups::gauges(&t);
+        let pod_groups = crate::cluster::pod_groups::gauges(&t);
         (
             t.gauges(Instant::now()),
             t.node_count(),

@@ -12,7 +12,6 @@ use tracing::{debug, warn};
 use super::call::{Call, Preempt};
 use super::filter::UNSEEN_POD_WAIT;
 use crate::cluster::convert::pod_info;
-use crate::cluster::evictor::submit_committed;
 use crate::metrics::OutcomeLabel;
 use crate::model::objects::PodInfo;
 use crate::model::{BindRejection, PreemptCandidate};
@@ -104,7 +103,7 @@ pub(super) async fn preempt(call: Call<Preempt>) -> Response {
     // The gangs this decision disrupts whole are evicted only once kube-scheduler commits to
     // it (the watch sees a victim deleted or the preemptor nominated), never on this answer:
     // only disruptions committed before it are handed over.
-    submit_committed(&call.shared);
+    call.shared.submit_committed_disruptions();
     debug!(
         pod = %pod.display_name(),
         kept = decision.kept.len(),

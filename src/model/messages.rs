@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::notice::PodRef;
 use crate::model::inputs::membership::{GangKey, MembershipError};
 use crate::model::inputs::objects::{NodeName, PodInfo};
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 
 /// Event on a pod whose gang keys cannot be used; `gated`: it carries muster's gate, which
 /// stays (released alone it could bind without its gang: never-half).
@@ -561,7 +561,7 @@ pub fn dropped_gang_not_lower_priority(pod: &PodInfo, gang: &GangKey, priority: 
 /// Dropped: another candidate disrupts fewer pods.
 pub const DROPPED_DISRUPTS_MORE: &str = "another node disrupts fewer pods";
 
-/// Dropped: the preemptor's gang is held to one topology domain, and another domain needs
+/// Dropped: the preemptor's gang is confined to one topology domain, and another domain needs
 /// fewer evictions.
 pub fn dropped_domain_evicts_more(pod: &PodInfo, victims: usize, best: usize) -> String {
     let who = match pod.gang() {
@@ -833,7 +833,7 @@ pub fn volcano_hypernodes(key: &GangKey, tier: &str) -> String {
     )
 }
 
-/// A node refused to a member of a gang held to domain `value` of `label`.
+/// A node refused to a member of a gang confined to domain `value` of `label`.
 pub fn outside_domain(label: &str, value: &str) -> String {
     format!("node is outside its gang's {label} {value}")
 }

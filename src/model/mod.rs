@@ -10,7 +10,7 @@
 //!   `terms` (the terms a pod carries for kube-scheduler's rules, parsed: `labels` and label
 //!   selectors, `node_selector` for required node affinity, `host_port`, `affinity` for pod
 //!   (anti-)affinity terms, `spread` for topology spread constraints), `resources` and
-//!   `quantity` (requests), `membership` (gang keys), `tasks` (per-task minimums), `podgroup`
+//!   `quantity` (requests), `membership` (gang keys), `tasks` (per-task minimums), `pod_group`
 //!   (PodGroup objects), `spec` (a gang's quorum, per-task minimums and timeout: the one place
 //!   its quorum is decided), `topology` (a gang's topology constraint), `devices` (DRA slices,
 //!   classes, claims and their compiled CEL selectors) and `config`.
@@ -27,7 +27,8 @@
 //!   each keeping its own numbers right: `ledger` (per node, allocatable, used and reserved),
 //!   `pods` (the pods muster knows, and the nodes it assumed), `gang` (members, seats by
 //!   [`SeatHolder`], [`Phase`]), `evidence` (filter calls' node lists and kube-scheduler's
-//!   verdicts), `preemption_plan`, `under_way` (preemptions kept while they happen),
+//!   verdicts), `retry_asks` (pods refused for a reason kube-scheduler does not see end, asked
+//!   to retry when it does), `preemption_plan`, `under_way` (preemptions kept while they happen),
 //!   `room_waits` (gangs waiting for room to be freed), `disruptions` (gangs to evict whole once
 //!   kube-scheduler commits, and members it preempted without muster) and `partly_bound` (what
 //!   was done about a gang found partly bound). A seat and its reservation change together,
@@ -42,9 +43,9 @@
 //!   calls: `filter`, `prioritize`, `bind`, `quorum` (the last look before binding), `preempt`
 //!   (with `preempt/commit`: a disruption evicted only once kube-scheduler acts) and
 //!   `preemption_hold` (the room a preempting gang's victims free, held as its seats). Time and
-//!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `regather` (a gang
-//!   moving whole to another domain). The gang-members mode: `gather` (placing gated gangs from
-//!   the watch). Outputs: `views` (`/gangs`, gauges), `podgroup_status` and `enqueue`.
+//!   restarts: `expiry`, `rebuild`, `repair` (a gang found partly bound) and `move_domain` (a
+//!   gang moving whole to another domain). The gang-members mode: `gather` (placing gated gangs
+//!   from the watch). Outputs: `views` (`/gangs`, gauges), `pod_group_status` and `enqueue`.
 //!
 //! Everything here is synchronous and takes `now` as an argument, so the tests can drive time.
 
@@ -57,11 +58,11 @@ mod table;
 mod verbs;
 
 pub use inputs::{
-    devices, membership, objects, podgroup, quantity, resources, tasks, terms, topology,
+    devices, membership, objects, pod_group, quantity, resources, tasks, terms, topology,
 };
 pub use verbs::enqueue;
 pub use verbs::gather;
-pub use verbs::podgroup_status;
+pub use verbs::pod_group_status;
 
 #[cfg(test)]
 mod tests;
@@ -69,7 +70,7 @@ mod tests;
 pub use inputs::config::ModelConfig;
 pub use inputs::membership::{DisruptionMode, GangKey, Membership, MembershipError};
 pub use inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
-pub use inputs::podgroup::{PodGroupApi, PodGroupDef};
+pub use inputs::pod_group::{PodGroupApi, PodGroupDef};
 pub use inputs::resources::Resources;
 pub use inputs::spec::{GangSpec, SpecSource};
 pub use inputs::tasks::TaskMinimums;

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Result};
-use muster_harness::podgroups;
+use muster_harness::pod_groups;
 use muster_harness::{truth, wait_for, Cluster, PodBuilder, Progress, Timer, REASON};
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -58,11 +58,11 @@ async fn kubectl_muster_says_why_a_volcano_job_waits_in_one_command() -> Result<
         "kubectl_muster_says_why_a_volcano_job_waits_in_one_command",
         Instant::now(),
     );
-    let c = Cluster::start_with(podgroups::waiting_volcano_job_cluster(MUSTER)).await?;
+    let c = Cluster::start_with(pod_groups::waiting_volcano_job_cluster(MUSTER)).await?;
     let r = async {
         let ns = "ml";
         // Room for one of its two 100m members.
-        let members = podgroups::create_waiting_volcano_job(&c, ns).await?;
+        let members = pod_groups::create_waiting_volcano_job(&c, ns).await?;
         c.create(PodBuilder::new(ns, "plain").cpu("10m")).await?;
         let url = c.muster.url();
         let why = "gang ml/job: 1 of 2 members fit";

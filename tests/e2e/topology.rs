@@ -13,7 +13,7 @@
 //!    2 nodes with room): the gang is placed whole, in the fewest racks that can hold it (2).
 //!
 //! 4. preemption inside one rack (3 racks × 4 one-CPU nodes, low-priority plain pods on some):
-//!    a high-priority gang of 4 held to one rack evicts only in the rack needing the fewest
+//!    a high-priority gang of 4 confined to one rack evicts only in the rack needing the fewest
 //!    evictions and is placed whole there; nothing is evicted in the other racks;
 //! 5. no rack of 4 holds a gang of 5 even with every low-priority pod gone: nothing evicted,
 //!    nothing bound.
@@ -261,7 +261,7 @@ async fn existing(c: &Cluster, ns: &str) -> Result<BTreeSet<String>> {
 }
 
 /// Racks of 4 one-CPU nodes running 2, 1 and 3 low-priority pods: no rack has 4 free nodes,
-/// so a high-priority gang of 4 held to one rack fits only by evicting. Every node kube-scheduler
+/// so a high-priority gang of 4 confined to one rack fits only by evicting. Every node kube-scheduler
 /// could preempt on has one victim; rack 1 needs that one eviction in all, rack 0 two, rack 2
 /// three. muster keeps only rack 1's candidate: the gang is placed whole in rack 1, only rack
 /// 1's low pod is evicted, and every low pod of racks 0 and 2 still exists where it was.
@@ -305,7 +305,7 @@ async fn a_required_rack_gang_preempts_only_inside_the_rack_with_the_fewest_vict
 }
 
 /// Two racks of 4 one-CPU nodes, each running a low-priority pod: a high-priority gang of 5
-/// held to one rack fits in no rack even with every low pod gone. Nothing is evicted and
+/// confined to one rack fits in no rack even with every low pod gone. Nothing is evicted and
 /// nothing bound. kube-scheduler alone evicts 5 low pods, one per member.
 #[tokio::test]
 async fn a_required_rack_gang_no_rack_holds_even_after_evictions_evicts_nothing() -> Result<()> {

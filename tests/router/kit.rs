@@ -10,9 +10,9 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tower::ServiceExt;
 
-use muster::cluster::binder::{BindError, Binder};
 use muster::http::{router, AppState};
 use muster::model::{NodeName, PodRef};
+use muster::state::binder::{BindError, Binder};
 
 /// Records binding calls; fails for good for pods named in `fail`, and for a moment (429)
 /// as many times as `flaky` says for the pods it names; with a `gate`, each binding waits for

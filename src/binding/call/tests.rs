@@ -8,9 +8,9 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
 use super::{bind, BindCall};
-use crate::cluster::binder::{BindError, Binder};
-use crate::cluster::events::EventSink;
 use crate::model::{BindRequest, ModelConfig, NodeName, PodRef};
+use crate::state::binder::{BindError, Binder};
+use crate::state::event_sink::EventSink;
 use crate::state::Shared;
 use crate::testkit::{node, pod};
 

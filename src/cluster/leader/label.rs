@@ -18,7 +18,7 @@
 //!
 //! RBAC: `patch` and `list` of pods, which muster holds already.
 //!
-//! [`Leadership`]: super::role::Leadership
+//! [`Leadership`]: crate::state::leadership::Leadership
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,12 +8,12 @@
 //! muster needs all three: a leader that stops deciding before its Lease can expire for others,
 //! a standby that names the leader, and RBAC of exactly get/create/update.
 //!
-//! [`decide`] holds the decisions (pure, clocks passed in), [`role`] what every call reads,
-//! and this file the Lease I/O around them.
+//! [`decide`] holds the decisions (pure, clocks passed in), the shared state's
+//! [`Leadership`](crate::state::leadership::Leadership) what every call reads, and this file the
+//! Lease I/O around them.
 
 pub mod decide;
 pub mod label;
-pub mod role;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

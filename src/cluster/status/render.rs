@@ -14,7 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::podgroup_status::{
+use crate::model::pod_group_status::{
     Condition, DesiredStatus, VolcanoPhase, KUBERNETES_INITIALLY_SCHEDULED,
 };
 
@@ -186,7 +186,7 @@ fn merge_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::podgroup_status::SchedulerPluginsPhase;
+    use crate::model::pod_group_status::SchedulerPluginsPhase;
 
     const T0: &str = "2026-12-01T17:00:00Z";
     const T1: &str = "2026-12-01T17:05:00Z";

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::podgroup::PodGroupApi;
+use super::pod_group::PodGroupApi;
 use super::tasks::{parse_task, parse_task_minimums, TaskMinimums};
 use super::topology::{topology_of, TopologyConstraint, TopologyError};
 

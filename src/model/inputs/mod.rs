@@ -7,7 +7,7 @@ pub(crate) mod config;
 pub mod devices;
 pub mod membership;
 pub mod objects;
-pub mod podgroup;
+pub mod pod_group;
 pub mod quantity;
 pub mod resources;
 pub(crate) mod spec;

@@ -21,7 +21,7 @@ use super::membership::{
     GangKey, GANG_TIMEOUT, MAX_MIN_AVAILABLE, MIN_AVAILABLE, TASK_MIN_AVAILABLE,
 };
 use super::objects::PodInfo;
-use super::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
+use super::pod_group::{PodGroupApi, PodGroupDef, PodGroupIndex};
 use super::tasks::TaskMinimums;
 use super::topology::GangTopology;
 
@@ -241,7 +241,7 @@ pub fn conflicting_quorums<'a>(members: impl IntoIterator<Item = &'a PodInfo>) -
 }
 
 /// What members' keys say that their PodGroup overrules, one line per distinct value, sorted:
-/// e.g. `muster.dev/min-available=3 (minMember 2)`. Values are gathered first and worded once,
+/// e.g. `muster.dev/min-available=3 (minMember 2)`. Values are collected first and worded once,
 /// as this runs whenever a member of a large gang changes.
 pub fn pod_group_disagreements(members: &[&PodInfo], def: &PodGroupDef) -> Vec<String> {
     let theirs_tasks = TaskMinimums::new(

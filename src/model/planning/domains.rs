@@ -8,7 +8,7 @@
 //! would hold the fewest more copies of the gang's largest member while still holding the
 //! quorum: the least room stranded, so a big gang later still finds a whole rack), and the first
 //! domain where the simulation places the whole quorum is the gang's. A gang with members
-//! already on nodes or seated is held to their domain ([`GangTable::gang_domain`]).
+//! already on nodes or seated is confined to their domain ([`GangTable::gang_domain`]).
 
 use std::sync::Arc;
 
@@ -83,7 +83,7 @@ impl GangTable {
     /// members whose largest requests `largest`: first those whose room holds at least `need`
     /// copies, fewest copies first (best fit); then the others, most copies first (they can
     /// still fit smaller members; they are tried last). Ties by value. `only`: the one domain
-    /// the gang is held to.
+    /// the gang is confined to.
     pub(in crate::model) fn domains(
         &self,
         label: &str,
@@ -147,13 +147,13 @@ impl GangTable {
             .map(Arc::from)
     }
 
-    /// The domain a gang held to one domain (topology required) is in now, as
+    /// The domain a gang confined to one domain (topology required) is in now, as
     /// `(label, value)`: that of its members on nodes and confirmed seats
     /// ([`GangTable::gang_domain`]), else that of its planned seats (a preemption's hold
     /// plans them all in the preemptor's domain before any is confirmed). `None` for a gang
     /// without a required topology, or one that holds and runs nothing yet. Filters offer its
     /// later members only nodes there, and binds elsewhere are refused (holds-nothing).
-    pub(in crate::model) fn held_domain(&self, key: &GangKey) -> Option<(Arc<str>, Arc<str>)> {
+    pub(in crate::model) fn confined_domain(&self, key: &GangKey) -> Option<(Arc<str>, Arc<str>)> {
         let gang = self.gangs.get(key)?;
         let label = gang.spec().topology.required()?.clone();
         let value = self.gang_domain(key, &label).or_else(|| {

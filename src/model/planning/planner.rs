@@ -30,7 +30,7 @@ use super::simulation::{
 };
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::inputs::terms::NodeSelector;
 use crate::model::inputs::topology::{GangTopology, Topology, TopologyRefusal};
@@ -788,7 +788,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(k, g)| {
-                *k != key && !g.blocked_by_rule && competes(g, now, self.config.active_window)
+                *k != key && !g.blocked_by_rule() && competes(g, now, self.config.active_window)
             })
             .map(|(k, g)| (Reverse(g.spec().priority), g.spec().created, k))
             .filter(|o| *o < my_order)

@@ -78,7 +78,7 @@ pub struct Seat {
 pub(in crate::model) enum BeyondPreemption {
     /// Not even the whole cluster with every lower-priority pod gone holds the quorum.
     Anywhere,
-    /// A gang held to one domain of `label`: the best domain (`value`) would hold `fit` of
+    /// A gang confined to one domain of `label`: the best domain (`value`) would hold `fit` of
     /// `quorum` even then.
     Domain {
         label: std::sync::Arc<str>,
@@ -102,22 +102,26 @@ pub struct Gang {
     /// `last_wait_message` when it was kept without being told: the gang was short only of
     /// members not created yet, within its creation window (see `GangTable::tell_waiting`).
     pub wait_message_untold: Option<String>,
-    /// The quorum conflict already reported, so it is reported once.
-    pub reported_conflict: Option<Vec<u32>>,
-    /// The disagreements with the gang's PodGroup already reported, so each is reported once.
-    pub reported_pod_group_conflict: Option<Vec<String>>,
+    /// The quorum conflict already reported, so it is reported once (written only through
+    /// [`Gang::note_quorum_conflict_told`]).
+    reported_conflict: Option<Vec<u32>>,
+    /// The disagreements with the gang's PodGroup already reported, so each is reported once
+    /// (written only through [`Gang::note_pod_group_conflict_told`]).
+    reported_pod_group_conflict: Option<Vec<String>>,
     /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
     arrived_unnoted: bool,
     /// When the table first looked at the gang after its newest member joined: the start of
     /// its creation window.
     newest_arrival: Option<Instant>,
     /// The gang's own latest simulation failed on a rule other than room: it holds nothing and
-    /// takes nothing, so gangs behind it do not leave room for it.
-    pub blocked_by_rule: bool,
+    /// takes nothing, so gangs behind it do not leave room for it. Set only through
+    /// [`Gang::note_blocked_by_rule`].
+    blocked_by_rule: bool,
     /// Members refused while the creation window was open (e.g. the quorum not decided yet).
     /// kube-scheduler retries a refused pod only on a cluster event, and the window closing is
-    /// none: when it closes, each is asked to retry (see `GangTable::expire`).
-    pub refused_in_window: BTreeSet<PodUid>,
+    /// none: when it closes, each is asked to retry (see `GangTable::expire`). Written only
+    /// through [`Gang::refused_in_window`] and [`Gang::take_refused_once_window_closed`].
+    refused_in_window: BTreeSet<PodUid>,
     /// The waiting reason last told to each seated member whose held bind call gave up, so
     /// a member retried every few seconds hears it once per change.
     told_waiting: BTreeMap<PodUid, String>,
@@ -134,7 +138,7 @@ pub struct Gang {
     /// A gathered gang that would not fit even with every lower-priority pod evicted, as the
     /// gatherer's last look at preemption found (set by `gather`, refreshed at each look): its
     /// waiting message says preemption cannot help, as the filter's does (explained). `Some`
-    /// holds the domain verdict for a gang held to one domain.
+    /// holds the domain verdict for a gang confined to one domain.
     pub(in crate::model) beyond_preemption: Option<BeyondPreemption>,
     /// A gathered gang's latest plan fell short of room alone, anywhere or inside the one
     /// domain it must keep to (set by `gather`): evicting lower-priority pods may place it, so
@@ -143,11 +147,13 @@ pub struct Gang {
     pub(in crate::model) short_of_room: bool,
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
-    pub partly_bound: Option<String>,
+    /// Set only through [`Gang::found_partly_bound`], cleared by [`Gang::place`].
+    partly_bound: Option<String>,
     /// How many times room the gang's quorum waited for was freed (`RoomWait::PodsLeaving`
     /// ended): a held bind call compares it with the count at its decision, so room freed
-    /// before the call began to wait still makes it decide again.
-    pub(in crate::model) rooms_freed: u64,
+    /// before the call began to wait still makes it decide again. Only counted up, through
+    /// [`Gang::note_room_freed`].
+    rooms_freed: u64,
     /// How many times a member's bind planned the gang anew (seats for every member, see
     /// `GangTable::take_planned_seats`).
     plans: u64,
@@ -204,6 +210,41 @@ impl Gang {
         self.spec = spec;
     }
 
+    // === conflicts told ===
+
+    /// Whether the members were told already that their keys disagree on the quorum, as
+    /// `values`.
+    pub(in crate::model) fn quorum_conflict_told(&self, values: &[u32]) -> bool {
+        self.reported_conflict.as_deref() == Some(values)
+    }
+
+    /// The members were told that their keys disagree on the quorum, as `values`.
+    pub(in crate::model) fn note_quorum_conflict_told(&mut self, values: Vec<u32>) {
+        self.reported_conflict = Some(values);
+    }
+
+    /// Whether the members were told already of these disagreements with the PodGroup.
+    pub(in crate::model) fn pod_group_conflict_told(&self, found: &[String]) -> bool {
+        self.reported_pod_group_conflict.as_deref() == Some(found)
+    }
+
+    /// The members were told of these disagreements with the PodGroup.
+    pub(in crate::model) fn note_pod_group_conflict_told(&mut self, found: Vec<String>) {
+        self.reported_pod_group_conflict = Some(found);
+    }
+
+    // === room freed ===
+
+    /// Room the gang's quorum waited for was freed.
+    pub(in crate::model) fn note_room_freed(&mut self) {
+        self.rooms_freed += 1;
+    }
+
+    /// How many times room the gang's quorum waited for was freed so far.
+    pub fn rooms_freed(&self) -> u64 {
+        self.rooms_freed
+    }
+
     // === members ===
 
     pub fn members(&self) -> &BTreeSet<PodUid> {
@@ -235,6 +276,25 @@ impl Gang {
             || self
                 .newest_arrival
                 .is_none_or(|t| now.saturating_duration_since(t) < window)
+    }
+
+    /// Member `uid` was refused while the creation window was open: asked to retry once it
+    /// closes.
+    pub(in crate::model) fn refused_in_window(&mut self, uid: &PodUid) {
+        self.refused_in_window.insert(uid.clone());
+    }
+
+    /// The members refused while the creation window was open, once it has closed (then
+    /// forgotten); nothing while it is open.
+    pub(in crate::model) fn take_refused_once_window_closed(
+        &mut self,
+        now: Instant,
+        window: Duration,
+    ) -> BTreeSet<PodUid> {
+        if self.refused_in_window.is_empty() || self.within_creation_window(now, window) {
+            return BTreeSet::new();
+        }
+        std::mem::take(&mut self.refused_in_window)
     }
 
     /// Returns whether the gang has no member left.
@@ -356,6 +416,26 @@ impl Gang {
         self.partly_bound = None;
     }
 
+    /// Whether the gang's own latest simulation failed on a rule other than room.
+    pub(in crate::model) fn note_blocked_by_rule(&mut self, blocked: bool) {
+        self.blocked_by_rule = blocked;
+    }
+
+    /// The gang's own latest simulation failed on a rule other than room.
+    pub fn blocked_by_rule(&self) -> bool {
+        self.blocked_by_rule
+    }
+
+    /// The gang was found partly bound as muster started deciding; `what` was done about it.
+    pub(in crate::model) fn found_partly_bound(&mut self, what: String) {
+        self.partly_bound = Some(what);
+    }
+
+    /// What was done about the gang found partly bound, until it is placed.
+    pub fn partly_bound(&self) -> Option<&str> {
+        self.partly_bound.as_deref()
+    }
+
     /// Timed out: refused until `until`.
     pub fn back_off(&mut self, until: Instant) {
         self.phase = Phase::BackingOff { until };
@@ -364,7 +444,7 @@ impl Gang {
         self.awaiting_room.clear();
     }
 
-    /// A placed gang with no member on any node any more gathers again from scratch.
+    /// A placed gang with no member on any node any more starts again from scratch.
     pub fn unplace(&mut self) {
         if self.phase == Phase::Placed {
             self.phase = Phase::Waiting;

@@ -55,7 +55,7 @@ pub struct NodeLedger {
     /// Usage of pods bound to nodes not (yet) known; moved in when the node appears.
     orphan_usage: HashMap<NodeName, Resources>,
     /// Per node label a plan grouped the nodes by (a topology level), its values and their
-    /// nodes (see [`NodeLedger::by_label`]). A gang held to one domain groups every node by its
+    /// nodes (see [`NodeLedger::by_label`]). A gang confined to one domain groups every node by its
     /// label on every filter call; labels and positions change only in `upsert` (a new node, or
     /// changed labels) and `remove`, which clear it.
     by_label: Mutex<HashMap<Arc<str>, LabelIndex>>,

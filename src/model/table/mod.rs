@@ -22,6 +22,7 @@ pub(crate) mod ledger;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
+pub(crate) mod retry_asks;
 pub(crate) mod room_waits;
 pub(crate) mod under_way;
 
@@ -34,14 +35,15 @@ use self::evidence::{EvidenceStore, SchedulerVerdicts};
 use self::gang::{Gang, Seat, SeatHolder};
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
-use self::preemption_plan::PreemptionPlan;
+use self::preemption_plan::PreemptionPlans;
+use self::retry_asks::RetryAsks;
 use self::room_waits::RoomWaits;
 use self::under_way::PreemptionsUnderWay;
 use crate::model::inputs::config::ModelConfig;
 use crate::model::inputs::devices::DeviceInventory;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo, PodUid};
-use crate::model::inputs::podgroup::PodGroupIndex;
+use crate::model::inputs::pod_group::PodGroupIndex;
 use crate::model::inputs::spec::GangSpec;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
@@ -65,51 +67,32 @@ pub struct GangTable {
     /// Namespace labels for `namespaceSelector` terms. muster does not watch namespaces, so
     /// this stays empty: each namespace is seen with only `kubernetes.io/metadata.name`.
     pub(super) namespaces: NamespaceLabels,
-    /// Pods the filter refused because gang seats held the room they needed. kube-scheduler
-    /// re-queues a refused pod only on a cluster event, and muster releasing seats is none:
-    /// when seats are released, each is asked to retry (`NoticeKind::Retry`) and forgotten.
-    pub(super) refused_for_seats: HashSet<PodUid>,
-    /// Seats were released since the last `take_notices`.
-    pub(super) seats_released: bool,
-    /// Pods the filter refused while a node kube-scheduler offered for them was not in muster's
-    /// cache yet (its watch behind kube-scheduler's informer, e.g. after a restart of muster or
-    /// of the API server). That node arriving in the cache is no cluster event either: when a
-    /// node muster did not know arrives, each is asked to retry and forgotten.
-    pub(super) refused_for_unknown_nodes: HashSet<PodUid>,
-    /// A node muster did not know arrived since the last `take_notices`.
-    pub(super) nodes_arrived: bool,
+    /// Pods refused for a reason whose end kube-scheduler does not see (room seats held, a
+    /// node not in muster's cache, a preemptor not delivered yet), to ask to retry once it ends.
+    pub(super) retry_asks: RetryAsks,
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
     pub(super) released: Vec<GangKey>,
     /// Per node, the gangs waiting for room there: quorums waiting for pods being deleted
     /// there to go (their room is on its way: kube-scheduler's cache may already show them
-    /// gone while muster's watch has not delivered it; the first pod leaving the node moves
-    /// them to `room_freed`), and preemption holds whose planned seats wait for pods of lower
-    /// priority to go (`Gang::awaiting_room`). One index for both: see `room_waits`.
+    /// gone while muster's watch has not delivered it; the first pod leaving the node ends
+    /// their wait, and `take_room_freed` hands them on), and preemption holds whose planned
+    /// seats wait for pods of lower priority to go (`Gang::awaiting_room`). One index for
+    /// both: see `room_waits`.
     pub(super) room_waits: RoomWaits,
-    /// Gangs whose awaited room was freed since the last [`GangTable::take_room_freed`]: their
-    /// held bind calls decide again.
-    pub(super) room_freed: Vec<GangKey>,
     /// Per preempting gang member, where its preempt decision put the rest of its gang, until
     /// kube-scheduler nominates one of the kept nodes (see `preemption_hold`).
-    pub(super) preempt_plans: HashMap<PodUid, PreemptionPlan>,
+    pub(super) preempt_plans: PreemptionPlans,
     /// The preemptions muster kept, per preemptor, while they are under way (see `under_way`).
     pub(super) preemptions_under_way: PreemptionsUnderWay,
-    /// Gang members whose preemption was refused because the watch had not delivered them
-    /// yet: asked to retry (`NoticeKind::Retry`) when it does.
-    retry_when_seen: HashSet<PodUid>,
     /// Gangs to disrupt whole, until kube-scheduler commits to the preemption (see
-    /// `verbs::preempt::commit`), and then until the evictor takes them.
+    /// `verbs::preempt::commit`), and then until the evictor takes them; the victims of
+    /// kube-scheduler's preemptions answered for, and those made without muster's say (see
+    /// `verbs::unseen_preemption`).
     pub(super) disruptions: Disruptions,
     /// What was done about each gang found partly bound since the last call of
     /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
     pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
-    /// Victims of kube-scheduler's preemptions already answered for: muster's own decisions'
-    /// victims (at the commit) and those a preemption without muster's say was noticed on (see
-    /// `verbs::unseen_preemption`). Forgotten with the pod.
-    pub(super) preemptions_answered: HashSet<PodUid>,
-    /// Members preempted without muster's say, for the evictor once the caches are synced.
-    pub(super) unseen_preemptions: Vec<disruptions::UnseenPreemption>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
     /// Pending pods behind muster's gate that are in no gang (their keys were removed, or
@@ -117,10 +100,6 @@ pub struct GangTable {
     /// Kept up to date by `apply_pod`/`remove_pod`, so a round does not scan every pod.
     pub(super) gated_outside_gangs: HashSet<PodUid>,
 }
-
-/// Pods remembered as refused for held room, and as refused for unknown nodes, at most each
-/// (the ones past it are not told; kube-scheduler's own periodic flush still retries them).
-pub(super) const MAX_REFUSED_REMEMBERED: usize = 10_000;
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
 #[derive(Clone, Debug)]
@@ -217,20 +196,13 @@ impl GangTable {
             evidence: EvidenceStore::default(),
             verdicts: SchedulerVerdicts::default(),
             namespaces: NamespaceLabels::default(),
-            refused_for_seats: HashSet::default(),
-            seats_released: false,
-            refused_for_unknown_nodes: HashSet::default(),
-            nodes_arrived: false,
+            retry_asks: RetryAsks::default(),
             released: Vec::new(),
             room_waits: RoomWaits::default(),
-            room_freed: Vec::new(),
-            preempt_plans: HashMap::default(),
+            preempt_plans: PreemptionPlans::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
-            retry_when_seen: HashSet::default(),
             disruptions: Disruptions::default(),
             partly_bound: Vec::new(),
-            preemptions_answered: HashSet::default(),
-            unseen_preemptions: Vec::new(),
             devices: DeviceInventory::default(),
             gated_outside_gangs: HashSet::default(),
         }
@@ -241,9 +213,10 @@ impl GangTable {
         std::mem::take(&mut self.released)
     }
 
-    /// Gangs whose awaited room was freed since the last call (see the field).
+    /// Gangs whose awaited room was freed since the last call: their held bind calls decide
+    /// again.
     pub fn take_room_freed(&mut self) -> Vec<GangKey> {
-        std::mem::take(&mut self.room_freed)
+        self.room_waits.take_freed()
     }
 
     /// How many times room the gang waited for was freed so far (0 for a gang not in the
@@ -251,26 +224,14 @@ impl GangTable {
     /// before it sleeps: a change means the room came in between, when the wake-up
     /// (`take_room_freed`) found no held call to wake.
     pub fn rooms_freed(&self, key: &GangKey) -> u64 {
-        self.gangs.get(key).map_or(0, |g| g.rooms_freed)
+        self.gangs.get(key).map_or(0, |g| g.rooms_freed())
     }
 
     /// Notices produced since the last call; a `Retry` for every pod refused for held room
     /// when seats were released meanwhile, and for every pod refused while a node it was
     /// offered was unknown when a new node arrived meanwhile (one per pod, even if both hold).
     pub fn take_notices(&mut self) -> Vec<Notice> {
-        let mut retry: Vec<(PodUid, &'static str)> = Vec::new();
-        if std::mem::take(&mut self.seats_released) {
-            let refused = std::mem::take(&mut self.refused_for_seats);
-            retry.extend(refused.into_iter().map(|u| (u, messages::RETRY)));
-        }
-        if std::mem::take(&mut self.nodes_arrived) {
-            let refused = std::mem::take(&mut self.refused_for_unknown_nodes);
-            retry.extend(
-                refused
-                    .into_iter()
-                    .map(|u| (u, messages::RETRY_AFTER_NODE_ARRIVED)),
-            );
-        }
+        let retry = self.retry_asks.take_due();
         let mut asked: HashSet<PodUid> = HashSet::default();
         let told: Vec<Notice> = retry
             .into_iter()
@@ -310,29 +271,23 @@ impl GangTable {
 
     /// The filter refused `uid` because seats held the room it needed.
     pub(super) fn refused_for_seats(&mut self, uid: &PodUid) {
-        if self.refused_for_seats.len() < MAX_REFUSED_REMEMBERED {
-            self.refused_for_seats.insert(uid.clone());
-        }
+        self.retry_asks.refused_for_seats(uid);
     }
 
     /// The filter refused `uid` while a node offered for it was not in muster's cache.
     pub(super) fn refused_for_unknown_node(&mut self, uid: &PodUid) {
-        if self.refused_for_unknown_nodes.len() < MAX_REFUSED_REMEMBERED {
-            self.refused_for_unknown_nodes.insert(uid.clone());
-        }
+        self.retry_asks.refused_for_unknown_node(uid);
     }
 
     /// `uid`'s preemption was refused because the watch had not delivered it yet.
     pub(super) fn retry_when_seen(&mut self, uid: &PodUid) {
-        if self.retry_when_seen.len() < MAX_REFUSED_REMEMBERED {
-            self.retry_when_seen.insert(uid.clone());
-        }
+        self.retry_asks.retry_when_seen(uid);
     }
 
     /// The watch delivered `uid`: if its preemption was refused for not being seen, it is
     /// asked to retry now that muster can judge it.
     pub(super) fn seen_now(&mut self, uid: &PodUid) {
-        if self.retry_when_seen.is_empty() || !self.retry_when_seen.remove(uid) {
+        if !self.retry_asks.seen(uid) {
             return;
         }
         if let Some(p) = self.pods.get(uid).filter(|p| p.is_pending()) {
@@ -437,7 +392,7 @@ impl GangTable {
         self.ledger.reserve(&seat.node, &seat.requests);
         if let Some(old) = gang.insert_seat(holder, seat) {
             self.ledger.unreserve(&old.node, &old.requests);
-            self.seats_released = true;
+            self.retry_asks.note_seats_released();
         }
     }
 
@@ -446,7 +401,7 @@ impl GangTable {
         let gang = self.gangs.get_mut(key)?;
         let seat = gang.remove_seat(holder)?;
         self.ledger.unreserve(&seat.node, &seat.requests);
-        self.seats_released = true;
+        self.retry_asks.note_seats_released();
         gang.settle_after_seats_removed();
         self.released.push(key.clone());
         Some(seat)
@@ -481,7 +436,7 @@ impl GangTable {
         for h in release {
             if let Some(s) = gang.remove_seat(h) {
                 self.ledger.unreserve(&s.node, &s.requests);
-                self.seats_released = true;
+                self.retry_asks.note_seats_released();
             }
         }
     }
@@ -496,7 +451,9 @@ impl GangTable {
         for (_, s) in &seats {
             self.ledger.unreserve(&s.node, &s.requests);
         }
-        self.seats_released |= !seats.is_empty();
+        if !seats.is_empty() {
+            self.retry_asks.note_seats_released();
+        }
         seats
     }
 

@@ -26,10 +26,15 @@ pub(in crate::model) enum RoomWait {
     PlannedSeats,
 }
 
-/// The index: per node, the gangs waiting there, in the order they began to.
+/// The index: per node, the gangs waiting there, in the order they began to; and the gangs
+/// whose wait for pods leaving ended, until they are taken. Written only through the methods
+/// below.
 #[derive(Default)]
 pub(in crate::model) struct RoomWaits {
     by_node: HashMap<NodeName, Vec<(GangKey, RoomWait)>>,
+    /// Gangs whose awaited room was freed since the last [`RoomWaits::take_freed`]: their held
+    /// bind calls decide again.
+    freed: Vec<GangKey>,
 }
 
 impl RoomWaits {
@@ -83,6 +88,19 @@ impl RoomWaits {
             self.by_node.remove(node);
         }
         ended
+    }
+
+    /// A pod left `node`: ends the waits for pods leaving there and notes their gangs as freed
+    /// (see [`RoomWaits::take_freed`]); returns them, in the order they began to wait.
+    pub fn room_freed_on(&mut self, node: &str) -> Vec<GangKey> {
+        let woken = self.end(node, RoomWait::PodsLeaving);
+        self.freed.extend(woken.iter().cloned());
+        woken
+    }
+
+    /// The gangs whose awaited room was freed since the last call.
+    pub fn take_freed(&mut self) -> Vec<GangKey> {
+        std::mem::take(&mut self.freed)
     }
 
     /// Keeps the waits of `gang` for `why` only on the nodes where `keep` says so.

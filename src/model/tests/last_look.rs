@@ -1,7 +1,7 @@
 //! The last look before binding a gang at quorum: every confirmed seat's node is checked under
 //! every rule the planner applies, as the watch has the node and its pods now, not only for
 //! room (holds-nothing, never-half). Each test names the kube-scheduler plugin whose rule
-//! changed while the gang gathered; in each, nothing is bound, the members seated on the node
+//! changed while the gang waited; in each, nothing is bound, the members seated on the node
 //! that refuses are planned again, the others keep their seats, and the gang is then placed
 //! whole elsewhere.
 
@@ -48,7 +48,7 @@ fn assert_planned_around_a(w: &mut World, ms: &[PodInfo], d: &BindDecision, why:
     assert_eq!(names(&w.bind(&ms[0], "c")), vec!["m0@c", "m1@b"]);
 }
 
-/// NodeUnschedulable: the seat's node was cordoned while the gang gathered.
+/// NodeUnschedulable: the seat's node was cordoned while the gang waited.
 #[test]
 fn node_unschedulable_a_seat_on_a_node_cordoned_since_is_not_bound() {
     let mut w = World::new(&[node("a", 1000), node("b", 1000), node("c", 1000)]);

@@ -17,7 +17,7 @@ mod members;
 mod model_check;
 mod module_map;
 mod partly_bound;
-mod podgroups;
+mod pod_groups;
 mod preemption;
 mod preemption_hold;
 mod retries;

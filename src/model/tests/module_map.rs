@@ -1,5 +1,6 @@
 //! The model's map (the rustdoc of `model/mod.rs`) is the model: every module is named there,
-//! and no import runs against its layer order.
+//! and no import runs against its layer order. Beside it, the crate's own layers
+//! (docs/architecture.md): no import between `src/`'s top-level modules runs upwards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -33,16 +34,46 @@ const AGAINST_THE_MAP: &[(&str, &str, &str)] = &[];
 /// re-exports at its root by the layer they come from.
 fn part_of(name: &str) -> Option<&'static str> {
     Some(match name {
-        "inputs" | "objects" | "membership" | "resources" | "devices" | "podgroup" | "quantity"
-        | "tasks" | "terms" | "topology" => "inputs",
+        "inputs" | "objects" | "membership" | "resources" | "devices" | "pod_group"
+        | "quantity" | "tasks" | "terms" | "topology" => "inputs",
         "rules" => "rules",
         "notice" => "notice",
         "messages" => "messages",
         "table" => "table",
         "planning" => "planning",
-        "verbs" | "gather" | "enqueue" | "podgroup_status" => "verbs",
+        "verbs" | "gather" | "enqueue" | "pod_group_status" => "verbs",
         _ => return None,
     })
+}
+
+/// The crate's top-level modules, bottom first, and the ones each may import (its own included):
+/// the model imports nothing of the crate; the shared state only the model and the metrics; the
+/// tasks that act on the state (`cluster`, `binding`, `http`) import it, never the other way.
+/// `lib.rs` (which wires them together), `main.rs` and `bin/` (other crates) are above them all.
+const CRATE_MAY_IMPORT: &[(&str, &[&str])] = &[
+    ("model", &["model"]),
+    ("testkit", &["testkit", "model"]),
+    ("wire", &["wire"]),
+    ("pki", &["pki"]),
+    ("tls", &["tls", "pki"]),
+    ("metrics", &["metrics", "model"]),
+    ("state", &["state", "model", "metrics"]),
+    (
+        "cluster",
+        &["cluster", "model", "metrics", "pki", "tls", "state"],
+    ),
+    ("binding", &["binding", "model", "state", "cluster"]),
+    (
+        "http",
+        &[
+            "http", "model", "metrics", "state", "cluster", "binding", "wire",
+        ],
+    ),
+    ("config", &["config", "model", "tls", "cluster", "http"]),
+];
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
 fn model_dir() -> PathBuf {
@@ -117,6 +148,53 @@ fn every_import_runs_the_way_the_module_map_says() {
     assert!(
         gone.is_empty(),
         "no longer against the map, remove from AGAINST_THE_MAP: {gone:?}"
+    );
+}
+
+/// A `crate::<module>` path in code (comments left out: a doc link is no import) outside tests
+/// names a module the importing one may use.
+#[test]
+fn every_import_between_the_crates_modules_runs_down_its_layers() {
+    let root = src_dir();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let rules: BTreeMap<&str, &[&str]> = CRATE_MAY_IMPORT.iter().copied().collect();
+    let mut against: BTreeSet<(String, String)> = BTreeSet::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .to_string();
+        if rel == "lib.rs" || rel == "main.rs" || rel.starts_with("bin/") || is_test_file(&rel) {
+            continue;
+        }
+        let module = rel.split(['/', '.']).next().expect("a first component");
+        let Some(allowed) = rules.get(module) else {
+            panic!("src/{rel} is in no layer of CRATE_MAY_IMPORT ({module})");
+        };
+        let text = fs::read_to_string(file).expect("reading a source file");
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for (i, _) in code.match_indices("crate::") {
+            let name: String = code[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if rules.contains_key(name.as_str()) && !allowed.contains(&name.as_str()) {
+                against.insert((rel.clone(), name));
+            }
+        }
+    }
+    assert!(
+        against.is_empty(),
+        "imports against the crate's layers (docs/architecture.md), file and module: {against:?}"
     );
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::messages;
-use crate::model::table::MAX_REFUSED_REMEMBERED;
+use crate::model::table::retry_asks::MAX_REFUSED_REMEMBERED;
 
 /// The filter as kube-scheduler calls it: with the nodes its in-tree filters passed.
 fn filter_on(w: &mut World, p: &PodInfo, candidates: &[&str]) -> Vec<NodeVerdict> {
@@ -187,7 +187,7 @@ fn pods_remembered_for_unknown_nodes_are_bounded() {
         table.refused_for_unknown_node(&PodUid::from(format!("u{i}")));
     }
     assert_eq!(
-        table.refused_for_unknown_nodes.len(),
+        table.retry_asks.refused_for_unknown_nodes(),
         MAX_REFUSED_REMEMBERED
     );
 }

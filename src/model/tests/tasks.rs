@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::podgroups::{pod_group, volcano};
+use super::pod_groups::{pod_group, volcano};
 use super::*;
 use crate::model::inputs::membership::{GROUP, MIN_AVAILABLE, TASK_MIN_AVAILABLE};
 

@@ -217,7 +217,7 @@ fn a_replacement_member_of_a_placed_gang_goes_only_into_its_rack() {
     let bound = run(&mut w, &members).unwrap();
     assert!(bound.iter().all(|b| b.contains("@r0-")), "{bound:?}");
     // A third member (beyond the quorum): rack 0 is full, rack 1 has room, but the gang is
-    // held to rack 0, so it waits.
+    // confined to rack 0, so it waits.
     let extra = member(2, 2, TOPOLOGY_REQUIRED);
     let (ok, reasons) = w.filter(&extra);
     assert!(ok.is_empty(), "{ok:?}");
@@ -267,7 +267,7 @@ fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused()
         .set_pod_group_api_served(PodGroupApi::Kubernetes, true);
     w.table.apply_pod_group(PodGroupDef {
         topology: Some(PodGroupTopology::Required(RACK.into())),
-        ..podgroups::pod_group(PodGroupApi::Kubernetes, 4, &[])
+        ..pod_groups::pod_group(PodGroupApi::Kubernetes, 4, &[])
     });
     let members: Vec<PodInfo> = (0..4)
         .map(|i| {
@@ -287,7 +287,7 @@ fn a_kubernetes_pod_group_topology_overrules_and_a_hard_volcano_one_is_refused()
             hard: true,
             tier: "highestTierAllowed 1".into(),
         }),
-        ..podgroups::pod_group(PodGroupApi::Volcano, 2, &[])
+        ..pod_groups::pod_group(PodGroupApi::Volcano, 2, &[])
     });
     let v: Vec<PodInfo> = (0..2)
         .map(|i| {
@@ -321,7 +321,7 @@ fn gangs_view_shows_the_constraint_and_the_domain() {
 }
 
 /// Preemption inside one domain: racks 0 and 1 of two 1-CPU nodes, each node running a
-/// low-priority plain pod. A high-priority gang of 2 held to one rack: a candidate whose
+/// low-priority plain pod. A high-priority gang of 2 confined to one rack: a candidate whose
 /// rack can hold the rest of the gang once its low pods go is kept; kube-scheduler's
 /// candidates in a rack where the rest cannot follow are dropped (nothing evicted for them).
 #[test]
@@ -469,7 +469,7 @@ fn the_last_look_binds_nothing_when_a_seat_left_the_gangs_rack() {
 }
 
 /// Preemption inside the domain with the fewest victims: racks of 4 one-CPU nodes; rack 0
-/// runs 2 plain pods of priority 0, rack 1 one, rack 2 three. A high-priority gang of 4 held to one
+/// runs 2 plain pods of priority 0, rack 1 one, rack 2 three. A high-priority gang of 4 confined to one
 /// rack fits only by evicting; every candidate has one victim, but the rest of the gang
 /// follows into rack 0 only with 1 more eviction and into rack 2 with 2 more: only rack 1's
 /// candidate is kept, and its plan seats the others on rack 1's free nodes.
@@ -561,7 +561,7 @@ fn a_later_member_of_a_preferred_gang_goes_to_the_nearest_domain() {
     assert!(best.starts_with(block), "{best} {ok:?}");
 }
 
-/// Two members of a gang held to one rack ask to preempt at once (kube-scheduler works on
+/// Two members of a gang confined to one rack ask to preempt at once (kube-scheduler works on
 /// both before the first one's nomination shows): the first is kept inside rack 1; the second,
 /// while that plan waits for its nomination, is refused (its room is planned already), so
 /// nothing is evicted for it in another rack.
@@ -835,7 +835,7 @@ fn a_preferred_gangs_member_takes_room_in_its_rack_before_a_tighter_node_elsewhe
     bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2]], 0);
 }
 
-/// A gang held to one rack that no rack holds even with every lower-priority pod evicted:
+/// A gang confined to one rack that no rack holds even with every lower-priority pod evicted:
 /// the filter says so with the best rack after evictions and how many it would fit (explained),
 /// and nothing is held. Racks of 4 one-CPU nodes; rack 0: one free node, three running pods of
 /// the gang's priority; rack 1: one free, two running lower-priority pods, one of the gang's
@@ -877,7 +877,7 @@ fn a_required_gang_seated_before_its_larger_members_existed_moves_to_the_rack_th
     bind_all_in_rack(&mut w, &[&rest[0], &rest[1], &rest[2], &first], 1);
 }
 
-/// A gang held to one rack that preempts: kube-scheduler's preemption on r0-0 is kept, and its
+/// A gang confined to one rack that preempts: kube-scheduler's preemption on r0-0 is kept, and its
 /// plan puts the other member on r0-1, where a lower-priority pod still runs (room planned,
 /// no seat confirmed yet). That member is offered no node outside rack 0, not even r1-0,
 /// which is free, and a bind there (a node chosen before the gang took rack 0) is refused: the
@@ -924,7 +924,7 @@ fn a_rack_gang_holding_room_for_its_preemption_is_offered_and_bound_only_in_that
     assert_eq!(w.reserved("r1-0"), 0);
 }
 
-/// A placed gang held to one rack: a later member's bind on a node outside the rack (chosen
+/// A placed gang confined to one rack: a later member's bind on a node outside the rack (chosen
 /// by a filter that ran before the gang was placed) is refused, as its filter now refuses
 /// that node.
 #[test]
@@ -947,7 +947,7 @@ fn a_later_member_of_a_placed_rack_gang_is_not_bound_outside_its_rack() {
     );
 }
 
-/// A gang held to one rack found partly bound when muster starts deciding (killed in the
+/// A gang confined to one rack found partly bound when muster starts deciding (killed in the
 /// middle of its bindings): its rest fits only outside the rack of its bound member, so it is
 /// given up and its bound member evicted, not left partly bound because no rack holds it
 /// (never-half). Before, a domain shortfall counted as "not decidable yet".

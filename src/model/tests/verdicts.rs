@@ -83,7 +83,7 @@ fn node_ports_a_port_in_use_on_a_node_keeps_members_off_it() {
 }
 
 /// NodePorts at the last look: a pod bound by `spec.nodeName` onto a seat's node takes the
-/// port while the gang gathers; nothing is bound and the member seated there is planned again.
+/// port while the gang waits; nothing is bound and the member seated there is planned again.
 #[test]
 fn node_ports_a_port_taken_on_a_seat_node_since_is_not_bound() {
     let mut w = World::new(&[two_cpu("a"), two_cpu("b"), two_cpu("c")]);

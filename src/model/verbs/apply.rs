@@ -23,7 +23,9 @@ impl GangTable {
     /// A node was added or changed. A node muster did not know may be one kube-scheduler
     /// already offered: pods refused meanwhile are asked to retry (see `take_notices`).
     pub fn apply_node(&mut self, info: NodeInfo) {
-        self.nodes_arrived |= self.ledger.position(&info.name).is_none();
+        if self.ledger.position(&info.name).is_none() {
+            self.retry_asks.note_node_arrived();
+        }
         if self
             .ledger
             .get(&info.name)
@@ -175,10 +177,9 @@ impl GangTable {
         self.evidence.forget(uid);
         self.verdicts.forget(uid);
         // Nothing to ask of a pod that is gone; its place in the bounded sets goes to others.
-        self.refused_for_seats.remove(uid);
-        self.refused_for_unknown_nodes.remove(uid);
+        self.retry_asks.forget(uid);
         self.preemptions_under_way.forget(uid);
-        self.preemptions_answered.remove(uid);
+        self.disruptions.forget_answered(uid);
         self.gated_outside_gangs.remove(uid);
         self.settle_charges(Charges {
             uncharge,
@@ -223,13 +224,11 @@ impl GangTable {
             return;
         }
         // Quorums waiting for pods being deleted here: their held bind calls decide again.
-        let woken = self.room_waits.end(node, RoomWait::PodsLeaving);
-        for key in &woken {
-            if let Some(g) = self.gangs.get_mut(key) {
-                g.rooms_freed += 1;
+        for key in self.room_waits.room_freed_on(node) {
+            if let Some(g) = self.gangs.get_mut(&key) {
+                g.note_room_freed();
             }
         }
-        self.room_freed.extend(woken);
         // Preemption holds: the room planned here becomes seats where it is free now.
         self.seat_where_freed(node);
     }
@@ -305,7 +304,7 @@ impl GangTable {
         let Some(values) = conflicting_quorums(self.members_of(gang).map(|p| &p.info)) else {
             return;
         };
-        if gang.reported_conflict.as_ref() == Some(&values) {
+        if gang.quorum_conflict_told(&values) {
             return;
         }
         let message = messages::quorum_conflict(key, &values);
@@ -319,7 +318,7 @@ impl GangTable {
             .collect();
         self.notices.extend(told);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.reported_conflict = Some(values);
+            g.note_quorum_conflict_told(values);
         }
     }
 
@@ -342,7 +341,7 @@ impl GangTable {
             .map(|p| &p.info)
             .collect();
         let found = pod_group_disagreements(&members, def);
-        if found.is_empty() || gang.reported_pod_group_conflict.as_ref() == Some(&found) {
+        if found.is_empty() || gang.pod_group_conflict_told(&found) {
             return;
         }
         let message = messages::pod_group_conflict(key, api, &found);
@@ -356,7 +355,7 @@ impl GangTable {
             .collect();
         self.notices.extend(told);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.reported_pod_group_conflict = Some(found);
+            g.note_pod_group_conflict_told(found);
         }
     }
 }

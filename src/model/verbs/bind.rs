@@ -110,8 +110,8 @@ pub enum BindRejection {
     /// kube-scheduler chose the node of this call (see `GangTable::take_seat`).
     #[error("{0}")]
     SeatMoved(String),
-    /// The member's gang is held to one topology domain and the node is outside it (see
-    /// `GangTable::held_domain`).
+    /// The member's gang is confined to one topology domain and the node is outside it (see
+    /// `GangTable::confined_domain`).
     #[error("{0}")]
     OutsideDomain(String),
 }
@@ -189,7 +189,7 @@ impl GangTable {
         };
         if let Some(r) = key
             .as_ref()
-            .and_then(|k| self.outside_held_domain(k, &info, &node))
+            .and_then(|k| self.outside_confined_domain(k, &info, &node))
         {
             return Reject(r);
         }
@@ -201,18 +201,18 @@ impl GangTable {
         }
     }
 
-    /// A gang held to one domain (topology required) binds nothing outside it: the node may
+    /// A gang confined to one domain (topology required) binds nothing outside it: the node may
     /// have been chosen by a filter before the gang took its domain (a preemption's hold, a
     /// sibling's plan), and a filter now would not offer it (holds-nothing). The member's own
     /// seat is left to the last look before binding, which places the gang again when that
     /// node left the domain since.
-    fn outside_held_domain(
+    fn outside_confined_domain(
         &self,
         key: &GangKey,
         info: &PodInfo,
         node: &NodeName,
     ) -> Option<BindRejection> {
-        let (label, value) = self.held_domain(key)?;
+        let (label, value) = self.confined_domain(key)?;
         let on_own_seat = self
             .gangs
             .get(key)

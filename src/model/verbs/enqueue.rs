@@ -15,12 +15,12 @@
 //! checked again every round. Pure: from the table to the statuses to write.
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::table::GangTable;
 
-use super::podgroup_status::{Condition, DesiredStatus, VOLCANO_UNSCHEDULABLE};
+use super::pod_group_status::{Condition, DesiredStatus, VOLCANO_UNSCHEDULABLE};
 
 /// Whether Volcano's scheduler counts resource `name` of a PodGroup's `minResources`
 /// (`NewResource` in its `pkg/scheduler/api/resource_info.go`). Volcano's job controller fills

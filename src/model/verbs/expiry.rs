@@ -59,7 +59,11 @@ impl GangTable {
     /// A gang found partly bound whose remaining members' seats timed out is not left half
     /// running silently (never-half): see `verbs::repair`.
     fn partly_bound_timed_out(&mut self, key: &GangKey, timeout: std::time::Duration) {
-        if self.gangs.get(key).is_none_or(|g| g.partly_bound.is_none()) {
+        if self
+            .gangs
+            .get(key)
+            .is_none_or(|g| g.partly_bound().is_none())
+        {
             return;
         }
         let Some((bound, quorum)) = self.partly_bound_counts(key) else {
@@ -122,9 +126,7 @@ impl GangTable {
         let window = self.config.creation_window;
         let mut retry = Vec::new();
         for gang in self.gangs.values_mut() {
-            if !gang.refused_in_window.is_empty() && !gang.within_creation_window(now, window) {
-                retry.extend(std::mem::take(&mut gang.refused_in_window));
-            }
+            retry.extend(gang.take_refused_once_window_closed(now, window));
         }
         let told: Vec<Notice> = retry
             .iter()

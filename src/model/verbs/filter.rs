@@ -102,7 +102,7 @@ impl GangTable {
         };
         let facts = self.facts(&key);
         if self.is_placed(&key, &facts) {
-            // A placed gang's later members go where room is; one held to a domain, only there.
+            // A placed gang's later members go where room is; one confined to a domain, only there.
             let held = facts.spec.topology.required().is_some().then_some(&key);
             return self.filter_by_room(pod, candidates, &positions, held);
         }
@@ -120,7 +120,7 @@ impl GangTable {
         }
         let known: Vec<usize> = positions.iter().flatten().copied().collect();
         // An admitted gang of the every-pod mode with a topology may still move whole to a
-        // domain that holds its real members (see `verbs::regather`).
+        // domain that holds its real members (see `verbs::move_domain`).
         if gang.is_admitted() && !self.move_gang_domain(&key, pod, &known, now) {
             return self.filter_by_room(pod, candidates, &positions, Some(&key));
         }
@@ -165,7 +165,7 @@ impl GangTable {
                 let window = self.config.creation_window;
                 if let Some(gang) = self.gangs.get_mut(&key) {
                     if gang.within_creation_window(now, window) {
-                        gang.refused_in_window.insert(pod.uid.clone());
+                        gang.refused_in_window(&pod.uid);
                     }
                 }
                 let message = why.message(&key, self.config.creation_window);
@@ -247,10 +247,10 @@ impl GangTable {
         positions: &[Option<usize>],
         gang: Option<&GangKey>,
     ) -> (Vec<NodeVerdict>, bool) {
-        // A gang held to one domain of a node label (topology required) has members only
+        // A gang confined to one domain of a node label (topology required) has members only
         // there once it uses one (members on nodes, or seats, planned ones included): later
         // members and replacements wait for room in it.
-        let domain = gang.and_then(|k| self.held_domain(k));
+        let domain = gang.and_then(|k| self.confined_domain(k));
         let in_domain = |i: usize| {
             domain.as_ref().is_none_or(|(label, value)| {
                 domain_of(self.ledger.at(i).info(), label) == Some(&**value)
@@ -551,7 +551,9 @@ impl GangTable {
     /// then do not leave room for it).
     pub(in crate::model) fn note_verdict(&mut self, key: &GangKey, plan: &GangPlan) {
         if let Some(g) = self.gangs.get_mut(key) {
-            g.blocked_by_rule = matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule());
+            g.note_blocked_by_rule(
+                matches!(plan, GangPlan::DoesNotFit(why) if why.blocked_by_rule()),
+            );
         }
     }
 

@@ -2,7 +2,7 @@
 //! decided again and its waiting members hear why they wait, or to retry.
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::podgroup::{PodGroupApi, PodGroupDef, PodGroupIndex};
+use crate::model::inputs::pod_group::{PodGroupApi, PodGroupDef, PodGroupIndex};
 use crate::model::messages;
 use crate::model::notice::NoticeKind;
 use crate::model::table::GangTable;

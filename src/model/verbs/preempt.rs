@@ -125,7 +125,7 @@ pub enum DropReason {
     GangNotLowerPriority { gang: GangKey, priority: i32 },
     /// Another candidate disrupts fewer pods.
     DisruptsMore,
-    /// The preemptor's gang is held to one topology domain, and the gang would evict
+    /// The preemptor's gang is confined to one topology domain, and the gang would evict
     /// `victims` pods in all inside this candidate's domain, where another candidate's needs
     /// `best`.
     DomainEvictsMore { victims: usize, best: usize },
@@ -275,9 +275,9 @@ impl GangTable {
                         }
                     }
                 }
-                // A gang held to one domain evicts inside the domain that needs the fewest
+                // A gang confined to one domain evicts inside the domain that needs the fewest
                 // evictions in all; kube-scheduler picks among those the cheapest node.
-                if need.is_held_to_a_domain() {
+                if need.is_confined_to_a_domain() {
                     let best = kept.iter().map(|(_, v)| *v).min().unwrap_or(0);
                     let (fewest, more): (Vec<_>, Vec<_>) =
                         kept.into_iter().partition(|(_, v)| *v == best);
@@ -380,7 +380,7 @@ impl GangTable {
             Some(DropReason::NotSeenYet) => self.retry_when_seen(&pod.uid),
             Some(DropReason::QuorumUndecided { .. }) => {
                 if let Some(g) = key.as_ref().and_then(|k| self.gangs.get_mut(k)) {
-                    g.refused_in_window.insert(pod.uid.clone());
+                    g.refused_in_window(&pod.uid);
                 }
             }
             _ => {}

@@ -52,9 +52,6 @@ use crate::model::table::GangTable;
 /// on (it picked no candidate, or could not delete the victims) is forgotten then.
 pub(in crate::model) const NOMINATION_WAIT: Duration = Duration::from_secs(10);
 
-/// Preemptors whose plans are remembered, at most (a decision for one more is not held).
-const MAX_PLANS: usize = 10_000;
-
 impl GangTable {
     /// Remembers the plans of a preempt decision for `pod`, until kube-scheduler nominates one
     /// of their nodes (or [`NOMINATION_WAIT`] passes).
@@ -65,22 +62,18 @@ impl GangTable {
         by_node: Vec<(String, Vec<PlannedSeat>)>,
         now: Instant,
     ) {
-        if self.preempt_plans.len() >= MAX_PLANS && !self.preempt_plans.contains_key(&pod.uid) {
-            return;
-        }
         let plan = PreemptionPlan {
             gang,
             at: now,
             requests: pod.requests.clone(),
             by_node,
         };
-        self.preempt_plans.insert(pod.uid.clone(), plan);
+        self.preempt_plans.remember(&pod.uid, plan);
     }
 
     /// Forgets the plans kube-scheduler did not act on in time.
     pub(in crate::model) fn forget_stale_plans(&mut self, now: Instant) {
-        self.preempt_plans
-            .retain(|_, p| now.saturating_duration_since(p.at) < NOMINATION_WAIT);
+        self.preempt_plans.forget_older_than(now, NOMINATION_WAIT);
     }
 
     /// The watch delivered `uid`: starts, keeps or ends the hold its nomination stands for.
@@ -122,7 +115,7 @@ impl GangTable {
 
     /// The preemptor `uid` of `key` was deleted: its plans and its gang's hold go with it.
     pub(in crate::model) fn preemptor_gone(&mut self, key: &GangKey, uid: &str) {
-        self.preempt_plans.remove(uid);
+        self.preempt_plans.forget(uid);
         let holds = self
             .gangs
             .get(key)
@@ -184,7 +177,7 @@ impl GangTable {
             return;
         }
         let (since, requests, others) = (plan.at, plan.requests.clone(), others.clone());
-        self.preempt_plans.remove(uid);
+        self.preempt_plans.forget(uid);
         let own = Seat {
             node: node.clone(),
             requests,

@@ -8,7 +8,7 @@
 //! gang. So if any seat fails the check, nothing is bound, the seats on that node are given
 //! up and those members are planned again.
 //!
-//! Room is not the only thing that changes while a gang gathers: a seat's node may have been
+//! Room is not the only thing that changes while a gang waits: a seat's node may have been
 //! cordoned, tainted NoSchedule/NoExecute (a node that went NotReady is tainted so by the node
 //! lifecycle controller), lost a label a member's node affinity or `nodeSelector` requires, or
 //! received a pod its member's (anti-)affinity or spread constraint now counts. So the last
@@ -48,7 +48,7 @@ enum SeatLost {
     /// The node now refuses member `pod` under a kube-scheduler rule.
     Rule { pod: String, reason: Reason },
     /// The node is not (any more) in the gang's domain of `label` (`value`): its label changed
-    /// while the gang gathered.
+    /// while the gang waited.
     Domain { label: Arc<str>, value: Arc<str> },
 }
 
@@ -184,7 +184,7 @@ impl GangTable {
     /// taken (a spread constraint may admit `a, b, a` but not `a, a, b`); a seat that passes in
     /// no order is the refusal, the first by member name. Scheduling gates are not a node's
     /// rule: a member with a confirmed seat came through a bind call, so it had none.
-    /// For a gang held to one domain of a node label: a confirmed seat whose node is not in
+    /// For a gang confined to one domain of a node label: a confirmed seat whose node is not in
     /// the gang's domain (members with nodes decide it, else the first confirmed seat by
     /// member name), with the label and that domain. The plan put every seat in one domain;
     /// a node relabelled since is caught here (holds-nothing, never-half).
@@ -397,7 +397,7 @@ impl GangTable {
 }
 
 impl GangTable {
-    /// The Placed Event's text; for a gang held to a domain, naming it.
+    /// The Placed Event's text; for a gang confined to a domain, naming it.
     fn placed_message(
         &self,
         key: &GangKey,

@@ -21,7 +21,7 @@
 //! while muster was down or since), or their seats time out, the bound part is never left running
 //! silently: a `GangPartlyBound` Warning on every member says so, `/gangs` shows it, and in
 //! disruption mode `gang` the bound members are evicted (evict-for-whole: half a gang is
-//! useless; the gang then gathers again whole), in mode `pod` they keep running and the rest
+//! useless; the gang then starts again whole), in mode `pod` they keep running and the rest
 //! bind when room appears.
 
 use std::collections::BTreeMap;
@@ -85,7 +85,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(_, g)| {
-                g.partly_bound.is_some() && g.is_admitted() && g.preemption_hold.is_none()
+                g.partly_bound().is_some() && g.is_admitted() && g.preemption_hold.is_none()
             })
             .map(|(k, _)| k.clone())
             .filter(|k| self.seat_without_room(k))
@@ -156,7 +156,7 @@ impl GangTable {
                     });
                 }
                 if let Some(g) = self.gangs.get_mut(key) {
-                    g.partly_bound = Some(message);
+                    g.found_partly_bound(message);
                 }
                 Some(PartlyBoundOutcome::Finishing { seats })
             }
@@ -231,7 +231,7 @@ impl GangTable {
                 first_node, seats, ..
             } if seats.iter().all(|(h, _)| !h.is_not_created_yet()) => (first_node, seats),
             GangPlan::Fits { .. } => return Err(None),
-            // Room, inside its topology domain too (a gang held to one domain is finished
+            // Room, inside its topology domain too (a gang confined to one domain is finished
             // only there: the domain of its bound members), is decided now (never-half).
             GangPlan::DoesNotFit(
                 ref why @ (GangShortfall::Room { .. }
@@ -294,12 +294,12 @@ impl GangTable {
         let message = messages::partly_bound_stuck(key, bound, quorum, why, evict);
         self.tell_members(key, NoticeKind::PartlyBound, &message);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.partly_bound = Some(message.clone());
+            g.found_partly_bound(message.clone());
         }
         if !evict {
             return PartlyBoundOutcome::Reported { why: why.into() };
         }
-        self.disruptions.committed.push(GangDisruption {
+        self.disruptions.commit(GangDisruption {
             gang: key.clone(),
             others: members.clone(),
             message,

@@ -13,7 +13,7 @@
 //! For a gang in disruption mode `gang` (the default) the rest of its running members are
 //! evicted through the Eviction API, as muster's own preempt decision would have disrupted it
 //! whole; in mode `pod` they keep running. Victims of muster's own decisions are answered for
-//! (`preemptions_answered`, filled at the commit) and not acted on twice. A victim already gone
+//! (`Disruptions::is_answered`, filled at the commit) and not acted on twice. A victim already gone
 //! when muster returns leaves no trace in the pod, and is not caught.
 //!
 //! The rest of the gang is read when the evictor is handed the disruption, and only once the
@@ -37,7 +37,7 @@ impl GangTable {
         if !self.config.evict_after_unseen_preemption
             || !victim.preempted_by_scheduler
             || victim.node_name.is_none()
-            || self.preemptions_answered.contains(uid)
+            || self.disruptions.is_answered(uid)
         {
             return;
         }
@@ -48,15 +48,10 @@ impl GangTable {
         let gang = m.gang.clone();
         // muster's own decision on this gang, waiting for kube-scheduler's commitment or for
         // the evictor: it already disrupts the gang whole.
-        let decided = self
-            .disruptions
-            .pending
-            .iter()
-            .any(|p| p.disruption.gang == gang || p.victims.iter().any(|v| **v == *uid))
-            || self.disruptions.committed.iter().any(|d| d.gang == gang);
-        self.preemptions_answered.insert(victim.uid.clone());
+        let decided = self.disruptions.decided(&gang, uid);
+        self.disruptions.answer([victim.uid.clone()]);
         if !decided {
-            self.unseen_preemptions.push(UnseenPreemption {
+            self.disruptions.note_unseen(UnseenPreemption {
                 victim: PodRef::of(victim),
                 gang,
             });
@@ -67,7 +62,7 @@ impl GangTable {
     /// (see the module): its members bound and running, neither being deleted nor preempted
     /// themselves. The caller calls this only once its caches are synced.
     pub fn disrupt_for_unseen_preemptions(&mut self) {
-        for UnseenPreemption { victim, gang } in std::mem::take(&mut self.unseen_preemptions) {
+        for UnseenPreemption { victim, gang } in self.disruptions.take_unseen() {
             let Some(g) = self.gangs.get(&gang) else {
                 continue;
             };
@@ -90,7 +85,7 @@ impl GangTable {
                 others,
             };
             self.tell_disrupted(&disruption);
-            self.disruptions.committed.push(disruption);
+            self.disruptions.commit(disruption);
         }
     }
 }

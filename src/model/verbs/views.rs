@@ -322,7 +322,7 @@ impl GangTable {
                 .flatten(),
             marker_warning: gang.marker_warning.clone(),
             partly_bound: (state != GangState::Placed)
-                .then(|| gang.partly_bound.clone())
+                .then(|| gang.partly_bound().map(str::to_string))
                 .flatten(),
             planned_room: gang
                 .awaiting_room

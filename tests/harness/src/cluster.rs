@@ -160,7 +160,7 @@ impl ClusterOptions {
     }
 
     /// Installs the CRD in `file` (relative to the repository, e.g.
-    /// [`podgroups::VOLCANO_CRD`](crate::podgroups::VOLCANO_CRD)) before muster starts.
+    /// [`pod_groups::VOLCANO_CRD`](crate::pod_groups::VOLCANO_CRD)) before muster starts.
     pub fn crd(mut self, file: &str) -> Self {
         self.crds.push(file.to_string());
         self
@@ -170,7 +170,7 @@ impl ClusterOptions {
     /// `GenericWorkload`); kube-scheduler keeps the gate off, so muster alone gates their gangs.
     pub fn kubernetes_pod_groups(mut self) -> Self {
         self.control_plane.apiserver_args.extend(
-            crate::podgroups::KUBERNETES_POD_GROUP_APISERVER_ARGS
+            crate::pod_groups::KUBERNETES_POD_GROUP_APISERVER_ARGS
                 .iter()
                 .map(|a| a.to_string()),
         );
@@ -249,7 +249,7 @@ impl Cluster {
             cp.start_jobset().await?;
         }
         for file in &opts.crds {
-            crate::podgroups::install_crd(&cp.client(), file).await?;
+            crate::pod_groups::install_crd(&cp.client(), file).await?;
         }
         // The gang-members mode without muster is the stock scheduler alone: neither muster's extender
         // (dropped by start_scheduler below) nor its admission policy, whose marker

@@ -230,7 +230,7 @@ pub(crate) async fn start(
             w.path
         );
     }
-    crate::podgroups::install_crd(client, &files.crd.display().to_string()).await?;
+    crate::pod_groups::install_crd(client, &files.crd.display().to_string()).await?;
 
     let jdir = dir.join("jobset");
     let cert_dir = jdir.join("certs");

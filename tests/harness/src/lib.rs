@@ -34,7 +34,7 @@
 //!
 //! **PodGroups**: [`ClusterOptions::crd`] installs a CRD of `tests/crds/` before muster starts
 //! (Volcano's, scheduler-plugins'), [`ClusterOptions::kubernetes_pod_groups`] has the API server
-//! serve Kubernetes' own; [`podgroups`] writes PodGroup objects as each project's controller does.
+//! serve Kubernetes' own; [`pod_groups`] writes PodGroup objects as each project's controller does.
 //!
 //! **Control run**: with `MUSTER_E2E_CONTROL=1` every [`Cluster`] starts kube-scheduler without
 //! the config's `extenders:` (muster runs, unconsulted), so `tests/control-run` can require every
@@ -61,7 +61,7 @@ pub mod jobset;
 pub mod k8s;
 pub mod muster;
 pub mod paths;
-pub mod podgroups;
+pub mod pod_groups;
 pub mod policy;
 pub mod process;
 pub mod rbac;

@@ -41,7 +41,7 @@ async fn a_shared_control_plane_is_reset_to_what_the_api_server_made() -> Result
     use k8s_openapi::api::resource::v1::DeviceClass;
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-    use muster_harness::podgroups::{self, PodGroupApi};
+    use muster_harness::pod_groups::{self, PodGroupApi};
     use muster_harness::shared::Slot;
     use muster_harness::{control_plane::client_from_kubeconfig, dra, policy};
     use serde_json::json;
@@ -68,8 +68,8 @@ async fn a_shared_control_plane_is_reset_to_what_the_api_server_made() -> Result
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "example.invalid/none"}]},
         }))?;
         k8s::create_pod(&client, "t", &pod).await?;
-        podgroups::install_crd(&client, podgroups::VOLCANO_CRD).await?;
-        podgroups::create(&client, PodGroupApi::Volcano, podgroups::volcano("t", "g", 2, &[]))
+        pod_groups::install_crd(&client, pod_groups::VOLCANO_CRD).await?;
+        pod_groups::create(&client, PodGroupApi::Volcano, pod_groups::volcano("t", "g", 2, &[]))
             .await?;
         Api::<DeviceClass>::all(client.clone())
             .create(&PostParams::default(), &dra::driver_class("gpu.example.com")?)
@@ -99,7 +99,7 @@ async fn a_shared_control_plane_is_reset_to_what_the_api_server_made() -> Result
         k8s::create_namespace(&client, "t").await?;
         assert!(k8s::list_pods(&client, "t").await?.is_empty());
         // The CRD went with its custom resources and installs again.
-        podgroups::install_crd(&client, podgroups::VOLCANO_CRD).await?;
+        pod_groups::install_crd(&client, pod_groups::VOLCANO_CRD).await?;
         // A gang pod is no longer marked and gated by the deleted policy.
         let probe = PodBuilder::new("t", "probe").annotation("muster.dev/group", "g").build();
         let created = k8s::create_pod(&client, "t", &probe).await?;

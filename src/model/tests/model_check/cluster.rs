@@ -147,7 +147,7 @@ pub struct Shape {
 }
 
 pub fn shape() -> impl Strategy<Value = Shape> {
-    // Mostly rack-0, so that a gang held to one rack often has one to fit in.
+    // Mostly rack-0, so that a gang confined to one rack often has one to fit in.
     let rack = prop_oneof![1 => Just(None), 5 => Just(Some(0u8)), 2 => Just(Some(1u8))];
     let node = (1..=4i64, 0..=2i64, 2..=5i64, 0..=2usize, rack).prop_map(
         |(memory_gi, gpus, pods, devices, rack)| NodeShape {
@@ -798,7 +798,7 @@ impl Cluster {
         table
     }
 
-    /// The quorum `gang` is held to: its PodGroup's `minMember` (the latest, when it was
+    /// The quorum `gang` must reach: its PodGroup's `minMember` (the latest, when it was
     /// deleted), else its members' key; and whether `g1`'s per-task minimums count (only when
     /// `minMember` covers their sum, as Volcano's scheduler checks them).
     pub fn quorum(&self, gang: &str) -> (u32, bool) {

@@ -12,7 +12,7 @@
 //! gates removed, pods placed by another scheduler, clock jumps past timeouts, back-offs and
 //! windows, the PodGroups of all three APIs (Volcano with per-task minimums, scheduler-plugins,
 //! Kubernetes `scheduling.k8s.io`) created, changed and deleted — their `minMember` overrules
-//! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs gather, preempt
+//! the quorum their pods' keys say — nodes cordoned and uncordoned while gangs wait, preempt
 //! calls (victims of lower priority on the candidate node, members of running gangs among
 //! them, or a forged body claiming a priority the pod does not have) that kube-scheduler then
 //! acts on (victims deleted, the preemptor nominated: room held for its gang), rounds of the
@@ -78,7 +78,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "holds that left room planned where lower-priority pods still ran",
     "bindings of pods with a device claim",
     "bindings of pods with a host port",
-    "of the gangs bound together held to one rack (g0 by its pods' keys, g3 by its PodGroup)",
+    "of the gangs bound together confined to one rack (g0 by its pods' keys, g3 by its PodGroup)",
     "gathered gangs let through with seats",
     "gathered gangs let through for preemption",
     "holds of gathered gangs kept through a gather round with room planned",

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::inputs::podgroup::PodGroupDef;
+use crate::model::inputs::pod_group::PodGroupDef;
 use crate::model::membership::VOLCANO_GROUP_NAME;
 use crate::model::{ModelConfig, NodeInfo};
 use crate::testkit;

@@ -901,7 +901,7 @@ fn seats_hold_devices(bound_first: bool) {
     }
 }
 
-/// A gathered gang held to one rack (`muster.dev/topology-required`) whose rack has room only
+/// A gathered gang confined to one rack (`muster.dev/topology-required`) whose rack has room only
 /// once a pod of lower priority there goes: muster looks at preemption for it as for a gang
 /// short of room anywhere, and lets its quorum through without seats, so kube-scheduler's
 /// preemption runs through muster's preempt verb, which keeps to one rack (evict-for-whole).

@@ -40,10 +40,7 @@ impl GangTable {
             .is_some_and(|e| e.info.nominated_node.as_deref() == Some(node));
         for d in disruptions {
             // A newer decision for the same gang replaces the older one.
-            self.disruptions
-                .pending
-                .retain(|p| p.disruption.gang != d.gang);
-            self.disruptions.pending.push(PendingDisruption {
+            self.disruptions.keep_pending(PendingDisruption {
                 disruption: d.clone(),
                 node: node.to_string(),
                 victims: victims.iter().map(|v| PodUid::from(v.as_str())).collect(),
@@ -57,7 +54,7 @@ impl GangTable {
     /// The watch changed or removed pod `uid`: commits every pending disruption this shows
     /// kube-scheduler acting on.
     pub(in crate::model) fn note_commit(&mut self, uid: &str) {
-        if self.disruptions.pending.is_empty() {
+        if self.disruptions.pending_len() == 0 {
             return;
         }
         let entry = self.pods.get(uid);
@@ -72,15 +69,11 @@ impl GangTable {
                 && !p.nominated_before
                 && entry.is_some_and(|e| e.info.nominated_node.as_deref() == Some(&*p.node))
         };
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.disruptions.pending)
-            .into_iter()
-            .partition(committed);
-        self.disruptions.pending = later;
-        for p in now {
+        for p in self.disruptions.take_pending_where(committed) {
             // These victims' preemption is muster's own decision: not one made without it.
-            self.preemptions_answered.extend(p.victims.iter().cloned());
+            self.disruptions.answer(p.victims.iter().cloned());
             self.tell_disrupted(&p.disruption);
-            self.disruptions.committed.push(p.disruption);
+            self.disruptions.commit(p.disruption);
         }
     }
 
@@ -104,17 +97,16 @@ impl GangTable {
     /// Forgets pending disruptions kube-scheduler did not commit to within [`COMMIT_WAIT`].
     pub(in crate::model) fn forget_uncommitted(&mut self, now: Instant) {
         self.disruptions
-            .pending
-            .retain(|p| now.saturating_duration_since(p.since) < COMMIT_WAIT);
+            .retain_pending(|p| now.saturating_duration_since(p.since) < COMMIT_WAIT);
     }
 
     /// Gangs to evict whole now that kube-scheduler committed to their disruption.
     pub fn take_disruptions(&mut self) -> Vec<GangDisruption> {
-        std::mem::take(&mut self.disruptions.committed)
+        self.disruptions.take_committed()
     }
 
     /// How many disruptions wait for kube-scheduler's commitment.
     pub fn pending_disruptions(&self) -> usize {
-        self.disruptions.pending.len()
+        self.disruptions.pending_len()
     }
 }

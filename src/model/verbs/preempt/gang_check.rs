@@ -52,7 +52,7 @@ pub(in crate::model) struct GangNeed<'a> {
 
 impl GangNeed<'_> {
     /// The gang's quorum must be inside one domain of a node label (topology required).
-    pub(in crate::model) fn is_held_to_a_domain(&self) -> bool {
+    pub(in crate::model) fn is_confined_to_a_domain(&self) -> bool {
         self.required.is_some()
     }
 }
@@ -77,14 +77,14 @@ pub(in crate::model) enum PreemptionOutlook {
     /// With every lower-priority pod gone, the quorum could be placed.
     MayHelp,
     /// Not even then; `anything_evictable` says whether there was anything to evict at all;
-    /// `best_domain`, for a gang held to one domain, the domain that would hold the most of it.
+    /// `best_domain`, for a gang confined to one domain, the domain that would hold the most of it.
     Hopeless {
         anything_evictable: bool,
         best_domain: Option<DomainAfterEviction>,
     },
 }
 
-/// For a gang held to one domain of `label` that no domain holds even after evictions: the
+/// For a gang confined to one domain of `label` that no domain holds even after evictions: the
 /// domain (`value`) that would hold the most members, `fit` of `quorum` (the members already
 /// with nodes or confirmed seats included).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,7 +141,7 @@ impl GangTable {
                 .map(|s| s.node.to_string())
                 .into_iter()
                 .collect();
-            for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+            for plan in self.preempt_plans.for_gang(key) {
                 for (_, planned) in &plan.by_node {
                     seats.extend(
                         planned
@@ -176,7 +176,7 @@ impl GangTable {
                 // (kube-scheduler requeues a pod NodeResourcesFit rejected when a pod is
                 // deleted, not when one starts terminating): the second eviction came only
                 // when the first victim was gone.
-                for plan in self.preempt_plans.values().filter(|p| p.gang == *key) {
+                for plan in self.preempt_plans.for_gang(key) {
                     for (_, planned) in &plan.by_node {
                         seats.extend(
                             planned
@@ -250,7 +250,7 @@ impl GangTable {
 
     /// Rule 3 for each candidate: where the other members go with `pod` on the candidate's
     /// node and its victims gone, and how many more lower-priority pods they would evict (of a
-    /// gang held to one domain; 0 otherwise), or `Err((fit, quorum))` when they cannot all be
+    /// gang confined to one domain; 0 otherwise), or `Err((fit, quorum))` when they cannot all be
     /// placed.
     ///
     /// Inside a domain the others take room that needs no eviction first (nodes with no
@@ -287,7 +287,7 @@ impl GangTable {
             let fit = need.already + bound as u32 + 1;
             return candidates.iter().map(|_| Err((fit, need.quorum))).collect();
         }
-        // A gang held to one domain: each candidate's domain, by value, and how many
+        // A gang confined to one domain: each candidate's domain, by value, and how many
         // lower-priority pods each node runs.
         let victims_on = match &need.required {
             Some(_) => self.evictable_count_below(pod.priority),

@@ -416,12 +416,12 @@ fn readiness_stops_waiting_for_a_conclusive_round_after_enough_inconclusive_ones
 #[test]
 fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
     struct NoBinder;
-    impl crate::cluster::binder::Binder for NoBinder {
+    impl crate::state::binder::Binder for NoBinder {
         fn bind(
             &self,
             _: crate::model::PodRef,
             _: crate::model::NodeName,
-        ) -> futures::future::BoxFuture<'static, Result<(), crate::cluster::binder::BindError>>
+        ) -> futures::future::BoxFuture<'static, Result<(), crate::state::binder::BindError>>
         {
             unreachable!("no binding in this test")
         }
@@ -429,7 +429,7 @@ fn a_pod_group_api_muster_may_not_list_is_no_longer_waited_for() {
     let shared = Shared::new(
         ModelConfig::default(),
         std::sync::Arc::new(NoBinder),
-        crate::cluster::events::EventSink::disabled(),
+        crate::state::event_sink::EventSink::disabled(),
     );
     shared.readiness.set_pods_synced();
     shared.readiness.set_nodes_synced();

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::Api;
-use muster_harness::podgroups::{self, PodGroupApi};
+use muster_harness::pod_groups::{self, PodGroupApi};
 use muster_harness::{
     holds_for, pod_names as names, truth, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder,
     Progress, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
@@ -125,11 +125,11 @@ async fn volcano_podgroup_status_shows_pending_and_why_then_running() -> Result<
         "volcano_podgroup_status_shows_pending_and_why_then_running",
         Instant::now(),
     );
-    let c = Cluster::start_with(podgroups::waiting_volcano_job_cluster(MUSTER)).await?;
+    let c = Cluster::start_with(pod_groups::waiting_volcano_job_cluster(MUSTER)).await?;
     let r = async {
         let ns = "ml";
         // Room for one of its two 100m members.
-        let members = podgroups::create_waiting_volcano_job(&c, ns).await?;
+        let members = pod_groups::create_waiting_volcano_job(&c, ns).await?;
         let reason = format!("gang {ns}/job: 1 of 2 members fit");
         let s = status_while_waiting(
             &c,
@@ -188,16 +188,16 @@ async fn scheduler_plugins_podgroup_status_shows_prescheduling_then_scheduled() 
         "scheduler_plugins_podgroup_status_shows_prescheduling_then_scheduled",
         Instant::now(),
     );
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(pod_groups::SCHEDULER_PLUGINS_CRD))
         .await?;
     let r = async {
         let ns = "train";
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("150m")).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::SchedulerPlugins,
-            podgroups::scheduler_plugins(ns, "pytorch", 2, 60),
+            pod_groups::scheduler_plugins(ns, "pytorch", 2, 60),
         )
         .await?;
         let members = names(&["pytorch-0", "pytorch-1"]);
@@ -247,10 +247,10 @@ async fn kubernetes_podgroup_status_initially_scheduled_false_with_reason_then_t
         let ns = "workloads";
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("150m")).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Kubernetes,
-            podgroups::kubernetes(ns, "trainer", 2),
+            pod_groups::kubernetes(ns, "trainer", 2),
         )
         .await?;
         let members = names(&["trainer-0", "trainer-1"]);
@@ -313,7 +313,7 @@ async fn volcano_status(
 /// A Volcano PodGroup with `spec.minResources` as its job controller fills them: the quota
 /// usage of the quorum's pods (`requests.cpu`, `limits.cpu`, `count/pods`: not counted).
 fn volcano_with_min_resources(ns: &str, name: &str, min_member: u32, cpu: &str) -> Value {
-    let mut pg = podgroups::volcano(ns, name, min_member, &[]);
+    let mut pg = pod_groups::volcano(ns, name, min_member, &[]);
     pg["spec"]["minResources"] = serde_json::json!({
         "cpu": cpu, "requests.cpu": cpu, "limits.cpu": cpu,
         "pods": min_member.to_string(), "count/pods": min_member.to_string(),
@@ -331,7 +331,7 @@ async fn volcano_podgroup_without_members_is_enqueued_then_its_pods_are_placed_w
     let c = Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
+            .crd(pod_groups::VOLCANO_CRD),
     )
     .await?;
     let r = async {
@@ -340,7 +340,7 @@ async fn volcano_podgroup_without_members_is_enqueued_then_its_pods_are_placed_w
         // 150m free in sum: minResources 100m fit (Volcano's check is a sum), the gang of two
         // 100m members does not fit whole until node-2 comes.
         c.add_node("node-1", NodeShape::cpu("150m")).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
             volcano_with_min_resources(ns, "job", 2, "100m"),
@@ -403,14 +403,14 @@ async fn volcano_podgroup_whose_min_resources_exceed_the_cluster_stays_pending_w
     let c = Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
+            .crd(pod_groups::VOLCANO_CRD),
     )
     .await?;
     let r = async {
         let ns = "ml";
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("150m")).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
             volcano_with_min_resources(ns, "big", 2, "3"),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
 use muster_harness::api_proxy::{ApiProxy, Fault, Pattern, Rule};
-use muster_harness::podgroups::{self, PodGroupApi};
+use muster_harness::pod_groups::{self, PodGroupApi};
 use muster_harness::truth::TruthContext;
 use muster_harness::{
     bail_truth, ensure_truth, holds_for, muster_view_is_checked, pod_names as names, spread,
@@ -210,7 +210,7 @@ async fn volcano_cluster() -> Result<Cluster> {
     Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .scheduler_config("muster-second-scheduler.yaml")
-            .crd(podgroups::VOLCANO_CRD),
+            .crd(pod_groups::VOLCANO_CRD),
     )
     .await
 }
@@ -232,10 +232,10 @@ async fn volcano_seed_job_waits_whole_with_room_for_one_then_is_placed_whole() -
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("150m")).await?; // room for one 100m member
         wait_gauge(&c, &served(PodGroupApi::Volcano), 1.0).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
-            podgroups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
+            pod_groups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
         )
         .await?;
         wait_gauge(&c, &known(PodGroupApi::Volcano), 1.0).await?;
@@ -277,17 +277,17 @@ async fn scheduler_plugins_pod_group_gang_waits_whole_then_its_quorum_is_placed(
         Instant::now(),
     );
     let mut c =
-        Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
+        Cluster::start_with(ClusterOptions::new(MUSTER).crd(pod_groups::SCHEDULER_PLUGINS_CRD))
             .await?;
     let r = async {
         let ns = "kubeflow";
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         wait_gauge(&c, &served(PodGroupApi::SchedulerPlugins), 1.0).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::SchedulerPlugins,
-            podgroups::scheduler_plugins(ns, "pytorch", 3, 60),
+            pod_groups::scheduler_plugins(ns, "pytorch", 3, 60),
         )
         .await?;
         wait_gauge(&c, &known(PodGroupApi::SchedulerPlugins), 1.0).await?;
@@ -339,10 +339,10 @@ async fn kubernetes_pod_group_gang_waits_whole_then_its_quorum_is_placed() -> Re
         c.namespace(ns).await?;
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         wait_gauge(&c, &served(PodGroupApi::Kubernetes), 1.0).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Kubernetes,
-            podgroups::kubernetes(ns, "trainer", 3),
+            pod_groups::kubernetes(ns, "trainer", 3),
         )
         .await?;
         wait_gauge(&c, &known(PodGroupApi::Kubernetes), 1.0).await?;
@@ -449,10 +449,10 @@ async fn a_per_task_minimum_keeps_the_gang_waiting_until_its_master_fits() -> Re
         // 3 workers of 100m fit; the 500m master does not.
         c.add_node("node-1", NodeShape::cpu("350m")).await?;
         wait_gauge(&c, &served(PodGroupApi::Volcano), 1.0).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
-            podgroups::volcano(ns, pg, 3, &[("master", 1), ("worker", 2)]),
+            pod_groups::volcano(ns, pg, 3, &[("master", 1), ("worker", 2)]),
         )
         .await?;
         wait_gauge(&c, &known(PodGroupApi::Volcano), 1.0).await?;
@@ -524,10 +524,10 @@ async fn a_pod_group_created_after_its_pods_is_waited_for_then_followed() -> Res
         })
         .await?;
         check_source(&c, ns, pg, PodGroupApi::Volcano, true).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
-            podgroups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
+            pod_groups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
         )
         .await?;
         placed_whole(&c, ns, pg, &members).await
@@ -547,7 +547,7 @@ async fn a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_
         "a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_group",
         Instant::now(),
     );
-    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(podgroups::SCHEDULER_PLUGINS_CRD))
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).crd(pod_groups::SCHEDULER_PLUGINS_CRD))
         .await?;
     let r = async {
         let ns = "gone";
@@ -555,10 +555,10 @@ async fn a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_
         c.add_node("node-1", NodeShape::cpu("250m")).await?; // room for 2
         wait_gauge(&c, &served(PodGroupApi::SchedulerPlugins), 1.0).await?;
         let api = PodGroupApi::SchedulerPlugins;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             api,
-            podgroups::scheduler_plugins(ns, "job", 3, 60),
+            pod_groups::scheduler_plugins(ns, "job", 3, 60),
         )
         .await?;
         wait_gauge(&c, &known(api), 1.0).await?;
@@ -573,7 +573,7 @@ async fn a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_
         }
         let fit = fit_reason(ns, "job", 2, 3);
         waits_whole(&c, ns, "job", &members, "2 of 3 members fit", |r| r == fit).await?;
-        podgroups::delete(&c.client(), api, ns, "job").await?;
+        pod_groups::delete(&c.client(), api, ns, "job").await?;
         wait_gauge(&c, &known(api), 0.0).await?;
         c.add_node("node-2", NodeShape::cpu("250m")).await?; // room for all now
         let missing = missing_reason(ns, "job", api);
@@ -587,10 +587,10 @@ async fn a_pod_group_deleted_while_its_gang_waits_leaves_it_waiting_for_the_pod_
         )
         .await?;
         check_source(&c, ns, "job", api, true).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             api,
-            podgroups::scheduler_plugins(ns, "job", 3, 60),
+            pod_groups::scheduler_plugins(ns, "job", 3, 60),
         )
         .await?;
         placed_whole(&c, ns, "job", &members).await
@@ -629,12 +629,12 @@ async fn a_crd_installed_while_muster_runs_is_picked_up() -> Result<()> {
                 other.api_version()
             );
         }
-        podgroups::install_crd(&c.client(), podgroups::SCHEDULER_PLUGINS_CRD).await?;
+        pod_groups::install_crd(&c.client(), pod_groups::SCHEDULER_PLUGINS_CRD).await?;
         wait_gauge(&c, &served(api), 1.0).await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             api,
-            podgroups::scheduler_plugins(ns, "late-crd", 3, 60),
+            pod_groups::scheduler_plugins(ns, "late-crd", 3, 60),
         )
         .await?;
         wait_gauge(&c, &known(api), 1.0).await?;
@@ -702,10 +702,10 @@ async fn a_gang_waiting_for_its_missing_pod_group_leaves_its_room_to_a_plain_pod
             "a member of the gang without its PodGroup was bound"
         );
         c.delete_pod(ns, "plain").await?;
-        podgroups::create(
+        pod_groups::create(
             &c.client(),
             PodGroupApi::Volcano,
-            podgroups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
+            pod_groups::volcano(ns, pg, 2, &[("master", 1), ("worker", 1)]),
         )
         .await?;
         placed_whole(&c, ns, pg, &members).await
@@ -728,7 +728,7 @@ async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404(
     );
     let mut cp = ControlPlane::start(ControlPlaneOptions::default()).await?;
     let client = cp.client();
-    podgroups::install_crd(&client, podgroups::VOLCANO_CRD).await?;
+    pod_groups::install_crd(&client, pod_groups::VOLCANO_CRD).await?;
     // The shipped install: gang members marked and gated by the policy of deploy/.
     muster_harness::policy::install_unless_control_run(&client).await?;
     let sa = rbac::service_account_kubeconfig(&client, cp.kubeconfig_path(), cp.dir(), 24).await?;
@@ -767,10 +767,10 @@ async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404(
     let r = async {
         k8s::create_namespace(&client, ns).await?;
         k8s::add_node(&client, "node-0", &NodeShape::cpu("2")).await?;
-        podgroups::create(
+        pod_groups::create(
             &client,
             PodGroupApi::Volcano,
-            podgroups::volcano(ns, "job", 3, &[]),
+            pod_groups::volcano(ns, "job", 3, &[]),
         )
         .await?;
         wait_for("muster to read the PodGroup", PLACE, || async {

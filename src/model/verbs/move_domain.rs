@@ -107,7 +107,7 @@ impl GangTable {
 
         // Plan the gang again with its seats given up; keep the move only if one other domain
         // of that label holds the whole quorum.
-        let was_released = self.seats_released;
+        let was_released = self.retry_asks.seats_released();
         let given_up = self.unseat_all(key);
         if let Some(g) = self.gangs.get_mut(key) {
             g.settle_after_seats_removed();
@@ -135,7 +135,7 @@ impl GangTable {
             if let Some(g) = self.gangs.get_mut(key) {
                 g.admit(since);
             }
-            self.seats_released = was_released;
+            self.retry_asks.restore_seats_released(was_released);
             return false;
         };
         let quorum = self.facts(key).spec.quorum;

@@ -22,7 +22,7 @@
 //! Pure: from a gang's [`GangView`] to the desired status; `cluster::status` compares it with
 //! what the object holds and writes only a difference.
 
-use crate::model::inputs::podgroup::PodGroupApi;
+use crate::model::inputs::pod_group::PodGroupApi;
 use crate::model::messages;
 
 use super::views::{GangState, GangView, SpecSourceView};

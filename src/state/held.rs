@@ -1,11 +1,11 @@
-//! Bind calls held open while their gang gathers: both sides of the protocol.
+//! Bind calls held open while their gang waits for quorum: both sides of the protocol.
 //!
 //! A seated member's bind call is held (up to `--bind-wait`) instead of failed at once: that
 //! spares kube-scheduler an error, a FailedScheduling Event, a status write, a back-off and a
 //! retry of every pod the extender had refused, per member; and the gang is bound the moment its
 //! last member arrives. The call that completes the quorum binds every member and wakes the held
 //! calls ([`HeldBinds::wake`]); each then answers with its own pod's binding
-//! ([`super::registry`]). A gang that loses its seats (timeout, deletion) wakes its held calls
+//! ([`super::bindings`]). A gang that loses its seats (timeout, deletion) wakes its held calls
 //! so they answer at once.
 //!
 //! Every held call answers before kube-scheduler's client gives up (`--extender-http-timeout`):
@@ -17,7 +17,7 @@ use dashmap::DashMap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::registry::{Bindings, Pending};
+use super::bindings::{Bindings, Pending};
 use crate::model::{GangKey, GangTable, NodeName};
 
 #[derive(Default)]

@@ -60,6 +60,9 @@ pub struct ClusterOptions {
     /// kube-controller-manager and KWOK's controller run beside the control plane
     /// ([`ClusterOptions::with_controllers`]).
     pub controllers: bool,
+    /// Karpenter's KWOK cloud provider runs beside the controllers, with this NodePool
+    /// ([`ClusterOptions::with_karpenter`]).
+    pub karpenter: Option<crate::karpenter::KarpenterPool>,
 }
 
 /// muster's `--scope`: which pods kube-scheduler sends to muster.
@@ -120,7 +123,17 @@ impl ClusterOptions {
             scope: Scope::default(),
             through_api_proxy: false,
             controllers: false,
+            karpenter: None,
         }
+    }
+
+    /// An autoscaled cluster: the controllers ([`ClusterOptions::with_controllers`]) and
+    /// Karpenter's KWOK cloud provider (its CRDs, a KWOKNodeClass and `pool`'s NodePool; see
+    /// [`ControlPlane::start_karpenter`]), which adds nodes for pods kube-scheduler marked
+    /// unschedulable and for CapacityBuffers, all torn down with the cluster.
+    pub fn with_karpenter(mut self, pool: crate::karpenter::KarpenterPool) -> Self {
+        self.karpenter = Some(pool);
+        self.with_controllers()
     }
 
     /// A cluster with the controllers a real one has: kube-controller-manager (Jobs create
@@ -233,6 +246,12 @@ impl Cluster {
         let mut cp = ControlPlane::start(opts.control_plane.clone()).await?;
         if opts.controllers {
             cp.start_controllers().await?;
+        }
+        if let Some(pool) = &opts.karpenter {
+            let build = crate::karpenter::ensure_karpenter()?;
+            crate::karpenter::install_crds(&cp.client(), &build).await?;
+            crate::karpenter::create_pool(&cp.client(), pool).await?;
+            cp.start_karpenter(&build.binary).await?;
         }
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;

@@ -58,6 +58,7 @@ pub mod dra;
 pub mod forward;
 pub mod gangs;
 pub mod k8s;
+pub mod karpenter;
 pub mod muster;
 pub mod paths;
 pub mod podgroups;

@@ -252,6 +252,7 @@ impl Cluster {
             crate::karpenter::install_crds(&cp.client(), &build).await?;
             crate::karpenter::create_pool(&cp.client(), pool).await?;
             cp.start_karpenter(&build.binary).await?;
+            rbac::apply_capacity_buffers_rbac(&cp.client()).await?;
         }
         for file in &opts.crds {
             crate::podgroups::install_crd(&cp.client(), file).await?;

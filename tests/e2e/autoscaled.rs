@@ -1,0 +1,114 @@
+//! End-to-end: gangs on an autoscaled cluster (`ClusterOptions::with_karpenter`: Karpenter
+//! v1.15's KWOK cloud provider beside kube-controller-manager and KWOK, with a NodePool of 4-CPU
+//! nodes; muster with `--capacity-buffers`). Autoscalers add nodes only for pods kube-scheduler
+//! marked unschedulable, and a gang gathered behind muster's gate is not: muster asks Karpenter
+//! for room for the whole gang as one CapacityBuffer while the gang stays gated, and deletes it
+//! once the gang fits.
+//!
+//! 1. A gang of 8 members of 1 CPU on a cluster with room for 3: Karpenter adds the two nodes
+//!    the other 5 need, the gang is placed whole (never some of its members bound at any poll),
+//!    its members were told why they waited, and the buffer is gone once it is placed: no node
+//!    is added after (no standing capacity).
+//!
+//! Without muster (`tests/control-run`) kube-scheduler binds the 3 members that fit at once and
+//! Karpenter adds nodes for the others as they are marked unschedulable, so the gang is partly
+//! bound for seconds: the test fails on its whole-or-none cluster-truth check.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Result};
+use muster_harness::karpenter::{self, KarpenterPool};
+use muster_harness::{
+    holds_for, k8s, names, wait_for, Cluster, ClusterOptions, KeyScheme, NodeShape, PodBuilder,
+    Progress, Timer, PLACE, REASON, WINDOW,
+};
+
+use crate::faults::WholeOrNone;
+
+const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
+
+/// A cluster with Karpenter (4-CPU nodes, 3 members of 1 CPU each after its overhead) and
+/// muster asking it for gangs' room.
+async fn autoscaled(pool: KarpenterPool) -> Result<Cluster> {
+    Cluster::start_with(
+        ClusterOptions::new(MUSTER)
+            .with_karpenter(pool)
+            .muster_args(["--capacity-buffers"]),
+    )
+    .await
+}
+
+fn member(ns: &str, name: &str, group: &str, quorum: u32) -> PodBuilder {
+    PodBuilder::new(ns, name)
+        .cpu("1")
+        .gang(KeyScheme::Muster, group, quorum)
+}
+
+#[tokio::test]
+async fn a_gang_of_8_on_room_for_3_gets_its_nodes_from_karpenter_and_is_placed_whole() -> Result<()>
+{
+    let _t = Timer(
+        "a_gang_of_8_on_room_for_3_gets_its_nodes_from_karpenter_and_is_placed_whole",
+        Instant::now(),
+    );
+    let c = autoscaled(KarpenterPool::default()).await?;
+    let ns = "autoscaled";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("3")).await?; // room for 3 of the 8
+        let members = names("g", 8);
+        let t0 = Instant::now();
+        for m in &members {
+            c.create(member(ns, m, "g", 8)).await?;
+        }
+        // Never some of the gang bound, at any poll, until it is whole.
+        WholeOrNone::new(ns, &members, 8)
+            .wait_whole(&c, PLACE * 2)
+            .await?;
+        let claims = karpenter::node_claim_names(&c.client()).await?;
+        eprintln!(
+            "gang of 8 placed whole {:.1}s after its creation; Karpenter's NodeClaims: {claims:?}",
+            t0.elapsed().as_secs_f64()
+        );
+        // 5 members short of room, 3 to a 4-CPU node: the two nodes they need, no more.
+        ensure!(
+            claims.len() == 2,
+            "Karpenter launched {} nodes for 5 members that need 2: {claims:?}",
+            claims.len()
+        );
+        // Its members were told what they waited for.
+        let events = k8s::events_in(&c.client(), ns).await?;
+        ensure!(
+            events.iter().any(|(pod, e)| members.contains(pod)
+                && e.reason == "GangWaiting"
+                && e.message.contains("cluster autoscaler is asked for")),
+            "no GangWaiting Event naming the autoscaler: {events:?}"
+        );
+        // The buffer goes once the gang fits: no standing capacity.
+        wait_for("muster's CapacityBuffer deleted", REASON, || async {
+            let left = karpenter::capacity_buffer_names(&c.client(), ns).await?;
+            Ok(if left.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("buffers: {left:?}"))
+            })
+        })
+        .await?;
+        holds_for(
+            "no node added after the gang was placed",
+            WINDOW.max(Duration::from_secs(10)),
+            || async {
+                let now = karpenter::node_claim_names(&c.client()).await?;
+                Ok(if now == claims {
+                    Ok(())
+                } else {
+                    Err(format!("NodeClaims {now:?}, were {claims:?}"))
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}

@@ -34,8 +34,9 @@ use serde_json::{json, Map, Value};
 use tracing::{debug, info, warn};
 
 use crate::cluster::leader::role::Leadership;
-use crate::model::gather::CapacityAsk;
+use crate::model::gather::{CapacityAsk, PoolRoom};
 use crate::model::objects::TolerationOperator;
+use crate::model::quantity;
 use crate::model::GangKey;
 use crate::state::Shared;
 
@@ -51,9 +52,42 @@ const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 const TICK: Duration = Duration::from_secs(1);
 /// Rounds start at most this often.
 const MIN_ROUND_GAP: Duration = Duration::from_millis(200);
+/// NodePools (their limits and what their nodes have) are read at most this often.
+const POOLS_EVERY: Duration = Duration::from_secs(5);
 /// A buffer whose write or deletion failed is not tried again sooner.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 const FIELD_MANAGER: &str = "muster";
+
+fn node_pools() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    )
+}
+
+/// What each NodePool may still add (`spec.limits` less `status.resources`); an error when
+/// NodePools are not served (another autoscaler: nothing is judged against them).
+async fn list_pools(client: &Client) -> kube::Result<Vec<PoolRoom>> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &node_pools());
+    let list = api.list(&ListParams::default()).await?;
+    Ok(list.items.iter().map(pool_room).collect())
+}
+
+fn pool_room(pool: &DynamicObject) -> PoolRoom {
+    let limit = |r: &str| pool.data["spec"]["limits"][r].as_str().map(str::to_string);
+    let used = |r: &str| pool.data["status"]["resources"][r].as_str().unwrap_or("0");
+    let room = |r: &str, parse: fn(&str) -> Option<i64>| {
+        let l = parse(limit(r)?.as_str())?;
+        Some((l - parse(used(r)).unwrap_or(0)).max(0))
+    };
+    PoolRoom {
+        name: pool.metadata.name.clone().unwrap_or_default(),
+        cpu_milli: room("cpu", |q| quantity::parse_milli(q).ok()),
+        memory: room("memory", |q| quantity::parse_units(q).ok()),
+        cpu_limit: limit("cpu").unwrap_or_else(|| "none".into()),
+        memory_limit: limit("memory").unwrap_or_else(|| "none".into()),
+    }
+}
 
 fn buffers() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -89,6 +123,8 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
     let mut known: Option<HashMap<(String, String), u32>> = None;
     let mut warned_unserved = false;
     let mut failed: HashMap<(String, String), Instant> = HashMap::default();
+    let mut pools: Vec<PoolRoom> = Vec::new();
+    let mut pools_read: Option<Instant> = None;
     loop {
         tokio::select! {
             changed = changes.changed() => {
@@ -110,8 +146,24 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
             known = None;
             term = Some(now_term);
         }
-        let asks = shared.table.lock().capacity_asks();
         let leadership = &shared.leadership;
+        if pools_read.is_none_or(|at| at.elapsed() >= POOLS_EVERY) {
+            pools_read = Some(Instant::now());
+            match leading(leadership, now_term, list_pools(&client)).await {
+                Some(Ok(read)) => pools = read,
+                Some(Err(e)) => {
+                    debug!(error = %e, "NodePools not read: gangs are not judged against their limits");
+                    pools.clear();
+                }
+                None => continue,
+            }
+        }
+        let asks = {
+            let mut table = shared.table.lock();
+            table.judge_against_pools(&pools);
+            table.capacity_asks()
+        };
+        shared.flush_notices();
         if known.is_none() {
             match leading(leadership, now_term, list_own(&client)).await {
                 Some(Ok(listed)) => {

@@ -269,6 +269,27 @@ pub fn autoscaler_asked(key: &GangKey, fit: u32, quorum: u32, asked: u32) -> Str
     )
 }
 
+/// The members of a gathered gang short of room ask for more than every NodePool's limit
+/// leaves.
+#[allow(clippy::too_many_arguments)]
+pub fn beyond_node_pools(
+    key: &GangKey,
+    short: u32,
+    resource: &str,
+    need: &str,
+    pool: &str,
+    room: &str,
+    limit: &str,
+    pools: usize,
+) -> String {
+    format!(
+        "gang {key}: {short} members do not fit on the nodes that exist and need {resource} \
+         {need}, more than any NodePool may add (of {pools}, NodePool {pool} has {room} left \
+         of its limit {resource} {limit}); no node is asked for, the gang waits for room, \
+         holding nothing"
+    )
+}
+
 /// The autoscaler was asked for room for a gathered gang and it did not come in time.
 pub fn autoscaler_gave_up(
     key: &GangKey,

@@ -10,9 +10,14 @@
 //!    its members were told why they waited, and the buffer is gone once it is placed: no node
 //!    is added after (no standing capacity).
 //!
+//! 2. The same gang with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
+//!    members short of room need are beyond every pool's limit, so muster asks for nothing, no
+//!    node is added, nothing is bound, and the members' message names the pool and its limit.
+//!
 //! Without muster (`tests/control-run`) kube-scheduler binds the 3 members that fit at once and
 //! Karpenter adds nodes for the others as they are marked unschedulable, so the gang is partly
-//! bound for seconds: the test fails on its whole-or-none cluster-truth check.
+//! bound for seconds: the tests fail on their whole-or-none (1) and nothing-bound (2)
+//! cluster-truth checks.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +25,7 @@ use anyhow::{ensure, Result};
 use muster_harness::karpenter::{self, KarpenterPool};
 use muster_harness::{
     holds_for, k8s, names, wait_for, Cluster, ClusterOptions, KeyScheme, NodeShape, PodBuilder,
-    Progress, Timer, PLACE, REASON, WINDOW,
+    Progress, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
 };
 
 use crate::faults::WholeOrNone;
@@ -103,6 +108,65 @@ async fn a_gang_of_8_on_room_for_3_gets_its_nodes_from_karpenter_and_is_placed_w
                     Ok(())
                 } else {
                     Err(format!("NodeClaims {now:?}, were {claims:?}"))
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn a_gang_beyond_the_node_pools_cpu_limit_gets_no_node_and_is_told_the_limit() -> Result<()> {
+    let _t = Timer(
+        "a_gang_beyond_the_node_pools_cpu_limit_gets_no_node_and_is_told_the_limit",
+        Instant::now(),
+    );
+    let c = autoscaled(KarpenterPool {
+        cpu_limit: Some(4),
+        ..KarpenterPool::default()
+    })
+    .await?;
+    let ns = "beyond-limit";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("3")).await?; // room for 3 of the 8
+        let members = names("g", 8);
+        for m in &members {
+            c.create(member(ns, m, "g", 8)).await?;
+        }
+        // Nothing bound (cluster truth first on every poll) while muster says which limit
+        // stops the gang.
+        c.wait_gang(
+            ns,
+            "g",
+            &members,
+            "the NodePool's limit named",
+            REASON,
+            |g| {
+                g.waiting_reason.as_deref().is_some_and(|r| {
+                    r.contains("more than any NodePool may add") && r.contains("limit cpu 4")
+                })
+            },
+        )
+        .await?;
+        holds_for(
+            "no node added and no member bound",
+            WINDOW.max(Duration::from_secs(10)),
+            || async {
+                let claims = karpenter::node_claim_names(&c.client()).await?;
+                let buffers = karpenter::capacity_buffer_names(&c.client(), ns).await?;
+                let bound = c.bound_pods(ns).await?;
+                Ok(if !bound.is_empty() {
+                    Err(format!("{CLUSTER_TRUTH} members bound: {bound:?}"))
+                } else if !claims.is_empty() || !buffers.is_empty() {
+                    Err(format!(
+                        "NodeClaims {claims:?}, CapacityBuffers {buffers:?}"
+                    ))
+                } else {
+                    Ok(())
                 })
             },
         )

@@ -175,6 +175,9 @@ pub struct RoomAsked {
     pub short: u32,
     /// The bound passed without the gang fitting: no longer asked.
     pub gave_up: bool,
+    /// No NodePool's remaining limits hold the members short of room: not asked, and this
+    /// is why (`GangTable::judge_against_pools`).
+    pub beyond_pools: Option<String>,
 }
 
 impl Default for Gang {

@@ -24,6 +24,7 @@ use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::Toleration;
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
+use crate::model::notice::NoticeKind;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::table::gang::RoomAsked;
 use crate::model::table::GangTable;
@@ -37,6 +38,18 @@ pub struct MemberShape {
     pub requests: Resources,
     pub node_selector: Vec<(String, String)>,
     pub tolerations: Vec<Toleration>,
+}
+
+/// What one NodePool may still add: its `spec.limits` less its `status.resources`, per
+/// resource it limits (None: no limit on it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRoom {
+    pub name: String,
+    pub cpu_milli: Option<i64>,
+    pub memory: Option<i64>,
+    /// The limits as written, for the message.
+    pub cpu_limit: String,
+    pub memory_limit: String,
 }
 
 /// One gang's request to the autoscaler (`cluster::capacity` writes it).
@@ -82,6 +95,7 @@ impl GangTable {
             replicas,
             short: quorum - fit,
             gave_up: false,
+            beyond_pools: None,
         });
         asked.replicas = replicas;
         asked.short = quorum - fit;
@@ -90,6 +104,8 @@ impl GangTable {
         }
         Some(if asked.gave_up {
             messages::autoscaler_gave_up(key, fit, quorum, bound)
+        } else if let Some(beyond) = &asked.beyond_pools {
+            beyond.clone()
         } else {
             messages::autoscaler_asked(key, fit, quorum, replicas)
         })
@@ -99,7 +115,11 @@ impl GangTable {
     pub fn capacity_asks(&self) -> Vec<CapacityAsk> {
         let mut asks = Vec::new();
         for (key, gang) in &self.gangs {
-            let Some(asked) = gang.room_asked.as_ref().filter(|a| !a.gave_up) else {
+            let Some(asked) = gang
+                .room_asked
+                .as_ref()
+                .filter(|a| !a.gave_up && a.beyond_pools.is_none())
+            else {
                 continue;
             };
             if gang.is_admitted() || !self.is_gathered(gang) {
@@ -109,28 +129,125 @@ impl GangTable {
             if self.is_placed(key, &facts) {
                 continue;
             }
-            let waiting = self.pending_members(key);
-            let Some(first) = waiting.first() else {
+            let Some(shape) = self.member_shape(key) else {
                 continue;
             };
-            let mut requests = Resources::default();
-            for p in &waiting {
-                requests = largest(&requests, &p.info.requests);
-            }
-            requests.pods = 0;
             asks.push(CapacityAsk {
                 gang: key.clone(),
                 replicas: asked.replicas,
                 short: asked.short,
-                shape: MemberShape {
-                    requests,
-                    node_selector: first.info.node_selector.clone(),
-                    tolerations: first.info.tolerations.clone(),
-                },
+                shape,
             });
         }
         asks.sort_by(|a, b| a.gang.cmp(&b.gang));
         asks
+    }
+
+    /// The shape the autoscaler is shown for the gang's members (see [`MemberShape`]).
+    fn member_shape(&self, key: &GangKey) -> Option<MemberShape> {
+        let waiting = self.pending_members(key);
+        let first = waiting.first()?;
+        let mut requests = Resources::default();
+        for p in &waiting {
+            requests = largest(&requests, &p.info.requests);
+        }
+        requests.pods = 0;
+        Some(MemberShape {
+            requests,
+            node_selector: first.info.node_selector.clone(),
+            tolerations: first.info.tolerations.clone(),
+        })
+    }
+
+    /// Judges every gang waiting for room against what the cluster's NodePools may still add
+    /// (read, never written): a gang whose members short of room ask, together, for more CPU
+    /// or memory than every pool's limit leaves is not asked for (nodes added up to a limit
+    /// would hold part of it: wasted), and its members hear which limit stops it; one a pool
+    /// holds again is asked for again. `pools` empty: nothing is judged (no NodePool is read:
+    /// another autoscaler). A necessary condition only: nodes come whole, so a shortfall just
+    /// under a pool's room may still need one node more than the limit allows.
+    pub fn judge_against_pools(&mut self, pools: &[PoolRoom]) {
+        if pools.is_empty() {
+            return;
+        }
+        let keys: Vec<GangKey> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| g.room_asked.as_ref().is_some_and(|a| !a.gave_up))
+            .filter(|(_, g)| !g.is_admitted())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(shape) = self.member_shape(&key) else {
+                continue;
+            };
+            let Some(short) = self
+                .gangs
+                .get(&key)
+                .and_then(|g| g.room_asked.as_ref())
+                .map(|a| a.short)
+            else {
+                continue;
+            };
+            let need_cpu = shape.requests.cpu_milli * i64::from(short);
+            let need_memory = shape.requests.memory * i64::from(short);
+            let holds = |p: &PoolRoom| {
+                p.cpu_milli.is_none_or(|room| need_cpu <= room)
+                    && p.memory.is_none_or(|room| need_memory <= room)
+            };
+            let beyond = if pools.iter().any(holds) {
+                None
+            } else {
+                // The pool with the most CPU left names the limit.
+                let best = pools
+                    .iter()
+                    .max_by_key(|p| p.cpu_milli.unwrap_or(i64::MAX))
+                    .expect("pools is not empty");
+                let (resource, need, room, limit) = match (best.cpu_milli, best.memory) {
+                    (Some(room), _) if need_cpu > room => (
+                        "cpu",
+                        format!("{}m", need_cpu),
+                        format!("{room}m"),
+                        best.cpu_limit.clone(),
+                    ),
+                    (_, Some(room)) => (
+                        "memory",
+                        need_memory.to_string(),
+                        room.to_string(),
+                        best.memory_limit.clone(),
+                    ),
+                    _ => (
+                        "cpu",
+                        format!("{need_cpu}m"),
+                        "0".into(),
+                        best.cpu_limit.clone(),
+                    ),
+                };
+                Some(messages::beyond_node_pools(
+                    &key,
+                    short,
+                    resource,
+                    &need,
+                    &best.name,
+                    &room,
+                    &limit,
+                    pools.len(),
+                ))
+            };
+            let Some(asked) = self.gangs.get_mut(&key).and_then(|g| g.room_asked.as_mut()) else {
+                continue;
+            };
+            if asked.beyond_pools == beyond {
+                continue;
+            }
+            asked.beyond_pools = beyond.clone();
+            if let Some(message) = beyond {
+                self.tell(&key, NoticeKind::Waiting, &message, |p| p.is_pending());
+                if let Some(g) = self.gangs.get_mut(&key) {
+                    g.last_wait_message = Some(message);
+                }
+            }
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::model::gather::{Gatherer, GATHER_GATE};
+use crate::model::gather::{Gatherer, PoolRoom, GATHER_GATE};
 use crate::model::notice::NoticeKind;
 use crate::model::objects::PodRules;
 use crate::model::table::GangTable;
@@ -142,4 +142,57 @@ fn past_the_bound_the_ask_is_given_up_and_the_gang_told() {
             .any(|n| n.message.contains("did not come within 5m")),
         "{notices:?}"
     );
+}
+
+fn pool(name: &str, cpu_left: Option<i64>) -> PoolRoom {
+    PoolRoom {
+        name: name.into(),
+        cpu_milli: cpu_left,
+        memory: None,
+        cpu_limit: "8".into(),
+        memory_limit: "none".into(),
+    }
+}
+
+#[test]
+fn a_shortfall_beyond_every_pools_limit_is_not_asked_for_and_names_the_limit() {
+    let mut t = table(
+        Some(BOUND),
+        &[testkit::node("n1").cpu(3000).label("pool", "gpu").build()],
+    );
+    // 6 members, 3 fit: 3 CPUs short.
+    for i in 0..6 {
+        t.apply_pod(gathered(
+            pod(&format!("m{i}"))
+                .cpu(1000)
+                .gang("g", 6)
+                .node_selector("pool", "gpu")
+                .build(),
+        ));
+    }
+    let mut g = Gatherer::new(true);
+    let now = Instant::now();
+    g.gather(&mut t, now);
+    t.take_notices();
+    t.judge_against_pools(&[pool("small", Some(2000)), pool("tiny", Some(1000))]);
+    assert!(t.capacity_asks().is_empty(), "{:?}", t.capacity_asks());
+    let notices = t.take_notices();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.message.contains("NodePool small has 2000m left")
+                && n.message.contains("limit cpu 8")),
+        "{notices:?}"
+    );
+    // The next round keeps the same message (no new Event).
+    g.gather(&mut t, now + Duration::from_secs(1));
+    t.judge_against_pools(&[pool("small", Some(2000)), pool("tiny", Some(1000))]);
+    let again = t.take_notices();
+    assert!(again.is_empty(), "{again:?}");
+    // A pool with room again (its limit raised): asked for.
+    t.judge_against_pools(&[pool("small", Some(3000))]);
+    assert_eq!(t.capacity_asks().len(), 1);
+    // No limit at all: asked for.
+    t.judge_against_pools(&[pool("any", None)]);
+    assert_eq!(t.capacity_asks().len(), 1);
 }

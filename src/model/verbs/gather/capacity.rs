@@ -129,6 +129,15 @@ impl GangTable {
             if self.is_placed(key, &facts) {
                 continue;
             }
+            // Members let through (for kube-scheduler's preemption) are kube-scheduler's: room
+            // freed by evicting lower-priority pods needs no node.
+            if self
+                .pending_members(key)
+                .iter()
+                .any(|p| super::gather_gate_index(&p.info).is_none())
+            {
+                continue;
+            }
             let Some(shape) = self.member_shape(key) else {
                 continue;
             };

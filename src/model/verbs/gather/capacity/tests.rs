@@ -196,3 +196,21 @@ fn a_shortfall_beyond_every_pools_limit_is_not_asked_for_and_names_the_limit() {
     t.judge_against_pools(&[pool("any", None)]);
     assert_eq!(t.capacity_asks().len(), 1);
 }
+
+#[test]
+fn a_gang_deleted_while_it_waits_asks_for_nothing() {
+    let mut t = table(
+        Some(BOUND),
+        &[testkit::node("n1").cpu(3000).label("pool", "gpu").build()],
+    );
+    gang_of_4(&mut t);
+    let mut g = Gatherer::new(true);
+    let now = Instant::now();
+    g.gather(&mut t, now);
+    assert_eq!(t.capacity_asks().len(), 1);
+    for i in 0..4 {
+        t.remove_pod(&format!("uid-m{i}"));
+    }
+    g.gather(&mut t, now + Duration::from_secs(1));
+    assert!(t.capacity_asks().is_empty(), "{:?}", t.capacity_asks());
+}

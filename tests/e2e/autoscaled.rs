@@ -10,7 +10,11 @@
 //!    its members were told why they waited, and the buffer is gone once it is placed: no node
 //!    is added after (no standing capacity).
 //!
-//! 2. The same gang with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
+//! 2. A gang whose members Karpenter has no instance type for (5 CPUs on 4-CPU nodes): the
+//!    buffer stands while the gang waits, nothing bound; past `--capacity-buffer-timeout` it
+//!    is deleted and the members are told the nodes did not come; no node was added.
+//!
+//! 3. The same gang of 8 with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
 //!    members short of room need are beyond every pool's limit, so muster asks for nothing, no
 //!    node is added, nothing is bound, and the members' message names the pool and its limit.
 //!
@@ -35,10 +39,31 @@ const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// A cluster with Karpenter (4-CPU nodes, 3 members of 1 CPU each after its overhead) and
 /// muster asking it for gangs' room.
 async fn autoscaled(pool: KarpenterPool) -> Result<Cluster> {
+    autoscaled_with(pool, &[]).await
+}
+
+async fn autoscaled_with(pool: KarpenterPool, args: &[&str]) -> Result<Cluster> {
     Cluster::start_with(
         ClusterOptions::new(MUSTER)
             .with_karpenter(pool)
-            .muster_args(["--capacity-buffers"]),
+            .muster_args(["--capacity-buffers"])
+            .muster_args(args.iter().copied()),
+    )
+    .await
+}
+
+async fn buffers_are(c: &Cluster, ns: &str, want: usize) -> Result<()> {
+    wait_for(
+        &format!("{want} CapacityBuffers in {ns}"),
+        REASON,
+        || async {
+            let left = karpenter::capacity_buffer_names(&c.client(), ns).await?;
+            Ok(if left.len() == want {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("buffers: {left:?}"))
+            })
+        },
     )
     .await
 }
@@ -90,15 +115,7 @@ async fn a_gang_of_8_on_room_for_3_gets_its_nodes_from_karpenter_and_is_placed_w
             "no GangWaiting Event naming the autoscaler: {events:?}"
         );
         // The buffer goes once the gang fits: no standing capacity.
-        wait_for("muster's CapacityBuffer deleted", REASON, || async {
-            let left = karpenter::capacity_buffer_names(&c.client(), ns).await?;
-            Ok(if left.is_empty() {
-                Progress::Done(())
-            } else {
-                Progress::NotYet(format!("buffers: {left:?}"))
-            })
-        })
-        .await?;
+        buffers_are(&c, ns, 0).await?;
         holds_for(
             "no node added after the gang was placed",
             WINDOW.max(Duration::from_secs(10)),
@@ -171,6 +188,54 @@ async fn a_gang_beyond_the_node_pools_cpu_limit_gets_no_node_and_is_told_the_lim
             },
         )
         .await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn a_buffer_karpenter_cannot_fill_is_given_up_after_the_bound_and_the_gang_told() -> Result<()>
+{
+    let _t = Timer(
+        "a_buffer_karpenter_cannot_fill_is_given_up_after_the_bound_and_the_gang_told",
+        Instant::now(),
+    );
+    let c = autoscaled_with(KarpenterPool::default(), &["--capacity-buffer-timeout=10s"]).await?;
+    let ns = "no-instance-type";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("5")).await?; // room for 1 of the 3
+        let members = names("g", 3);
+        for m in &members {
+            c.create(
+                PodBuilder::new(ns, m)
+                    .cpu("5")
+                    .gang(KeyScheme::Muster, "g", 3),
+            )
+            .await?;
+        }
+        c.wait_gang(ns, "g", &members, "the autoscaler asked", REASON, |g| {
+            g.waiting_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("cluster autoscaler is asked for"))
+        })
+        .await?;
+        buffers_are(&c, ns, 1).await?;
+        c.wait_gang(ns, "g", &members, "the ask given up", REASON, |g| {
+            g.waiting_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("did not come within 10s"))
+        })
+        .await?;
+        buffers_are(&c, ns, 0).await?;
+        let claims = karpenter::node_claim_names(&c.client()).await?;
+        let bound = c.bound_pods(ns).await?;
+        ensure!(bound.is_empty(), "{CLUSTER_TRUTH} members bound: {bound:?}");
+        ensure!(
+            claims.is_empty(),
+            "Karpenter launched {claims:?} for members no node holds"
+        );
         Ok(())
     }
     .await;

@@ -14,7 +14,11 @@
 //!    buffer stands while the gang waits, nothing bound; past `--capacity-buffer-timeout` it
 //!    is deleted and the members are told the nodes did not come; no node was added.
 //!
-//! 3. The same gang of 8 with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
+//! 3. muster killed while that buffer stands, the gang deleted meanwhile: muster started again
+//!    lists the buffers it labelled and deletes the one no gang asks for (no standing
+//!    capacity left behind by an earlier run or a deposed leader).
+//!
+//! 4. The same gang of 8 with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
 //!    members short of room need are beyond every pool's limit, so muster asks for nothing, no
 //!    node is added, nothing is bound, and the members' message names the pool and its limit.
 //!
@@ -50,6 +54,29 @@ async fn autoscaled_with(pool: KarpenterPool, args: &[&str]) -> Result<Cluster> 
             .muster_args(args.iter().copied()),
     )
     .await
+}
+
+/// A gang of 3 members of 5 CPUs (no KWOK instance type of the pool holds one) on room for 1.
+async fn unfillable_gang(c: &Cluster, ns: &str) -> Result<Vec<String>> {
+    c.namespace(ns).await?;
+    c.add_node("node-1", NodeShape::cpu("5")).await?;
+    let members = names("g", 3);
+    for m in &members {
+        c.create(
+            PodBuilder::new(ns, m)
+                .cpu("5")
+                .gang(KeyScheme::Muster, "g", 3),
+        )
+        .await?;
+    }
+    c.wait_gang(ns, "g", &members, "the autoscaler asked", REASON, |g| {
+        g.waiting_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("cluster autoscaler is asked for"))
+    })
+    .await?;
+    buffers_are(c, ns, 1).await?;
+    Ok(members)
 }
 
 async fn buffers_are(c: &Cluster, ns: &str, want: usize) -> Result<()> {
@@ -204,24 +231,7 @@ async fn a_buffer_karpenter_cannot_fill_is_given_up_after_the_bound_and_the_gang
     let c = autoscaled_with(KarpenterPool::default(), &["--capacity-buffer-timeout=10s"]).await?;
     let ns = "no-instance-type";
     let r = async {
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("5")).await?; // room for 1 of the 3
-        let members = names("g", 3);
-        for m in &members {
-            c.create(
-                PodBuilder::new(ns, m)
-                    .cpu("5")
-                    .gang(KeyScheme::Muster, "g", 3),
-            )
-            .await?;
-        }
-        c.wait_gang(ns, "g", &members, "the autoscaler asked", REASON, |g| {
-            g.waiting_reason
-                .as_deref()
-                .is_some_and(|r| r.contains("cluster autoscaler is asked for"))
-        })
-        .await?;
-        buffers_are(&c, ns, 1).await?;
+        let members = unfillable_gang(&c, ns).await?;
         c.wait_gang(ns, "g", &members, "the ask given up", REASON, |g| {
             g.waiting_reason
                 .as_deref()
@@ -236,6 +246,26 @@ async fn a_buffer_karpenter_cannot_fill_is_given_up_after_the_bound_and_the_gang
             claims.is_empty(),
             "Karpenter launched {claims:?} for members no node holds"
         );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn a_buffer_left_by_a_killed_muster_is_deleted_once_muster_is_back() -> Result<()> {
+    let _t = Timer(
+        "a_buffer_left_by_a_killed_muster_is_deleted_once_muster_is_back",
+        Instant::now(),
+    );
+    let mut c = autoscaled(KarpenterPool::default()).await?;
+    let ns = "left-behind";
+    let r = async {
+        let members = unfillable_gang(&c, ns).await?;
+        c.muster.kill_hard();
+        c.delete_pods(ns, &members).await?;
+        c.muster.restart().await?;
+        buffers_are(&c, ns, 0).await?;
         Ok(())
     }
     .await;

@@ -73,12 +73,22 @@ async fn list_pools(client: &Client) -> kube::Result<Vec<PoolRoom>> {
     Ok(list.items.iter().map(pool_room).collect())
 }
 
+/// A quantity as the API server returns an int-or-string field (`cpu: 1000` or `cpu: "1k"`).
+fn quantity_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 fn pool_room(pool: &DynamicObject) -> PoolRoom {
-    let limit = |r: &str| pool.data["spec"]["limits"][r].as_str().map(str::to_string);
-    let used = |r: &str| pool.data["status"]["resources"][r].as_str().unwrap_or("0");
+    let limit = |r: &str| quantity_text(&pool.data["spec"]["limits"][r]);
+    let used = |r: &str| quantity_text(&pool.data["status"]["resources"][r]);
     let room = |r: &str, parse: fn(&str) -> Option<i64>| {
         let l = parse(limit(r)?.as_str())?;
-        Some((l - parse(used(r)).unwrap_or(0)).max(0))
+        let u = used(r).and_then(|u| parse(&u)).unwrap_or(0);
+        Some((l - u).max(0))
     };
     PoolRoom {
         name: pool.metadata.name.clone().unwrap_or_default(),
@@ -393,4 +403,46 @@ async fn delete(client: &Client, ns: &str, name: &str) -> kube::Result<()> {
             .await
             .map(|_| ()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(limits: Value, used: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "p"},
+            "spec": {"limits": limits},
+            "status": {"resources": used},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pools_room_is_its_limits_less_what_its_nodes_have() {
+        let r = pool_room(&pool(
+            json!({"cpu": 16, "memory": "64Gi"}),
+            json!({"cpu": "4"}),
+        ));
+        assert_eq!(r.cpu_milli, Some(12_000));
+        assert_eq!(r.memory, Some(64 << 30));
+        assert_eq!(r.cpu_limit, "16");
+        let r = pool_room(&pool(json!({}), json!({"cpu": "4"})));
+        assert_eq!((r.cpu_milli, r.memory), (None, None));
+        // Over its limit (a limit lowered): nothing left, never negative.
+        let r = pool_room(&pool(json!({"cpu": "2"}), json!({"cpu": "4"})));
+        assert_eq!(r.cpu_milli, Some(0));
+    }
+
+    #[test]
+    fn a_long_gang_name_makes_a_valid_buffer_name() {
+        let short = GangKey::new("ml", "trainer");
+        assert_eq!(buffer_name(&short), "muster-trainer");
+        let long = GangKey::new("ml", &"x".repeat(250));
+        let name = buffer_name(&long);
+        assert!(name.len() <= 253, "{}", name.len());
+        assert_ne!(name, buffer_name(&GangKey::new("ml", &"x".repeat(249))));
+    }
 }

@@ -10,15 +10,19 @@
 //!    its members were told why they waited, and the buffer is gone once it is placed: no node
 //!    is added after (no standing capacity).
 //!
-//! 2. A gang whose members Karpenter has no instance type for (5 CPUs on 4-CPU nodes): the
+//! 2. The same gang created with two plain pods: the plain pods are bound at once (they never
+//!    wait for muster or for the gang's nodes), and the gang is placed whole on the nodes
+//!    Karpenter adds for it.
+//!
+//! 3. A gang whose members Karpenter has no instance type for (5 CPUs on 4-CPU nodes): the
 //!    buffer stands while the gang waits, nothing bound; past `--capacity-buffer-timeout` it
 //!    is deleted and the members are told the nodes did not come; no node was added.
 //!
-//! 3. muster killed while that buffer stands, the gang deleted meanwhile: muster started again
+//! 4. muster killed while that buffer stands, the gang deleted meanwhile: muster started again
 //!    lists the buffers it labelled and deletes the one no gang asks for (no standing
 //!    capacity left behind by an earlier run or a deposed leader).
 //!
-//! 4. The same gang of 8 with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
+//! 5. The same gang of 8 with a NodePool whose CPU limit leaves room for one node: the 5 CPUs its
 //!    members short of room need are beyond every pool's limit, so muster asks for nothing, no
 //!    node is added, nothing is bound, and the members' message names the pool and its limit.
 //!
@@ -29,7 +33,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use muster_harness::karpenter::{self, KarpenterPool};
 use muster_harness::{
     holds_for, k8s, names, wait_for, Cluster, ClusterOptions, KeyScheme, NodeShape, PodBuilder,
@@ -265,6 +269,52 @@ async fn a_buffer_left_by_a_killed_muster_is_deleted_once_muster_is_back() -> Re
         c.muster.kill_hard();
         c.delete_pods(ns, &members).await?;
         c.muster.restart().await?;
+        buffers_are(&c, ns, 0).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn plain_pods_beside_a_gang_waiting_for_nodes_are_bound_at_once() -> Result<()> {
+    let _t = Timer(
+        "plain_pods_beside_a_gang_waiting_for_nodes_are_bound_at_once",
+        Instant::now(),
+    );
+    let c = autoscaled(KarpenterPool::default()).await?;
+    let ns = "with-plain-pods";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("3")).await?;
+        let members = names("g", 8);
+        let plain = names("plain", 2);
+        for m in &members {
+            c.create(member(ns, m, "g", 8)).await?;
+        }
+        for p in &plain {
+            c.create(PodBuilder::new(ns, p).cpu("1")).await?;
+        }
+        let t0 = Instant::now();
+        // The gang whole or none at every poll from its creation on.
+        let gang = WholeOrNone::new(ns, &members, 8);
+        wait_for("the plain pods bound", REASON, || async {
+            if let Err(e) = gang.check(&c).await? {
+                bail!("{e}");
+            }
+            let bound = c.bound_pods(ns).await?;
+            Ok(if plain.iter().all(|p| bound.contains_key(p)) {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("bound: {bound:?}"))
+            })
+        })
+        .await?;
+        eprintln!(
+            "plain pods bound {:.1}s after the gang's creation",
+            t0.elapsed().as_secs_f64()
+        );
+        gang.wait_whole(&c, PLACE * 2).await?;
         buffers_are(&c, ns, 0).await?;
         Ok(())
     }

@@ -119,7 +119,10 @@ impl<'a> WholeOrNone<'a> {
     }
 
     /// One poll: the members bound (`name → node`), or what breaks the invariant.
-    async fn check(&self, c: &Cluster) -> Result<std::result::Result<Vec<String>, String>> {
+    pub(crate) async fn check(
+        &self,
+        c: &Cluster,
+    ) -> Result<std::result::Result<Vec<String>, String>> {
         let bound = c.bound_pods(self.ns).await?;
         let on_nodes: Vec<String> = self
             .members

@@ -85,6 +85,21 @@ pub struct Args {
     #[arg(long, env = "MUSTER_GANG_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
     pub gang_timeout: Duration,
 
+    /// On an autoscaled cluster (Karpenter with its `CapacityBuffer` feature gate): for a gang
+    /// gathered behind muster's gate that does not fit for room alone on the nodes that exist,
+    /// ask the autoscaler for room for the whole gang, as one CapacityBuffer
+    /// (autoscaling.x-k8s.io/v1beta1) and its PodTemplate in the gang's namespace, deleted once
+    /// the gang fits, is deleted or gives up. Off by default: it creates objects in users'
+    /// namespaces, and needs the CRD and deploy/rbac.yaml's rules for it.
+    #[arg(long, env = "MUSTER_CAPACITY_BUFFERS", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub capacity_buffers: bool,
+
+    /// How long a gang's room stays asked of the autoscaler (--capacity-buffers): past it the
+    /// buffer is deleted and the gang is told the nodes did not come.
+    #[arg(long, env = "MUSTER_CAPACITY_BUFFER_TIMEOUT", default_value = "5m", value_parser = parse_positive_duration)]
+    pub capacity_buffer_timeout: Duration,
+
     /// How long a gang that timed out is refused before it may take seats again.
     #[arg(long, env = "MUSTER_GANG_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub gang_backoff: Duration,
@@ -332,6 +347,9 @@ impl Args {
                 .iter()
                 .map(|n| std::sync::Arc::from(n.as_str()))
                 .collect(),
+            capacity_buffers: self
+                .capacity_buffers
+                .then_some(self.capacity_buffer_timeout),
             ..ModelConfig::default()
         }
     }

@@ -206,6 +206,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         shared.clone(),
         args.scope == config::Scope::GangMembers,
     ));
+    // Room asked of the cluster autoscaler for gathered gangs short of room alone, as
+    // CapacityBuffers muster owns (leader-tied, like the gatherer's writes).
+    if args.capacity_buffers {
+        tasks.spawn(cluster::capacity::run(
+            kube_client_without_retries(&args).await?,
+            shared.clone(),
+        ));
+    }
     // The Lease on a client of its own: renewals never wait behind the bulk traffic's
     // connections, and are tried again by the election's own cadence (no retry layer holding
     // one renewal past the renew deadline). deploy/flowcontrol.yaml gives them a priority level

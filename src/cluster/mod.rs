@@ -3,6 +3,7 @@
 //! decides anything; decisions live in [`crate::model`] (and [`crate::pki`] for certificates).
 
 pub mod binder;
+pub mod capacity;
 pub mod certs;
 pub mod convert;
 pub mod devices;

@@ -259,6 +259,52 @@ pub fn gathered_seats_released(
 }
 
 /// A gathered gang fits only by preempting pods of lower priority: let through for that.
+/// A gathered gang short of room alone, for which the cluster autoscaler is asked for room
+/// (`--capacity-buffers`).
+pub fn autoscaler_asked(key: &GangKey, fit: u32, quorum: u32, asked: u32) -> String {
+    format!(
+        "gang {key}: {fit} of {quorum} members fit on the nodes that exist; waiting for the \
+         nodes the cluster autoscaler is asked for, for the whole gang (a CapacityBuffer of \
+         {asked} members), holding nothing meanwhile"
+    )
+}
+
+/// The members of a gathered gang short of room ask for more than every NodePool's limit
+/// leaves.
+#[allow(clippy::too_many_arguments)]
+pub fn beyond_node_pools(
+    key: &GangKey,
+    short: u32,
+    resource: &str,
+    need: &str,
+    pool: &str,
+    room: &str,
+    limit: &str,
+    pools: usize,
+) -> String {
+    format!(
+        "gang {key}: {short} members do not fit on the nodes that exist and need {resource} \
+         {need}, more than any NodePool may add (of {pools}, NodePool {pool} has {room} left \
+         of its limit {resource} {limit}); no node is asked for, the gang waits for room, \
+         holding nothing"
+    )
+}
+
+/// The autoscaler was asked for room for a gathered gang and it did not come in time.
+pub fn autoscaler_gave_up(
+    key: &GangKey,
+    fit: u32,
+    quorum: u32,
+    bound: std::time::Duration,
+) -> String {
+    format!(
+        "gang {key}: {fit} of {quorum} members fit; the nodes asked of the cluster autoscaler \
+         for the whole gang did not come within {}, so they are no longer asked for (its \
+         CapacityBuffer is deleted); the gang waits for room, holding nothing",
+        humantime::format_duration(bound)
+    )
+}
+
 pub fn gathered_for_preemption(key: &GangKey) -> String {
     format!(
         "gang {key}: fits only if pods of lower priority are preempted; its gates are removed \

@@ -101,7 +101,7 @@ async fn delete_into_terminating(c: &Cluster, ns: &str, pods: &[String]) -> Resu
 /// Watches one gang for the bound-gang-is-whole invariant across polls: some but fewer than
 /// `quorum` of `members` bound for longer than [`FAN_OUT`] is a partial gang. Polled without
 /// pause until the gang is whole, it also shows that the first quorum was bound together.
-struct WholeOrNone<'a> {
+pub(crate) struct WholeOrNone<'a> {
     ns: &'a str,
     members: &'a [String],
     quorum: usize,
@@ -109,7 +109,7 @@ struct WholeOrNone<'a> {
 }
 
 impl<'a> WholeOrNone<'a> {
-    fn new(ns: &'a str, members: &'a [String], quorum: usize) -> Self {
+    pub(crate) fn new(ns: &'a str, members: &'a [String], quorum: usize) -> Self {
         Self {
             ns,
             members,
@@ -119,7 +119,10 @@ impl<'a> WholeOrNone<'a> {
     }
 
     /// One poll: the members bound (`name → node`), or what breaks the invariant.
-    async fn check(&self, c: &Cluster) -> Result<std::result::Result<Vec<String>, String>> {
+    pub(crate) async fn check(
+        &self,
+        c: &Cluster,
+    ) -> Result<std::result::Result<Vec<String>, String>> {
         let bound = c.bound_pods(self.ns).await?;
         let on_nodes: Vec<String> = self
             .members
@@ -148,7 +151,7 @@ impl<'a> WholeOrNone<'a> {
     }
 
     /// Polls until every member is bound, failing at the first partial gang or overcommit.
-    async fn wait_whole(&self, c: &Cluster, timeout: Duration) -> Result<()> {
+    pub(crate) async fn wait_whole(&self, c: &Cluster, timeout: Duration) -> Result<()> {
         let all = self.members.len();
         wait_for(
             &format!("{:?} bound whole", self.members),

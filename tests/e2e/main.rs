@@ -6,6 +6,7 @@
 //! Each file says what it covers in its own header; `tests/run` fails when a `tests/e2e/*.rs`
 //! is missing here.
 
+mod autoscaled;
 mod bindings;
 mod claims;
 mod controllers;

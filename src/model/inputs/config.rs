@@ -31,6 +31,9 @@ pub struct ModelConfig {
     /// The `schedulerName`s whose scheduler calls muster (`--scheduler-names`): a gang-keyed
     /// pod of any other scheduler is not a member of any gang (see `GangTable::apply_pod`).
     pub scheduler_names: Vec<Arc<str>>,
+    /// Ask the cluster autoscaler for room for a gathered gang short of room alone, for at
+    /// most this long (`--capacity-buffers`; `verbs::gather::capacity`). None: never asked.
+    pub capacity_buffers: Option<Duration>,
 }
 
 impl ModelConfig {
@@ -52,6 +55,7 @@ impl Default for ModelConfig {
             evidence_age: Duration::from_secs(30),
             evict_after_unseen_preemption: true,
             scheduler_names: vec![Arc::from(DEFAULT_SCHEDULER)],
+            capacity_buffers: None,
         }
     }
 }

@@ -145,6 +145,9 @@ pub struct Gang {
     /// the gatherer looks at preemption for it. A rule (affinity, a missing member, a refusal)
     /// is not something eviction changes.
     pub(in crate::model) short_of_room: bool,
+    /// Room asked of the cluster autoscaler for the whole gang while it waits gathered, short
+    /// of room alone (set by `gather`, `--capacity-buffers`; see `verbs::gather::capacity`).
+    pub(in crate::model) room_asked: Option<RoomAsked>,
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
     /// Set only through [`Gang::found_partly_bound`], cleared by [`Gang::place`].
@@ -165,6 +168,22 @@ pub struct Gang {
     /// A gang placed without having been told anything gets none (kube-scheduler's
     /// `Scheduled` Event on each member already says where it went).
     told_since_placed: bool,
+}
+
+/// What a waiting gathered gang asked the cluster autoscaler for, and since when
+/// (`verbs::gather::capacity`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoomAsked {
+    pub since: Instant,
+    /// Members the quorum still needs a node for: the buffer's replicas.
+    pub replicas: u32,
+    /// How many of them do not fit on the nodes that exist.
+    pub short: u32,
+    /// The bound passed without the gang fitting: no longer asked.
+    pub gave_up: bool,
+    /// No NodePool's remaining limits hold the members short of room: not asked, and this
+    /// is why (`GangTable::judge_against_pools`).
+    pub beyond_pools: Option<String>,
 }
 
 impl Default for Gang {
@@ -189,6 +208,7 @@ impl Default for Gang {
             marker_warning: None,
             beyond_preemption: None,
             short_of_room: false,
+            room_asked: None,
             told_since_placed: false,
             partly_bound: None,
             rooms_freed: 0,

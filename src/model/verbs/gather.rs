@@ -543,10 +543,13 @@ fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
     }
 }
 
+#[path = "gather/capacity.rs"]
+mod capacity;
 #[path = "gather/orphans.rs"]
 mod orphans;
 #[path = "gather/seats.rs"]
 mod seats;
+pub use capacity::{CapacityAsk, MemberShape, PoolRoom};
 
 #[cfg(test)]
 #[path = "gather/tests.rs"]

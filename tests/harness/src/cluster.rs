@@ -62,6 +62,9 @@ pub struct ClusterOptions {
     pub controllers: bool,
     /// JobSet's controller and webhooks run beside them ([`ClusterOptions::with_jobset`]).
     pub jobset: bool,
+    /// Karpenter's KWOK cloud provider runs beside the controllers, with this NodePool
+    /// ([`ClusterOptions::with_karpenter`]).
+    pub karpenter: Option<crate::karpenter::KarpenterPool>,
 }
 
 /// muster's `--scope`: which pods kube-scheduler sends to muster.
@@ -123,7 +126,17 @@ impl ClusterOptions {
             through_api_proxy: false,
             controllers: false,
             jobset: false,
+            karpenter: None,
         }
+    }
+
+    /// An autoscaled cluster: the controllers ([`ClusterOptions::with_controllers`]) and
+    /// Karpenter's KWOK cloud provider (its CRDs, a KWOKNodeClass and `pool`'s NodePool; see
+    /// [`ControlPlane::start_karpenter`]), which adds nodes for pods kube-scheduler marked
+    /// unschedulable and for CapacityBuffers, all torn down with the cluster.
+    pub fn with_karpenter(mut self, pool: crate::karpenter::KarpenterPool) -> Self {
+        self.karpenter = Some(pool);
+        self.with_controllers()
     }
 
     /// A cluster with the controllers a real one has: kube-controller-manager (Jobs create
@@ -247,6 +260,13 @@ impl Cluster {
         }
         if opts.jobset {
             cp.start_jobset().await?;
+        }
+        if let Some(pool) = &opts.karpenter {
+            let build = crate::karpenter::ensure_karpenter()?;
+            crate::karpenter::install_crds(&cp.client(), &build).await?;
+            crate::karpenter::create_pool(&cp.client(), pool).await?;
+            cp.start_karpenter(&build.binary).await?;
+            rbac::apply_capacity_buffers_rbac(&cp.client()).await?;
         }
         for file in &opts.crds {
             crate::pod_groups::install_crd(&cp.client(), file).await?;

@@ -629,6 +629,43 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts Karpenter's KWOK cloud provider (`bin`, built by tests/cluster/build-karpenter.sh)
+    /// against this control plane, as a local process: leader election off (it would look for
+    /// its Lease in a namespace it is deployed in), the `CapacityBuffer` feature gate on (it acts
+    /// on `autoscaling.x-k8s.io` CapacityBuffers, the way muster asks it for a gang's nodes), its
+    /// metrics and health probes on free ports. It launches the nodes its NodePools allow as Node
+    /// objects that KWOK's controller ([`start_controllers`](Self::start_controllers), started
+    /// first) then plays. Its CRDs must be installed before ([`crate::karpenter`]).
+    pub async fn start_karpenter(&mut self, bin: &Path) -> Result<()> {
+        if self.shared.is_some() {
+            bail!("Karpenter acts on every node and pod: start it on a control plane of its own");
+        }
+        let metrics = free_port()?;
+        let health = free_port()?;
+        let mut cmd = Command::new(bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env("DISABLE_LEADER_ELECTION", "true")
+            .env("FEATURE_GATES", "CapacityBuffer=true")
+            .env("METRICS_PORT", metrics.to_string())
+            .env("HEALTH_PROBE_PORT", health.to_string())
+            .env("SYSTEM_NAMESPACE", "kube-system")
+            .env("LOG_LEVEL", "debug")
+            // One decision per second at most for a burst of pods: the defaults (1 s idle,
+            // 10 s max) are a cloud's, where a node takes a minute to come.
+            .env("BATCH_IDLE_DURATION", "1s")
+            .env("BATCH_MAX_DURATION", "3s");
+        let mut p = ManagedProcess::spawn(
+            "karpenter",
+            cmd,
+            &self.dir.join("karpenter.log"),
+            self.lifetime,
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        wait_http_ok("karpenter", &mut p, health, "/readyz", deadline).await?;
+        self.procs.push(p);
+        Ok(())
+    }
+
     /// Kills kube-apiserver (SIGKILL, as in a crash): every client's connection drops and new
     /// ones are refused until [`start_apiserver_again`](Self::start_apiserver_again). etcd keeps
     /// the data. Returns its command line.

@@ -59,6 +59,7 @@ pub mod forward;
 pub mod gangs;
 pub mod jobset;
 pub mod k8s;
+pub mod karpenter;
 pub mod muster;
 pub mod paths;
 pub mod pod_groups;

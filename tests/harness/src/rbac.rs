@@ -47,6 +47,17 @@ pub async fn apply_shipped_rbac(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// Creates the objects of `deploy/capacity-buffers-rbac.yaml` (what `--capacity-buffers` needs,
+/// applied beside the install only with it).
+pub async fn apply_capacity_buffers_rbac(client: &Client) -> Result<()> {
+    for doc in shipped_docs("deploy/capacity-buffers-rbac.yaml")? {
+        create(client, doc)
+            .await
+            .context("applying deploy/capacity-buffers-rbac.yaml")?;
+    }
+    Ok(())
+}
+
 /// The objects of a shipped manifest (`deploy/...`, relative to the repository root), as JSON.
 pub fn shipped_docs(file: &str) -> Result<Vec<Value>> {
     let path = repo_root().join(file);

@@ -288,6 +288,7 @@ impl GangTable {
         let every_node: Vec<usize> = (0..self.ledger.len()).collect();
         let plan = self.plan(key, first, &every_node, now);
         self.note_verdict(key, &plan);
+        let asked = self.note_room_asked(key, &plan, now);
         if let Some(g) = self.gangs.get_mut(key) {
             g.short_of_room = matches!(
                 plan,
@@ -326,6 +327,7 @@ impl GangTable {
             }
             GangPlan::DoesNotFit(ref why) => {
                 let message = why.message(key, self.config.creation_window);
+                let message = asked.unwrap_or(message);
                 let message = if why.missing() == 0 {
                     self.with_preemption_verdict(key, message)
                 } else {

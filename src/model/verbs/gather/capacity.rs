@@ -1,0 +1,284 @@
+//! Room asked of the cluster autoscaler for a gathered gang (`--capacity-buffers`): the
+//! decision; `cluster::capacity` writes it as a CapacityBuffer.
+//!
+//! Autoscalers add nodes for pods kube-scheduler marked unschedulable and ignore gated ones,
+//! so a gang behind muster's gate waiting for nodes that do not exist would wait forever on an
+//! autoscaled cluster; letting its members through one by one would have nodes added for part
+//! of it. Instead, while the gang stays gated and holds nothing, muster asks the autoscaler for
+//! room for the whole gang at once: one CapacityBuffer of the members its quorum still needs a
+//! node for, each of the members' shape (Karpenter's `CapacityBuffer` feature: it simulates
+//! the buffer's replicas as pods, on the room free on the nodes that exist first, and launches
+//! nodes for the rest, in one batch). Asked only when room alone stops the gang (no rule, no
+//! member missing: nodes added for a gang a rule keeps off them would be wasted), and only for
+//! [`ModelConfig::capacity_buffers`]: past it the gang is told the nodes did not come, and
+//! the buffer goes. The buffer goes as soon as the gang fits (it is admitted and its seats
+//! published), is deleted, or stops waiting for room alone, so no standing capacity is kept
+//! for it (holds-nothing, in the autoscaler too). Each waiting gang has its own buffer: the
+//! autoscaler simulates every buffer's pods together, so two gangs never count the same room.
+//!
+//! [`ModelConfig::capacity_buffers`]: crate::model::inputs::config::ModelConfig::capacity_buffers
+
+use std::time::Instant;
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::Toleration;
+use crate::model::inputs::resources::Resources;
+use crate::model::messages;
+use crate::model::notice::NoticeKind;
+use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::table::gang::RoomAsked;
+use crate::model::table::GangTable;
+
+/// The shape of one member, as the autoscaler is shown it: the element-wise largest request
+/// of the members still waiting (so every one of them fits where one buffer pod fits), and the
+/// node selector and tolerations of one of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberShape {
+    /// Never muster's marker resource: it is not counted as a request (no node has it).
+    pub requests: Resources,
+    pub node_selector: Vec<(String, String)>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// What one NodePool may still add: its `spec.limits` less its `status.resources`, per
+/// resource it limits (None: no limit on it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRoom {
+    pub name: String,
+    pub cpu_milli: Option<i64>,
+    pub memory: Option<i64>,
+    /// The limits as written, for the message.
+    pub cpu_limit: String,
+    pub memory_limit: String,
+}
+
+/// One gang's request to the autoscaler (`cluster::capacity` writes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapacityAsk {
+    pub gang: GangKey,
+    pub replicas: u32,
+    pub short: u32,
+    pub shape: MemberShape,
+}
+
+impl GangTable {
+    /// Notes what the gathered gang's latest plan means for the autoscaler: short of room
+    /// alone, with every member there, it is asked for (or keeps being asked, until the bound
+    /// passes); anything else withdraws the ask. Returns the waiting message to tell instead of
+    /// the plan's own, while an ask stands or once it was given up.
+    pub(super) fn note_room_asked(
+        &mut self,
+        key: &GangKey,
+        plan: &GangPlan,
+        now: Instant,
+    ) -> Option<String> {
+        let bound = self.config.capacity_buffers;
+        let short = match plan {
+            GangPlan::DoesNotFit(GangShortfall::Room {
+                fit,
+                quorum,
+                missing: 0,
+                rule: None,
+                task: None,
+            }) if fit < quorum => Some((*fit, *quorum)),
+            _ => None,
+        };
+        let facts = self.facts(key);
+        let gang = self.gangs.get_mut(key)?;
+        let (Some(bound), Some((fit, quorum))) = (bound, short) else {
+            gang.room_asked = None;
+            return None;
+        };
+        let replicas = quorum.saturating_sub(facts.with_nodes);
+        let asked = gang.room_asked.get_or_insert(RoomAsked {
+            since: now,
+            replicas,
+            short: quorum - fit,
+            gave_up: false,
+            beyond_pools: None,
+        });
+        asked.replicas = replicas;
+        asked.short = quorum - fit;
+        if !asked.gave_up && now.saturating_duration_since(asked.since) >= bound {
+            asked.gave_up = true;
+        }
+        Some(if asked.gave_up {
+            messages::autoscaler_gave_up(key, fit, quorum, bound)
+        } else if let Some(beyond) = &asked.beyond_pools {
+            beyond.clone()
+        } else {
+            messages::autoscaler_asked(key, fit, quorum, replicas)
+        })
+    }
+
+    /// Every gathered gang that waits, holding nothing, for room the autoscaler is asked for.
+    pub fn capacity_asks(&self) -> Vec<CapacityAsk> {
+        let mut asks = Vec::new();
+        for (key, gang) in &self.gangs {
+            let Some(asked) = gang
+                .room_asked
+                .as_ref()
+                .filter(|a| !a.gave_up && a.beyond_pools.is_none())
+            else {
+                continue;
+            };
+            if gang.is_admitted() || !self.is_gathered(gang) {
+                continue;
+            }
+            let facts = self.facts(key);
+            if self.is_placed(key, &facts) {
+                continue;
+            }
+            // Members let through (for kube-scheduler's preemption) are kube-scheduler's: room
+            // freed by evicting lower-priority pods needs no node.
+            if self
+                .pending_members(key)
+                .iter()
+                .any(|p| super::gather_gate_index(&p.info).is_none())
+            {
+                continue;
+            }
+            let Some(shape) = self.member_shape(key) else {
+                continue;
+            };
+            asks.push(CapacityAsk {
+                gang: key.clone(),
+                replicas: asked.replicas,
+                short: asked.short,
+                shape,
+            });
+        }
+        asks.sort_by(|a, b| a.gang.cmp(&b.gang));
+        asks
+    }
+
+    /// The shape the autoscaler is shown for the gang's members (see [`MemberShape`]).
+    fn member_shape(&self, key: &GangKey) -> Option<MemberShape> {
+        let waiting = self.pending_members(key);
+        let first = waiting.first()?;
+        let mut requests = Resources::default();
+        for p in &waiting {
+            requests = largest(&requests, &p.info.requests);
+        }
+        requests.pods = 0;
+        Some(MemberShape {
+            requests,
+            node_selector: first.info.node_selector.clone(),
+            tolerations: first.info.tolerations.clone(),
+        })
+    }
+
+    /// Judges every gang waiting for room against what the cluster's NodePools may still add
+    /// (read, never written): a gang whose members short of room ask, together, for more CPU
+    /// or memory than every pool's limit leaves is not asked for (nodes added up to a limit
+    /// would hold part of it: wasted), and its members hear which limit stops it; one a pool
+    /// holds again is asked for again. `pools` empty: nothing is judged (no NodePool is read:
+    /// another autoscaler). A necessary condition only: nodes come whole, so a shortfall just
+    /// under a pool's room may still need one node more than the limit allows.
+    pub fn judge_against_pools(&mut self, pools: &[PoolRoom]) {
+        if pools.is_empty() {
+            return;
+        }
+        let keys: Vec<GangKey> = self
+            .gangs
+            .iter()
+            .filter(|(_, g)| g.room_asked.as_ref().is_some_and(|a| !a.gave_up))
+            .filter(|(_, g)| !g.is_admitted())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let Some(shape) = self.member_shape(&key) else {
+                continue;
+            };
+            let Some(short) = self
+                .gangs
+                .get(&key)
+                .and_then(|g| g.room_asked.as_ref())
+                .map(|a| a.short)
+            else {
+                continue;
+            };
+            let need_cpu = shape.requests.cpu_milli * i64::from(short);
+            let need_memory = shape.requests.memory * i64::from(short);
+            let holds = |p: &PoolRoom| {
+                p.cpu_milli.is_none_or(|room| need_cpu <= room)
+                    && p.memory.is_none_or(|room| need_memory <= room)
+            };
+            let beyond = if pools.iter().any(holds) {
+                None
+            } else {
+                // The pool with the most CPU left names the limit.
+                let best = pools
+                    .iter()
+                    .max_by_key(|p| p.cpu_milli.unwrap_or(i64::MAX))
+                    .expect("pools is not empty");
+                let (resource, need, room, limit) = match (best.cpu_milli, best.memory) {
+                    (Some(room), _) if need_cpu > room => (
+                        "cpu",
+                        format!("{}m", need_cpu),
+                        format!("{room}m"),
+                        best.cpu_limit.clone(),
+                    ),
+                    (_, Some(room)) => (
+                        "memory",
+                        need_memory.to_string(),
+                        room.to_string(),
+                        best.memory_limit.clone(),
+                    ),
+                    _ => (
+                        "cpu",
+                        format!("{need_cpu}m"),
+                        "0".into(),
+                        best.cpu_limit.clone(),
+                    ),
+                };
+                Some(messages::beyond_node_pools(
+                    &key,
+                    short,
+                    resource,
+                    &need,
+                    &best.name,
+                    &room,
+                    &limit,
+                    pools.len(),
+                ))
+            };
+            let Some(asked) = self.gangs.get_mut(&key).and_then(|g| g.room_asked.as_mut()) else {
+                continue;
+            };
+            if asked.beyond_pools == beyond {
+                continue;
+            }
+            asked.beyond_pools = beyond.clone();
+            if let Some(message) = beyond {
+                self.tell(&key, NoticeKind::Waiting, &message, |p| p.is_pending());
+                if let Some(g) = self.gangs.get_mut(&key) {
+                    g.last_wait_message = Some(message);
+                }
+            }
+        }
+    }
+}
+
+/// The element-wise largest of two requests.
+fn largest(a: &Resources, b: &Resources) -> Resources {
+    let mut extended = a.extended.clone();
+    for (name, amount) in &b.extended {
+        match extended.iter_mut().find(|(n, _)| n == name) {
+            Some((_, have)) => *have = (*have).max(*amount),
+            None => extended.push((name.clone(), *amount)),
+        }
+    }
+    extended.sort_by(|x, y| x.0.cmp(&y.0));
+    Resources {
+        cpu_milli: a.cpu_milli.max(b.cpu_milli),
+        memory: a.memory.max(b.memory),
+        ephemeral_storage: a.ephemeral_storage.max(b.ephemeral_storage),
+        pods: a.pods.max(b.pods),
+        extended,
+    }
+}
+
+#[cfg(test)]
+#[path = "capacity/tests.rs"]
+mod tests;

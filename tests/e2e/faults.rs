@@ -1068,6 +1068,36 @@ async fn member_deleted_while_seated(deletion: Deletion) -> Result<()> {
     c.report(&[ns], r).await
 }
 
+/// The start both tests below share: node-1 with room for the gang `s` of 3 × 100m, the gang
+/// let through onto it with s-2's gate removal held at muster's API proxy, until s-0 and s-1
+/// wait at muster's bind, seated on node-1. Returns the proxy rule holding s-2's gate removal.
+async fn two_waiting_at_bind_on_node_1(c: &Cluster, ns: &str, gang: &[String]) -> Result<usize> {
+    c.namespace(ns).await?;
+    c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
+    let held = hold_gate_removal(c, ns, "s-2")?;
+    let proxy = c.api_proxy().context("started through the proxy")?;
+    for n in gang {
+        c.create(member(ns, n, "s", 3)).await?;
+    }
+    c.wait_gang(
+        ns,
+        "s",
+        gang,
+        "s-0 and s-1 seated on node-1 at muster's bind, s-2's gate removal held",
+        PLACE,
+        |g| {
+            proxy.seen(held) >= 1
+                && ["s-0", "s-1"].iter().all(|n| {
+                    g.members.iter().any(|m| {
+                        m.name == *n && m.state == "seated" && m.node.as_deref() == Some("node-1")
+                    })
+                })
+        },
+    )
+    .await?;
+    Ok(held)
+}
+
 /// Seats lost while a gang gathers are planned again beside the gang, not the whole gang given
 /// up. muster lets a gang of 3 through onto node-1 (room for 3 × 100m); its API proxy holds
 /// s-2's gate removal, so s-0 and s-1 come to muster's bind, seated on node-1, and wait there.
@@ -1090,31 +1120,8 @@ async fn seats_lost_at_the_last_look_are_planned_again_beside_the_gang_without_r
     let ns = "reseat";
     let gang = names("s", 0..3);
     let r = async {
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
-        let held = hold_gate_removal(&c, ns, "s-2")?;
+        let held = two_waiting_at_bind_on_node_1(&c, ns, &gang).await?;
         let proxy = c.api_proxy().context("started through the proxy")?;
-        for n in &gang {
-            c.create(member(ns, n, "s", 3)).await?;
-        }
-        c.wait_gang(
-            ns,
-            "s",
-            &gang,
-            "s-0 and s-1 seated on node-1 at muster's bind, s-2's gate removal held",
-            PLACE,
-            |g| {
-                proxy.seen(held) >= 1
-                    && ["s-0", "s-1"].iter().all(|n| {
-                        g.members.iter().any(|m| {
-                            m.name == *n
-                                && m.state == "seated"
-                                && m.node.as_deref() == Some("node-1")
-                        })
-                    })
-            },
-        )
-        .await?;
         let nodes: Api<Node> = Api::all(c.client());
         let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
         nodes
@@ -1172,31 +1179,8 @@ async fn a_pod_bound_by_node_name_onto_seats_is_not_overcommitted_and_the_gang_b
     let ns = "intruder";
     let gang = names("s", 0..3);
     let r = async {
-        c.namespace(ns).await?;
-        c.add_node("node-1", NodeShape::cpu("350m")).await?; // room for 3 × 100m
-        let held = hold_gate_removal(&c, ns, "s-2")?;
+        let held = two_waiting_at_bind_on_node_1(&c, ns, &gang).await?;
         let proxy = c.api_proxy().context("started through the proxy")?;
-        for n in &gang {
-            c.create(member(ns, n, "s", 3)).await?;
-        }
-        c.wait_gang(
-            ns,
-            "s",
-            &gang,
-            "s-0 and s-1 seated on node-1 at muster's bind, s-2's gate removal held",
-            PLACE,
-            |g| {
-                proxy.seen(held) >= 1
-                    && ["s-0", "s-1"].iter().all(|n| {
-                        g.members.iter().any(|m| {
-                            m.name == *n
-                                && m.state == "seated"
-                                && m.node.as_deref() == Some("node-1")
-                        })
-                    })
-            },
-        )
-        .await?;
         let cached = counter(&c, "muster_cache_pods").await?;
         // 200m by spec.nodeName: node-1 keeps room for one member, not two.
         let mut intruder = PodBuilder::new(ns, "by-node-name").cpu("200m").build();

@@ -7,7 +7,6 @@
 //! [`ClusterOptions::with_karpenter`]: crate::cluster::ClusterOptions::with_karpenter
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
@@ -15,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::Client;
 use serde_json::json;
 
-use crate::paths::repo_root;
+use crate::paths::run_build_script;
 
 /// The label Karpenter puts on every node it launched (the NodePool's name).
 pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
@@ -57,23 +56,7 @@ pub struct KarpenterBuild {
 /// Builds (once; cached like the control plane) Karpenter's KWOK cloud provider.
 pub fn ensure_karpenter() -> Result<KarpenterBuild> {
     let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let script = repo_root().join("tests/cluster/build-karpenter.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .current_dir(repo_root())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), out.status);
-    }
-    let dir = String::from_utf8_lossy(&out.stdout);
-    let bin = PathBuf::from(
-        dir.lines()
-            .last()
-            .context("build-karpenter.sh printed no directory")?
-            .trim(),
-    );
+    let bin = run_build_script(&["tests/cluster/build-karpenter.sh"])?;
     let build = KarpenterBuild {
         binary: bin.join("karpenter-kwok"),
         files: bin.parent().context("no cache directory")?.join("files"),

@@ -250,7 +250,7 @@ pub fn ensure_controller_binaries() -> Result<ControllerBinaries> {
 /// Runs `bash <repo>/<args[0]> <args[1..]>` (a build script of tests/cluster/, which returns at
 /// once when its output is cached) and returns the directory it printed last on stdout; its
 /// progress goes to stderr.
-fn run_build_script(args: &[&str]) -> Result<PathBuf> {
+pub(crate) fn run_build_script(args: &[&str]) -> Result<PathBuf> {
     let script = repo_root().join(args[0]);
     let out = Command::new("bash")
         .arg(&script)

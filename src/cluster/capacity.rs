@@ -20,7 +20,6 @@
 //! new one when no gang asks for them (derived: what exists is read back, never remembered
 //! across terms). muster stopped for good leaves its buffers: delete them by that label.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,7 +158,10 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         let leadership = &shared.leadership;
         if pools_read.is_none_or(|at| at.elapsed() >= POOLS_EVERY) {
             pools_read = Some(Instant::now());
-            match leading(leadership, now_term, list_pools(&client)).await {
+            match leadership
+                .while_leading(now_term, list_pools(&client))
+                .await
+            {
                 Some(Ok(read)) => pools = read,
                 Some(Err(e)) => {
                     debug!(error = %e, "NodePools not read: gangs are not judged against their limits");
@@ -175,7 +177,7 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         };
         shared.flush_notices();
         if known.is_none() {
-            match leading(leadership, now_term, list_own(&client)).await {
+            match leadership.while_leading(now_term, list_own(&client)).await {
                 Some(Ok(listed)) => {
                     warned_unserved = false;
                     known = Some(listed);
@@ -218,7 +220,10 @@ async fn reconcile(
         if known.get(at) == Some(&ask.replicas) || failed.contains_key(at) {
             continue;
         }
-        match leading(leadership, term, write(client, &at.0, &at.1, ask)).await {
+        match leadership
+            .while_leading(term, write(client, &at.0, &at.1, ask))
+            .await
+        {
             Some(Ok(())) => {
                 info!(
                     gang = %ask.gang, buffer = %at.1, replicas = ask.replicas, short = ask.short,
@@ -239,7 +244,10 @@ async fn reconcile(
         .cloned()
         .collect();
     for at in stale {
-        match leading(leadership, term, delete(client, &at.0, &at.1)).await {
+        match leadership
+            .while_leading(term, delete(client, &at.0, &at.1))
+            .await
+        {
             Some(Ok(())) => {
                 info!(namespace = %at.0, buffer = %at.1, "CapacityBuffer deleted: no gang waits for it");
                 known.remove(&at);
@@ -250,17 +258,6 @@ async fn reconcile(
             }
             None => return,
         }
-    }
-}
-
-/// Runs `f` only while this replica leads in `term`; cancelled once the lease lapses.
-async fn leading<T>(leadership: &Leadership, term: u64, f: impl Future<Output = T>) -> Option<T> {
-    if leadership.leading_term(Instant::now()) != Some(term) {
-        return None;
-    }
-    tokio::select! {
-        v = f => Some(v),
-        () = leadership.lapsed() => None,
     }
 }
 

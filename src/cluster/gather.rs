@@ -188,23 +188,17 @@ impl Outcome {
     }
 }
 
-/// Runs `write` only if this replica leads in `term` when it would start, and cancels it if
-/// the lease lapses meanwhile (`Leadership::lapsed`): a write planned while leading never lands
-/// once a standby may have taken over (never-half: the new leader may keep the gang gated, or
-/// seat its members elsewhere). Cancelling drops the request; one already on the wire may
-/// still land, within the margin between the renew deadline and the lease duration, as a
-/// binding in flight may.
+/// Runs `write` only while this replica leads in `term` ([`Leadership::while_leading`]): a
+/// write planned while leading never lands once a standby may have taken over (never-half: the
+/// new leader may keep the gang gated, or seat its members elsewhere).
 async fn while_leading(
     leadership: &Leadership,
     term: u64,
     write: impl Future<Output = bool>,
 ) -> Outcome {
-    if leadership.leading_term(Instant::now()) != Some(term) {
-        return Outcome::Abandoned;
-    }
-    tokio::select! {
-        written = write => Outcome::of(written),
-        () = leadership.lapsed() => Outcome::Abandoned,
+    match leadership.while_leading(term, write).await {
+        Some(written) => Outcome::of(written),
+        None => Outcome::Abandoned,
     }
 }
 

@@ -138,6 +138,26 @@ impl Leadership {
         }
     }
 
+    /// Runs `work` only if this replica leads in `term` when it would start, and cancels it if
+    /// the lease lapses meanwhile ([`Leadership::lapsed`]): `None` when it did not run to the
+    /// end. The writes a leader plans (gates, nominations, capacity requests) go through this,
+    /// so none lands once a standby may have taken over. Cancelling drops the request; one
+    /// already on the wire may still land, within the margin between the renew deadline and
+    /// the lease duration.
+    pub async fn while_leading<T>(
+        &self,
+        term: u64,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        if self.leading_term(Instant::now()) != Some(term) {
+            return None;
+        }
+        tokio::select! {
+            v = work => Some(v),
+            () = self.lapsed() => None,
+        }
+    }
+
     /// Tells when the election changed the role (the value is a counter).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()

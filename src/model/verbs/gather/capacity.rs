@@ -158,7 +158,7 @@ impl GangTable {
         let first = waiting.first()?;
         let mut requests = Resources::default();
         for p in &waiting {
-            requests = largest(&requests, &p.info.requests);
+            requests.max_with(&p.info.requests);
         }
         requests.pods = 0;
         Some(MemberShape {
@@ -257,25 +257,6 @@ impl GangTable {
                 }
             }
         }
-    }
-}
-
-/// The element-wise largest of two requests.
-fn largest(a: &Resources, b: &Resources) -> Resources {
-    let mut extended = a.extended.clone();
-    for (name, amount) in &b.extended {
-        match extended.iter_mut().find(|(n, _)| n == name) {
-            Some((_, have)) => *have = (*have).max(*amount),
-            None => extended.push((name.clone(), *amount)),
-        }
-    }
-    extended.sort_by(|x, y| x.0.cmp(&y.0));
-    Resources {
-        cpu_milli: a.cpu_milli.max(b.cpu_milli),
-        memory: a.memory.max(b.memory),
-        ephemeral_storage: a.ephemeral_storage.max(b.ephemeral_storage),
-        pods: a.pods.max(b.pods),
-        extended,
     }
 }
 

@@ -26,7 +26,8 @@
 //! - `table/`: [`GangTable`], the one value every decision reads and changes, and its parts,
 //!   each keeping its own numbers right: `ledger` (per node, allocatable, used and reserved),
 //!   `pods` (the pods muster knows, and the nodes it assumed), `gang` (members, seats by
-//!   [`SeatHolder`], [`Phase`]), `evidence` (filter calls' node lists and kube-scheduler's
+//!   [`SeatHolder`], [`Phase`]), `generations` (a gang's newest generation when its job
+//!   restarts by recreating its pods, and the older pods, which are not members), `evidence` (filter calls' node lists and kube-scheduler's
 //!   verdicts), `retry_asks` (pods refused for a reason kube-scheduler does not see end, asked
 //!   to retry when it does), `preemption_plan`, `under_way` (preemptions kept while they happen),
 //!   `room_waits` (gangs waiting for room to be freed), `disruptions` (gangs to evict whole once

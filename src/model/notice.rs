@@ -76,6 +76,9 @@ pub enum NoticeKind {
     /// Warning `GangGateReleased`: a pod behind muster's gate that is no longer a gang member
     /// (its keys were removed, or its scheduler does not call muster): the gate is removed.
     GateReleased,
+    /// Normal `GangMemberSuperseded`: the pod's gang has a newer generation (its job
+    /// restarted), so the pod is no longer one of its members.
+    Superseded,
 }
 
 impl NoticeKind {
@@ -95,13 +98,17 @@ impl NoticeKind {
             NoticeKind::PartlyBound => "GangPartlyBound",
             NoticeKind::OtherScheduler => "GangKeysIgnored",
             NoticeKind::GateReleased => "GangGateReleased",
+            NoticeKind::Superseded => "GangMemberSuperseded",
         }
     }
 
     pub fn is_warning(self) -> bool {
         !matches!(
             self,
-            NoticeKind::Waiting | NoticeKind::Placed | NoticeKind::Preempting
+            NoticeKind::Waiting
+                | NoticeKind::Placed
+                | NoticeKind::Preempting
+                | NoticeKind::Superseded
         )
     }
 }

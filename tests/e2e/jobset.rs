@@ -20,13 +20,19 @@
 //!    policy refuses their deletion, so they stay live and bound): JobSet creates no pod of the
 //!    next generation until they are gone; then, a plain pod having taken the failed leader's
 //!    room, the new generation fits 3 of 4 and nothing of it is bound, and once the plain pod
-//!    goes it is placed whole. (With the default `Recreate`, a new leader created while the old
-//!    workers are still live joins them as a member of a placed gang and is bound at once:
-//!    docs/operating.md says so and recommends `BlockingRecreate`.)
+//!    goes it is placed whole.
+//!
+//! 4. The same restart with the default `restartStrategy: Recreate`: the new leader comes while
+//!    the old workers still run bound. Pods carry JobSet's `jobset.sigs.k8s.io/restart-attempt`,
+//!    and a gang is its newest generation, so the new leader is not a late member of the old
+//!    workers' placed gang: nothing of the new generation is bound on any poll of a window, the
+//!    old workers hear `GangMemberSuperseded`, and once they go the new generation is placed
+//!    whole.
 //!
 //! Without muster (`tests/control-run`) kube-scheduler binds the pods that fit at once, so each
 //! test fails there on a cluster-truth check: the first binds 3 of 4, the second binds the new
-//! leader alone while the old workers terminate, the third binds 3 of the new 4.
+//! leader alone while the old workers terminate, the third binds 3 of the new 4, the fourth binds
+//! the new leader alone beside the old workers.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -672,6 +678,97 @@ async fn a_jobset_with_blocking_recreate_restarts_after_the_old_pods_are_gone_an
         c.delete_pod(ns, "plain").await?;
         let running = second.wait_running_whole(&c).await?;
         eprintln!("new generation placed whole once the plain pod went: {running:?}");
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Case 4: the same restart with JobSet's default `restartStrategy: Recreate`, the old workers'
+/// deletion refused (live and bound, as behind a slow garbage collector): JobSet recreates the
+/// failed leader's Job at once, so the new leader (`restart-attempt: 1`) comes while the old
+/// generation's workers still run bound. It is not a late member of their placed gang: nothing of
+/// the new generation is bound on any poll of a window, the new leader stays behind muster's gate,
+/// and the old workers are told they are no longer members (`GangMemberSuperseded`). The old
+/// workers let go, JobSet creates the new workers and the new generation is placed whole (never
+/// part of it on any poll) and runs.
+#[tokio::test]
+async fn a_jobset_recreated_while_its_old_workers_still_run_binds_nothing_of_the_new_generation_until_it_is_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_jobset_recreated_while_its_old_workers_still_run_binds_nothing_of_the_new_generation_until_it_is_whole",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).with_jobset()).await?;
+    let ns = "jobset-recreate";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("350m")).await?;
+        c.add_node("node-2", NodeShape::cpu("350m")).await?; // room for 6 × 100m
+        let (leader, old_workers) =
+            first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
+        keep_old_workers(&c, ns, &old_workers[0]).await?;
+        patch_pod(
+            &c,
+            ns,
+            &leader,
+            json!({"metadata": {"annotations": {FINISH: "Failed"}}}),
+        )
+        .await?;
+
+        let second = Generation::new(ns, "train", "1");
+        let new_leader = wait_for(
+            "the restart: a new leader while the old workers run",
+            PLACE,
+            || async {
+                if let Err(e) = second.check(&c).await? {
+                    anyhow::bail!("{e}");
+                }
+                let pods = pods_of(&c, ns, "train").await?;
+                let new: Vec<&String> = pods
+                    .iter()
+                    .filter(|(_, p)| label(p, RESTART_ATTEMPT) == Some("1"))
+                    .map(|(n, _)| n)
+                    .collect();
+                Ok(match new.as_slice() {
+                    [one] => Progress::Done((*one).clone()),
+                    _ => Progress::NotYet(format!("new pods {new:?}")),
+                })
+            },
+        )
+        .await?;
+        second
+            .holds_none_bound(&c, "its old workers still run bound")
+            .await?;
+        let pods = pods_of(&c, ns, "train").await?;
+        for w in &old_workers {
+            let p = pods.get(w).with_context(|| format!("{w} is gone"))?;
+            anyhow::ensure!(
+                !is_terminating(p) && k8s::pod_node(p).is_some(),
+                "{w} was to stay live and bound while the new leader waited"
+            );
+        }
+        ensure_gated([pods.get(&new_leader).context("the new leader is gone")?])?;
+        for w in &old_workers {
+            c.wait_event_matching(
+                ns,
+                std::slice::from_ref(w),
+                "GangMemberSuperseded (Normal)",
+                REASON,
+                |e| e.reason == "GangMemberSuperseded" && e.type_ == "Normal",
+            )
+            .await?;
+        }
+
+        let t0 = Instant::now();
+        Api::<ValidatingAdmissionPolicyBinding>::all(c.client())
+            .delete(KEEP, &DeleteParams::default())
+            .await?;
+        let running = second.wait_running_whole(&c).await?;
+        eprintln!(
+            "new generation placed whole and running {:.1}s after the old workers let go: {running:?}",
+            t0.elapsed().as_secs_f64()
+        );
         Ok(())
     }
     .await;

@@ -35,6 +35,18 @@ pub const TASK: &str = "muster.dev/task";
 /// members of each task with nodes.
 pub const TASK_MIN_AVAILABLE: &str = "muster.dev/task-min-available";
 
+/// muster's generation key (annotation, or label): a non-negative integer. A gang's members are
+/// the pods of its newest generation; a pod of an older one (its job restarted, and the old
+/// pods not gone yet) is no longer a member (see `table::generations`).
+pub const GENERATION: &str = "muster.dev/generation";
+/// JobSet's restart counter (label) on every pod of a JobSet: JobSet recreates its Jobs with
+/// the next value after a failure (`RestartsKey` in sigs.k8s.io/jobset `api/jobset/v1alpha2`,
+/// v0.10.1).
+pub const JOBSET_RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/restart-attempt";
+/// Volcano's job version (annotation) on every pod of a Volcano Job: the job controller raises
+/// it when it restarts the job (`JobVersion` in volcano.sh/apis `pkg/apis/batch/v1alpha1`).
+pub const VOLCANO_JOB_VERSION: &str = "volcano.sh/job-version";
+
 /// scheduler-plugins coscheduling (label).
 pub const COSCHEDULING_POD_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 /// Volcano (annotations): `KubeGroupNameAnnotationKey` and `VolcanoGroupNameAnnotationKey` in
@@ -96,6 +108,12 @@ pub struct Membership {
     pub task_minimums: TaskMinimums,
     /// Where this pod asks its gang to be (muster's or Kueue's topology keys).
     pub topology: Option<TopologyConstraint>,
+    /// The generation of its gang the pod was made for (0 when no key gives one): the newest
+    /// generation's pods are the gang; an older one's are not members (a job restarted while
+    /// its old pods are still there).
+    pub generation: u64,
+    /// The key `generation` was read from, if any.
+    pub generation_key: Option<&'static str>,
 }
 
 /// How a running gang may lose members to preemption; compare the `disruptionMode` of
@@ -139,8 +157,19 @@ pub enum MembershipError {
     BadTask { key: &'static str, value: String },
     #[error("{TASK_MIN_AVAILABLE} must list tasks and their minimums, such as \"master=1,worker=2\": {why}; got {value:?}")]
     BadTaskMinimums { value: String, why: String },
+    #[error("{key} must be a non-negative integer, got {value:?}")]
+    BadGeneration { key: &'static str, value: String },
     #[error(transparent)]
     Topology(#[from] TopologyError),
+    /// Not a fault of the keys: the pod's gang has a newer generation (its job restarted), so
+    /// this pod is no longer one of its members. Set by the table (`table::generations`),
+    /// never by [`membership_of`]; holds what the keys said, restored if the newer
+    /// generation's pods all go first.
+    #[error("{} {}: its gang {} is at generation {newest} now, so this pod is no longer one of its members (muster places only the newest generation)", superseded.generation_key.unwrap_or(GENERATION), superseded.generation, superseded.gang)]
+    Superseded {
+        superseded: Box<Membership>,
+        newest: u64,
+    },
 }
 
 /// Largest quorum accepted from an annotation: far beyond any real job, small enough that
@@ -254,6 +283,28 @@ pub fn membership_of(
         None => TaskMinimums::default(),
     };
     let topology = topology_of(|k| annotations.get(k).cloned())?;
+    // muster's key first (annotation, then label); else the restart counters of the job
+    // controllers that restart a gang by recreating its pods.
+    let generation_source = [
+        (GENERATION, annotation(GENERATION)),
+        (GENERATION, label(GENERATION)),
+        (JOBSET_RESTART_ATTEMPT, label(JOBSET_RESTART_ATTEMPT)),
+        (VOLCANO_JOB_VERSION, annotation(VOLCANO_JOB_VERSION)),
+    ]
+    .into_iter()
+    .find_map(|(key, value)| value.map(|v| (key, v)));
+    let (generation, generation_key) = match generation_source {
+        None => (0, None),
+        Some((key, value)) => match value.trim().parse::<u64>() {
+            Ok(n) => (n, Some(key)),
+            Err(_) => {
+                return Err(MembershipError::BadGeneration {
+                    key,
+                    value: value.to_string(),
+                })
+            }
+        },
+    };
     Ok(Some(Membership {
         gang: GangKey::new(namespace, name),
         min_available,
@@ -265,6 +316,8 @@ pub fn membership_of(
         task,
         task_minimums,
         topology,
+        generation,
+        generation_key,
     }))
 }
 

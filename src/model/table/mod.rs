@@ -18,6 +18,7 @@
 pub(crate) mod disruptions;
 pub(crate) mod evidence;
 pub(crate) mod gang;
+pub(crate) mod generations;
 pub(crate) mod ledger;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
@@ -33,6 +34,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use self::disruptions::Disruptions;
 use self::evidence::{EvidenceStore, SchedulerVerdicts};
 use self::gang::{Gang, Seat, SeatHolder};
+use self::generations::Generations;
 use self::ledger::NodeLedger;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlans;
@@ -99,6 +101,9 @@ pub struct GangTable {
     /// their scheduler does not call muster): muster releases them (`gather::orphans`).
     /// Kept up to date by `apply_pod`/`remove_pod`, so a round does not scan every pod.
     pub(super) gated_outside_gangs: HashSet<PodUid>,
+    /// Per gang whose job restarts by recreating its pods, its newest generation and the pods
+    /// of older ones, which are not members (see `generations`).
+    pub(super) generations: Generations,
 }
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
@@ -205,6 +210,7 @@ impl GangTable {
             partly_bound: Vec::new(),
             devices: DeviceInventory::default(),
             gated_outside_gangs: HashSet::default(),
+            generations: Generations::default(),
         }
     }
 

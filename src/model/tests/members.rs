@@ -3,6 +3,7 @@
 //! forged one, changes nothing).
 
 use super::*;
+use crate::model::inputs::membership::JOBSET_RESTART_ATTEMPT;
 
 fn terminating(p: &PodInfo) -> PodInfo {
     let mut p = p.clone();
@@ -184,4 +185,117 @@ fn a_seated_member_is_told_it_waits_once_per_reason() {
     let changed = wait_message(&w.bind(&ms[1], "a")).to_string();
     w.table.wait_outlasted_hold(&ms[0].uid, &changed);
     assert_eq!(waiting(&mut w), 1, "2/3 now: told");
+}
+
+/// A pod of gang "train", quorum 2, a whole node of 1 CPU each, made by JobSet for restart
+/// attempt `attempt`.
+fn of_attempt(name: &str, attempt: u32) -> PodInfo {
+    pod(name)
+        .cpu(1000)
+        .gang("train", 2)
+        .label(JOBSET_RESTART_ATTEMPT, &attempt.to_string())
+        .build()
+}
+
+/// never-half across a job's restart: JobSet's default `Recreate` creates the next attempt's
+/// first pod while the old attempt's pods still run (not yet marked deleted). Counted as
+/// members they would make the gang placed and the new pod bound alone; they are not members:
+/// the new pod waits for its own generation, and is bound together with it.
+#[test]
+fn the_first_pod_of_a_restarted_job_waits_for_its_generation_not_beside_the_old_one() {
+    let mut w = World::new(&[
+        node("a", 1000),
+        node("b", 1000),
+        node("c", 1000),
+        node("d", 1000),
+    ]);
+    let old = [of_attempt("old0", 0), of_attempt("old1", 0)];
+    w.add(&[&bound(&old[0], "a"), &bound(&old[1], "b")]);
+    assert_eq!(w.state("train"), "placed");
+    w.table.take_notices();
+
+    let new0 = of_attempt("new0", 1);
+    w.add(&[&new0]);
+    assert_eq!(w.state("train"), "waiting");
+    let first = w.bind(&new0, "c");
+    assert_eq!(
+        wait_message(&first),
+        "gang ml/train waiting for quorum: 1/2 members have nodes; 1 of 2 members exist, the \
+         rest are not created yet"
+    );
+    // The old pods hear why they no longer count, once each (a Normal Event).
+    let told: Vec<String> = w
+        .table
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::Superseded)
+        .map(|n| format!("{}: {}", n.pod.name, n.message))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            "old0: jobset.sigs.k8s.io/restart-attempt 0: its gang ml/train is at generation 1 \
+             now, so this pod is no longer one of its members (muster places only the newest \
+             generation)",
+            "old1: jobset.sigs.k8s.io/restart-attempt 0: its gang ml/train is at generation 1 \
+             now, so this pod is no longer one of its members (muster places only the newest \
+             generation)",
+        ]
+    );
+    assert!(!NoticeKind::Superseded.is_warning());
+    assert_eq!(NoticeKind::Superseded.reason(), "GangMemberSuperseded");
+
+    // The old pods still use their nodes' room: nothing goes on top of them.
+    w.add(&[&bound(&old[0], "a")]);
+    assert!(w.table.take_notices().is_empty(), "told once per pod");
+    let new1 = of_attempt("new1", 1);
+    w.add(&[&new1]);
+    let on_old = rejection(&w.bind(&new1, "b"));
+    assert!(on_old.contains("free 0m"), "{on_old}");
+    w.table.remove_pod(&old[0].uid);
+    w.table.remove_pod(&old[1].uid);
+    assert_eq!(names(&w.bind(&new1, "b")), vec!["new0@c", "new1@b"]);
+}
+
+/// The same whatever order the watch delivers the pods in (a restart of muster re-lists them):
+/// an old generation's pod seen after the new one is not a member from the start, and a pod of
+/// an older generation waiting for a node is never bound.
+#[test]
+fn an_old_generations_pod_seen_after_the_new_one_is_never_a_member_nor_bound() {
+    let mut w = World::new(&[node("a", 1000), node("b", 1000), node("c", 1000)]);
+    let new0 = of_attempt("new0", 2);
+    let old0 = of_attempt("old0", 1);
+    let old1 = of_attempt("old1", 1);
+    w.add(&[&new0, &bound(&old0, "a"), &old1]);
+    assert_eq!(w.state("train"), "waiting");
+    let refused = rejection(&w.bind(&old1, "b"));
+    assert!(
+        refused.contains("no longer one of its members"),
+        "{refused}"
+    );
+    let (fits, _) = w.filter(&old1);
+    assert!(fits.is_empty(), "an old generation's pod fits nowhere");
+    assert_eq!(
+        wait_message(&w.bind(&new0, "c")),
+        "gang ml/train waiting for quorum: 1/2 members have nodes; 1 of 2 members exist, the \
+         rest are not created yet"
+    );
+}
+
+/// If every pod of the newest generation goes while older ones remain (its job deleted the new
+/// attempt, say), the older pods are the gang again: the gang is what its pods are.
+#[test]
+fn old_generations_pods_are_members_again_once_the_newest_generation_is_gone() {
+    let mut w = World::new(&[node("a", 1000), node("b", 1000), node("c", 1000)]);
+    let old = [of_attempt("old0", 0), of_attempt("old1", 0)];
+    w.add(&[&bound(&old[0], "a"), &bound(&old[1], "b")]);
+    let new0 = of_attempt("new0", 1);
+    w.add(&[&new0]);
+    assert_eq!(w.state("train"), "waiting");
+    w.table.remove_pod(&new0.uid);
+    assert_eq!(w.state("train"), "placed");
+    // A replacement of the old generation joins the placed gang as any replacement does.
+    let again = of_attempt("old2", 0);
+    w.add(&[&again]);
+    assert_eq!(names(&w.bind(&again, "c")), vec!["old2@c"]);
 }

@@ -80,7 +80,11 @@ impl World {
         }
         let names = self.all_nodes();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let verdicts = self.table.filter(p, &refs, self.now);
+        // As the HTTP layer does: the verdicts are for the pod as the watch reported it.
+        let seen = self.table.seen_pod(&p.namespace, &p.name, &p.uid).cloned();
+        let verdicts = self
+            .table
+            .filter(seen.as_ref().unwrap_or(p), &refs, self.now);
         let mut ok = vec![];
         let mut reasons = vec![];
         for (n, v) in names.iter().zip(verdicts) {

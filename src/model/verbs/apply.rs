@@ -4,7 +4,7 @@
 //! naming a pod the watch has not delivered is refused (`GangTable::seen_pod`), so a late
 //! call for a deleted pod or a forged one changes nothing.
 
-use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::membership::{GangKey, MembershipError};
 use crate::model::inputs::objects::{NodeInfo, NodeName, PodInfo, PodUid};
 use crate::model::inputs::spec::{
     conflicting_quorums, pod_group_disagreements, GangSpec, SpecSource,
@@ -12,6 +12,7 @@ use crate::model::inputs::spec::{
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::table::gang::SeatHolder;
+use crate::model::table::generations::{Generations, Standing};
 use crate::model::table::pods::Charges;
 use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
@@ -65,6 +66,10 @@ impl GangTable {
     /// A pod was added or changed (from the watch).
     pub fn apply_pod(&mut self, mut info: PodInfo) {
         let ignored = self.ignore_other_scheduler(&mut info);
+        if let Some(before) = self.pods.get(&info.uid) {
+            self.generations.forget(&before.info);
+        }
+        let standing = self.generations.sort(&mut info);
         let uid = info.uid.clone();
         let new_gang = info.gang().map(|m| m.gang.clone());
         let (old, charges) = self.pods.apply(info);
@@ -75,10 +80,17 @@ impl GangTable {
         let invalid_before = old.as_ref().and_then(|o| o.membership.as_ref().err());
         if let Err(e) = &info.membership {
             if invalid_before != Some(e) {
+                let (kind, message) = match e {
+                    MembershipError::Superseded { .. } => (NoticeKind::Superseded, e.to_string()),
+                    _ => (
+                        NoticeKind::InvalidKeys,
+                        messages::invalid_keys(e, gather_gate_index(info).is_some()),
+                    ),
+                };
                 self.notices.push(Notice {
                     pod: PodRef::of(info),
-                    kind: NoticeKind::InvalidKeys,
-                    message: messages::invalid_keys(e, gather_gate_index(info).is_some()),
+                    kind,
+                    message,
                 });
             }
         }
@@ -109,6 +121,9 @@ impl GangTable {
         }
         if let Some(g) = new_gang {
             self.gangs.entry(g.clone()).or_default().join(uid.clone());
+            if standing == Standing::Newer {
+                self.supersede_older_members(&g);
+            }
             if has_node || !live {
                 // Bound, finished or being deleted: its seat, if any, has served its purpose
                 // or is no longer needed.
@@ -185,11 +200,47 @@ impl GangTable {
             uncharge,
             charge: None,
         });
+        self.generations.forget(&info);
         if let Some(m) = info.gang() {
             self.preemptor_gone(&m.gang, &info.uid);
             self.leave_gang(&m.gang, &info.uid);
         }
         self.note_commit(uid);
+    }
+
+    /// A pod of a newer generation of `key` joined (its job restarted): the members of older
+    /// generations are superseded, no longer members (see `table::generations`). Each goes
+    /// through `apply_pod` as the watch's pods do, so it leaves the gang, its seat and its
+    /// counts exactly as a pod whose keys changed would.
+    fn supersede_older_members(&mut self, key: &GangKey) {
+        let newest = self.generations.newest(key);
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        let older: Vec<PodInfo> = self
+            .members_of(gang)
+            .filter(|p| p.info.gang().is_some_and(|m| m.generation < newest))
+            .map(|p| p.info.clone())
+            .collect();
+        for info in older {
+            self.apply_pod(info);
+        }
+    }
+
+    /// The gang `key` is gone (no member left): pods of its older generations that are still
+    /// there are its members again, the newest of them first.
+    fn restore_superseded(&mut self, key: &GangKey) {
+        let mut restored: Vec<PodInfo> = self
+            .generations
+            .gang_gone(key)
+            .iter()
+            .filter_map(|u| self.pods.get(u))
+            .map(|p| Generations::restored(p.info.clone()))
+            .collect();
+        restored.sort_by_key(|p| std::cmp::Reverse(p.gang().map_or(0, |m| m.generation)));
+        for info in restored {
+            self.apply_pod(info);
+        }
     }
 
     /// Keeps only the pods for which `keep` is true (after a watch re-list).
@@ -241,6 +292,7 @@ impl GangTable {
             self.unseat_all(key);
             self.released.push(key.clone());
             self.gangs.remove(key);
+            self.restore_superseded(key);
         } else {
             self.refresh_spec(key);
             self.refresh_placed(key);

@@ -238,3 +238,42 @@ fn task_minimums_are_read_and_bad_ones_refused() {
     .unwrap();
     assert_eq!(k.min_available_key, Some(KUEUE_POD_GROUP_TOTAL_COUNT));
 }
+
+#[test]
+fn the_generation_comes_from_muster_first_then_jobset_then_volcano() {
+    let generation = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| {
+        read(labels, annotations, None)
+            .unwrap()
+            .map(|m| (m.generation, m.generation_key))
+    };
+    let g = (GROUP, "j");
+    assert_eq!(generation(&[], &[g]), Some((0, None)));
+    assert_eq!(
+        generation(&[], &[g, (GENERATION, "3")]),
+        Some((3, Some(GENERATION)))
+    );
+    assert_eq!(
+        generation(&[(GENERATION, "2")], &[g]),
+        Some((2, Some(GENERATION)))
+    );
+    assert_eq!(
+        generation(&[(JOBSET_RESTART_ATTEMPT, "1")], &[g]),
+        Some((1, Some(JOBSET_RESTART_ATTEMPT)))
+    );
+    assert_eq!(
+        generation(&[], &[g, (VOLCANO_JOB_VERSION, "4")]),
+        Some((4, Some(VOLCANO_JOB_VERSION)))
+    );
+    assert_eq!(
+        generation(&[(JOBSET_RESTART_ATTEMPT, "1")], &[g, (GENERATION, "7")]),
+        Some((7, Some(GENERATION))),
+        "muster's own key wins"
+    );
+    // A pod in no gang carries a restart counter of its own job for nothing: no error.
+    assert_eq!(generation(&[(JOBSET_RESTART_ATTEMPT, "x")], &[]), None);
+    let err = read(&[(JOBSET_RESTART_ATTEMPT, "-1")], &[g], None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "jobset.sigs.k8s.io/restart-attempt must be a non-negative integer, got \"-1\""
+    );
+}

@@ -1456,3 +1456,48 @@ fn a_member_planned_again_is_not_seated_beside_a_confirmed_sibling_with_its_host
         "b seated with a's host port on {a_node}"
     );
 }
+
+/// never-half across a job's restart, behind the gate: a JobSet restart's first new pod comes
+/// while the old attempt's pods still run bound (JobSet's default `Recreate`). It is gathered,
+/// not let through as a late member of a placed gang; an old attempt's pod still gated is
+/// never let through; the new attempt is released whole once it exists and fits.
+#[test]
+fn a_restarted_jobs_new_pods_are_gathered_whole_while_the_old_attempts_pods_remain() {
+    use crate::model::inputs::membership::JOBSET_RESTART_ATTEMPT;
+    let of_attempt = |name: &str, attempt: &str| {
+        gathered(
+            pod(name)
+                .cpu(1000)
+                .gang("g", 2)
+                .label(JOBSET_RESTART_ATTEMPT, attempt)
+                .build(),
+        )
+    };
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let old0 = let_through(of_attempt("old0", "0"), None);
+    let mut old0_bound = old0.clone();
+    old0_bound.node_name = Some(NodeName::from("n1"));
+    let old1 = of_attempt("old1", "0"); // still gated when its job restarted
+    w.add(&[&old0_bound, &old1]);
+
+    let new0 = of_attempt("new0", "1");
+    w.add(&[&new0]);
+    let plan = w.round();
+    assert!(plan.is_empty(), "nothing goes through: {plan:?}");
+    assert_eq!(w.state("g"), "waiting");
+    assert_eq!(w.reserved("n1") + w.reserved("n2") + w.reserved("n3"), 0);
+
+    let new1 = of_attempt("new1", "1");
+    w.add(&[&new1]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    let mut names = released_names(&plan);
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("new") && !n.ends_with("@n1")),
+        "the new attempt, beside the old pod still on n1: {names:?}"
+    );
+}

@@ -48,6 +48,12 @@ pub enum Standing {
 }
 
 impl Generations {
+    /// No gang has a generation or a superseded pod (the model check's end state).
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.by_gang.is_empty()
+    }
+
     /// The newest generation of `key` seen so far (0 for a gang without generations).
     pub fn newest(&self, key: &GangKey) -> u64 {
         self.by_gang.get(key).map_or(0, |g| g.newest)

@@ -78,6 +78,14 @@ pub const SLOTS: [(Option<(&str, u32)>, i64); 12] = [
 ];
 
 /// The gangs, each with the PodGroup API that defines it (`None`: muster's keys).
+/// The position of gang `name` in [`GANGS`].
+pub fn gang_index(name: &str) -> usize {
+    GANGS
+        .iter()
+        .position(|(g, _)| *g == name)
+        .expect("a gang of GANGS")
+}
+
 pub const GANGS: [(&str, Option<PodGroupApi>); 4] = [
     ("g0", None),
     ("g1", Some(PodGroupApi::Volcano)),
@@ -298,16 +306,27 @@ pub struct SimPod {
     pub claim: Option<String>,
     /// Its topology keys (`g0`'s members only).
     pub topology: Topology,
+    /// The restart attempt of its gang's job it was made for (its generation key, when above 0).
+    pub attempt: u32,
+    /// Its gang's job restarted since it was made: it is not a member any more (its keys still
+    /// name the gang, with an older attempt), and may still run until its controller deletes it.
+    pub superseded: bool,
 }
 
 impl SimPod {
+    /// The gang the pod is a member of: its keys' gang, unless its job restarted since.
     pub fn gang(&self) -> Option<(&'static str, u32)> {
+        self.keys_gang().filter(|_| !self.superseded)
+    }
+
+    /// The gang its keys name, whatever its generation.
+    pub fn keys_gang(&self) -> Option<(&'static str, u32)> {
         self.slot.and_then(|s| SLOTS[s].0)
     }
 
     /// The task of a `g1` member: slot 3 is the master.
     pub fn task(&self) -> Option<&'static str> {
-        match (self.gang(), self.slot) {
+        match (self.keys_gang(), self.slot) {
             (Some(("g1", _)), Some(3)) => Some("master"),
             (Some(("g1", _)), _) => Some("worker"),
             _ => None,
@@ -315,7 +334,8 @@ impl SimPod {
     }
 
     pub fn object(&self) -> Pod {
-        let (annotations, labels, scheduling_group) = match (self.gang(), self.task()) {
+        let (mut annotations, mut labels, scheduling_group) = match (self.keys_gang(), self.task())
+        {
             (Some((g, _)), Some(task)) => (
                 json!({"scheduling.k8s.io/group-name": g, "volcano.sh/task-spec": task}),
                 json!({}),
@@ -343,6 +363,17 @@ impl SimPod {
             }
             (None, _) => (json!({}), json!({}), None),
         };
+        // Each gang's generation under another key: muster's own (g0, g3), JobSet's label
+        // (g2), Volcano's annotation (g1). Attempt 0 carries none, as a job never restarted.
+        if self.attempt > 0 {
+            let attempt = json!(self.attempt.to_string());
+            match self.keys_gang() {
+                Some(("g1", _)) => annotations["volcano.sh/job-version"] = attempt,
+                Some(("g2", _)) => labels["jobset.sigs.k8s.io/restart-attempt"] = attempt,
+                Some(_) => annotations["muster.dev/generation"] = attempt,
+                None => {}
+            }
+        }
         let mut meta = json!({
             "name": self.name,
             "namespace": "ml",
@@ -529,6 +560,8 @@ pub struct Cluster {
     /// bound under).
     pub last_min_member: [u32; 3],
     generation: u32,
+    /// Each gang's (of [`GANGS`]) job restart attempt: new members are made for it.
+    pub attempts: [u32; 4],
 }
 
 impl Cluster {
@@ -544,6 +577,7 @@ impl Cluster {
             claims: BTreeMap::new(),
             last_min_member: min,
             generation: 0,
+            attempts: [0; 4],
         }
     }
 
@@ -587,14 +621,33 @@ impl Cluster {
                 Some(("g0", _)) => self.shape.g0_topology,
                 _ => Topology::Anywhere,
             },
+            attempt: SLOTS[slot]
+                .0
+                .map_or(0, |(gang, _)| self.attempts[gang_index(gang)]),
+            superseded: false,
         }
     }
 
-    /// The live (not being deleted) pod of a slot.
+    /// The job of gang `gang` restarts: its attempt goes up, and its pods are superseded.
+    /// Returns them.
+    pub fn restart_job(&mut self, gang: usize) -> Vec<String> {
+        self.attempts[gang] += 1;
+        let name = GANGS[gang].0;
+        let mut old = Vec::new();
+        for p in &mut self.pods {
+            if p.gang().is_some_and(|(g, _)| g == name) {
+                p.superseded = true;
+                old.push(p.uid.clone());
+            }
+        }
+        old
+    }
+
+    /// The live (not being deleted) pod of a slot, of its gang's newest attempt.
     pub fn live_in_slot(&self, slot: usize) -> Option<&SimPod> {
         self.pods
             .iter()
-            .find(|p| p.slot == Some(slot) && !p.terminating)
+            .find(|p| p.slot == Some(slot) && !p.terminating && !p.superseded)
     }
 
     pub fn pod(&self, uid: &str) -> Option<&SimPod> {

@@ -90,7 +90,8 @@ pub struct Args {
     /// ask the autoscaler for room for the whole gang, as one CapacityBuffer
     /// (autoscaling.x-k8s.io/v1beta1) and its PodTemplate in the gang's namespace, deleted once
     /// the gang fits, is deleted or gives up. Off by default: it creates objects in users'
-    /// namespaces, and needs the CRD and deploy/rbac.yaml's rules for it.
+    /// namespaces, and needs the CRD and deploy/capacity-buffers-rbac.yaml's rules for it (the
+    /// Helm chart's capacityBuffers.enabled renders the flag and the RBAC).
     #[arg(long, env = "MUSTER_CAPACITY_BUFFERS", default_value_t = false, num_args = 0..=1,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub capacity_buffers: bool,

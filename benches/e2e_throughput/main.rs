@@ -53,6 +53,9 @@
 //! unpaced pods/s against vanilla, and per-pod API requests, CPU and kube-scheduler time
 //! (e2e-throughput-main.csv).
 //!
+//! `E2E_WORKLOAD=autoscaled cargo bench --bench e2e_throughput` runs [`autoscaled`] instead:
+//! gangs that fit only once Karpenter adds nodes, muster against kube-scheduler alone.
+//!
 //! Modules: [`params`] (the knobs), [`workload`] (what is created), [`create`] (creating it),
 //! [`setup`] (starting a configuration), [`run`] (one configuration: create, watch, sample),
 //! [`gangs`] (per-gang checks and times), [`readout`] (what is read off the cluster after a
@@ -62,6 +65,7 @@
 //! table, what users feel), [`report`] (Markdown, CSV), [`rounds`]
 //! (every round against the vanilla run of its round; the rounds CSV), [`chart`] (SVG).
 
+mod autoscaled;
 mod chart;
 mod create;
 mod dra;
@@ -114,6 +118,9 @@ fn main() {
 /// Returns false when (a) or (b) did not complete or a configuration named in E2E_GANG_CHECKS
 /// (muster) broke a gang guarantee.
 fn run(smoke: bool) -> Result<bool> {
+    if !smoke && autoscaled::requested() {
+        return autoscaled::run();
+    }
     let started = Instant::now();
     let p = Params::from_env(smoke)?;
     let w = build_workload(&p);

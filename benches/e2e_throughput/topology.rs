@@ -37,7 +37,7 @@ impl Layout {
     pub fn from_env() -> Result<Option<Self>> {
         let workload = std::env::var("E2E_WORKLOAD").unwrap_or_default();
         match workload.trim() {
-            "" | "mixed" | "dra" => Ok(None),
+            "" | "mixed" | "dra" | "autoscaled" => Ok(None),
             "topology" => {
                 let l = Layout {
                     rack_nodes: env_or("E2E_RACK_NODES", 8)?,
@@ -48,7 +48,9 @@ impl Layout {
                 }
                 Ok(Some(l))
             }
-            other => bail!("E2E_WORKLOAD must be mixed, topology or dra, got {other:?}"),
+            other => {
+                bail!("E2E_WORKLOAD must be mixed, topology, dra or autoscaled, got {other:?}")
+            }
         }
     }
 

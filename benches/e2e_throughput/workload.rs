@@ -13,7 +13,7 @@ use crate::params::{Mode, Params};
 pub const NS: &str = "bench";
 
 /// splitmix64: deterministic, good enough for workload shapes.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

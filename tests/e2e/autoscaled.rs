@@ -26,6 +26,12 @@
 //!    members short of room need are beyond every pool's limit, so muster asks for nothing, no
 //!    node is added, nothing is bound, and the members' message names the pool and its limit.
 //!
+//! 6. The gang of 8 on room for 3 with muster killed once its buffer stands: Karpenter adds the
+//!    two nodes while muster is down, and no member is bound at any poll while it stays down
+//!    (the room is there, but the members stay gated: muster down lets no gang bind partly);
+//!    once muster is back the gang is placed whole (never partly bound at any poll) on those
+//!    nodes, its buffer deleted, and no third node added.
+//!
 //! Without muster (`tests/control-run`) kube-scheduler binds the 3 members that fit at once and
 //! Karpenter adds nodes for the others as they are marked unschedulable, so the gang is partly
 //! bound for seconds: the tests fail on their whole-or-none (1) and nothing-bound (2)
@@ -34,7 +40,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
-use muster_harness::karpenter::{self, KarpenterPool};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use muster_harness::karpenter::{self, KarpenterPool, NODEPOOL_LABEL};
 use muster_harness::{
     holds_for, k8s, names, wait_for, Cluster, ClusterOptions, KeyScheme, NodeShape, PodBuilder,
     Progress, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
@@ -97,6 +105,37 @@ async fn buffers_are(c: &Cluster, ns: &str, want: usize) -> Result<()> {
         },
     )
     .await
+}
+
+/// The nodes Karpenter launched that are Ready and carry no NoSchedule or NoExecute taint
+/// (Karpenter's and the node lifecycle's startup taints are gone): room a pod can be bound to.
+async fn karpenter_nodes_ready(c: &Cluster) -> Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(c.client());
+    let mut ready: Vec<String> = nodes
+        .list(&ListParams::default().labels(NODEPOOL_LABEL))
+        .await?
+        .items
+        .into_iter()
+        .filter(|n| {
+            let status_ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let untainted = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_none_or(|ts| {
+                    ts.iter()
+                        .all(|t| t.effect != "NoSchedule" && t.effect != "NoExecute")
+                });
+            status_ready && untainted
+        })
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    ready.sort();
+    Ok(ready)
 }
 
 fn member(ns: &str, name: &str, group: &str, quorum: u32) -> PodBuilder {
@@ -316,6 +355,121 @@ async fn plain_pods_beside_a_gang_waiting_for_nodes_are_bound_at_once() -> Resul
         );
         gang.wait_whole(&c, PLACE * 2).await?;
         buffers_are(&c, ns, 0).await?;
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+#[tokio::test]
+async fn with_muster_down_while_karpenter_adds_the_nodes_the_gang_is_never_partly_bound(
+) -> Result<()> {
+    let _t = Timer(
+        "with_muster_down_while_karpenter_adds_the_nodes_the_gang_is_never_partly_bound",
+        Instant::now(),
+    );
+    let mut c = autoscaled(KarpenterPool::default()).await?;
+    let ns = "muster-down";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("3")).await?; // room for 3 of the 8
+        let members = names("g", 8);
+        for m in &members {
+            c.create(member(ns, m, "g", 8)).await?;
+        }
+        // Nothing bound (cluster truth first on every poll) until muster has asked for the
+        // gang's room.
+        c.wait_gang(ns, "g", &members, "the autoscaler asked", REASON, |g| {
+            g.waiting_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("cluster autoscaler is asked for"))
+        })
+        .await?;
+        buffers_are(&c, ns, 1).await?;
+
+        c.muster.kill_hard();
+        let down = Instant::now();
+        // While muster is down, no member bound at any poll: first until Karpenter's two nodes
+        // are up and free of startup taints (the room the gang lacked is there), then for a
+        // window after it, in which kube-scheduler alone would have bound them.
+        let none_bound = |what: &'static str| {
+            let c = &c;
+            let members = &members;
+            async move {
+                let bound = c.bound_pods(ns).await?;
+                let on: Vec<String> = members
+                    .iter()
+                    .filter_map(|m| bound.get(m).map(|n| format!("{m} → {n}")))
+                    .collect();
+                Ok::<_, anyhow::Error>(if on.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{CLUSTER_TRUTH} {what}, muster down: {} of 8 members bound: {}",
+                        on.len(),
+                        on.join(", ")
+                    ))
+                })
+            }
+        };
+        let added = wait_for(
+            "Karpenter's two nodes ready while muster is down",
+            PLACE,
+            || async {
+                if let Err(e) = none_bound("waiting for the nodes").await? {
+                    bail!("{e}");
+                }
+                let ready = karpenter_nodes_ready(&c).await?;
+                Ok(if ready.len() >= 2 {
+                    Progress::Done(ready)
+                } else {
+                    Progress::NotYet(format!("Karpenter's nodes ready: {ready:?}"))
+                })
+            },
+        )
+        .await?;
+        eprintln!(
+            "Karpenter's nodes {added:?} ready {:.1}s after muster was killed",
+            down.elapsed().as_secs_f64()
+        );
+        holds_for(
+            "no member bound while muster is down and the nodes are there",
+            WINDOW.max(Duration::from_secs(5)),
+            || none_bound("the nodes ready"),
+        )
+        .await?;
+
+        c.muster.restart().await?;
+        let back = Instant::now();
+        // Once muster is back: the gang whole, never partly bound at any poll.
+        WholeOrNone::new(ns, &members, 8)
+            .wait_whole(&c, PLACE)
+            .await?;
+        eprintln!(
+            "gang placed whole {:.1}s after muster was started again",
+            back.elapsed().as_secs_f64()
+        );
+        // On the nodes Karpenter added meanwhile: node-1 holds 3, so at least 5 are there.
+        let bound = c.bound_pods(ns).await?;
+        let on_added = members
+            .iter()
+            .filter(|m| bound.get(*m).is_some_and(|n| added.contains(n)))
+            .count();
+        ensure!(
+            on_added >= 5
+                && members.iter().all(|m| bound
+                    .get(m)
+                    .is_some_and(|n| n == "node-1" || added.contains(n))),
+            "{CLUSTER_TRUTH} the gang is not on node-1 and Karpenter's nodes {added:?} \
+             ({on_added} members on these): {bound:?}"
+        );
+        buffers_are(&c, ns, 0).await?;
+        let claims = karpenter::node_claim_names(&c.client()).await?;
+        ensure!(
+            claims.len() == 2,
+            "Karpenter launched {} nodes for 5 members that need 2: {claims:?}",
+            claims.len()
+        );
         Ok(())
     }
     .await;

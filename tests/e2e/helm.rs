@@ -35,7 +35,7 @@ const HELM_LABELS: [&str; 3] = [
 
 /// Where the chart differs from Kustomize on purpose. Each is applied by [`reconcile_intended`]
 /// to the pair of renders before they are compared, and must be found there (a stale entry fails).
-const INTENDED_DIFFERENCES: [(&str, &str); 3] = [
+const INTENDED_DIFFERENCES: [(&str, &str); 4] = [
     (
         "ConfigMap muster-scheduler-config",
         "Kustomize's configMapGenerator names it muster-scheduler-config-<content hash> (and the \
@@ -51,17 +51,25 @@ const INTENDED_DIFFERENCES: [(&str, &str); 3] = [
         "Kustomize cannot patch the base from deploy/second-scheduler/, so deploy/README.md has \
          users add it with `kubectl set env` (appended last, as the chart renders it)",
     ),
+    (
+        "Deployment muster: args --capacity-buffers --capacity-buffer-timeout=5m, with \
+         capacityBuffers.enabled",
+        "deploy/capacity-buffers-rbac.yaml is applied beside the base, which leaves the feature \
+         off; docs/operating.md has users append both flags to muster's arguments with a patch \
+         (last, as the chart renders them when extraArgs is empty)",
+    ),
 ];
 
 /// One mode of the chart and the Kustomize directories that render the same objects.
 struct Mode {
     name: &'static str,
     sets: &'static [&'static str],
-    /// Directories for `kubectl kustomize`; "cert-manager" means deploy/ with the component.
+    /// Directories for `kubectl kustomize`; "cert-manager" means deploy/ with the component; a
+    /// `.yaml` file is taken as it is (applied beside the base with `kubectl apply -f`).
     kustomize: &'static [&'static str],
 }
 
-const MODES: [Mode; 4] = [
+const MODES: [Mode; 5] = [
     Mode {
         name: "default scheduler, self-managed certificates (the defaults)",
         sets: &[],
@@ -85,7 +93,17 @@ const MODES: [Mode; 4] = [
         ],
         kustomize: &["cert-manager", "deploy/second-scheduler"],
     },
+    Mode {
+        name: "capacity buffers (an autoscaled cluster)",
+        sets: &["capacityBuffers.enabled=true"],
+        kustomize: &["deploy", CAPACITY_BUFFERS_RBAC],
+    },
 ];
+
+/// What `--capacity-buffers` needs, applied beside the Kustomize base (docs/operating.md).
+const CAPACITY_BUFFERS_RBAC: &str = "deploy/capacity-buffers-rbac.yaml";
+/// The flags docs/operating.md has Kustomize users append for it (the chart's defaults).
+const CAPACITY_BUFFERS_ARGS: [&str; 2] = ["--capacity-buffers", "--capacity-buffer-timeout=5m"];
 
 struct Output {
     ok: bool,
@@ -214,6 +232,9 @@ fn kubectl(kubeconfig: Option<&Path>, args: &[&str], stdin: Option<&str>) -> Res
 /// `kubectl kustomize` of one directory; "cert-manager" is deploy/ with the deploy/cert-manager
 /// component, through a throwaway kustomization as deploy/README.md tells users to write.
 fn kustomize(dir: &str) -> Result<String> {
+    if dir.ends_with(".yaml") {
+        return fs::read_to_string(repo_root().join(dir)).with_context(|| format!("reading {dir}"));
+    }
     let overlay;
     let target = if dir == "cert-manager" {
         overlay = repo_root().join("target").join(format!(
@@ -289,11 +310,25 @@ fn by_key(objs: Vec<Value>) -> Result<BTreeMap<String, Value>> {
 
 /// The intended differences of [`INTENDED_DIFFERENCES`], applied: the Kustomize ConfigMap's hash
 /// suffix (and the Deployment's reference to it) dropped, the chart's checksum annotation removed
-/// once checked. Only in renders with the second scheduler; there, each must be found.
+/// once checked (only in renders with the second scheduler; there, each must be found); with
+/// deploy/capacity-buffers-rbac.yaml, the flags users append to the base's muster.
 fn reconcile_intended(
     helm: &mut BTreeMap<String, Value>,
     kust: &mut BTreeMap<String, Value>,
 ) -> Result<()> {
+    if kust.contains_key("ClusterRole//muster-capacity-buffers") {
+        let args = kust
+            .get_mut(&format!("Deployment/{NS}/muster"))
+            .and_then(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut())
+            .context("Kustomize renders no muster container with args")?;
+        ensure!(
+            !args.iter().any(|a| a
+                .as_str()
+                .is_some_and(|a| a.starts_with("--capacity-buffer"))),
+            "Kustomize passes a --capacity-buffer flag itself: drop the intended difference"
+        );
+        args.extend(CAPACITY_BUFFERS_ARGS.map(|a| json!(a)));
+    }
     let prefix = format!("ConfigMap/{NS}/muster-scheduler-config-");
     let Some(hashed) = kust.keys().find(|k| k.starts_with(&prefix)).cloned() else {
         ensure!(
@@ -448,8 +483,12 @@ fn compare(mode: &Mode) -> Result<()> {
 #[test]
 fn chart_lints_clean_in_every_mode() -> Result<()> {
     let _t = Timer("helm lint", Instant::now());
-    let extra: [&[&str]; 3] = [
+    let extra: [&[&str]; 4] = [
         &["scope=every-pod"],
+        &[
+            "capacityBuffers.enabled=true",
+            "capacityBuffers.timeout=90s",
+        ],
         &[
             "serviceMonitor.enabled=true",
             "grafanaDashboard.enabled=true",
@@ -598,17 +637,84 @@ fn chart_options_beyond_kustomize_render_as_documented() -> Result<()> {
             c["args"]
         );
     }
+    // Capacity buffers: off by default (no flag, no RBAC, whatever the timeout); on, both flags
+    // and deploy/capacity-buffers-rbac.yaml's rules, bound to muster's ServiceAccount.
+    let capacity_flag = |c: &Value| {
+        c["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str())
+            .filter(|a| a.starts_with("--capacity-buffer"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let off = by_key(parse(&helm_template(&["capacityBuffers.timeout=10m"])?)?)?;
+    for objs in [&default, &off] {
+        let flags = capacity_flag(&muster_container(objs)?);
+        ensure!(
+            flags.is_empty() && !objs.keys().any(|k| k.ends_with("/muster-capacity-buffers")),
+            "capacity buffers are off by default: flags {flags:?}, objects {:?}",
+            objs.keys().collect::<Vec<_>>()
+        );
+    }
+    let on = by_key(parse(&helm_template(&[
+        "capacityBuffers.enabled=true",
+        "capacityBuffers.timeout=10m",
+    ])?)?)?;
+    let on_container = muster_container(&on)?;
+    let flags = capacity_flag(&on_container);
+    ensure!(
+        flags == ["--capacity-buffers", "--capacity-buffer-timeout=10m"],
+        "capacityBuffers.enabled with timeout 10m: muster's capacity flags {flags:?}"
+    );
+    let shipped = by_key(parse(&kustomize(CAPACITY_BUFFERS_RBAC)?)?)?;
+    let role = find(&on, "ClusterRole//muster-capacity-buffers")?;
+    let shipped_role = find(&shipped, "ClusterRole//muster-capacity-buffers")?;
+    ensure!(
+        role["rules"] == shipped_role["rules"],
+        "the chart's capacity-buffers rules {} are not {CAPACITY_BUFFERS_RBAC}'s {}",
+        role["rules"],
+        shipped_role["rules"]
+    );
+    let in_gangs = by_key(parse(&helm_template(&[
+        "capacityBuffers.enabled=true",
+        "namespace.name=gangs",
+    ])?)?)?;
+    let binding = find(&in_gangs, "ClusterRoleBinding//muster-capacity-buffers")?;
+    ensure!(
+        binding["roleRef"]["name"] == "muster-capacity-buffers"
+            && binding["subjects"]
+                == json!([{"kind": "ServiceAccount", "name": "muster", "namespace": "gangs"}]),
+        "the capacity-buffers binding in namespace gangs: {binding}"
+    );
+    let added: BTreeSet<&String> = on.keys().filter(|k| !default.contains_key(*k)).collect();
+    ensure!(
+        added
+            == BTreeSet::from([
+                &"ClusterRole//muster-capacity-buffers".to_string(),
+                &"ClusterRoleBinding//muster-capacity-buffers".to_string()
+            ]),
+        "capacityBuffers.enabled adds exactly the ClusterRole and its binding: added {added:?}"
+    );
+
     // Every flag the chart can pass is one this muster accepts.
     let help = Command::new(env!("CARGO_BIN_EXE_muster"))
         .arg("--help")
         .output()?;
     let help = String::from_utf8_lossy(&help.stdout);
-    for a in c["args"].as_array().into_iter().flatten().chain(
-        muster_container(&every)?["args"]
-            .as_array()
-            .into_iter()
-            .flatten(),
-    ) {
+    for a in c["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            muster_container(&every)?["args"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .chain(on_container["args"].as_array().into_iter().flatten())
+    {
         let flag = a.as_str().unwrap_or("").split('=').next().unwrap_or("");
         ensure!(
             help.contains(flag),
@@ -750,6 +856,18 @@ fn bad_values_are_refused_with_the_field_named() -> Result<()> {
         ("namespace.name=Muster_System", "at '/namespace/name'"),
         ("replica=3", "additional properties 'replica' not allowed"),
         ("extraArgs={gang-timeout=5s}", "at '/extraArgs/0'"),
+        (
+            "capacityBuffers.timeout=soon",
+            "at '/capacityBuffers/timeout': 'soon' does not match",
+        ),
+        (
+            "capacityBuffers.timeout=0s",
+            "at '/capacityBuffers/timeout': '0s' does not match",
+        ),
+        (
+            "capacityBuffers.enabled=yes",
+            "at '/capacityBuffers/enabled': got string, want boolean",
+        ),
         ("schedulerNames={volcano sched}", "at '/schedulerNames/0'"),
     ] {
         let mut args = vec!["template", "muster", CHART, "--kube-version", K8S_VERSION];
@@ -857,6 +975,7 @@ async fn every_chart_render_passes_server_side_dry_run_and_helm_installs_it() ->
         ],
         &[
             "scope=every-pod",
+            "capacityBuffers.enabled=true",
             "serviceMonitor.enabled=true",
             "grafanaDashboard.enabled=true",
             "networkPolicy.extraIngress[0].from[0].ipBlock.cidr=10.0.0.0/24",

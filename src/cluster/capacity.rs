@@ -32,7 +32,8 @@ use rustc_hash::FxHashMap as HashMap;
 use serde_json::{json, Map, Value};
 use tracing::{debug, info, warn};
 
-use crate::model::gather::{CapacityAsk, PoolRoom};
+use crate::model::gather::{CapacityAsk, PoolRequirement, PoolRoom};
+use crate::model::objects::Taint;
 use crate::model::objects::TolerationOperator;
 use crate::model::quantity;
 use crate::model::GangKey;
@@ -95,7 +96,55 @@ fn pool_room(pool: &DynamicObject) -> PoolRoom {
         memory: room("memory", |q| quantity::parse_units(q).ok()),
         cpu_limit: limit("cpu").unwrap_or_else(|| "none".into()),
         memory_limit: limit("memory").unwrap_or_else(|| "none".into()),
+        requirements: pool_requirements(&pool.data["spec"]["template"]["spec"]["requirements"]),
+        labels: pool.data["spec"]["template"]["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        taints: pool.data["spec"]["template"]["spec"]["taints"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| {
+                        let effect = t["effect"].as_str()?;
+                        (effect == "NoSchedule" || effect == "NoExecute").then(|| Taint {
+                            key: t["key"].as_str().unwrap_or_default().to_string(),
+                            value: t["value"].as_str().unwrap_or_default().to_string(),
+                            effect: effect.to_string(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
+}
+
+/// A NodePool template's requirements; entries without a key are skipped.
+fn pool_requirements(v: &Value) -> Vec<PoolRequirement> {
+    v.as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter_map(|r| {
+                    Some(PoolRequirement {
+                        key: r["key"].as_str()?.to_string(),
+                        operator: r["operator"].as_str().unwrap_or("In").to_string(),
+                        values: r["values"]
+                            .as_array()
+                            .map(|vs| {
+                                vs.iter()
+                                    .filter_map(|v| v.as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn buffers() -> ApiResource {

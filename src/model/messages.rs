@@ -290,6 +290,16 @@ pub fn beyond_node_pools(
     )
 }
 
+/// A gathered gang short of room whose members no NodePool's nodes could take.
+pub fn no_node_pool_admits(key: &GangKey, short: u32, why: &[String]) -> String {
+    format!(
+        "gang {key}: {short} members do not fit on the nodes that exist, and no NodePool may add \
+         a node they could use ({}); no node is asked for, the gang waits for room, holding \
+         nothing",
+        why.join("; ")
+    )
+}
+
 /// The autoscaler was asked for room for a gathered gang and it did not come in time.
 pub fn autoscaler_gave_up(
     key: &GangKey,

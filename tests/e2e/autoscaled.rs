@@ -32,6 +32,10 @@
 //!    once muster is back the gang is placed whole (never partly bound at any poll) on those
 //!    nodes, its buffer deleted, and no third node added.
 //!
+//! 7. A gang whose members select a label no NodePool gives its nodes, on room for 3 of 8 on a
+//!    node that has it: muster asks for nothing (no node Karpenter adds would serve it), no node
+//!    is added, nothing is bound, and the message names the pool and the label.
+//!
 //! Without muster (`tests/control-run`) kube-scheduler binds the 3 members that fit at once and
 //! Karpenter adds nodes for the others as they are marked unschedulable, so the gang is partly
 //! bound for seconds: the tests fail on their whole-or-none (1) and nothing-bound (2)
@@ -470,6 +474,71 @@ async fn with_muster_down_while_karpenter_adds_the_nodes_the_gang_is_never_partl
             "Karpenter launched {} nodes for 5 members that need 2: {claims:?}",
             claims.len()
         );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Case 7: a gang whose members select a label no NodePool gives its nodes
+/// (`example.com/accel=tpu`; the pool's requirements name only instance type and capacity
+/// type), on a node that has it with room for 3 of the 8: no node Karpenter could add would
+/// serve it, so muster asks for nothing, no node is added, nothing is bound on any poll of a
+/// window, and the members' message names the pool and the label it cannot give.
+#[tokio::test]
+async fn a_gang_whose_node_selector_no_node_pool_gives_gets_no_node_and_is_told_why() -> Result<()>
+{
+    let _t = Timer(
+        "a_gang_whose_node_selector_no_node_pool_gives_gets_no_node_and_is_told_why",
+        Instant::now(),
+    );
+    let c = autoscaled(KarpenterPool::default()).await?;
+    let ns = "no-pool-admits";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node(
+            "node-1",
+            NodeShape::cpu("3").label("example.com/accel", "tpu"),
+        )
+        .await?; // room for 3 of the 8
+        let members = names("g", 8);
+        for m in &members {
+            c.create(member(ns, m, "g", 8).node_selector("example.com/accel", "tpu"))
+                .await?;
+        }
+        c.wait_gang(
+            ns,
+            "g",
+            &members,
+            "the NodePool's missing label named",
+            REASON,
+            |g| {
+                g.waiting_reason.as_deref().is_some_and(|r| {
+                    r.contains("no NodePool may add a node they could use")
+                        && r.contains("nodeSelector example.com/accel=tpu")
+                })
+            },
+        )
+        .await?;
+        holds_for(
+            "no node added, no buffer and no member bound",
+            WINDOW.max(Duration::from_secs(10)),
+            || async {
+                let claims = karpenter::node_claim_names(&c.client()).await?;
+                let buffers = karpenter::capacity_buffer_names(&c.client(), ns).await?;
+                let bound = c.bound_pods(ns).await?;
+                Ok(if !bound.is_empty() {
+                    Err(format!("{CLUSTER_TRUTH} members bound: {bound:?}"))
+                } else if !claims.is_empty() || !buffers.is_empty() {
+                    Err(format!(
+                        "NodeClaims {claims:?}, CapacityBuffers {buffers:?}"
+                    ))
+                } else {
+                    Ok(())
+                })
+            },
+        )
+        .await?;
         Ok(())
     }
     .await;

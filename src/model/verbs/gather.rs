@@ -549,7 +549,7 @@ mod capacity;
 mod orphans;
 #[path = "gather/seats.rs"]
 mod seats;
-pub use capacity::{CapacityAsk, MemberShape, PoolRoom};
+pub use capacity::{CapacityAsk, MemberShape, PoolRequirement, PoolRoom};
 
 #[cfg(test)]
 #[path = "gather/tests.rs"]

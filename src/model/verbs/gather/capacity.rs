@@ -21,11 +21,12 @@
 use std::time::Instant;
 
 use crate::model::inputs::membership::GangKey;
-use crate::model::inputs::objects::Toleration;
+use crate::model::inputs::objects::{Taint, Toleration};
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::NoticeKind;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
+use crate::model::rules::taint_toleration::tolerated;
 use crate::model::table::gang::RoomAsked;
 use crate::model::table::GangTable;
 
@@ -50,6 +51,106 @@ pub struct PoolRoom {
     /// The limits as written, for the message.
     pub cpu_limit: String,
     pub memory_limit: String,
+    /// `spec.template.spec.requirements`: what its nodes' labels may be.
+    pub requirements: Vec<PoolRequirement>,
+    /// `spec.template.metadata.labels`: labels every node it adds has.
+    pub labels: Vec<(String, String)>,
+    /// `spec.template.spec.taints` that keep pods off (`NoSchedule`, `NoExecute`); its
+    /// `startupTaints` go once a node is ready and are not here.
+    pub taints: Vec<Taint>,
+}
+
+/// One requirement of a NodePool's node template (`key`, `operator`, `values`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRequirement {
+    pub key: String,
+    pub operator: String,
+    pub values: Vec<String>,
+}
+
+impl PoolRoom {
+    /// Whether a node this pool adds could take a member of `shape`: every `nodeSelector`
+    /// pair must be a label its nodes may have, and every taint its nodes carry must be
+    /// tolerated; else why not, for the message. Karpenter's rule for labels (its scheduler's
+    /// requirements, sigs.k8s.io/karpenter v1.15 `pkg/scheduling`): a label is given by the
+    /// template's labels, or allowed by a requirement on its key; a key neither names is
+    /// allowed only if it is one of the well-known labels the instance types give (zone,
+    /// instance type, architecture…), which muster does not know, so those pass. Required node
+    /// affinity is not judged here (a member it keeps off every pool's nodes is given up after
+    /// `--capacity-buffer-timeout`).
+    pub fn admits(&self, shape: &MemberShape) -> Result<(), String> {
+        for (key, value) in &shape.node_selector {
+            if let Some((_, v)) = self.labels.iter().find(|(k, _)| k == key) {
+                if v != value {
+                    return Err(format!(
+                        "nodeSelector {key}={value}, but its nodes are labelled {key}={v}"
+                    ));
+                }
+                continue;
+            }
+            if key == "karpenter.sh/nodepool" {
+                if *value != self.name {
+                    return Err(format!("nodeSelector {key}={value}"));
+                }
+                continue;
+            }
+            let on_key: Vec<&PoolRequirement> =
+                self.requirements.iter().filter(|r| r.key == *key).collect();
+            if on_key.is_empty() {
+                if well_known(key) {
+                    continue;
+                }
+                return Err(format!(
+                    "nodeSelector {key}={value}, a label none of its requirements or template \
+                     labels gives its nodes"
+                ));
+            }
+            for r in on_key {
+                let listed = r.values.iter().any(|v| v == value);
+                let refused = match r.operator.as_str() {
+                    "In" => !listed,
+                    "NotIn" => listed,
+                    "DoesNotExist" => true,
+                    // Exists, Gt, Lt: allowed, or judged by instance types muster does not read.
+                    _ => false,
+                };
+                if refused {
+                    return Err(format!(
+                        "nodeSelector {key}={value}, against its requirement {key} {} [{}]",
+                        r.operator,
+                        r.values.join(", ")
+                    ));
+                }
+            }
+        }
+        if let Some(t) = self
+            .taints
+            .iter()
+            .find(|t| !tolerated(&shape.tolerations, t))
+        {
+            let value = if t.value.is_empty() {
+                String::new()
+            } else {
+                format!("={}", t.value)
+            };
+            return Err(format!(
+                "its nodes' taint {}{value}:{}, which the members do not tolerate",
+                t.key, t.effect
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A label the cloud provider's instance types give nodes (Kubernetes' own and Karpenter's
+/// domains): muster cannot tell which values a pool's instance types offer, so it assumes any.
+fn well_known(key: &str) -> bool {
+    let domain = key.split_once('/').map_or("", |(d, _)| d);
+    domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || domain == "k8s.io"
+        || domain.ends_with(".k8s.io")
+        || domain.contains("karpenter")
 }
 
 /// One gang's request to the autoscaler (`cluster::capacity` writes it).
@@ -169,7 +270,9 @@ impl GangTable {
     }
 
     /// Judges every gang waiting for room against what the cluster's NodePools may still add
-    /// (read, never written): a gang whose members short of room ask, together, for more CPU
+    /// (read, never written): a gang no pool's nodes could take (its members' `nodeSelector`
+    /// or tolerations, see [`PoolRoom::admits`]) is not asked for, and its members hear each
+    /// pool's reason; a gang whose members short of room ask, together, for more CPU
     /// or memory than every pool's limit leaves is not asked for (nodes added up to a limit
     /// would hold part of it: wasted), and its members hear which limit stops it; one a pool
     /// holds again is asked for again. `pools` empty: nothing is judged (no NodePool is read:
@@ -204,14 +307,24 @@ impl GangTable {
                 p.cpu_milli.is_none_or(|room| need_cpu <= room)
                     && p.memory.is_none_or(|room| need_memory <= room)
             };
-            let beyond = if pools.iter().any(holds) {
+            let admitting: Vec<&PoolRoom> =
+                pools.iter().filter(|p| p.admits(&shape).is_ok()).collect();
+            let beyond = if admitting.is_empty() {
+                let why: Vec<String> = pools
+                    .iter()
+                    .filter_map(|p| {
+                        Some(format!("NodePool {}: {}", p.name, p.admits(&shape).err()?))
+                    })
+                    .collect();
+                Some(messages::no_node_pool_admits(&key, short, &why))
+            } else if admitting.iter().any(|p| holds(p)) {
                 None
             } else {
                 // The pool with the most CPU left names the limit.
-                let best = pools
+                let best = admitting
                     .iter()
                     .max_by_key(|p| p.cpu_milli.unwrap_or(i64::MAX))
-                    .expect("pools is not empty");
+                    .expect("admitting is not empty");
                 let (resource, need, room, limit) = match (best.cpu_milli, best.memory) {
                     (Some(room), _) if need_cpu > room => (
                         "cpu",
@@ -240,7 +353,7 @@ impl GangTable {
                     &best.name,
                     &room,
                     &limit,
-                    pools.len(),
+                    admitting.len(),
                 ))
             };
             let Some(asked) = self.gangs.get_mut(&key).and_then(|g| g.room_asked.as_mut()) else {

@@ -2,9 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::model::gather::{Gatherer, PoolRoom, GATHER_GATE};
+use crate::model::gather::{Gatherer, MemberShape, PoolRequirement, PoolRoom, GATHER_GATE};
 use crate::model::notice::NoticeKind;
-use crate::model::objects::PodRules;
+use crate::model::objects::{PodRules, Taint, Toleration, TolerationOperator};
 use crate::model::table::GangTable;
 use crate::model::{GangKey, ModelConfig, NodeInfo, PodInfo};
 use crate::testkit::{self, pod};
@@ -151,7 +151,167 @@ fn pool(name: &str, cpu_left: Option<i64>) -> PoolRoom {
         memory: None,
         cpu_limit: "8".into(),
         memory_limit: "none".into(),
+        requirements: vec![],
+        // The label the members of these tests select.
+        labels: vec![("pool".into(), "gpu".into())],
+        taints: vec![],
     }
+}
+
+fn requirement(key: &str, operator: &str, values: &[&str]) -> PoolRequirement {
+    PoolRequirement {
+        key: key.into(),
+        operator: operator.into(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+    }
+}
+
+fn shape(selector: &[(&str, &str)], tolerations: Vec<Toleration>) -> MemberShape {
+    MemberShape {
+        requests: Default::default(),
+        node_selector: selector
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        tolerations,
+    }
+}
+
+/// Karpenter's rule for the labels a NodePool's nodes may have, and its taints.
+#[test]
+fn a_pool_admits_members_whose_selector_its_labels_and_requirements_allow_and_who_tolerate_its_taints(
+) {
+    let bare = PoolRoom {
+        labels: vec![],
+        ..pool("p", None)
+    };
+    // Well-known labels come from instance types muster does not read: allowed.
+    assert_eq!(
+        bare.admits(&shape(
+            &[
+                ("kubernetes.io/arch", "arm64"),
+                ("topology.kubernetes.io/zone", "z1"),
+                ("karpenter.kwok.sh/instance-family", "c")
+            ],
+            vec![]
+        )),
+        Ok(())
+    );
+    // A label of its own no requirement or template label gives: refused.
+    assert_eq!(
+        bare.admits(&shape(&[("example.com/accel", "tpu")], vec![])),
+        Err(
+            "nodeSelector example.com/accel=tpu, a label none of its requirements or template \
+             labels gives its nodes"
+                .into()
+        )
+    );
+    let with = |r: PoolRequirement| PoolRoom {
+        requirements: vec![r],
+        ..bare.clone()
+    };
+    let tpu = shape(&[("example.com/accel", "tpu")], vec![]);
+    assert_eq!(
+        with(requirement("example.com/accel", "In", &["tpu", "gpu"])).admits(&tpu),
+        Ok(())
+    );
+    assert_eq!(
+        with(requirement("example.com/accel", "Exists", &[])).admits(&tpu),
+        Ok(())
+    );
+    assert_eq!(
+        with(requirement("example.com/accel", "In", &["gpu"])).admits(&tpu),
+        Err("nodeSelector example.com/accel=tpu, against its requirement example.com/accel In [gpu]".into())
+    );
+    assert!(with(requirement("example.com/accel", "NotIn", &["tpu"]))
+        .admits(&tpu)
+        .is_err());
+    assert!(with(requirement("example.com/accel", "DoesNotExist", &[]))
+        .admits(&tpu)
+        .is_err());
+    assert!(with(requirement("kubernetes.io/arch", "In", &["amd64"]))
+        .admits(&shape(&[("kubernetes.io/arch", "arm64")], vec![]))
+        .is_err());
+    // karpenter.sh/nodepool is the pool's name.
+    assert_eq!(
+        bare.admits(&shape(&[("karpenter.sh/nodepool", "p")], vec![])),
+        Ok(())
+    );
+    assert!(bare
+        .admits(&shape(&[("karpenter.sh/nodepool", "q")], vec![]))
+        .is_err());
+    // Template labels are what every node has.
+    assert!(pool("p", None)
+        .admits(&shape(&[("pool", "cpu")], vec![]))
+        .is_err());
+    // Taints must be tolerated.
+    let tainted = PoolRoom {
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: "ml".into(),
+            effect: "NoSchedule".into(),
+        }],
+        ..bare.clone()
+    };
+    assert_eq!(
+        tainted.admits(&shape(&[], vec![])),
+        Err("its nodes' taint dedicated=ml:NoSchedule, which the members do not tolerate".into())
+    );
+    let tolerates = Toleration {
+        key: "dedicated".into(),
+        operator: TolerationOperator::Equal,
+        value: "ml".into(),
+        effect: String::new(),
+    };
+    assert_eq!(tainted.admits(&shape(&[], vec![tolerates])), Ok(()));
+}
+
+/// A gang whose members no pool's nodes could take gets no buffer (no node would serve it),
+/// and its members hear each pool's reason; a pool that admits them brings the ask back.
+#[test]
+fn a_gang_no_pools_nodes_could_take_is_not_asked_for_and_hears_each_pools_reason() {
+    let mut t = table(
+        Some(BOUND),
+        &[testkit::node("n1").cpu(3000).label("pool", "gpu").build()],
+    );
+    gang_of_4(&mut t);
+    let mut g = Gatherer::new(true);
+    let now = Instant::now();
+    g.gather(&mut t, now);
+    t.take_notices();
+    let cpu_pool = PoolRoom {
+        labels: vec![],
+        requirements: vec![requirement("pool", "In", &["cpu"])],
+        ..pool("cpu", None)
+    };
+    let tainted = PoolRoom {
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: String::new(),
+            effect: "NoExecute".into(),
+        }],
+        ..pool("reserved", None)
+    };
+    t.judge_against_pools(&[cpu_pool.clone(), tainted]);
+    assert!(t.capacity_asks().is_empty(), "{:?}", t.capacity_asks());
+    let told: Vec<String> = t
+        .take_notices()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::Waiting)
+        .map(|n| n.message)
+        .collect();
+    assert!(!told.is_empty());
+    assert!(
+        told.iter().all(|m| m
+            == "gang ml/g: 1 members do not fit on the nodes that exist, and no NodePool may add \
+                a node they could use (NodePool cpu: nodeSelector pool=gpu, against its \
+                requirement pool In [cpu]; NodePool reserved: its nodes' taint dedicated:NoExecute, \
+                which the members do not tolerate); no node is asked for, the gang waits for room, \
+                holding nothing"),
+        "{told:?}"
+    );
+    t.judge_against_pools(&[cpu_pool, pool("gpu", None)]);
+    assert_eq!(t.capacity_asks().len(), 1);
 }
 
 #[test]

@@ -111,6 +111,30 @@ async fn buffers_are(c: &Cluster, ns: &str, want: usize) -> Result<()> {
     .await
 }
 
+/// On every poll of a window: no member of `ns` bound (cluster truth), no NodeClaim and no
+/// CapacityBuffer: a gang the autoscaler cannot serve gets nothing.
+async fn nothing_added_nor_bound(c: &Cluster, ns: &str) -> Result<()> {
+    holds_for(
+        "no node added, no buffer and no member bound",
+        WINDOW.max(Duration::from_secs(10)),
+        || async {
+            let claims = karpenter::node_claim_names(&c.client()).await?;
+            let buffers = karpenter::capacity_buffer_names(&c.client(), ns).await?;
+            let bound = c.bound_pods(ns).await?;
+            Ok(if !bound.is_empty() {
+                Err(format!("{CLUSTER_TRUTH} members bound: {bound:?}"))
+            } else if !claims.is_empty() || !buffers.is_empty() {
+                Err(format!(
+                    "NodeClaims {claims:?}, CapacityBuffers {buffers:?}"
+                ))
+            } else {
+                Ok(())
+            })
+        },
+    )
+    .await
+}
+
 /// The nodes Karpenter launched that are Ready and carry no NoSchedule or NoExecute taint
 /// (Karpenter's and the node lifecycle's startup taints are gone): room a pod can be bound to.
 async fn karpenter_nodes_ready(c: &Cluster) -> Result<Vec<String>> {
@@ -243,25 +267,7 @@ async fn a_gang_beyond_the_node_pools_cpu_limit_gets_no_node_and_is_told_the_lim
             },
         )
         .await?;
-        holds_for(
-            "no node added and no member bound",
-            WINDOW.max(Duration::from_secs(10)),
-            || async {
-                let claims = karpenter::node_claim_names(&c.client()).await?;
-                let buffers = karpenter::capacity_buffer_names(&c.client(), ns).await?;
-                let bound = c.bound_pods(ns).await?;
-                Ok(if !bound.is_empty() {
-                    Err(format!("{CLUSTER_TRUTH} members bound: {bound:?}"))
-                } else if !claims.is_empty() || !buffers.is_empty() {
-                    Err(format!(
-                        "NodeClaims {claims:?}, CapacityBuffers {buffers:?}"
-                    ))
-                } else {
-                    Ok(())
-                })
-            },
-        )
-        .await?;
+        nothing_added_nor_bound(&c, ns).await?;
         Ok(())
     }
     .await;
@@ -520,25 +526,7 @@ async fn a_gang_whose_node_selector_no_node_pool_gives_gets_no_node_and_is_told_
             },
         )
         .await?;
-        holds_for(
-            "no node added, no buffer and no member bound",
-            WINDOW.max(Duration::from_secs(10)),
-            || async {
-                let claims = karpenter::node_claim_names(&c.client()).await?;
-                let buffers = karpenter::capacity_buffer_names(&c.client(), ns).await?;
-                let bound = c.bound_pods(ns).await?;
-                Ok(if !bound.is_empty() {
-                    Err(format!("{CLUSTER_TRUTH} members bound: {bound:?}"))
-                } else if !claims.is_empty() || !buffers.is_empty() {
-                    Err(format!(
-                        "NodeClaims {claims:?}, CapacityBuffers {buffers:?}"
-                    ))
-                } else {
-                    Ok(())
-                })
-            },
-        )
-        .await?;
+        nothing_added_nor_bound(&c, ns).await?;
         Ok(())
     }
     .await;

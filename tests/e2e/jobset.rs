@@ -446,41 +446,9 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
         for w in &old_workers {
             patch_pod(&c, ns, w, json!({"metadata": {"finalizers": [HOLD]}})).await?;
         }
-        patch_pod(
-            &c,
-            ns,
-            &leader,
-            json!({"metadata": {"annotations": {FINISH: "Failed"}}}),
-        )
-        .await?;
-
         let second = Generation::new(ns, "train", "1");
-        let new_leader = wait_for(
-            "the restart: a new leader while the old workers terminate",
-            PLACE,
-            || async {
-                if let Err(e) = second.check(&c).await? {
-                    anyhow::bail!("{e}");
-                }
-                let pods = pods_of(&c, ns, "train").await?;
-                let terminating = old_workers
-                    .iter()
-                    .filter(|w| pods.get(*w).is_some_and(is_terminating))
-                    .count();
-                let new: Vec<&String> = pods
-                    .iter()
-                    .filter(|(_, p)| label(p, RESTART_ATTEMPT) == Some("1"))
-                    .map(|(n, _)| n)
-                    .collect();
-                Ok(match new.as_slice() {
-                    [one] if terminating == old_workers.len() => Progress::Done((*one).clone()),
-                    _ => Progress::NotYet(format!(
-                        "{terminating} old workers terminating, new pods {new:?}"
-                    )),
-                })
-            },
-        )
-        .await?;
+        let new_leader =
+            fail_leader_for_a_lone_new_one(&c, &second, &leader, &old_workers, true).await?;
         second
             .holds_none_bound(&c, "its workers not created while the old terminate")
             .await?;
@@ -525,6 +493,58 @@ async fn a_jobset_restart_gathers_the_new_pods_while_the_old_terminate_and_place
     }
     .await;
     c.report(&[ns], r).await
+}
+
+/// Fails the first generation's `leader` and waits until JobSet's restart has made the leader
+/// of generation `next` and nothing else of it (with `old_terminating`, once every one of
+/// `old_workers` is terminating too); fails at a partial gang of `next` on any poll. Returns
+/// the new leader's name.
+async fn fail_leader_for_a_lone_new_one(
+    c: &Cluster,
+    next: &Generation<'_>,
+    leader: &str,
+    old_workers: &[String],
+    old_terminating: bool,
+) -> Result<String> {
+    let ns = next.ns;
+    patch_pod(
+        c,
+        ns,
+        leader,
+        json!({"metadata": {"annotations": {FINISH: "Failed"}}}),
+    )
+    .await?;
+    wait_for(
+        &format!(
+            "the restart: a new leader while the old workers {}",
+            if old_terminating { "terminate" } else { "run" }
+        ),
+        PLACE,
+        || async {
+            if let Err(e) = next.check(c).await? {
+                anyhow::bail!("{e}");
+            }
+            let pods = pods_of(c, ns, next.jobset).await?;
+            let terminating = old_workers
+                .iter()
+                .filter(|w| pods.get(*w).is_some_and(is_terminating))
+                .count();
+            let new: Vec<&String> = pods
+                .iter()
+                .filter(|(_, p)| label(p, RESTART_ATTEMPT) == Some(next.attempt))
+                .map(|(n, _)| n)
+                .collect();
+            Ok(match new.as_slice() {
+                [one] if !old_terminating || terminating == old_workers.len() => {
+                    Progress::Done((*one).clone())
+                }
+                _ => Progress::NotYet(format!(
+                    "{terminating} old workers terminating, new pods {new:?}"
+                )),
+            })
+        },
+    )
+    .await
 }
 
 /// The name of the policy (and its binding) [`keep_old_workers`] installs.
@@ -708,35 +728,9 @@ async fn a_jobset_recreated_while_its_old_workers_still_run_binds_nothing_of_the
         let (leader, old_workers) =
             first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
         keep_old_workers(&c, ns, &old_workers[0]).await?;
-        patch_pod(
-            &c,
-            ns,
-            &leader,
-            json!({"metadata": {"annotations": {FINISH: "Failed"}}}),
-        )
-        .await?;
-
         let second = Generation::new(ns, "train", "1");
-        let new_leader = wait_for(
-            "the restart: a new leader while the old workers run",
-            PLACE,
-            || async {
-                if let Err(e) = second.check(&c).await? {
-                    anyhow::bail!("{e}");
-                }
-                let pods = pods_of(&c, ns, "train").await?;
-                let new: Vec<&String> = pods
-                    .iter()
-                    .filter(|(_, p)| label(p, RESTART_ATTEMPT) == Some("1"))
-                    .map(|(n, _)| n)
-                    .collect();
-                Ok(match new.as_slice() {
-                    [one] => Progress::Done((*one).clone()),
-                    _ => Progress::NotYet(format!("new pods {new:?}")),
-                })
-            },
-        )
-        .await?;
+        let new_leader =
+            fail_leader_for_a_lone_new_one(&c, &second, &leader, &old_workers, false).await?;
         second
             .holds_none_bound(&c, "its old workers still run bound")
             .await?;

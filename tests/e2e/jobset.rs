@@ -29,10 +29,15 @@
 //!    old workers hear `GangMemberSuperseded`, and once they go the new generation is placed
 //!    whole.
 //!
+//! 5. A JobSet deleted and submitted again under its name while the first one's workers still
+//!    run bound, on room for 3 of the new 4 beside them: the new pods (another
+//!    `jobset.sigs.k8s.io/jobset-uid`) are not members joining the old workers; nothing of
+//!    them is bound until the old workers go, then the new JobSet is placed whole.
+//!
 //! Without muster (`tests/control-run`) kube-scheduler binds the pods that fit at once, so each
 //! test fails there on a cluster-truth check: the first binds 3 of 4, the second binds the new
 //! leader alone while the old workers terminate, the third binds 3 of the new 4, the fourth binds
-//! the new leader alone beside the old workers.
+//! the new leader alone beside the old workers, the fifth 3 of the new JobSet's 4.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -42,10 +47,14 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use muster_harness::jobset::{self, JOBSET_NAME, REPLICATED_JOB_NAME, RESTART_ATTEMPT};
+
+/// JobSet's uid on every pod of a JobSet (`JobSetUIDKey`).
+const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
 use muster_harness::policy::GATHER_GATE;
 use muster_harness::timing::FAN_OUT;
 use muster_harness::{
@@ -144,6 +153,8 @@ struct Generation<'a> {
     ns: &'a str,
     jobset: &'a str,
     attempt: &'a str,
+    /// Only the pods of this JobSet uid (a JobSet submitted again under its name), if set.
+    uid: Option<String>,
     partial_since: Cell<Option<Instant>>,
 }
 
@@ -153,8 +164,15 @@ impl<'a> Generation<'a> {
             ns,
             jobset,
             attempt,
+            uid: None,
             partial_since: Cell::new(None),
         }
+    }
+
+    /// The same generation of the JobSet of `uid` only.
+    fn of_uid(mut self, uid: &str) -> Self {
+        self.uid = Some(uid.to_string());
+        self
     }
 
     /// The generation's live pods (neither terminating nor finished), by name.
@@ -163,6 +181,11 @@ impl<'a> Generation<'a> {
             .await?
             .into_iter()
             .filter(|(_, p)| label(p, RESTART_ATTEMPT) == Some(self.attempt))
+            .filter(|(_, p)| {
+                self.uid
+                    .as_deref()
+                    .is_none_or(|u| label(p, JOBSET_UID) == Some(u))
+            })
             .filter(|(_, p)| {
                 !is_terminating(p) && !matches!(phase(p), Some("Succeeded" | "Failed"))
             })
@@ -763,6 +786,130 @@ async fn a_jobset_recreated_while_its_old_workers_still_run_binds_nothing_of_the
             "new generation placed whole and running {:.1}s after the old workers let go: {running:?}",
             t0.elapsed().as_secs_f64()
         );
+        Ok(())
+    }
+    .await;
+    c.report(&[ns], r).await
+}
+
+/// Case 5: a JobSet deleted and submitted again under its name while the first one's workers
+/// still run bound (their deletion refused, as behind a slow garbage collector), on room for 3
+/// of the new 4 pods beside them. The new pods are another incarnation of the gang
+/// (`jobset.sigs.k8s.io/jobset-uid`), not members joining the old workers: nothing of them is
+/// bound on any poll of a window, all behind muster's gate. The old workers gone, the new
+/// JobSet is placed whole (never part of it on any poll) and runs.
+#[tokio::test]
+async fn a_jobset_submitted_again_while_its_old_workers_run_binds_nothing_until_it_is_whole(
+) -> Result<()> {
+    let _t = Timer(
+        "a_jobset_submitted_again_while_its_old_workers_run_binds_nothing_until_it_is_whole",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).with_jobset()).await?;
+    let ns = "jobset-again";
+    let r = async {
+        c.namespace(ns).await?;
+        c.add_node("node-1", NodeShape::cpu("300m")).await?;
+        c.add_node("node-2", NodeShape::cpu("300m")).await?; // room for 6 × 100m
+        let api = jobset::api(&c.client(), ns);
+        let (_, old_workers) = first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
+        let old_uid = api
+            .get("train")
+            .await?
+            .metadata
+            .uid
+            .context("the JobSet has no uid")?;
+        keep_old_workers(&c, ns, &old_workers[0]).await?;
+        api.delete("train", &DeleteParams::default()).await?;
+        // The first JobSet and its Jobs gone, their workers kept: as the garbage collector
+        // leaves them when it has deleted the Jobs and not yet their pods (here it would take
+        // its time retrying the refused deletions; the Jobs are deleted orphaning their pods
+        // instead), so the new JobSet's Jobs, of the same names, can be created at once.
+        let jobs: Api<Job> = Api::namespaced(c.client(), ns);
+        let orphan = DeleteParams {
+            propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+            ..Default::default()
+        };
+        wait_for("the first JobSet and its Jobs gone", PLACE, || async {
+            let left: Vec<String> = jobs
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|j| j.metadata.name)
+                .collect();
+            for j in &left {
+                match jobs.delete(j, &orphan).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(match api.get_opt("train").await? {
+                None if left.is_empty() => Progress::Done(()),
+                js => Progress::NotYet(format!("JobSet there: {}, Jobs {left:?}", js.is_some())),
+            })
+        })
+        .await?;
+        api.create(
+            &PostParams::default(),
+            &leader_and_workers(ns, "train", Some(json!({"maxRestarts": 1})))?,
+        )
+        .await?;
+        let new_uid = api
+            .get("train")
+            .await?
+            .metadata
+            .uid
+            .context("the JobSet has no uid")?;
+        anyhow::ensure!(new_uid != old_uid, "the JobSet kept its uid");
+        let again = Generation::new(ns, "train", "0").of_uid(&new_uid);
+        wait_for("the new JobSet's 4 pods", PLACE, || async {
+            let live = match again.check(&c).await? {
+                Ok(live) => live,
+                Err(e) => anyhow::bail!("{e}"),
+            };
+            Ok(if live.len() == MEMBERS {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("{} pods", live.len()))
+            })
+        })
+        .await?;
+        again
+            .holds_none_bound(&c, "room for 3 of 4 beside the old workers")
+            .await?;
+        let pods = pods_of(&c, ns, "train").await?;
+        for w in &old_workers {
+            let p = pods.get(w).with_context(|| format!("{w} is gone"))?;
+            anyhow::ensure!(
+                !is_terminating(p) && k8s::pod_node(p).is_some(),
+                "{w} was to stay live and bound while the new JobSet waited"
+            );
+        }
+        ensure_gated(again.live(&c).await?.values())?;
+
+        Api::<ValidatingAdmissionPolicyBinding>::all(c.client())
+            .delete(KEEP, &DeleteParams::default())
+            .await?;
+        // What the garbage collector does once it may (its retries back off): the old pods go,
+        // once the API server no longer enforces the removed binding.
+        wait_for("the old workers deleted", REASON, || async {
+            let mut refused = Vec::new();
+            for w in &old_workers {
+                if let Err(e) = c.delete_pod(ns, w).await {
+                    refused.push(format!("{w}: {e}"));
+                }
+            }
+            Ok(if refused.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(refused.join("; "))
+            })
+        })
+        .await?;
+        let running = again.wait_running_whole(&c).await?;
+        eprintln!("the JobSet submitted again placed whole once the old workers went: {running:?}");
         Ok(())
     }
     .await;

@@ -43,6 +43,10 @@ pub const GENERATION: &str = "muster.dev/generation";
 /// the next value after a failure (`RestartsKey` in sigs.k8s.io/jobset `api/jobset/v1alpha2`,
 /// v0.10.1).
 pub const JOBSET_RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/restart-attempt";
+/// JobSet's uid (label) on every pod of a JobSet: a JobSet deleted and submitted again under the
+/// same name is another incarnation of its gang (`JobSetUIDKey`, sigs.k8s.io/jobset
+/// `api/jobset/v1alpha2`, v0.10.1).
+pub const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
 /// Volcano's job version (annotation) on every pod of a Volcano Job: the job controller raises
 /// it when it restarts the job (`JobVersion` in volcano.sh/apis `pkg/apis/batch/v1alpha1`).
 pub const VOLCANO_JOB_VERSION: &str = "volcano.sh/job-version";
@@ -114,6 +118,10 @@ pub struct Membership {
     pub generation: u64,
     /// The key `generation` was read from, if any.
     pub generation_key: Option<&'static str>,
+    /// The job object the pod was made by, where its controller says (JobSet's uid): a job
+    /// deleted and submitted again under the same name makes pods of another incarnation, and
+    /// the later one is the gang (see `table::generations`).
+    pub incarnation: Option<Arc<str>>,
 }
 
 /// How a running gang may lose members to preemption; compare the `disruptionMode` of
@@ -165,10 +173,11 @@ pub enum MembershipError {
     /// this pod is no longer one of its members. Set by the table (`table::generations`),
     /// never by [`membership_of`]; holds what the keys said, restored if the newer
     /// generation's pods all go first.
-    #[error("{} {}: its gang {} is at generation {newest} now, so this pod is no longer one of its members (muster places only the newest generation)", superseded.generation_key.unwrap_or(GENERATION), superseded.generation, superseded.gang)]
+    #[error("{why}, so this pod is no longer one of its members (muster places only the newest generation)")]
     Superseded {
         superseded: Box<Membership>,
-        newest: u64,
+        /// What is newer, e.g. `muster.dev/generation 0: its gang ml/x is at generation 1 now`.
+        why: String,
     },
 }
 
@@ -318,6 +327,7 @@ pub fn membership_of(
         topology,
         generation,
         generation_key,
+        incarnation: label(JOBSET_UID).filter(|v| !v.is_empty()).map(Arc::from),
     }))
 }
 

@@ -12,19 +12,28 @@
 //! room it uses where it is bound is counted like any pod's (holds-nothing is about seats, not
 //! pods that run).
 //!
-//! The newest generation is the largest any pod of the gang has shown while the gang exists;
+//! The same holds for a job deleted and submitted again under the same name while its old pods
+//! are not marked deleted yet (the garbage collector deletes them after the job): JobSet marks
+//! each pod with its JobSet's uid (`jobset.sigs.k8s.io/jobset-uid`), and pods of another
+//! incarnation created no earlier than the current one's first pod are a newer generation.
+//!
+//! The newest generation is the latest any pod of the gang has shown while the gang exists;
 //! if every member of it goes before the older pods do, those are members again (the gang's
 //! pods decide, as everywhere in the table).
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::model::inputs::membership::{GangKey, MembershipError};
+use crate::model::inputs::membership::{
+    GangKey, Membership, MembershipError, GENERATION, JOBSET_UID,
+};
 use crate::model::inputs::objects::{PodInfo, PodUid};
 
-/// Per gang with a generation above 0 or superseded pods: its newest generation and the pods
-/// of older ones. Gangs whose pods carry no generation have no entry.
+/// Per gang with a generation above 0, an incarnation, or superseded pods: its newest
+/// generation and the pods of older ones. Gangs whose pods carry no generation have no entry.
 #[derive(Default)]
 pub struct Generations {
     by_gang: HashMap<GangKey, Generation>,
@@ -33,6 +42,9 @@ pub struct Generations {
 #[derive(Default)]
 struct Generation {
     newest: u64,
+    /// The incarnation of the newest generation's pods (JobSet's uid), and the earliest
+    /// creation time among them: a pod of another incarnation created before it is older.
+    incarnation: Option<(Arc<str>, i64)>,
     superseded: BTreeSet<PodUid>,
 }
 
@@ -48,15 +60,30 @@ pub enum Standing {
 }
 
 impl Generations {
-    /// No gang has a generation or a superseded pod (the model check's end state).
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.by_gang.is_empty()
+    /// How the generation of a pod of `m` created at `created` compares with its gang's newest:
+    /// another incarnation (the job deleted and submitted again) is newer if the pod was
+    /// created no earlier than the newest incarnation's first pod, else older; within one
+    /// incarnation, the generation number decides.
+    fn compare(&self, m: &Membership, created: i64) -> Ordering {
+        let Some(g) = self.by_gang.get(&m.gang) else {
+            return m.generation.cmp(&0);
+        };
+        match (&m.incarnation, &g.incarnation) {
+            (Some(mine), Some((theirs, first))) if mine != theirs => {
+                if created >= *first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            _ => m.generation.cmp(&g.newest),
+        }
     }
 
-    /// The newest generation of `key` seen so far (0 for a gang without generations).
-    pub fn newest(&self, key: &GangKey) -> u64 {
-        self.by_gang.get(key).map_or(0, |g| g.newest)
+    /// Whether a member of `m` created at `created` is of an older generation than its gang's
+    /// newest (it is to be superseded).
+    pub fn is_older(&self, m: &Membership, created: i64) -> bool {
+        self.compare(m, created) == Ordering::Less
     }
 
     /// Reads `info`'s generation against its gang's newest; a pod of an older one has its
@@ -65,31 +92,68 @@ impl Generations {
         let Ok(Some(m)) = &info.membership else {
             return Standing::Member;
         };
-        let newest = self.newest(&m.gang);
-        match m.generation.cmp(&newest) {
-            std::cmp::Ordering::Equal => Standing::Member,
-            std::cmp::Ordering::Greater => {
+        match self.compare(m, info.created) {
+            Ordering::Equal => {
+                if let Some(mine) = &m.incarnation {
+                    let g = self.by_gang.entry(m.gang.clone()).or_default();
+                    match &mut g.incarnation {
+                        Some((_, first)) => *first = (*first).min(info.created),
+                        None => g.incarnation = Some((mine.clone(), info.created)),
+                    }
+                }
+                Standing::Member
+            }
+            Ordering::Greater => {
                 let g = self.by_gang.entry(m.gang.clone()).or_default();
                 g.newest = m.generation;
+                g.incarnation = match (g.incarnation.take(), &m.incarnation) {
+                    (Some((same, first)), Some(mine)) if same == *mine => {
+                        Some((same, first.min(info.created)))
+                    }
+                    (_, mine) => mine.clone().map(|i| (i, info.created)),
+                };
                 g.superseded.remove(&info.uid);
                 Standing::Newer
             }
-            std::cmp::Ordering::Less => {
-                self.by_gang
-                    .entry(m.gang.clone())
-                    .or_default()
-                    .superseded
-                    .insert(info.uid.clone());
+            Ordering::Less => {
+                let g = self.by_gang.entry(m.gang.clone()).or_default();
+                g.superseded.insert(info.uid.clone());
+                let why = match (&m.incarnation, &g.incarnation) {
+                    (Some(mine), Some((theirs, _))) if mine != theirs => format!(
+                        "{JOBSET_UID} {mine}: its gang {} is made by a later JobSet now \
+                         ({JOBSET_UID} {theirs})",
+                        m.gang
+                    ),
+                    _ => format!(
+                        "{} {}: its gang {} is at generation {} now",
+                        m.generation_key.unwrap_or(GENERATION),
+                        m.generation,
+                        m.gang,
+                        g.newest
+                    ),
+                };
                 let Ok(Some(m)) = std::mem::replace(&mut info.membership, Ok(None)) else {
                     unreachable!("matched above")
                 };
                 info.membership = Err(MembershipError::Superseded {
                     superseded: Box::new(m),
-                    newest,
+                    why,
                 });
                 Standing::Superseded
             }
         }
+    }
+
+    /// No gang has a generation or a superseded pod (the model check's end state).
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.by_gang.is_empty()
+    }
+
+    /// The newest generation of `key` seen so far (0 for a gang without generations).
+    #[cfg(test)]
+    pub fn newest(&self, key: &GangKey) -> u64 {
+        self.by_gang.get(key).map_or(0, |g| g.newest)
     }
 
     /// `info` (as stored before an update, or deleted) is no longer where it was: a superseded

@@ -3,7 +3,7 @@
 //! forged one, changes nothing).
 
 use super::*;
-use crate::model::inputs::membership::JOBSET_RESTART_ATTEMPT;
+use crate::model::inputs::membership::{JOBSET_RESTART_ATTEMPT, JOBSET_UID};
 
 fn terminating(p: &PodInfo) -> PodInfo {
     let mut p = p.clone();
@@ -298,4 +298,44 @@ fn old_generations_pods_are_members_again_once_the_newest_generation_is_gone() {
     let again = of_attempt("old2", 0);
     w.add(&[&again]);
     assert_eq!(names(&w.bind(&again, "c")), vec!["old2@c"]);
+}
+
+/// never-half when a JobSet is deleted and submitted again under its name while its old pods
+/// still run (the garbage collector deletes them after the JobSet): the new pods are another
+/// incarnation (`jobset.sigs.k8s.io/jobset-uid`), not members joining the old ones, whatever
+/// restart attempt each is at: they are bound only together.
+#[test]
+fn a_jobset_submitted_again_is_not_placed_beside_its_old_incarnations_running_pods() {
+    let of = |name: &str, uid: &str, attempt: &str, created: i64| {
+        pod(name)
+            .cpu(1000)
+            .gang("train", 2)
+            .label(JOBSET_UID, uid)
+            .label(JOBSET_RESTART_ATTEMPT, attempt)
+            .created(created)
+            .build()
+    };
+    let mut w = World::new(&[
+        node("a", 1000),
+        node("b", 1000),
+        node("c", 1000),
+        node("d", 1000),
+    ]);
+    // The old JobSet had restarted once; one of its pods is still bound.
+    let old = of("old1", "u1", "1", 100);
+    w.add(&[&bound(&old, "a")]);
+    let new = [of("new0", "u2", "0", 200), of("new1", "u2", "0", 200)];
+    w.add(&[&new[0]]);
+    assert_eq!(
+        wait_message(&w.bind(&new[0], "c")),
+        "gang ml/train waiting for quorum: 1/2 members have nodes; 1 of 2 members exist, the \
+         rest are not created yet"
+    );
+    w.add(&[&new[1]]);
+    assert_eq!(names(&w.bind(&new[1], "d")), vec!["new0@c", "new1@d"]);
+    // An old pod still waiting for a node is never placed.
+    let late = of("old2", "u1", "1", 100);
+    w.add(&[&late]);
+    let refused = rejection(&w.bind(&late, "b"));
+    assert!(refused.contains("made by a later JobSet"), "{refused}");
 }

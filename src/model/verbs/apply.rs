@@ -213,13 +213,16 @@ impl GangTable {
     /// through `apply_pod` as the watch's pods do, so it leaves the gang, its seat and its
     /// counts exactly as a pod whose keys changed would.
     fn supersede_older_members(&mut self, key: &GangKey) {
-        let newest = self.generations.newest(key);
         let Some(gang) = self.gangs.get(key) else {
             return;
         };
         let older: Vec<PodInfo> = self
             .members_of(gang)
-            .filter(|p| p.info.gang().is_some_and(|m| m.generation < newest))
+            .filter(|p| {
+                p.info
+                    .gang()
+                    .is_some_and(|m| self.generations.is_older(m, p.info.created))
+            })
             .map(|p| p.info.clone())
             .collect();
         for info in older {
@@ -237,7 +240,9 @@ impl GangTable {
             .filter_map(|u| self.pods.get(u))
             .map(|p| Generations::restored(p.info.clone()))
             .collect();
-        restored.sort_by_key(|p| std::cmp::Reverse(p.gang().map_or(0, |m| m.generation)));
+        // Latest first: a later incarnation's pods were created later, a later generation's too.
+        restored
+            .sort_by_key(|p| std::cmp::Reverse((p.created, p.gang().map_or(0, |m| m.generation))));
         for info in restored {
             self.apply_pod(info);
         }

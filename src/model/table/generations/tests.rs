@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::inputs::membership::GENERATION;
+use crate::model::inputs::membership::{GENERATION, JOBSET_RESTART_ATTEMPT, JOBSET_UID};
 use crate::testkit::pod;
 
 fn of(name: &str, generation: u64) -> PodInfo {
@@ -47,4 +47,47 @@ fn pods_in_no_gang_and_gangs_without_generations_leave_no_trace() {
     let mut m = pod("m").gang("g", 2).build();
     assert_eq!(g.sort(&mut m), Standing::Member);
     assert!(g.by_gang.is_empty());
+}
+
+fn of_jobset(name: &str, uid: &str, attempt: u64, created: i64) -> PodInfo {
+    pod(name)
+        .gang("g", 2)
+        .label(JOBSET_UID, uid)
+        .label(JOBSET_RESTART_ATTEMPT, &attempt.to_string())
+        .created(created)
+        .build()
+}
+
+/// A JobSet deleted and submitted again under its name: the later incarnation's pods are the
+/// gang whatever their restart attempt, and the earlier one's are superseded, in either order.
+#[test]
+fn a_later_incarnation_of_the_job_supersedes_the_earlier_whatever_its_attempt() {
+    let mut g = Generations::default();
+    let mut old = of_jobset("old", "u1", 2, 100);
+    assert_eq!(g.sort(&mut old), Standing::Newer, "attempt 2 of u1");
+    let mut new = of_jobset("new", "u2", 0, 160);
+    assert_eq!(
+        g.sort(&mut new),
+        Standing::Newer,
+        "u2 is later, at attempt 0"
+    );
+    let mut old_again = of_jobset("old", "u1", 2, 100);
+    assert_eq!(g.sort(&mut old_again), Standing::Superseded);
+    assert_eq!(
+        old_again.membership.unwrap_err().to_string(),
+        "jobset.sigs.k8s.io/jobset-uid u1: its gang ml/g is made by a later JobSet now \
+         (jobset.sigs.k8s.io/jobset-uid u2), so this pod is no longer one of its members \
+         (muster places only the newest generation)"
+    );
+    let m = of_jobset("x", "u1", 2, 100);
+    assert!(g.is_older(m.gang().unwrap(), m.created));
+    // Seen the other way round (a re-list): the earlier incarnation is older at once.
+    let mut h = Generations::default();
+    let mut new = of_jobset("new", "u2", 0, 160);
+    h.sort(&mut new);
+    let mut old = of_jobset("old", "u1", 2, 100);
+    assert_eq!(h.sort(&mut old), Standing::Superseded);
+    // A restart of the later incarnation is newer still.
+    let mut next = of_jobset("next", "u2", 1, 200);
+    assert_eq!(h.sort(&mut next), Standing::Newer);
 }

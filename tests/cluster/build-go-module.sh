@@ -17,6 +17,9 @@
 # for each other (flock). A go.mod that asks for a newer Go than the local one is built with the
 # one allowed upgrade, go1.27.3 (as build-control-plane.sh does). The module builds as the main
 # module of its own downloaded source, so its go.mod's replace lines (if any) are honoured.
+# MUSTER_GO_MODULE_PREPARE, when set, is a bash command run in that writable copy of the source
+# before compiling (build-kueue.sh makes one path of Kueue's configurable with it); it fails the
+# build when it fails.
 set -euo pipefail
 
 (($# >= 5)) || { sed -n '2,19p' "$0" >&2; exit 2; }
@@ -82,6 +85,10 @@ fi
 # The module cache is read-only: build from a writable copy.
 cp -r "$SRC" "$TMP/src"
 chmod -R u+w "$TMP/src"
+if [[ -n "${MUSTER_GO_MODULE_PREPARE:-}" ]]; then
+  log "preparing the source (MUSTER_GO_MODULE_PREPARE)"
+  (cd "$TMP/src" && bash -euo pipefail -c "$MUSTER_GO_MODULE_PREPARE") || die "preparing the source failed"
+fi
 log "compiling $PACKAGE with GOTOOLCHAIN=$TOOLCHAIN (downloads its modules first)"
 mkdir -p "$TMP/bin" "$TMP/files"
 (cd "$TMP/src" && GOTOOLCHAIN="$TOOLCHAIN" go build -trimpath -ldflags "-s -w" -o "$TMP/bin/$BINARY" "$PACKAGE")
@@ -99,6 +106,8 @@ mv "$TMP/files" "$FILES"
 {
   echo "module=$MODULE version=$VERSION package=$PACKAGE"
   echo "go=$LOCAL_GO toolchain=$TOOLCHAIN"
+  [[ -z "${MUSTER_GO_MODULE_PREPARE:-}" ]] ||
+    echo "prepared=sha256:$(printf %s "$MUSTER_GO_MODULE_PREPARE" | sha256sum | cut -c1-16)"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) seconds=$(($(date +%s) - T_START))"
 } >"$STAMP.tmp"
 mv "$STAMP.tmp" "$STAMP"

@@ -23,6 +23,7 @@ mod holds_nothing;
 mod image;
 mod jobset;
 mod kubectl_muster;
+mod kueue;
 mod pod_group_status;
 mod pod_groups;
 mod preemption;

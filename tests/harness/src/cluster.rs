@@ -62,6 +62,8 @@ pub struct ClusterOptions {
     pub controllers: bool,
     /// JobSet's controller and webhooks run beside them ([`ClusterOptions::with_jobset`]).
     pub jobset: bool,
+    /// Kueue's controller manager and webhooks run beside them ([`ClusterOptions::with_kueue`]).
+    pub kueue: bool,
     /// Karpenter's KWOK cloud provider runs beside the controllers, with this NodePool
     /// ([`ClusterOptions::with_karpenter`]).
     pub karpenter: Option<crate::karpenter::KarpenterPool>,
@@ -126,6 +128,7 @@ impl ClusterOptions {
             through_api_proxy: false,
             controllers: false,
             jobset: false,
+            kueue: false,
             karpenter: None,
         }
     }
@@ -155,6 +158,16 @@ impl ClusterOptions {
     /// (see [`crate::jobset`]): JobSets create their Jobs, restart them by their failure policy.
     pub fn with_jobset(mut self) -> Self {
         self.jobset = true;
+        self.with_controllers()
+    }
+
+    /// [`with_controllers`](Self::with_controllers), and Kueue's controller manager (v0.17.0,
+    /// built and cached by tests/cluster/build-kueue.sh) with its CRDs and webhooks, as a local
+    /// process (see [`crate::kueue`]): the pod integration for namespaces made with
+    /// [`kueue::managed_namespace`](crate::kueue::managed_namespace), whose pods naming a queue
+    /// Kueue gates until their Workload is admitted by quota.
+    pub fn with_kueue(mut self) -> Self {
+        self.kueue = true;
         self.with_controllers()
     }
 
@@ -260,6 +273,9 @@ impl Cluster {
         }
         if opts.jobset {
             cp.start_jobset().await?;
+        }
+        if opts.kueue {
+            cp.start_kueue().await?;
         }
         if let Some(pool) = &opts.karpenter {
             let build = crate::karpenter::ensure_karpenter()?;

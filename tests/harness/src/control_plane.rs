@@ -629,6 +629,23 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts Kueue's controller manager and webhooks beside the controllers ([`crate::kueue`]):
+    /// its CRDs, its process (stopped with the others), its webhook configurations on 127.0.0.1.
+    /// Only on a plane of the test's own, as [`start_controllers`](Self::start_controllers): its
+    /// pod webhook acts on every managed namespace of the API server.
+    pub async fn start_kueue(&mut self) -> Result<()> {
+        if self.shared.is_some() {
+            bail!(
+                "Kueue's webhooks and CRDs act on the whole API server: start the cluster with \
+                 its own control plane (ClusterOptions::with_kueue sets it)"
+            );
+        }
+        let p =
+            crate::kueue::start(&self.client, &self.kubeconfig, &self.dir, self.lifetime).await?;
+        self.procs.push(p);
+        Ok(())
+    }
+
     /// Starts Karpenter's KWOK cloud provider (`bin`, built by tests/cluster/build-karpenter.sh)
     /// against this control plane, as a local process: leader election off (it would look for
     /// its Lease in a namespace it is deployed in), the `CapacityBuffer` feature gate on (it acts

@@ -60,6 +60,7 @@ pub mod gangs;
 pub mod jobset;
 pub mod k8s;
 pub mod karpenter;
+pub mod kueue;
 pub mod muster;
 pub mod paths;
 pub mod pod_groups;

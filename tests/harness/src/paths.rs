@@ -310,3 +310,53 @@ pub fn ensure_jobset() -> Result<JobSetFiles> {
     }
     Ok(found)
 }
+
+/// Kueue's controller manager and the files of its source it needs beside it ([`crate::kueue`]),
+/// built by `tests/cluster/build-kueue.sh`.
+#[derive(Debug, Clone)]
+pub struct KueueFiles {
+    /// The controller manager (`sigs.k8s.io/kueue/cmd/kueue`): controllers, scheduler and
+    /// webhooks in one.
+    pub binary: PathBuf,
+    /// Its CRDs (`config/components/crd/bases/*.yaml`), sorted by file name.
+    pub crds: Vec<PathBuf>,
+    /// Its webhook manifests (`config/components/webhook/manifests.yaml`): the paths it serves.
+    pub webhook_manifests: PathBuf,
+}
+
+/// Returns Kueue's controller manager and files, building them the first time with
+/// `tests/cluster/build-kueue.sh` (which returns at once when they are cached, and serializes
+/// builds across processes).
+pub fn ensure_kueue() -> Result<KueueFiles> {
+    let _guard = CONTROLLERS_BUILD_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let bin = run_build_script(&["tests/cluster/build-kueue.sh"])?;
+    let files = bin.with_file_name("files");
+    let mut crds: Vec<PathBuf> = std::fs::read_dir(&files)
+        .with_context(|| format!("reading {}", files.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("kueue.x-k8s.io_") && n.ends_with(".yaml"))
+        })
+        .collect();
+    crds.sort();
+    let found = KueueFiles {
+        binary: bin.join("kueue"),
+        crds,
+        webhook_manifests: files.join("manifests.yaml"),
+    };
+    if !is_executable(&found.binary) || !found.webhook_manifests.is_file() {
+        bail!(
+            "{} or {} is missing after its build script succeeded",
+            found.binary.display(),
+            found.webhook_manifests.display()
+        );
+    }
+    if found.crds.is_empty() {
+        bail!("no Kueue CRD in {}", files.display());
+    }
+    Ok(found)
+}

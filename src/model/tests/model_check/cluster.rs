@@ -682,9 +682,11 @@ impl Cluster {
 
     /// Whether a pod is being deleted on `node` (its room is still in use).
     pub fn terminating_on(&self, node: &str) -> bool {
+        // Bound there, or being bound there (muster's binding in flight: its room counts there
+        // too, and it is leaving all the same).
         self.pods
             .iter()
-            .any(|p| p.terminating && p.node.as_deref() == Some(node))
+            .any(|p| p.terminating && self.node_of(p).as_deref() == Some(node))
     }
 
     /// kube-scheduler's rules that need no other pod, evaluated here independently:

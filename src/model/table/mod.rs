@@ -344,7 +344,7 @@ impl GangTable {
         let released = || {
             self.gangs
                 .get(held_for)
-                .and_then(|g| g.last_wait_message.clone())
+                .and_then(|g| g.wait_message().map(str::to_string))
                 .unwrap_or_else(|| messages::seats_released_before_quorum(held_for))
         };
         let Some(p) = self.pods.get(uid) else {
@@ -382,7 +382,7 @@ impl GangTable {
     /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).
     pub fn wait_reason(&self, uid: &str) -> Option<String> {
         let key = &self.pods.get(uid)?.info.gang()?.gang;
-        self.gangs.get(key)?.last_wait_message.clone()
+        self.gangs.get(key)?.wait_message().map(str::to_string)
     }
 
     // === seats and reservations: the only code that changes both ===

@@ -168,7 +168,7 @@ impl GangTable {
     /// What was done about gangs found partly bound (by [`GangTable::repair_partly_bound`]
     /// or when their seats timed out) since the last call.
     pub fn take_partly_bound(&mut self) -> Vec<PartlyBound> {
-        std::mem::take(&mut self.partly_bound)
+        self.partly_bound.take()
     }
 
     /// `(bound, quorum)` when the gang is partly bound as this module means it: its quorum

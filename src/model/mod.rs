@@ -31,9 +31,10 @@
 //!   verdicts), `retry_asks` (pods refused for a reason kube-scheduler does not see end, asked
 //!   to retry when it does), `preemption_plan`, `under_way` (preemptions kept while they happen),
 //!   `room_waits` (gangs waiting for room to be freed), `disruptions` (gangs to evict whole once
-//!   kube-scheduler commits, and members it preempted without muster) and `partly_bound` (what
-//!   was done about a gang found partly bound). A seat and its reservation change together,
-//!   only in `table/mod.rs`.
+//!   kube-scheduler commits, and members it preempted without muster), `partly_bound` (what
+//!   was done about a gang found partly bound) and `outbox` (what the verbs hand on: notices,
+//!   gangs whose held bind calls look again, gangs found partly bound; added to only, taken
+//!   whole). A seat and its reservation change together, only in `table/mod.rs`.
 //! - `planning/`: the simulation of a gang's placement: `selection` (which members, each task
 //!   below its minimum first), `simulation` (the one first-fit loop under kube-scheduler's
 //!   required rules), `domains` (topology domains), `planner` (the plan, or why not) and

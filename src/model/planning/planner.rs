@@ -225,7 +225,7 @@ fn competes(gang: &Gang, now: Instant, active_window: std::time::Duration) -> bo
         && !gang.is_admitted()
         && gang.backoff_left(now).is_none()
         && gang
-            .last_attempt
+            .last_attempt()
             .is_some_and(|t| now.saturating_duration_since(t) <= active_window)
 }
 

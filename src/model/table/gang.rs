@@ -95,13 +95,17 @@ pub struct Gang {
     /// What the members declare; see [`GangSpec`].
     spec: GangSpec,
     /// When kube-scheduler last tried one of its members (a gang tried recently competes).
-    pub last_attempt: Option<Instant>,
+    /// Written only through [`Gang::note_attempt`].
+    last_attempt: Option<Instant>,
     /// Why the gang waits, as last decided: shown in `/gangs`, and told to members on change
-    /// only (see `wait_message_untold`).
-    pub last_wait_message: Option<String>,
+    /// only (see `wait_message_untold`). Written only through [`Gang::note_waiting`],
+    /// [`Gang::note_waiting_untold`], [`Gang::note_waiting_told`] and [`Gang::stop_waiting`] (and
+    /// cleared when the gang is placed or backs off).
+    last_wait_message: Option<String>,
     /// `last_wait_message` when it was kept without being told: the gang was short only of
     /// members not created yet, within its creation window (see `GangTable::tell_waiting`).
-    pub wait_message_untold: Option<String>,
+    /// Written only through [`Gang::note_waiting_untold`] and [`Gang::note_waiting_told`].
+    wait_message_untold: Option<String>,
     /// The quorum conflict already reported, so it is reported once (written only through
     /// [`Gang::note_quorum_conflict_told`]).
     reported_conflict: Option<Vec<u32>>,
@@ -125,29 +129,36 @@ pub struct Gang {
     /// The waiting reason last told to each seated member whose held bind call gave up, so
     /// a member retried every few seconds hears it once per change.
     told_waiting: BTreeMap<PodUid, String>,
-    /// Set while the gang's seats hold the room its member's preemption frees.
-    pub preemption_hold: Option<PreemptionHold>,
+    /// Set while the gang's seats hold the room its member's preemption frees. Written only
+    /// through [`Gang::hold_for_preemption`], [`Gang::hold_became_seats`] and
+    /// [`Gang::end_preemption_hold`] (and cleared when the gang stops being admitted).
+    preemption_hold: Option<PreemptionHold>,
     /// The seats a preemption hold planned where pods of lower priority still use the room
     /// (no-overcommit: they are not seats yet). Each becomes a seat once its room is free, and
     /// its member may preempt there meanwhile (see `verbs::preemption_hold`). Kept while the
-    /// gang is admitted, even after the hold itself ends.
-    pub(in crate::model) awaiting_room: Vec<PlannedSeat>,
+    /// gang is admitted, even after the hold itself ends. Written only through
+    /// [`Gang::hold_for_preemption`], [`Gang::still_awaiting_room`] and
+    /// [`Gang::end_preemption_hold`] (and cleared when the gang stops being admitted).
+    awaiting_room: Vec<PlannedSeat>,
     /// Members arrived without the marker resource, which kube-scheduler schedules without
-    /// muster (set by `gather`; shown in `/gangs`).
-    pub marker_warning: Option<String>,
+    /// muster (set by `gather` through [`Gang::warn_marker_missing`]; shown in `/gangs`).
+    marker_warning: Option<String>,
     /// A gathered gang that would not fit even with every lower-priority pod evicted, as the
     /// gatherer's last look at preemption found (set by `gather`, refreshed at each look): its
     /// waiting message says preemption cannot help, as the filter's does (explained). `Some`
-    /// holds the domain verdict for a gang confined to one domain.
-    pub(in crate::model) beyond_preemption: Option<BeyondPreemption>,
+    /// holds the domain verdict for a gang confined to one domain. Written only through
+    /// [`Gang::note_beyond_preemption`].
+    beyond_preemption: Option<BeyondPreemption>,
     /// A gathered gang's latest plan fell short of room alone, anywhere or inside the one
     /// domain it must keep to (set by `gather`): evicting lower-priority pods may place it, so
     /// the gatherer looks at preemption for it. A rule (affinity, a missing member, a refusal)
-    /// is not something eviction changes.
-    pub(in crate::model) short_of_room: bool,
+    /// is not something eviction changes. Written only through [`Gang::note_short_of_room`].
+    short_of_room: bool,
     /// Room asked of the cluster autoscaler for the whole gang while it waits gathered, short
     /// of room alone (set by `gather`, `--capacity-buffers`; see `verbs::gather::capacity`).
-    pub(in crate::model) room_asked: Option<RoomAsked>,
+    /// Written only through [`Gang::ask_for_room`], [`Gang::judge_room_ask`] and
+    /// [`Gang::withdraw_room_ask`].
+    room_asked: Option<RoomAsked>,
     /// Set when the gang was found partly bound as muster started deciding (see
     /// `verbs::repair`): what was done about it, shown in `/gangs` until the gang is placed.
     /// Set only through [`Gang::found_partly_bound`], cleared by [`Gang::place`].
@@ -353,6 +364,192 @@ impl Gang {
         self.filtered_at_plan
             .get(uid)
             .is_some_and(|&p| p < self.plans)
+    }
+
+    // === attempts ===
+
+    /// kube-scheduler tried one of the gang's members at `now` (a filter call, or the
+    /// gatherer's round): a gang tried recently competes for room (see the planner).
+    pub(in crate::model) fn note_attempt(&mut self, now: Instant) {
+        self.last_attempt = Some(now);
+    }
+
+    /// When kube-scheduler last tried one of the gang's members.
+    pub fn last_attempt(&self) -> Option<Instant> {
+        self.last_attempt
+    }
+
+    // === why the gang waits ===
+
+    /// Why the gang waits, as last decided: `/gangs` shows it, and a held bind call that gives
+    /// up answers with it.
+    pub fn wait_message(&self) -> Option<&str> {
+        self.last_wait_message.as_deref()
+    }
+
+    /// The gang waits for `why` now, as decided (told to its members or not by the caller):
+    /// `/gangs` and held bind calls say so.
+    pub(in crate::model) fn note_waiting(&mut self, why: String) {
+        self.last_wait_message = Some(why);
+    }
+
+    /// The gang waits for `why` but its members are not told yet: it is short only of members
+    /// still being created, within its window (`GangTable::tell_waiting` tells it later).
+    pub(in crate::model) fn note_waiting_untold(&mut self, why: &str) {
+        self.last_wait_message = Some(why.to_string());
+        self.wait_message_untold = Some(why.to_string());
+    }
+
+    /// The gang's members were told it waits for `why` (`GangTable::tell_waiting`).
+    pub(in crate::model) fn note_waiting_told(&mut self, why: &str) {
+        self.last_wait_message = Some(why.to_string());
+        self.wait_message_untold = None;
+    }
+
+    /// Whether `why` is the reason noted last and was not kept untold: telling it again would
+    /// repeat it.
+    pub(in crate::model) fn wait_already_told(&self, why: &str) -> bool {
+        self.last_wait_message.as_deref() == Some(why)
+            && self.wait_message_untold.as_deref() != Some(why)
+    }
+
+    /// The gang no longer waits for the reason noted last: it took its seats, or its members
+    /// were asked to retry.
+    pub(in crate::model) fn stop_waiting(&mut self) {
+        self.last_wait_message = None;
+    }
+
+    // === preemption hold ===
+
+    /// The gang's seats now hold the room `preemptor`'s preemption frees on `node`, and
+    /// `awaiting` is the rest of its plan, where pods of lower priority still use the room.
+    pub(in crate::model) fn hold_for_preemption(
+        &mut self,
+        preemptor: PodUid,
+        node: NodeName,
+        awaiting: Vec<PlannedSeat>,
+    ) {
+        self.preemption_hold = Some(PreemptionHold { preemptor, node });
+        self.awaiting_room = awaiting;
+    }
+
+    /// The preemptor was bound, or asked to bind where it was nominated: the hold's seats are
+    /// ordinary seats from now on (the room still awaited stays planned).
+    pub(in crate::model) fn hold_became_seats(&mut self) {
+        self.preemption_hold = None;
+    }
+
+    /// Ends the hold and forgets the room it awaited; returns whether the gang was holding.
+    pub(in crate::model) fn end_preemption_hold(&mut self) -> bool {
+        self.awaiting_room.clear();
+        self.preemption_hold.take().is_some()
+    }
+
+    /// The hold's planned seats whose room is still not free, once the free ones were seated.
+    pub(in crate::model) fn still_awaiting_room(&mut self, left: Vec<PlannedSeat>) {
+        self.awaiting_room = left;
+    }
+
+    /// The preemption whose room the gang's seats hold, while they do.
+    pub fn preemption_hold(&self) -> Option<&PreemptionHold> {
+        self.preemption_hold.as_ref()
+    }
+
+    /// The hold's planned seats whose room pods of lower priority still use.
+    pub(in crate::model) fn awaiting_room(&self) -> &[PlannedSeat] {
+        &self.awaiting_room
+    }
+
+    // === what the gatherer found ===
+
+    /// A member arrived without the marker resource, so kube-scheduler schedules it without
+    /// muster: `/gangs` shows `warning`.
+    pub(in crate::model) fn warn_marker_missing(&mut self, warning: String) {
+        self.marker_warning = Some(warning);
+    }
+
+    /// Why some members are scheduled without muster (the marker resource missing).
+    pub fn marker_warning(&self) -> Option<&str> {
+        self.marker_warning.as_deref()
+    }
+
+    /// Whether the gatherer's latest plan fell short of room alone, the one thing evicting
+    /// pods of lower priority may change: only then is preemption looked at for the gang.
+    pub(in crate::model) fn note_short_of_room(&mut self, short: bool) {
+        self.short_of_room = short;
+    }
+
+    /// The gatherer's latest plan fell short of room alone.
+    pub(in crate::model) fn short_of_room(&self) -> bool {
+        self.short_of_room
+    }
+
+    /// The gatherer's latest look at preemption: `Some` when not even evicting every pod of
+    /// lower priority would place the gang, so its waiting message says so. Returns whether
+    /// the verdict changed.
+    pub(in crate::model) fn note_beyond_preemption(
+        &mut self,
+        beyond: Option<BeyondPreemption>,
+    ) -> bool {
+        let changed = self.beyond_preemption != beyond;
+        self.beyond_preemption = beyond;
+        changed
+    }
+
+    /// The latest look's verdict that preemption cannot place the gang, if it found so.
+    pub(in crate::model) fn beyond_preemption(&self) -> Option<&BeyondPreemption> {
+        self.beyond_preemption.as_ref()
+    }
+
+    // === room asked of the autoscaler ===
+
+    /// Asks the cluster autoscaler for room for `replicas` members, `short` of which fit on no
+    /// node that exists, or keeps asking (since the first ask); once `bound` has passed since
+    /// then, the ask is given up. Returns the ask as it stands.
+    pub(in crate::model) fn ask_for_room(
+        &mut self,
+        now: Instant,
+        replicas: u32,
+        short: u32,
+        bound: Duration,
+    ) -> &RoomAsked {
+        let asked = self.room_asked.get_or_insert(RoomAsked {
+            since: now,
+            replicas,
+            short,
+            gave_up: false,
+            beyond_pools: None,
+        });
+        asked.replicas = replicas;
+        asked.short = short;
+        if !asked.gave_up && now.saturating_duration_since(asked.since) >= bound {
+            asked.gave_up = true;
+        }
+        asked
+    }
+
+    /// The standing ask judged against the NodePools' remaining limits: `Some` names the
+    /// limit that stops it. Returns whether the judgement changed (never without an ask).
+    pub(in crate::model) fn judge_room_ask(&mut self, beyond_pools: Option<String>) -> bool {
+        let Some(asked) = self.room_asked.as_mut() else {
+            return false;
+        };
+        if asked.beyond_pools == beyond_pools {
+            return false;
+        }
+        asked.beyond_pools = beyond_pools;
+        true
+    }
+
+    /// The gang is no longer short of room alone (or nothing is asked of the autoscaler at
+    /// all): any ask for it is withdrawn.
+    pub(in crate::model) fn withdraw_room_ask(&mut self) {
+        self.room_asked = None;
+    }
+
+    /// What is asked of the cluster autoscaler for the gang, if anything.
+    pub fn room_asked(&self) -> Option<&RoomAsked> {
+        self.room_asked.as_ref()
     }
 
     // === seats (changed only with the ledger, by `GangTable`) ===

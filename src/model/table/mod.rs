@@ -2,11 +2,13 @@
 //!
 //! It is made of narrow parts, each the only writer of its own numbers: the [`NodeLedger`]
 //! (allocatable, used, reserved), the [`PodIndex`] (pods and what muster assumed), and the
-//! [`Gang`]s (members, seats, phase, spec). This file holds the few operations that must
-//! change two parts at once — a seat and its reservation, an assumption and its charge — so
-//! that each pair changes together in exactly one place. The verbs are in their own files:
-//! `apply` (watch events), `filter`, `prioritize`, `bind`, `expiry`, `views`; the simulation
-//! of a gang's placement is the `planner`.
+//! [`Gang`]s (members, seats, phase, spec); what the verbs hand on (notices, released gangs,
+//! gangs found partly bound) goes into an [`Outbox`], which is only added to and taken whole.
+//! This file holds the few operations that must change two parts at once — a seat and its
+//! reservation, an assumption and its charge — so that each pair changes together in exactly
+//! one place. The verbs are in their own files: `apply` (watch events), `filter`,
+//! `prioritize`, `bind`, `expiry`, `views`; the simulation of a gang's placement is the
+//! `planner`.
 //!
 //! Filter offers a member below quorum exactly one node (its seat, a planned seat of its gang,
 //! or the tightest fit), so kube-scheduler skips scoring it and it lands on the plan. Planned
@@ -20,6 +22,7 @@ pub(crate) mod evidence;
 pub(crate) mod gang;
 pub(crate) mod generations;
 pub(crate) mod ledger;
+pub(crate) mod outbox;
 pub(crate) mod partly_bound;
 pub(crate) mod pods;
 pub(crate) mod preemption_plan;
@@ -36,6 +39,7 @@ use self::evidence::{EvidenceStore, SchedulerVerdicts};
 use self::gang::{Gang, Seat, SeatHolder};
 use self::generations::Generations;
 use self::ledger::NodeLedger;
+use self::outbox::Outbox;
 use self::pods::{PodEntry, PodIndex};
 use self::preemption_plan::PreemptionPlans;
 use self::retry_asks::RetryAsks;
@@ -59,7 +63,9 @@ pub struct GangTable {
     /// PodGroup objects, where the cluster serves their APIs.
     pub(super) pod_groups: PodGroupIndex,
     pub(super) gangs: HashMap<GangKey, Gang>,
-    pub(super) notices: Vec<Notice>,
+    /// Notices for the cluster side to tell, added to only (see `outbox`) until
+    /// [`GangTable::take_notices`].
+    pub(super) notices: Outbox<Notice>,
     /// How many of `notices` have had their gang marked told (see `note_gangs_told`).
     notices_noted: usize,
     /// Per member, the nodes its latest filter call passed.
@@ -74,7 +80,7 @@ pub struct GangTable {
     pub(super) retry_asks: RetryAsks,
     /// Gangs that lost seats since the last call of [`GangTable::take_released`]: the bind
     /// calls held for them must look again (a member without a seat answers at once).
-    pub(super) released: Vec<GangKey>,
+    pub(super) released: Outbox<GangKey>,
     /// Per node, the gangs waiting for room there: quorums waiting for pods being deleted
     /// there to go (their room is on its way: kube-scheduler's cache may already show them
     /// gone while muster's watch has not delivered it; the first pod leaving the node ends
@@ -94,7 +100,7 @@ pub struct GangTable {
     pub(super) disruptions: Disruptions,
     /// What was done about each gang found partly bound since the last call of
     /// [`GangTable::take_partly_bound`] (`verbs::repair`), for the metric and the log.
-    pub(super) partly_bound: Vec<partly_bound::PartlyBound>,
+    pub(super) partly_bound: Outbox<partly_bound::PartlyBound>,
     /// Dynamic Resource Allocation: slices, classes, claims and templates.
     pub(super) devices: DeviceInventory,
     /// Pending pods behind muster's gate that are in no gang (their keys were removed, or
@@ -196,18 +202,18 @@ impl GangTable {
             pods: PodIndex::default(),
             pod_groups: PodGroupIndex::default(),
             gangs: HashMap::default(),
-            notices: Vec::new(),
+            notices: Outbox::default(),
             notices_noted: 0,
             evidence: EvidenceStore::default(),
             verdicts: SchedulerVerdicts::default(),
             namespaces: NamespaceLabels::default(),
             retry_asks: RetryAsks::default(),
-            released: Vec::new(),
+            released: Outbox::default(),
             room_waits: RoomWaits::default(),
             preempt_plans: PreemptionPlans::default(),
             preemptions_under_way: PreemptionsUnderWay::default(),
             disruptions: Disruptions::default(),
-            partly_bound: Vec::new(),
+            partly_bound: Outbox::default(),
             devices: DeviceInventory::default(),
             gated_outside_gangs: HashSet::default(),
             generations: Generations::default(),
@@ -216,7 +222,7 @@ impl GangTable {
 
     /// Gangs that lost seats since the last call (see the field).
     pub fn take_released(&mut self) -> Vec<GangKey> {
-        std::mem::take(&mut self.released)
+        self.released.take()
     }
 
     /// Gangs whose awaited room was freed since the last call: their held bind calls decide
@@ -254,14 +260,14 @@ impl GangTable {
         self.notices.extend(told);
         self.note_gangs_told();
         self.notices_noted = 0;
-        std::mem::take(&mut self.notices)
+        self.notices.take()
     }
 
     /// Marks the gang of each notice not looked at yet as told (`Gang::note_told`): an Event
     /// on a member, so the gang's `GangPlaced` ends what its members were told. A `Retry` is
     /// an annotation, not an Event; `GangPlaced` is the end itself.
     pub(super) fn note_gangs_told(&mut self) {
-        for n in &self.notices[self.notices_noted..] {
+        for n in &self.notices.waiting()[self.notices_noted..] {
             if matches!(n.kind, NoticeKind::Retry | NoticeKind::Placed) {
                 continue;
             }
@@ -272,7 +278,7 @@ impl GangTable {
                 g.note_told();
             }
         }
-        self.notices_noted = self.notices.len();
+        self.notices_noted = self.notices.waiting().len();
     }
 
     /// The filter refused `uid` because seats held the room it needed.
@@ -344,7 +350,7 @@ impl GangTable {
         let released = || {
             self.gangs
                 .get(held_for)
-                .and_then(|g| g.last_wait_message.clone())
+                .and_then(|g| g.wait_message().map(str::to_string))
                 .unwrap_or_else(|| messages::seats_released_before_quorum(held_for))
         };
         let Some(p) = self.pods.get(uid) else {
@@ -382,7 +388,7 @@ impl GangTable {
     /// Why the pod's gang is waiting, as last told (for a bind call that gives up waiting).
     pub fn wait_reason(&self, uid: &str) -> Option<String> {
         let key = &self.pods.get(uid)?.info.gang()?.gang;
-        self.gangs.get(key)?.last_wait_message.clone()
+        self.gangs.get(key)?.wait_message().map(str::to_string)
     }
 
     // === seats and reservations: the only code that changes both ===

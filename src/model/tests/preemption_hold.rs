@@ -122,7 +122,7 @@ fn the_room_a_preempting_gang_frees_is_held_until_the_gang_binds_together() {
     assert_eq!(names(&placed), ["pair-0@n1", "pair-1@n2"]);
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0));
     assert!(w.table.gangs[&s.pair[0].gang().unwrap().gang]
-        .preemption_hold
+        .preemption_hold()
         .is_none());
     // The refused pod is asked to retry now that the seats are gone.
     assert!(w
@@ -167,7 +167,7 @@ fn a_hold_ends_with_the_gang_timeout() {
     let expired = s.w.table.expire(s.w.now);
     assert_eq!(expired.len(), 1);
     assert_eq!((s.w.reserved("n1"), s.w.reserved("n2")), (0, 0));
-    assert!(s.w.table.gangs[&expired[0]].preemption_hold.is_none());
+    assert!(s.w.table.gangs[&expired[0]].preemption_hold().is_none());
 }
 
 #[test]

@@ -319,7 +319,7 @@ impl GangTable {
             // wait outlasts the hold (most gangs complete within it). Telling every member on
             // every seat was n^2 Events per gang.
             if let Some(g) = self.gangs.get_mut(key) {
-                g.last_wait_message = Some(message.clone());
+                g.note_waiting(message.clone());
             }
             return BindDecision::Wait {
                 gang: key.clone(),

@@ -111,7 +111,7 @@ impl GangTable {
                 p.node().is_none() && !p.info.terminal
             });
             if let Some(g) = self.gangs.get_mut(&key) {
-                g.last_wait_message = Some(message);
+                g.note_waiting(message);
             }
         }
     }

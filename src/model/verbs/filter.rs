@@ -111,7 +111,7 @@ impl GangTable {
             // between); the watch will catch up, meanwhile only room is checked.
             return self.filter_by_room(pod, candidates, &positions, None);
         };
-        gang.last_attempt = Some(now);
+        gang.note_attempt(now);
         gang.note_filtered(&pod.uid);
         gang.note_arrivals(now);
         if let Some(left) = gang.backoff_left(now) {
@@ -578,14 +578,11 @@ impl GangTable {
         let still_arriving = matches!(plan, GangPlan::DoesNotFit(why) if why.missing() > 0);
         if still_arriving && gang.within_creation_window(now, window) {
             if let Some(g) = self.gangs.get_mut(key) {
-                g.last_wait_message = Some(message.to_string());
-                g.wait_message_untold = Some(message.to_string());
+                g.note_waiting_untold(message);
             }
             return;
         }
-        if gang.last_wait_message.as_deref() == Some(message)
-            && gang.wait_message_untold.as_deref() != Some(message)
-        {
+        if gang.wait_already_told(message) {
             return;
         }
         // While members are still being created, only the one asking hears it: the others
@@ -604,8 +601,7 @@ impl GangTable {
             message: message.to_string(),
         }));
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = Some(message.to_string());
-            g.wait_message_untold = None;
+            g.note_waiting_told(message);
         }
     }
 }

@@ -298,7 +298,7 @@ impl Gatherer {
                 continue;
             }
             gang.note_arrivals(now);
-            gang.last_attempt = Some(now);
+            gang.note_attempt(now);
             let on_its_way = table
                 .pending_members(key)
                 .iter()
@@ -450,7 +450,7 @@ impl Gatherer {
             .collect();
         let warned = unmarked.len() as u64;
         if let (Some(first), Some(gang)) = (unmarked.first(), table.gangs.get_mut(key)) {
-            gang.marker_warning = Some(format!(
+            gang.warn_marker_missing(format!(
                 "member {} has no {GANG_MARKER} resource: kube-scheduler schedules it without \
                  muster; apply {POLICY_FILE}",
                 first.name

@@ -67,7 +67,7 @@ impl GangTable {
         let Phase::Admitted { since } = gang.phase() else {
             return false;
         };
-        if gang.preemption_hold.is_some()
+        if gang.preemption_hold().is_some()
             || gang.seat_of(&pod.uid).is_some()
             || self.is_gathered(gang)
             || self.facts(key).with_nodes > 0
@@ -148,7 +148,7 @@ impl GangTable {
             seated.contains(&p.info.uid)
         });
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = Some(message);
+            g.note_waiting(message);
         }
         // The held bind calls look again: without a seat, they answer with the message.
         self.released.push(key.clone());

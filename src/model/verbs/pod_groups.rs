@@ -78,7 +78,11 @@ impl GangTable {
         };
         self.tell(key, kind, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = (kind == NoticeKind::Waiting).then_some(message);
+            if kind == NoticeKind::Waiting {
+                g.note_waiting(message);
+            } else {
+                g.stop_waiting();
+            }
         }
         self.finish_pod_group_change(key);
     }

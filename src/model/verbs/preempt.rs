@@ -524,7 +524,7 @@ impl GangTable {
                 continue;
             };
             for s in g
-                .awaiting_room
+                .awaiting_room()
                 .iter()
                 .filter(|s| *s.node == *candidate.node)
             {
@@ -561,7 +561,7 @@ impl GangTable {
             .find(|(_, g)| {
                 g.seats().values().any(on_node)
                     || (g.is_admitted()
-                        && g.awaiting_room.iter().any(|s| *s.node == *candidate.node))
+                        && g.awaiting_room().iter().any(|s| *s.node == *candidate.node))
             });
         holder.map(|(k, _)| k.clone())
     }

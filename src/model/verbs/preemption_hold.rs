@@ -42,7 +42,7 @@ use crate::model::notice::{Notice, NoticeKind, PodRef};
 use crate::model::planning::selection::task_of;
 use crate::model::resources::Resources;
 use crate::model::rules::{node_admits, node_ports, scheduling_gates};
-use crate::model::table::gang::{Gang, PreemptionHold, Seat, SeatHolder};
+use crate::model::table::gang::{Gang, Seat, SeatHolder};
 use crate::model::table::preemption_plan::{PlannedSeat, PreemptionPlan};
 use crate::model::table::room_waits::RoomWait;
 use crate::model::table::GangTable;
@@ -90,13 +90,17 @@ impl GangTable {
         let Some(gang) = self.gangs.get_mut(&key) else {
             return;
         };
-        if let Some(hold) = gang.preemption_hold.clone().filter(|h| h.preemptor == *uid) {
+        if let Some(hold) = gang
+            .preemption_hold()
+            .cloned()
+            .filter(|h| h.preemptor == *uid)
+        {
             let confirmed = gang.seat_of(uid).is_some_and(|s| s.confirmed);
             if has_node || confirmed {
                 // Bound, or asked to bind where kube-scheduler put it: the gang's seats are
                 // ordinary seats from now on (its nomination is cleared when a held bind call
                 // answers "waiting", which must not release them).
-                gang.preemption_hold = None;
+                gang.hold_became_seats();
                 return;
             }
             if pending && nominated.as_ref() == Some(&hold.node) {
@@ -119,7 +123,7 @@ impl GangTable {
         let holds = self
             .gangs
             .get(key)
-            .and_then(|g| g.preemption_hold.as_ref())
+            .and_then(|g| g.preemption_hold())
             .is_some_and(|h| *h.preemptor == *uid);
         if holds {
             self.release_hold(key);
@@ -133,7 +137,7 @@ impl GangTable {
             return;
         };
         // A gang that holds seats already, is placed or backs off has no room to wait for.
-        if gang.preemption_hold.is_some() || gang.is_admitted() || gang.is_placed_flag() {
+        if gang.preemption_hold().is_some() || gang.is_admitted() || gang.is_placed_flag() {
             return;
         }
         if matches!(
@@ -226,13 +230,9 @@ impl GangTable {
             return;
         };
         gang.admit(since);
-        gang.preemption_hold = Some(PreemptionHold {
-            preemptor: uid.clone(),
-            node: node.clone(),
-        });
-        gang.awaiting_room = awaiting;
+        gang.hold_for_preemption(uid.clone(), node.clone(), awaiting);
         // `/gangs` says why the gang waits, as the Event does.
-        gang.last_wait_message = Some(message.clone());
+        gang.note_waiting(message.clone());
         if let Some(p) = self.pods.get(uid) {
             self.notices.push(Notice {
                 pod: PodRef::of(&p.info),
@@ -336,7 +336,7 @@ impl GangTable {
                 .gangs
                 .get(&key)
                 .filter(|g| g.is_admitted())
-                .map(|g| g.awaiting_room.iter().map(|s| s.node.clone()).collect())
+                .map(|g| g.awaiting_room().iter().map(|s| s.node.clone()).collect())
                 .unwrap_or_default();
             self.room_waits.retain(&key, RoomWait::PlannedSeats, |n| {
                 planned.iter().any(|p| **p == *n)
@@ -366,7 +366,7 @@ impl GangTable {
                     .get(uid)
                     .is_some_and(|p| p.is_pending() && scheduling_gates::check(&p.info).is_ok())
         };
-        let mut planned = gang.awaiting_room.clone();
+        let mut planned = gang.awaiting_room().to_vec();
         let mut homeless: Vec<&PodInfo> = self
             .members_of(gang)
             .filter(|p| needs(&p.info.uid))
@@ -424,7 +424,7 @@ impl GangTable {
             self.seat(key, s.holder, seat);
         }
         if let Some(g) = self.gangs.get_mut(key) {
-            g.awaiting_room = left;
+            g.still_awaiting_room(left);
         }
     }
 
@@ -509,8 +509,7 @@ impl GangTable {
         let Some(gang) = self.gangs.get_mut(key) else {
             return;
         };
-        gang.awaiting_room.clear();
-        if gang.preemption_hold.take().is_none() {
+        if !gang.end_preemption_hold() {
             return;
         }
         let planned: Vec<SeatHolder> = gang

@@ -169,7 +169,7 @@ impl GangTable {
         let message = messages::waiting_for_leaving(key, &node, leaving);
         self.room_waits.wait(node, key, RoomWait::PodsLeaving);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = Some(message.clone());
+            g.note_waiting(message.clone());
         }
         BindDecision::Wait {
             gang: key.clone(),
@@ -311,7 +311,7 @@ impl GangTable {
             }
         };
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = Some(message.clone());
+            g.note_waiting(message.clone());
         }
         if off.contains(&SeatHolder::Member(requester.uid.clone())) {
             return BindDecision::Reject(match lost {

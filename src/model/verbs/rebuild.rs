@@ -25,7 +25,7 @@ impl GangTable {
             }
         }
         // The watches already reported these once (bad keys, disagreeing quorums).
-        fresh.notices.clear();
+        fresh.notices.take();
         fresh
     }
 }

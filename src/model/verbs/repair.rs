@@ -46,7 +46,7 @@ impl GangTable {
         let mut keys: Vec<GangKey> = self
             .gangs
             .iter()
-            .filter(|(_, g)| !g.is_admitted() && g.preemption_hold.is_none())
+            .filter(|(_, g)| !g.is_admitted() && g.preemption_hold().is_none())
             .map(|(k, _)| k.clone())
             .collect();
         keys.sort();
@@ -85,7 +85,7 @@ impl GangTable {
             .gangs
             .iter()
             .filter(|(_, g)| {
-                g.partly_bound().is_some() && g.is_admitted() && g.preemption_hold.is_none()
+                g.partly_bound().is_some() && g.is_admitted() && g.preemption_hold().is_none()
             })
             .map(|(k, _)| k.clone())
             .filter(|k| self.seat_without_room(k))
@@ -168,7 +168,7 @@ impl GangTable {
     /// What was done about gangs found partly bound (by [`GangTable::repair_partly_bound`]
     /// or when their seats timed out) since the last call.
     pub fn take_partly_bound(&mut self) -> Vec<PartlyBound> {
-        std::mem::take(&mut self.partly_bound)
+        self.partly_bound.take()
     }
 
     /// `(bound, quorum)` when the gang is partly bound as this module means it: its quorum
@@ -260,7 +260,7 @@ impl GangTable {
         }
         if let Some(g) = self.gangs.get_mut(key) {
             g.admit(now);
-            g.last_wait_message = None;
+            g.stop_waiting();
         }
         out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         Ok(out)

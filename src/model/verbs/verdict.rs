@@ -60,10 +60,10 @@ impl GangTable {
             return;
         };
         gang.settle_after_seats_removed();
-        if gang.last_wait_message.as_deref() == Some(&*message) {
+        if gang.wait_message() == Some(&*message) {
             return;
         }
-        gang.last_wait_message = Some(message.clone());
+        gang.note_waiting(message.clone());
         self.tell(&key, NoticeKind::Waiting, &message, |p| {
             p.node().is_none() && p.is_live()
         });

@@ -318,14 +318,14 @@ impl GangTable {
             created: if created == i64::MAX { 0 } else { created },
             members,
             waiting_reason: (state != GangState::Placed)
-                .then(|| gang.last_wait_message.clone())
+                .then(|| gang.wait_message().map(str::to_string))
                 .flatten(),
-            marker_warning: gang.marker_warning.clone(),
+            marker_warning: gang.marker_warning().map(str::to_string),
             partly_bound: (state != GangState::Placed)
                 .then(|| gang.partly_bound().map(str::to_string))
                 .flatten(),
             planned_room: gang
-                .awaiting_room
+                .awaiting_room()
                 .iter()
                 .filter(|_| gang.is_admitted())
                 .map(|s| {

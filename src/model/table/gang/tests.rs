@@ -34,10 +34,10 @@ fn backing_off_refuses_until_its_end_then_is_over() {
     let t0 = Instant::now();
     let mut g = Gang::default();
     g.admit(t0);
-    g.last_wait_message = Some("waiting".into());
+    g.note_waiting("waiting".into());
     g.back_off(t0 + Duration::from_secs(10));
     assert!(!g.is_admitted());
-    assert_eq!(g.last_wait_message, None);
+    assert_eq!(g.wait_message(), None);
     assert_eq!(g.backoff_left(t0), Some(Duration::from_secs(10)));
     assert_eq!(g.backoff_left(t0 + Duration::from_secs(10)), None);
     // Losing seats while backing off changes nothing.

@@ -720,7 +720,9 @@ impl Check {
             self.write_nomination(&pod.uid, None, false);
         }
         let kept = self.table.gangs.values().filter(|g| {
-            self.table.is_gathered(g) && g.preemption_hold.is_some() && !g.awaiting_room.is_empty()
+            self.table.is_gathered(g)
+                && g.preemption_hold().is_some()
+                && !g.awaiting_room().is_empty()
         });
         self.seen[Seen::GATHERED_HOLDS] += kept.count() as u64;
         Ok(())
@@ -1062,12 +1064,8 @@ impl Check {
             .table
             .gangs
             .values()
-            .filter(|g| {
-                g.preemption_hold
-                    .as_ref()
-                    .is_some_and(|h| *h.preemptor == *p.uid)
-            })
-            .any(|g| !g.awaiting_room.is_empty());
+            .filter(|g| g.preemption_hold().is_some_and(|h| *h.preemptor == *p.uid))
+            .any(|g| !g.awaiting_room().is_empty());
         self.seen[Seen::PLANNED] += u64::from(planned);
         Ok(())
     }
@@ -1600,12 +1598,12 @@ impl Check {
             .gangs
             .iter()
             .filter_map(|(key, g)| {
-                let h = g.preemption_hold.as_ref()?;
+                let h = g.preemption_hold()?;
                 let members = g
                     .seats()
                     .keys()
                     .filter_map(|s| s.member())
-                    .chain(g.awaiting_room.iter().filter_map(|s| s.holder.member()))
+                    .chain(g.awaiting_room().iter().filter_map(|s| s.holder.member()))
                     .map(|u| u.to_string())
                     .collect();
                 Some(HeldBefore {
@@ -1648,7 +1646,7 @@ impl Check {
             };
             // Still admitted: its seats hold the room (a preemptor asking to bind turns the
             // hold into the gang's ordinary seats).
-            if g.preemption_hold.is_some()
+            if g.preemption_hold().is_some()
                 || g.is_admitted()
                 || g.is_placed_flag()
                 || matches!(g.phase(), Phase::BackingOff { .. })

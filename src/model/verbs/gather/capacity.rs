@@ -27,7 +27,6 @@ use crate::model::messages;
 use crate::model::notice::NoticeKind;
 use crate::model::planning::planner::{GangPlan, GangShortfall};
 use crate::model::rules::taint_toleration::tolerated;
-use crate::model::table::gang::RoomAsked;
 use crate::model::table::GangTable;
 
 /// The shape of one member, as the autoscaler is shown it: the element-wise largest request
@@ -187,22 +186,11 @@ impl GangTable {
         let facts = self.facts(key);
         let gang = self.gangs.get_mut(key)?;
         let (Some(bound), Some((fit, quorum))) = (bound, short) else {
-            gang.room_asked = None;
+            gang.withdraw_room_ask();
             return None;
         };
         let replicas = quorum.saturating_sub(facts.with_nodes);
-        let asked = gang.room_asked.get_or_insert(RoomAsked {
-            since: now,
-            replicas,
-            short: quorum - fit,
-            gave_up: false,
-            beyond_pools: None,
-        });
-        asked.replicas = replicas;
-        asked.short = quorum - fit;
-        if !asked.gave_up && now.saturating_duration_since(asked.since) >= bound {
-            asked.gave_up = true;
-        }
+        let asked = gang.ask_for_room(now, replicas, quorum - fit, bound);
         Some(if asked.gave_up {
             messages::autoscaler_gave_up(key, fit, quorum, bound)
         } else if let Some(beyond) = &asked.beyond_pools {
@@ -217,8 +205,7 @@ impl GangTable {
         let mut asks = Vec::new();
         for (key, gang) in &self.gangs {
             let Some(asked) = gang
-                .room_asked
-                .as_ref()
+                .room_asked()
                 .filter(|a| !a.gave_up && a.beyond_pools.is_none())
             else {
                 continue;
@@ -285,7 +272,7 @@ impl GangTable {
         let keys: Vec<GangKey> = self
             .gangs
             .iter()
-            .filter(|(_, g)| g.room_asked.as_ref().is_some_and(|a| !a.gave_up))
+            .filter(|(_, g)| g.room_asked().is_some_and(|a| !a.gave_up))
             .filter(|(_, g)| !g.is_admitted())
             .map(|(k, _)| k.clone())
             .collect();
@@ -296,7 +283,7 @@ impl GangTable {
             let Some(short) = self
                 .gangs
                 .get(&key)
-                .and_then(|g| g.room_asked.as_ref())
+                .and_then(|g| g.room_asked())
                 .map(|a| a.short)
             else {
                 continue;
@@ -356,17 +343,17 @@ impl GangTable {
                     admitting.len(),
                 ))
             };
-            let Some(asked) = self.gangs.get_mut(&key).and_then(|g| g.room_asked.as_mut()) else {
-                continue;
-            };
-            if asked.beyond_pools == beyond {
+            let judged_anew = self
+                .gangs
+                .get_mut(&key)
+                .is_some_and(|g| g.judge_room_ask(beyond.clone()));
+            if !judged_anew {
                 continue;
             }
-            asked.beyond_pools = beyond.clone();
             if let Some(message) = beyond {
                 self.tell(&key, NoticeKind::Waiting, &message, |p| p.is_pending());
                 if let Some(g) = self.gangs.get_mut(&key) {
-                    g.last_wait_message = Some(message);
+                    g.note_waiting(message);
                 }
             }
         }

@@ -50,9 +50,9 @@ impl GangTable {
         // gang's timeout). Room planned for a member not created yet never counts
         // (holds-nothing).
         let awaiting = gang
-            .preemption_hold
+            .preemption_hold()
             .is_some()
-            .then_some(&gang.awaiting_room)
+            .then_some(gang.awaiting_room())
             .into_iter()
             .flatten()
             .filter(|s| self.ledger.position(&s.node).is_some())
@@ -92,7 +92,7 @@ impl GangTable {
         self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
             g.settle_after_seats_removed();
-            g.last_wait_message = Some(message);
+            g.note_waiting(message);
         }
         true
     }
@@ -113,7 +113,7 @@ impl GangTable {
         let Some(gang) = self.gangs.get(key) else {
             return false;
         };
-        if gang.preemption_hold.is_some() {
+        if gang.preemption_hold().is_some() {
             return false;
         }
         // A member let through first (one whose seat was lost), else a gated one.
@@ -214,8 +214,8 @@ impl GangTable {
     ) -> Option<usize> {
         // Room alone stopped it, anywhere or inside its one domain (a rule, or a member
         // missing, preemption is not tried for).
-        if !self.gangs.get(key)?.short_of_room {
-            self.gangs.get_mut(key)?.beyond_preemption = None;
+        if !self.gangs.get(key)?.short_of_room() {
+            self.gangs.get_mut(key)?.note_beyond_preemption(None);
             return None;
         }
         // Members already let through are kube-scheduler's to preempt for.
@@ -250,17 +250,16 @@ impl GangTable {
             }),
         };
         let gang = self.gangs.get_mut(key)?;
-        let changed = gang.beyond_preemption != beyond;
-        gang.beyond_preemption = beyond;
+        let changed = gang.note_beyond_preemption(beyond);
         if !may_help {
             // explained: a gang of higher priority that preemption cannot place hears so, as
             // the filter says it when every pod passes through muster.
             if changed {
-                if let Some(base) = gang.last_wait_message.clone() {
+                if let Some(base) = gang.wait_message().map(str::to_string) {
                     let message = self.with_preemption_verdict(key, base);
                     self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
                     if let Some(g) = self.gangs.get_mut(key) {
-                        g.last_wait_message = Some(message);
+                        g.note_waiting(message);
                     }
                 }
             }
@@ -271,7 +270,7 @@ impl GangTable {
         let message = messages::gathered_for_preemption(key);
         self.tell(key, NoticeKind::Waiting, &message, |p| p.is_pending());
         if let Some(g) = self.gangs.get_mut(key) {
-            g.last_wait_message = Some(message);
+            g.note_waiting(message);
         }
         Some(need)
     }
@@ -290,11 +289,11 @@ impl GangTable {
         self.note_verdict(key, &plan);
         let asked = self.note_room_asked(key, &plan, now);
         if let Some(g) = self.gangs.get_mut(key) {
-            g.short_of_room = matches!(
+            g.note_short_of_room(matches!(
                 plan,
                 GangPlan::DoesNotFit(GangShortfall::Room { rule: None, .. })
                     | GangPlan::DoesNotFit(GangShortfall::Domain { missing: 0, .. })
-            );
+            ));
         }
         match plan {
             GangPlan::Fits {
@@ -305,7 +304,7 @@ impl GangTable {
                 let out = self.seat_the_plan(key, first, chosen, seats)?;
                 if let Some(g) = self.gangs.get_mut(key) {
                     g.admit(now);
-                    g.last_wait_message = None;
+                    g.stop_waiting();
                 }
                 Some(out)
             }
@@ -372,11 +371,7 @@ impl GangTable {
     /// `message` (why the gang does not fit now) with the last preemption look's verdict, when
     /// it found that not even evicting every lower-priority pod would place the gang.
     fn with_preemption_verdict(&self, key: &GangKey, message: String) -> String {
-        match self
-            .gangs
-            .get(key)
-            .and_then(|g| g.beyond_preemption.as_ref())
-        {
+        match self.gangs.get(key).and_then(|g| g.beyond_preemption()) {
             None => message,
             // Already said (the verdict was added to the message told last).
             Some(_) if message.contains("preemption cannot help") => message,

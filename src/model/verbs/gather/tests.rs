@@ -1054,7 +1054,10 @@ fn a_gathered_gang_keeps_its_preemption_hold_while_its_victims_terminate() {
     };
     w.add(&[&low1, &a]);
     let key = a.gang().unwrap().gang.clone();
-    assert!(w.table.gangs[&key].preemption_hold.is_some(), "hold taken");
+    assert!(
+        w.table.gangs[&key].preemption_hold().is_some(),
+        "hold taken"
+    );
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 0));
     w.table.take_notices();
     for _ in 0..3 {
@@ -1062,7 +1065,7 @@ fn a_gathered_gang_keeps_its_preemption_hold_while_its_victims_terminate() {
         let plan = w.round();
         assert!(plan.releases.is_empty(), "{plan:?}");
         assert!(
-            w.table.gangs[&key].preemption_hold.is_some(),
+            w.table.gangs[&key].preemption_hold().is_some(),
             "the hold survives a gather round while b's room is being freed"
         );
         assert_eq!(w.reserved("n1"), 1000, "a's seat on n1 is kept");
@@ -1079,7 +1082,7 @@ fn a_gathered_gang_keeps_its_preemption_hold_while_its_victims_terminate() {
     };
     w.add(&[&low2]);
     w.round();
-    assert!(w.table.gangs[&key].preemption_hold.is_some());
+    assert!(w.table.gangs[&key].preemption_hold().is_some());
     w.table.remove_pod(&low2.uid);
     w.round();
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (1000, 1000));
@@ -1090,7 +1093,7 @@ fn a_gathered_gang_keeps_its_preemption_hold_while_its_victims_terminate() {
     };
     w.add(&[&a]);
     w.round();
-    assert!(w.table.gangs[&key].preemption_hold.is_none());
+    assert!(w.table.gangs[&key].preemption_hold().is_none());
     assert_eq!((w.reserved("n1"), w.reserved("n2")), (0, 0));
 }
 
@@ -1129,11 +1132,11 @@ fn a_gathered_gang_under_a_hold_whose_awaiting_member_is_deleted_holds_nothing()
     };
     w.add(&[&low1, &a]);
     let key = a.gang().unwrap().gang.clone();
-    assert!(w.table.gangs[&key].preemption_hold.is_some());
+    assert!(w.table.gangs[&key].preemption_hold().is_some());
     w.table.remove_pod(&b.uid);
     w.round();
     assert_eq!(w.reserved("n1"), 0, "a's seat goes with the quorum short");
-    assert!(w.table.gangs[&key].preemption_hold.is_none());
+    assert!(w.table.gangs[&key].preemption_hold().is_none());
 }
 
 /// A placed gang's replacements are not held up by a member stuck on its way: the quorum is

@@ -122,8 +122,7 @@ impl GangTable {
         // nomination (and then holds room for this member too). Evicting more now, elsewhere,
         // would be for nothing; kube-scheduler retries this member when the victims go.
         let held = gang
-            .preemption_hold
-            .as_ref()
+            .preemption_hold()
             .is_some_and(|h| h.preemptor != pod.uid);
         let planned = self.preempt_plans.iter().any(|(uid, plan)| {
             plan.gang == *key
@@ -132,7 +131,7 @@ impl GangTable {
         });
         // A hold's planned seats whose room pods of lower priority still use are not seats
         // (no-overcommit) but stay the gang's plan while it is admitted, the hold ended or not.
-        let awaiting = gang.is_admitted() && !gang.awaiting_room.is_empty();
+        let awaiting = gang.is_admitted() && !gang.awaiting_room().is_empty();
         if !self.is_placed(key, &facts) && (held || planned || awaiting) {
             // Its own seat's node, held or planned, is where it may still need room freed.
             let me = SeatHolder::Member(pod.uid.clone());
@@ -151,7 +150,7 @@ impl GangTable {
                     );
                 }
             }
-            let waiting = gang.awaiting_room.iter().filter(|s| s.holder == me);
+            let waiting = gang.awaiting_room().iter().filter(|s| s.holder == me);
             seats.extend(waiting.map(|s| s.node.to_string()));
             if seats.is_empty() {
                 // A member the hold planned nothing for (delivered after the decision, or whose
@@ -163,7 +162,7 @@ impl GangTable {
                         && self.pods.get(uid).is_some_and(|p| p.is_pending())
                 };
                 seats.extend(
-                    gang.awaiting_room
+                    gang.awaiting_room()
                         .iter()
                         .filter(|s| s.holder.member().is_none_or(|m| !needs(m)))
                         .filter(|s| pod.requests.fits_in(&s.requests))

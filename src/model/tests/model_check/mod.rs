@@ -1589,7 +1589,8 @@ struct HeldBefore {
     gang: GangKey,
     preemptor: String,
     node: String,
-    members: Vec<String>,
+    /// The members it seated or planned room for, with the node of that seat or room.
+    members: Vec<(String, String)>,
 }
 
 impl Check {
@@ -1601,10 +1602,14 @@ impl Check {
                 let h = g.preemption_hold()?;
                 let members = g
                     .seats()
-                    .keys()
-                    .filter_map(|s| s.member())
-                    .chain(g.awaiting_room().iter().filter_map(|s| s.holder.member()))
-                    .map(|u| u.to_string())
+                    .iter()
+                    .filter_map(|(h, s)| Some((h.member()?, &s.node)))
+                    .chain(
+                        g.awaiting_room()
+                            .iter()
+                            .filter_map(|s| Some((s.holder.member()?, &s.node))),
+                    )
+                    .map(|(u, n)| (u.to_string(), n.to_string()))
                     .collect();
                 Some(HeldBefore {
                     gang: key.clone(),
@@ -1671,7 +1676,12 @@ impl Check {
                 .iter()
                 .filter(|p| p.gang().is_some_and(|(g, _)| g == gang) && !p.terminating)
                 .filter(|p| {
-                    self.cluster.node_of(p).is_some() || (h.members.contains(&p.uid) && !p.gated)
+                    // A seat or room on a node deleted since counts for nothing.
+                    let held = h
+                        .members
+                        .iter()
+                        .any(|(u, n)| *u == p.uid && self.cluster.nodes.contains_key(n));
+                    self.cluster.node_of(p).is_some() || (held && !p.gated)
                 })
                 .collect();
             let spec = g.spec();

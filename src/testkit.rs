@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::model::gather::GATHER_GATE;
 use crate::model::membership::{membership_of, GROUP, MIN_AVAILABLE, TASK};
-use crate::model::objects::{Taint, Toleration, TolerationOperator};
+use crate::model::objects::{PodRules, Taint, Toleration, TolerationOperator};
 use crate::model::terms::HostPort;
 use crate::model::{NodeInfo, PodInfo, Resources};
 
@@ -194,6 +195,15 @@ impl PodBuilder {
             .collect();
         self.info
     }
+}
+
+/// The pod as deploy/gang-admission-policy.yaml creates it: marked, and behind muster's gate.
+pub fn gathered(mut p: PodInfo) -> PodInfo {
+    p.gang_marker = true;
+    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
+    rules.scheduling_gates.push(GATHER_GATE.to_string());
+    p.rules = Some(Box::new(rules));
+    p
 }
 
 /// A schedulable node with 1 CPU, 16 GiB of memory and room for 110 pods.

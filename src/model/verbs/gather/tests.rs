@@ -5,19 +5,10 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::model::objects::PodRules;
 use crate::model::{ModelConfig, NodeInfo, PartlyBound, PartlyBoundOutcome};
-use crate::testkit::{self, pod};
+use crate::testkit::{self, gathered, pod};
 
 fn node(name: &str, cpu_milli: i64) -> NodeInfo {
     testkit::node(name).cpu(cpu_milli).build()
-}
-
-/// The pod as deploy/gang-admission-policy.yaml creates it: marked, and gated by muster.
-fn gathered(mut p: PodInfo) -> PodInfo {
-    p.gang_marker = true;
-    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
-    rules.scheduling_gates.push(GATHER_GATE.to_string());
-    p.rules = Some(Box::new(rules));
-    p
 }
 
 fn with_gate(mut p: PodInfo, gate: &str) -> PodInfo {

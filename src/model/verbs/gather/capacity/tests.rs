@@ -2,26 +2,17 @@
 
 use std::time::{Duration, Instant};
 
-use crate::model::gather::{Gatherer, MemberShape, PoolRequirement, PoolRoom, GATHER_GATE};
+use crate::model::gather::{Gatherer, MemberShape, PoolRequirement, PoolRoom};
 use crate::model::notice::NoticeKind;
-use crate::model::objects::{PodRules, Taint, Toleration, TolerationOperator};
+use crate::model::objects::{Taint, Toleration, TolerationOperator};
 use crate::model::table::GangTable;
-use crate::model::{GangKey, ModelConfig, NodeInfo, PodInfo};
-use crate::testkit::{self, pod};
+use crate::model::{GangKey, ModelConfig, NodeInfo};
+use crate::testkit::{self, gathered, pod};
 
 const BOUND: Duration = Duration::from_secs(300);
 
 fn node(name: &str, cpu_milli: i64) -> NodeInfo {
     testkit::node(name).cpu(cpu_milli).build()
-}
-
-/// As deploy/gang-admission-policy.yaml creates it: marked, gated.
-fn gathered(mut p: PodInfo) -> PodInfo {
-    p.gang_marker = true;
-    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
-    rules.scheduling_gates.push(GATHER_GATE.to_string());
-    p.rules = Some(Box::new(rules));
-    p
 }
 
 fn table(capacity_buffers: Option<Duration>, nodes: &[NodeInfo]) -> GangTable {
@@ -177,7 +168,8 @@ fn shape(selector: &[(&str, &str)], tolerations: Vec<Toleration>) -> MemberShape
     }
 }
 
-/// Karpenter's rule for the labels a NodePool's nodes may have, and its taints.
+/// Karpenter's rule for the labels a NodePool's nodes may have; its taints judged by
+/// kube-scheduler's TaintToleration rule (`rules::taint_toleration`), as on a node.
 #[test]
 fn a_pool_admits_members_whose_selector_its_labels_and_requirements_allow_and_who_tolerate_its_taints(
 ) {

@@ -4,22 +4,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::model::gather::{GatherPlan, Gatherer, GATHER_GATE};
+use crate::model::gather::{GatherPlan, Gatherer};
 use crate::model::membership::{COSCHEDULING_POD_GROUP, GROUP};
 use crate::model::notice::{Notice, NoticeKind};
-use crate::model::objects::{PodInfo, PodRules};
+use crate::model::objects::PodInfo;
 use crate::model::table::GangTable;
 use crate::model::{GangKey, ModelConfig};
-use crate::testkit::{self, pod};
-
-/// The pod as deploy/gang-admission-policy.yaml creates it: marked, and gated by muster.
-fn gathered(mut p: PodInfo) -> PodInfo {
-    p.gang_marker = true;
-    let mut rules: PodRules = p.rules.take().map(|b| *b).unwrap_or_default();
-    rules.scheduling_gates.push(GATHER_GATE.to_string());
-    p.rules = Some(Box::new(rules));
-    p
-}
+use crate::testkit::{self, gathered, pod};
 
 fn for_scheduler(mut p: PodInfo, name: &str) -> PodInfo {
     p.scheduler_name = Some(Arc::from(name));

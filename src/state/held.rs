@@ -73,6 +73,10 @@ impl HeldBinds {
         if until <= tokio::time::Instant::now() {
             return HoldEnd::StillWaiting;
         }
+        // The table knows the call is held until it ends, however it ends (answered, or
+        // dropped when kube-scheduler closes the connection).
+        table.lock().bind_held(uid);
+        let _held = HoldMark { table, uid };
         let (mut last_look, mut woken_once) = (false, false);
         loop {
             let waker = self.wakers.entry(gang.clone()).or_default().clone();
@@ -132,5 +136,17 @@ impl HeldBinds {
         for gang in gangs {
             self.wake(&gang);
         }
+    }
+}
+
+/// Tells the table a held bind call ended, when the hold ends or its future is dropped.
+struct HoldMark<'a> {
+    table: &'a Mutex<GangTable>,
+    uid: &'a str,
+}
+
+impl Drop for HoldMark<'_> {
+    fn drop(&mut self) {
+        self.table.lock().bind_released(self.uid);
     }
 }

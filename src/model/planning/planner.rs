@@ -266,7 +266,7 @@ impl GangTable {
             });
         }
         let others: Vec<&PodEntry> = self
-            .pending_members(key)
+            .members_to_place(key)
             .into_iter()
             .filter(|p| p.info.uid != pod.uid)
             .collect();
@@ -799,7 +799,7 @@ impl GangTable {
             if self.is_placed(other, &facts) || !facts.spec.is_decided() {
                 continue;
             }
-            let selection = choose(&facts, None, self.pending_members(other));
+            let selection = choose(&facts, None, self.members_to_place(other));
             if selection.missing() > 0 {
                 continue;
             }

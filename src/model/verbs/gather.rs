@@ -370,7 +370,11 @@ impl Gatherer {
                 let Some(p) = holder.member().and_then(|u| table.pods.get(u)) else {
                     continue;
                 };
+                // A member whose bind call is held on its confirmed seat is assumed there by
+                // kube-scheduler: a nomination now routes nothing and races its binding. It is
+                // written once the call ends unbound (kube-scheduler then tries the pod again).
                 if !p.is_pending()
+                    || (seat.confirmed && table.is_bind_held(&p.info.uid))
                     || releasing.contains(&p.info.uid)
                     || self.unseen.contains_key(&p.info.uid)
                     || self.writing.pods.contains(&p.info.uid)

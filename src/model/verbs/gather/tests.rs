@@ -1495,3 +1495,83 @@ fn a_restarted_jobs_new_pods_are_gathered_whole_while_the_old_attempts_pods_rema
         "the new attempt, beside the old pod still on n1: {names:?}"
     );
 }
+
+/// The last look refuses a member because its node lost room, and that node also held a
+/// confirmed seat of a sibling (both go: `replan_off`). Planned again, the seats confirmed
+/// elsewhere stay exactly where their bind calls wait (only the lost ones move): moving a
+/// confirmed seat leaves its held call waiting out `--bind-wait` on a seat it no longer has.
+/// Seen in the benchmark: a gang of 15 waited 8 s with ten held calls on moved seats.
+#[test]
+fn seats_confirmed_elsewhere_stay_when_a_node_with_a_confirmed_seat_loses_room() {
+    let mut w = World::new(&[
+        node("n1", 1000),
+        node("n2", 1000),
+        node("n3", 1000),
+        node("n4", 1000),
+    ]);
+    let m = ["a", "b", "c", "d"].map(|n| gathered(pod(n).cpu(500).gang("g", 4).build()));
+    w.add(&[&m[0], &m[1], &m[2], &m[3]]);
+    let plan = w.round();
+    w.written(&plan);
+    for (p, n) in &plan.releases[0].nominate {
+        let member = m.iter().find(|x| x.uid == p.uid).unwrap();
+        w.table.apply_pod(let_through(member.clone(), Some(n)));
+    }
+    let [a, b, c, d] = m;
+    for (p, n) in [(&a, "n1"), (&b, "n1"), (&c, "n2")] {
+        assert!(
+            matches!(bind(&mut w, p, n), crate::model::BindDecision::Wait { .. }),
+            "{} waits at bind on {n}",
+            p.name
+        );
+    }
+    w.add(&[&pod("plain").cpu(600).bound("n2").build()]);
+    assert!(matches!(
+        bind(&mut w, &d, "n2"),
+        crate::model::BindDecision::Reject(_)
+    ));
+    w.table.take_released();
+    let plan = w.round();
+    assert_eq!(w.state("g"), "admitted", "{plan:?}");
+    let gang = &w.table.gangs[&GangKey::new("ml", "g")];
+    for p in [&a, &b] {
+        let seat = gang.seat_of(&p.uid);
+        assert!(
+            seat.is_some_and(|s| s.confirmed && *s.node == *"n1"),
+            "{}'s confirmed seat stays on n1: {seat:?} {plan:?}",
+            p.name
+        );
+    }
+}
+
+/// A member whose bind call is held on its confirmed seat is not nominated again while the
+/// call is held (kube-scheduler has it assumed there; the write would race its binding, which
+/// the API server then refuses), and is once the call ends unbound.
+#[test]
+fn a_member_held_at_bind_is_nominated_again_only_after_its_call_ends() {
+    let (mut w, [a, _b, _c]) = three_let_through();
+    let seat = w.table.gangs[&GangKey::new("ml", "g")]
+        .seat_of(&a.uid)
+        .unwrap()
+        .node
+        .to_string();
+    assert!(matches!(
+        bind(&mut w, &a, &seat),
+        crate::model::BindDecision::Wait { .. }
+    ));
+    w.table.bind_held(&a.uid);
+    // kube-scheduler's nomination of `a` is not where its seat is (cleared, say).
+    w.table.apply_pod(let_through(a.clone(), None));
+    let plan = w.round();
+    assert!(
+        !plan.renominate.iter().any(|(p, _)| p.uid == a.uid),
+        "{plan:?}"
+    );
+    w.table.bind_released(&a.uid);
+    let plan = w.round();
+    assert_eq!(
+        plan.renominate,
+        vec![(PodRef::of(&a), NodeName::from(seat.as_str()))],
+        "{plan:?}"
+    );
+}

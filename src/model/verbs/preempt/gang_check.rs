@@ -216,7 +216,7 @@ impl GangTable {
             });
         }
         let pending: Vec<_> = self
-            .pending_members(key)
+            .members_to_place(key)
             .into_iter()
             .filter(|p| p.info.uid != pod.uid)
             .collect();

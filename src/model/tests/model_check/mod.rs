@@ -276,6 +276,9 @@ struct Check {
     /// window runs from then.
     appeared: BTreeMap<&'static str, Instant>,
     checks: u64,
+    /// Confirmed seats at the last check, (gang, member uid) → node: a bind call may be held on
+    /// each (see the held-call check in `check`).
+    confirmed: BTreeMap<(String, String), String>,
     /// The decisions of this step (filter verdicts, bind decisions), kept only when
     /// `MODEL_CHECK_TRACE` names a file: see [`Trace`].
     decisions: Option<String>,
@@ -302,6 +305,7 @@ impl Check {
             disrupting: BTreeMap::new(),
             appeared: BTreeMap::new(),
             checks: 0,
+            confirmed: BTreeMap::new(),
             decisions: Trace::wanted().then(String::new),
             seen: [0; SEEN],
         }
@@ -1144,6 +1148,8 @@ impl Check {
             }
         }
         self.gatherer = crate::model::gather::Gatherer::new(true);
+        // The held calls of the old table were woken (a take-over) or died with it.
+        self.confirmed.clear();
         let old = if hand_over {
             // The standby's caches saw the same watch events; it rebuilds from them.
             let fresh = self.table.rebuilt();
@@ -1266,7 +1272,38 @@ impl Check {
     fn check(&mut self) -> Result<(), TestCaseError> {
         self.evict()?;
         self.table.take_notices();
-        self.table.take_released();
+        let released: BTreeSet<String> = self
+            .table
+            .take_released()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        // Held calls answer at once: a seat confirmed at the last check (a bind call may be
+        // held on it) that some other step planned on another node wakes its gang's held
+        // calls (`released`), or the call waits out --bind-wait on a seat it no longer has. A
+        // seat moved by its own member's bind is confirmed where that new call waits.
+        let mut confirmed = BTreeMap::new();
+        for (key, g) in &self.table.gangs {
+            for (holder, seat) in g.seats() {
+                let Some(uid) = holder.member() else { continue };
+                let id = (key.to_string(), uid.to_string());
+                if let Some(before) = self.confirmed.get(&id) {
+                    prop_assert!(
+                        seat.confirmed || **before == *seat.node || released.contains(&id.0),
+                        "gang {}: the confirmed seat of {} moved from {} to {} unconfirmed, and its held call was not woken",
+                        key,
+                        uid,
+                        before,
+                        seat.node
+                    );
+                    self.checks += 1;
+                }
+                if seat.confirmed {
+                    confirmed.insert(id, seat.node.to_string());
+                }
+            }
+        }
+        self.confirmed = confirmed;
         // Liveness: seats are held only by an admitted gang, for at most its timeout plus one
         // expiry tick (the clock moves only with `Advance`, which runs the expiry).
         let tick = Duration::from_secs(1);

@@ -447,8 +447,8 @@ async fn a_trainjob_on_a_coscheduling_runtime_waits_gated_and_is_placed_whole() 
 /// and runs while the other binds nothing (never part of either on any poll), gated with muster's
 /// reason; once the first completes, the second is placed whole and runs.
 #[tokio::test]
-async fn two_trainjobs_competing_for_room_for_one_run_one_after_the_other_each_whole(
-) -> Result<()> {
+async fn two_trainjobs_competing_for_room_for_one_run_one_after_the_other_each_whole() -> Result<()>
+{
     let _t = Timer(
         "two_trainjobs_competing_for_room_for_one_run_one_after_the_other_each_whole",
         Instant::now(),

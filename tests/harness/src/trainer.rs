@@ -181,7 +181,9 @@ pub(crate) async fn start(
 
     let mut cmd = Command::new(&files.binary);
     cmd.arg(format!("--webhook-server-port={}", serving.port))
-        .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+        .arg(format!(
+            "--health-probe-bind-address=127.0.0.1:{health_port}"
+        ))
         .arg("--metrics-bind-address=0")
         .arg("--leader-elect=false")
         .env("KUBECONFIG", kubeconfig)
@@ -189,8 +191,7 @@ pub(crate) async fn start(
         .env("TRAINER_EXTERNAL_WEBHOOK_CERTS", "1");
     let mut p = ManagedProcess::spawn("trainer", cmd, &dir.join("trainer.log"), lifetime)?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    crate::control_plane::wait_http_ok("trainer", &mut p, health_port, "/readyz", deadline)
-        .await?;
+    crate::control_plane::wait_http_ok("trainer", &mut p, health_port, "/readyz", deadline).await?;
     let ready = t0.elapsed();
     serving
         .register(client, "Trainer", CONFIGURATIONS, &WEBHOOKS)
@@ -246,6 +247,9 @@ mod tests {
         );
         // base64 of "PEM"
         assert_eq!(v["webhooks"][2]["clientConfig"]["caBundle"], "UEVN");
-        assert_eq!(v["webhooks"][2]["rules"][0]["resources"], json!(["trainjobs"]));
+        assert_eq!(
+            v["webhooks"][2]["rules"][0]["resources"],
+            json!(["trainjobs"])
+        );
     }
 }

@@ -267,6 +267,16 @@ impl<'a> TrainJob<'a> {
         .await
     }
 
+    /// The scheduler-plugins PodGroups of the TrainJob's namespace.
+    fn pod_groups(&self) -> Api<DynamicObject> {
+        let api = PodGroupApi::SchedulerPlugins;
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(api.group(), api.version(), "PodGroup"),
+            "podgroups",
+        );
+        Api::namespaced_with(self.c.client(), self.ns, &resource)
+    }
+
     /// What Trainer wrote for the gang: its PodGroup (named after the TrainJob) with `minMember`
     /// [`NODES`], and the PodGroup label on every pod.
     async fn ensure_trainers_pod_group(&self) -> Result<()> {
@@ -274,14 +284,7 @@ impl<'a> TrainJob<'a> {
             &format!("Trainer's PodGroup {}/{}", self.ns, self.name),
             REASON,
             || async {
-                let api = PodGroupApi::SchedulerPlugins;
-                let resource = ApiResource::from_gvk_with_plural(
-                    &GroupVersionKind::gvk(api.group(), api.version(), "PodGroup"),
-                    "podgroups",
-                );
-                let pgs: Api<DynamicObject> =
-                    Api::namespaced_with(self.c.client(), self.ns, &resource);
-                Ok(match pgs.get_opt(self.name).await? {
+                Ok(match self.pod_groups().get_opt(self.name).await? {
                     Some(pg) => Progress::Done(pg),
                     None => Progress::NotYet("no PodGroup".into()),
                 })
@@ -351,6 +354,18 @@ impl<'a> TrainJob<'a> {
         eprintln!(
             "TrainJob {}/{} while it waits: status {}",
             self.ns, self.name, tj.data["status"]
+        );
+        let js = muster_harness::jobset::api(&self.c.client(), self.ns)
+            .get(self.name)
+            .await?;
+        eprintln!(
+            "JobSet {}/{} while it waits: status {}",
+            self.ns, self.name, js.data["status"]
+        );
+        let pg = self.pod_groups().get(self.name).await?;
+        eprintln!(
+            "PodGroup {}/{} while it waits: status {}",
+            self.ns, self.name, pg.data["status"]
         );
         Ok(())
     }

@@ -197,7 +197,7 @@ impl<'a> TrainJob<'a> {
         Ok(Ok(live))
     }
 
-    /// How many of the live pods run (`None` when the check found the cluster truth broken).
+    /// How many of the live pods run; an error when the check finds the cluster truth broken.
     async fn running(&self) -> Result<usize> {
         let live = match self.check().await? {
             Ok(live) => live,

@@ -31,3 +31,4 @@ mod second_scheduler;
 mod secure;
 mod tls;
 mod topology;
+mod trainer;

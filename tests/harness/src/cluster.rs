@@ -64,6 +64,9 @@ pub struct ClusterOptions {
     pub jobset: bool,
     /// Kueue's controller manager and webhooks run beside them ([`ClusterOptions::with_kueue`]).
     pub kueue: bool,
+    /// Kubeflow Trainer's controller manager and webhooks run beside them and JobSet's
+    /// ([`ClusterOptions::with_trainer`]).
+    pub trainer: bool,
     /// Karpenter's KWOK cloud provider runs beside the controllers, with this NodePool
     /// ([`ClusterOptions::with_karpenter`]).
     pub karpenter: Option<crate::karpenter::KarpenterPool>,
@@ -129,6 +132,7 @@ impl ClusterOptions {
             controllers: false,
             jobset: false,
             kueue: false,
+            trainer: false,
             karpenter: None,
         }
     }
@@ -169,6 +173,16 @@ impl ClusterOptions {
     pub fn with_kueue(mut self) -> Self {
         self.kueue = true;
         self.with_controllers()
+    }
+
+    /// [`with_jobset`](Self::with_jobset), and Kubeflow Trainer v2's controller manager (v2.0.0,
+    /// built and cached by tests/cluster/build-trainer.sh) with its CRDs, scheduler-plugins'
+    /// PodGroup CRD and its webhooks, as a local process (see [`crate::trainer`]): TrainJobs
+    /// become JobSets, and a runtime with `podGroupPolicy.coscheduling` gets each TrainJob a
+    /// PodGroup and its pods the label `scheduling.x-k8s.io/pod-group`.
+    pub fn with_trainer(mut self) -> Self {
+        self.trainer = true;
+        self.with_jobset()
     }
 
     /// Every pod through muster, the alternative to the shipped install: no admission policy,
@@ -276,6 +290,9 @@ impl Cluster {
         }
         if opts.kueue {
             cp.start_kueue().await?;
+        }
+        if opts.trainer {
+            cp.start_trainer().await?;
         }
         if let Some(pool) = &opts.karpenter {
             let build = crate::karpenter::ensure_karpenter()?;

@@ -646,6 +646,23 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts Kubeflow Trainer's controller manager and webhooks beside the controllers and
+    /// JobSet's ([`crate::trainer`]): its CRDs and scheduler-plugins' PodGroup CRD, its process
+    /// (stopped with the others), its webhook configuration on 127.0.0.1. Only on a plane of the
+    /// test's own, after [`start_jobset`](Self::start_jobset): it runs TrainJobs as JobSets.
+    pub async fn start_trainer(&mut self) -> Result<()> {
+        if self.shared.is_some() {
+            bail!(
+                "Trainer's webhooks and CRDs act on the whole API server: start the cluster with \
+                 its own control plane (ClusterOptions::with_trainer sets it)"
+            );
+        }
+        let p =
+            crate::trainer::start(&self.client, &self.kubeconfig, &self.dir, self.lifetime).await?;
+        self.procs.push(p);
+        Ok(())
+    }
+
     /// Starts Karpenter's KWOK cloud provider (`bin`, built by tests/cluster/build-karpenter.sh)
     /// against this control plane, as a local process: leader election off (it would look for
     /// its Lease in a namespace it is deployed in), the `CapacityBuffer` feature gate on (it acts

@@ -6,8 +6,8 @@
 //! - its configuration file with internal certificate management off (the rotator writes a
 //!   Secret in its namespace and certifies only `<service>.<namespace>.svc`), leader election off,
 //!   metrics off, the webhook server and health probes on 127.0.0.1 ports of their own;
-//! - a CA and a serving certificate for 127.0.0.1 made by the harness ([`crate::tls::Ca`]) in the
-//!   directory its webhook server reads (`tls.crt`, `tls.key`);
+//! - a CA and a serving certificate for 127.0.0.1 made by the harness in the directory its webhook
+//!   server reads (`tls.crt`, `tls.key`; [`crate::webhooks`], shared with Kueue and Trainer);
 //! - the webhook configurations of its install (`config/components/webhook/`, with the pod
 //!   webhooks' object selector from its patches), pointing at `https://127.0.0.1:PORT/...` with
 //!   that CA. Its defaulting webhook is required: a JobSet it has not defaulted (no
@@ -22,20 +22,19 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::Client;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::paths::ensure_jobset;
 use crate::process::{free_port, Lifetime, ManagedProcess};
-use crate::tls::{Ca, Usage};
 use crate::wait::{wait_for, Progress};
+use crate::webhooks::{self, ConfigurationNames, LoopbackServing, Selector, Webhook};
 
 /// The label (and annotation) JobSet puts on every Job and pod it creates: the JobSet's name.
 pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -60,37 +59,23 @@ pub fn api(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &api_resource())
 }
 
-/// One webhook JobSet serves (`pkg/webhooks/*.go`, `config/components/webhook/manifests.yaml`).
-struct Webhook {
-    name: &'static str,
-    mutating: bool,
-    path: &'static str,
-    /// `(apiGroup, version, resource, operations)` of its rule.
-    rule: (
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static [&'static str],
-    ),
-    /// Only pods JobSet made (`jobset.sigs.k8s.io/jobset-name` exists), as its install's patches
-    /// select them: other pods never wait on JobSet.
-    jobset_pods_only: bool,
-}
-
+/// The webhooks JobSet serves (`pkg/webhooks/*.go`, `config/components/webhook/manifests.yaml`);
+/// the pod ones only for pods JobSet made (`jobset.sigs.k8s.io/jobset-name` exists), as its
+/// install's patches select them: other pods never wait on JobSet.
 const WEBHOOKS: [Webhook; 4] = [
     Webhook {
         name: "mjobset.kb.io",
         mutating: true,
         path: "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
-        rule: ("jobset.x-k8s.io", "v1alpha2", "jobsets", &["CREATE"]),
-        jobset_pods_only: false,
+        rule: ("jobset.x-k8s.io", "v1alpha2", &["jobsets"], &["CREATE"]),
+        selector: Selector::All,
     },
     Webhook {
         name: "mpod.kb.io",
         mutating: true,
         path: "/mutate--v1-pod",
-        rule: ("", "v1", "pods", &["CREATE"]),
-        jobset_pods_only: true,
+        rule: ("", "v1", &["pods"], &["CREATE"]),
+        selector: Selector::ObjectLabelExists(JOBSET_NAME),
     },
     Webhook {
         name: "vjobset.kb.io",
@@ -99,19 +84,25 @@ const WEBHOOKS: [Webhook; 4] = [
         rule: (
             "jobset.x-k8s.io",
             "v1alpha2",
-            "jobsets",
+            &["jobsets"],
             &["CREATE", "UPDATE"],
         ),
-        jobset_pods_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "vpod.kb.io",
         mutating: false,
         path: "/validate--v1-pod",
-        rule: ("", "v1", "pods", &["CREATE"]),
-        jobset_pods_only: true,
+        rule: ("", "v1", &["pods"], &["CREATE"]),
+        selector: Selector::ObjectLabelExists(JOBSET_NAME),
     },
 ];
+
+/// The names of JobSet's webhook configurations, as its install names them.
+const CONFIGURATIONS: ConfigurationNames = ConfigurationNames {
+    mutating: "jobset-mutating-webhook-configuration",
+    validating: "jobset-validating-webhook-configuration",
+};
 
 /// JobSet's configuration file (`config.jobset.x-k8s.io/v1alpha1` `Configuration`, decoded
 /// strictly): everything on 127.0.0.1, no certificate rotator, no leader election, no metrics.
@@ -142,53 +133,7 @@ pub fn webhook_configurations(
     port: u16,
     ca_pem: &[u8],
 ) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration)> {
-    let entry = |w: &Webhook| {
-        let (group, version, resource, operations) = w.rule;
-        let mut e = json!({
-            "name": w.name,
-            "admissionReviewVersions": ["v1"],
-            "clientConfig": {"url": format!("https://127.0.0.1:{port}{}", w.path)},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "rules": [{
-                "apiGroups": [group],
-                "apiVersions": [version],
-                "resources": [resource],
-                "operations": operations,
-            }],
-        });
-        if w.jobset_pods_only {
-            e["objectSelector"] =
-                json!({"matchExpressions": [{"key": JOBSET_NAME, "operator": "Exists"}]});
-        }
-        e
-    };
-    let of = |mutating: bool| -> Vec<Value> {
-        WEBHOOKS
-            .iter()
-            .filter(|w| w.mutating == mutating)
-            .map(entry)
-            .collect()
-    };
-    let mut m: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "jobset-mutating-webhook-configuration"},
-        "webhooks": of(true),
-    }))?;
-    let mut v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "jobset-validating-webhook-configuration"},
-        "webhooks": of(false),
-    }))?;
-    for w in m.webhooks.iter_mut().flatten() {
-        w.client_config.ca_bundle = Some(ByteString(ca_pem.to_vec()));
-    }
-    for w in v.webhooks.iter_mut().flatten() {
-        w.client_config.ca_bundle = Some(ByteString(ca_pem.to_vec()));
-    }
-    Ok((m, v))
+    webhooks::configurations(CONFIGURATIONS, &WEBHOOKS, port, ca_pem)
 }
 
 /// A JobSet of one replicated job of one pod, for a dry-run create.
@@ -220,28 +165,18 @@ pub(crate) async fn start(
     let t0 = Instant::now();
     let files = ensure_jobset()?;
     // The paths served are those its manifests name: a JobSet whose paths moved fails here.
-    let manifests = fs::read_to_string(&files.webhook_manifests)
-        .with_context(|| format!("reading {}", files.webhook_manifests.display()))?;
-    for w in &WEBHOOKS {
-        ensure!(
-            manifests.contains(&format!("path: {}", w.path)),
-            "{} does not name the webhook path {}",
-            files.webhook_manifests.display(),
-            w.path
-        );
-    }
+    webhooks::ensure_paths(&files.webhook_manifests, &WEBHOOKS)?;
     crate::pod_groups::install_crd(client, &files.crd.display().to_string()).await?;
 
     let jdir = dir.join("jobset");
-    let cert_dir = jdir.join("certs");
-    let ca = Ca::generate(&cert_dir, "jobset-ca")?;
-    // controller-runtime's webhook server reads `<certDir>/tls.crt` and `tls.key`.
-    ca.issue("tls", Usage::Server)?;
-    let webhook_port = free_port()?;
+    let serving = LoopbackServing::prepare(&jdir.join("certs"), "jobset-ca")?;
     let health_port = free_port()?;
     let config = jdir.join("config.yaml");
-    fs::write(&config, config_yaml(webhook_port, &cert_dir, health_port))
-        .with_context(|| format!("writing {}", config.display()))?;
+    fs::write(
+        &config,
+        config_yaml(serving.port, &serving.cert_dir, health_port),
+    )
+    .with_context(|| format!("writing {}", config.display()))?;
 
     let mut cmd = Command::new(&files.binary);
     cmd.arg(format!("--config={}", config.display()))
@@ -250,17 +185,9 @@ pub(crate) async fn start(
     let deadline = Instant::now() + Duration::from_secs(60);
     crate::control_plane::wait_http_ok("jobset", &mut p, health_port, "/readyz", deadline).await?;
     let ready = t0.elapsed();
-
-    let ca_pem = fs::read(&ca.cert).with_context(|| format!("reading {}", ca.cert.display()))?;
-    let (mutating, validating) = webhook_configurations(webhook_port, &ca_pem)?;
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &mutating)
-        .await
-        .context("creating JobSet's MutatingWebhookConfiguration")?;
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &validating)
-        .await
-        .context("creating JobSet's ValidatingWebhookConfiguration")?;
+    serving
+        .register(client, "JobSet", CONFIGURATIONS, &WEBHOOKS)
+        .await?;
 
     // The API server picks webhook configurations up from a watch: until it has, a JobSet would
     // be stored undefaulted.
@@ -295,6 +222,7 @@ pub(crate) async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn webhook_configurations_point_at_loopback_with_the_ca() {

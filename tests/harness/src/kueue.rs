@@ -15,8 +15,9 @@
 //!   from quota (`resources.excludeResourcePrefixes`: the admission policy's marker
 //!   `muster.dev/gang` is no resource a ClusterQueue covers, and a Workload asking for one is
 //!   never admitted);
-//! - a CA and a serving certificate for 127.0.0.1 made by the harness ([`crate::tls::Ca`]) in the
-//!   directory its webhook server reads (`tls.crt`, `tls.key`), and another for its metrics server
+//! - a CA and a serving certificate for 127.0.0.1 made by the harness in the directory its webhook
+//!   server reads (`tls.crt`, `tls.key`; [`crate::webhooks`], shared with JobSet and Trainer),
+//!   and another for its metrics server
 //!   in the directory `KUEUE_METRICS_CERT_DIR` names (with its certificate management off Kueue
 //!   reads one at start even with metrics off; build-kueue.sh makes the directory configurable);
 //! - the webhook configurations of its install for what it serves with only the pod integration
@@ -35,12 +36,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::Client;
@@ -48,8 +48,9 @@ use serde_json::{json, Value};
 
 use crate::paths::ensure_kueue;
 use crate::process::{free_port, Lifetime, ManagedProcess};
-use crate::tls::{Ca, CertPair, Usage};
+use crate::tls::{CertPair, Usage};
 use crate::wait::{wait_for, Progress};
+use crate::webhooks::{self, ConfigurationNames, LoopbackServing, Selector, Webhook};
 
 /// The label a pod (or job) names its LocalQueue with: Kueue manages only what names one.
 pub const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
@@ -229,45 +230,31 @@ pub async fn set_cpu_quota(client: &Client, name: &str, cpu: &str) -> Result<()>
     Ok(())
 }
 
-/// One webhook Kueue serves with only the pod integration (`pkg/webhooks/*.go`,
-/// `pkg/controller/jobs/pod/pod_webhook.go`, `config/components/webhook/manifests.yaml`).
-struct Webhook {
-    name: &'static str,
-    mutating: bool,
-    path: &'static str,
-    /// `(apiGroup, version, resources, operations)` of its rule.
-    rule: (
-        &'static str,
-        &'static str,
-        &'static [&'static str],
-        &'static [&'static str],
-    ),
-    /// Only pods of namespaces labelled [`MANAGED_NAMESPACE_LABEL`], as its install's patches
-    /// limit the pod webhooks to the namespaces it manages.
-    managed_namespaces_only: bool,
-}
-
+/// The webhooks Kueue serves with only the pod integration (`pkg/webhooks/*.go`,
+/// `pkg/controller/jobs/pod/pod_webhook.go`, `config/components/webhook/manifests.yaml`); the pod
+/// ones only for namespaces labelled [`MANAGED_NAMESPACE_LABEL`], as its install's patches limit
+/// them to the namespaces it manages.
 const WEBHOOKS: [Webhook; 9] = [
     Webhook {
         name: "mpod.kb.io",
         mutating: true,
         path: "/mutate--v1-pod",
         rule: ("", "v1", &["pods"], &["CREATE"]),
-        managed_namespaces_only: true,
+        selector: Selector::NamespaceLabel(MANAGED_NAMESPACE_LABEL.0, MANAGED_NAMESPACE_LABEL.1),
     },
     Webhook {
         name: "vpod.kb.io",
         mutating: false,
         path: "/validate--v1-pod",
         rule: ("", "v1", &["pods"], &["CREATE", "UPDATE"]),
-        managed_namespaces_only: true,
+        selector: Selector::NamespaceLabel(MANAGED_NAMESPACE_LABEL.0, MANAGED_NAMESPACE_LABEL.1),
     },
     Webhook {
         name: "mworkload.kb.io",
         mutating: true,
         path: "/mutate-kueue-x-k8s-io-v1beta2-workload",
         rule: ("kueue.x-k8s.io", "v1beta2", &["workloads"], &["CREATE"]),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "vworkload.kb.io",
@@ -279,14 +266,14 @@ const WEBHOOKS: [Webhook; 9] = [
             &["workloads", "workloads/status"],
             &["CREATE", "UPDATE"],
         ),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "mclusterqueue.kb.io",
         mutating: true,
         path: "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
         rule: ("kueue.x-k8s.io", "v1beta2", &["clusterqueues"], &["CREATE"]),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "vclusterqueue.kb.io",
@@ -298,7 +285,7 @@ const WEBHOOKS: [Webhook; 9] = [
             &["clusterqueues"],
             &["CREATE", "UPDATE"],
         ),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "mresourceflavor.kb.io",
@@ -310,7 +297,7 @@ const WEBHOOKS: [Webhook; 9] = [
             &["resourceflavors"],
             &["CREATE"],
         ),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "vresourceflavor.kb.io",
@@ -322,7 +309,7 @@ const WEBHOOKS: [Webhook; 9] = [
             &["resourceflavors"],
             &["CREATE", "UPDATE"],
         ),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
     Webhook {
         name: "vcohort.kb.io",
@@ -334,9 +321,15 @@ const WEBHOOKS: [Webhook; 9] = [
             &["cohorts"],
             &["CREATE", "UPDATE"],
         ),
-        managed_namespaces_only: false,
+        selector: Selector::All,
     },
 ];
+
+/// The names of Kueue's webhook configurations, as its install names them.
+const CONFIGURATIONS: ConfigurationNames = ConfigurationNames {
+    mutating: "kueue-mutating-webhook-configuration",
+    validating: "kueue-validating-webhook-configuration",
+};
 
 /// Kueue's configuration file (`config.kueue.x-k8s.io/v1beta2` `Configuration`, decoded
 /// strictly): everything on 127.0.0.1, no certificate rotator, no leader election, no metrics,
@@ -387,50 +380,7 @@ pub fn webhook_configurations(
     port: u16,
     ca_pem: &[u8],
 ) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration)> {
-    let entry = |w: &Webhook| {
-        let (group, version, resources, operations) = w.rule;
-        let mut e = json!({
-            "name": w.name,
-            "admissionReviewVersions": ["v1"],
-            "clientConfig": {
-                "url": format!("https://127.0.0.1:{port}{}", w.path),
-                "caBundle": ByteString(ca_pem.to_vec()),
-            },
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "rules": [{
-                "apiGroups": [group],
-                "apiVersions": [version],
-                "resources": resources,
-                "operations": operations,
-            }],
-        });
-        if w.managed_namespaces_only {
-            let (k, v) = MANAGED_NAMESPACE_LABEL;
-            e["namespaceSelector"] = json!({"matchLabels": {k: v}});
-        }
-        e
-    };
-    let of = |mutating: bool| -> Vec<Value> {
-        WEBHOOKS
-            .iter()
-            .filter(|w| w.mutating == mutating)
-            .map(entry)
-            .collect()
-    };
-    let m: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "kueue-mutating-webhook-configuration"},
-        "webhooks": of(true),
-    }))?;
-    let v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "kueue-validating-webhook-configuration"},
-        "webhooks": of(false),
-    }))?;
-    Ok((m, v))
+    webhooks::configurations(CONFIGURATIONS, &WEBHOOKS, port, ca_pem)
 }
 
 /// The namespace of the dry-run pod that tells Kueue's pod webhook is called.
@@ -472,29 +422,17 @@ pub(crate) async fn start(
     let t0 = Instant::now();
     let files = ensure_kueue()?;
     // The paths served are those its manifests name: a Kueue whose paths moved fails here.
-    let manifests = fs::read_to_string(&files.webhook_manifests)
-        .with_context(|| format!("reading {}", files.webhook_manifests.display()))?;
-    for w in &WEBHOOKS {
-        ensure!(
-            manifests.contains(&format!("path: {}", w.path)),
-            "{} does not name the webhook path {}",
-            files.webhook_manifests.display(),
-            w.path
-        );
-    }
+    webhooks::ensure_paths(&files.webhook_manifests, &WEBHOOKS)?;
     for crd in &files.crds {
         crate::pod_groups::install_crd(client, &crd.display().to_string()).await?;
     }
     let crds = t0.elapsed();
 
     let kdir = dir.join("kueue");
-    let cert_dir = kdir.join("certs");
-    let ca = Ca::generate(&cert_dir, "kueue-ca")?;
-    // controller-runtime's webhook server reads `<certDir>/tls.crt` and `tls.key`.
-    ca.issue("tls", Usage::Server)?;
+    let serving = LoopbackServing::prepare(&kdir.join("certs"), "kueue-ca")?;
     let metrics_dir = kdir.join("metrics-certs");
     fs::create_dir_all(&metrics_dir)?;
-    ca.issue_to(
+    serving.ca.issue_to(
         "kueue-metrics",
         Usage::Server,
         &CertPair {
@@ -502,11 +440,13 @@ pub(crate) async fn start(
             key: metrics_dir.join("tls.key"),
         },
     )?;
-    let webhook_port = free_port()?;
     let health_port = free_port()?;
     let config = kdir.join("config.yaml");
-    fs::write(&config, config_yaml(webhook_port, &cert_dir, health_port))
-        .with_context(|| format!("writing {}", config.display()))?;
+    fs::write(
+        &config,
+        config_yaml(serving.port, &serving.cert_dir, health_port),
+    )
+    .with_context(|| format!("writing {}", config.display()))?;
 
     let mut cmd = Command::new(&files.binary);
     cmd.arg(format!("--config={}", config.display()))
@@ -516,17 +456,9 @@ pub(crate) async fn start(
     let deadline = Instant::now() + Duration::from_secs(90);
     crate::control_plane::wait_http_ok("kueue", &mut p, health_port, "/readyz", deadline).await?;
     let ready = t0.elapsed();
-
-    let ca_pem = fs::read(&ca.cert).with_context(|| format!("reading {}", ca.cert.display()))?;
-    let (mutating, validating) = webhook_configurations(webhook_port, &ca_pem)?;
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &mutating)
-        .await
-        .context("creating Kueue's MutatingWebhookConfiguration")?;
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &validating)
-        .await
-        .context("creating Kueue's ValidatingWebhookConfiguration")?;
+    serving
+        .register(client, "Kueue", CONFIGURATIONS, &WEBHOOKS)
+        .await?;
 
     // The API server picks webhook configurations up from a watch: until it has, a pod would be
     // stored without Kueue's gate.

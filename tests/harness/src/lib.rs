@@ -70,8 +70,10 @@ pub mod rbac;
 pub mod shared;
 pub mod timing;
 pub mod tls;
+pub mod trainer;
 pub mod truth;
 pub mod wait;
+pub mod webhooks;
 
 pub use api_proxy::{ApiProxy, Fault, Pattern, Rule};
 pub use checks::{names, pod_names, spread, PLACE, REASON, TOGETHER, WINDOW};

@@ -311,6 +311,61 @@ pub fn ensure_jobset() -> Result<JobSetFiles> {
     Ok(found)
 }
 
+/// Kubeflow Trainer's controller manager and the files of its source it needs beside it
+/// ([`crate::trainer`]), built by `tests/cluster/build-trainer.sh`.
+#[derive(Debug, Clone)]
+pub struct TrainerFiles {
+    /// The controller manager (`github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager`,
+    /// one line patched: `TRAINER_EXTERNAL_WEBHOOK_CERTS` skips its certificate rotator).
+    pub binary: PathBuf,
+    /// Its CRDs (`manifests/base/crds/trainer.kubeflow.org_*.yaml`: ClusterTrainingRuntime,
+    /// TrainingRuntime, TrainJob), sorted by file name.
+    pub crds: Vec<PathBuf>,
+    /// Its webhook manifest (`manifests/base/webhook/manifests.yaml`): the paths it serves.
+    pub webhook_manifests: PathBuf,
+}
+
+/// Returns Trainer's controller manager and files, building them the first time with
+/// `tests/cluster/build-trainer.sh` (which returns at once when they are cached, and serializes
+/// builds across processes).
+pub fn ensure_trainer() -> Result<TrainerFiles> {
+    let _guard = CONTROLLERS_BUILD_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let bin = run_build_script(&["tests/cluster/build-trainer.sh"])?;
+    let files = bin.with_file_name("files");
+    let mut crds: Vec<PathBuf> = std::fs::read_dir(&files)
+        .with_context(|| format!("reading {}", files.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("trainer.kubeflow.org_") && n.ends_with(".yaml"))
+        })
+        .collect();
+    crds.sort();
+    let found = TrainerFiles {
+        binary: bin.join("trainer-controller-manager"),
+        crds,
+        webhook_manifests: files.join("manifests.yaml"),
+    };
+    if !is_executable(&found.binary) || !found.webhook_manifests.is_file() {
+        bail!(
+            "{} or {} is missing after its build script succeeded",
+            found.binary.display(),
+            found.webhook_manifests.display()
+        );
+    }
+    if found.crds.len() != 3 {
+        bail!(
+            "expected Trainer's 3 CRDs in {}, found {:?}",
+            files.display(),
+            found.crds
+        );
+    }
+    Ok(found)
+}
+
 /// Kueue's controller manager and the files of its source it needs beside it ([`crate::kueue`]),
 /// built by `tests/cluster/build-kueue.sh`.
 #[derive(Debug, Clone)]

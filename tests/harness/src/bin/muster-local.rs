@@ -30,8 +30,8 @@ use muster_harness::paths::{cache_dir, find_muster_binary, k8s_version};
 use muster_harness::policy::{apply_gang_admission_policy, is_gated, GATHER_GATE, POLICY_FILE};
 use muster_harness::process::{pid_alive, signal, Lifetime};
 use muster_harness::{
-    ControlPlane, ControlPlaneOptions, Muster, MusterOptions, SchedulerOptions, Scope,
-    CLUSTER_TRUTH,
+    control_run_requested, ControlPlane, ControlPlaneOptions, Muster, MusterOptions,
+    SchedulerOptions, Scope, CLUSTER_TRUTH, CONTROL_RUN_ENV,
 };
 
 #[derive(Parser)]
@@ -101,8 +101,20 @@ async fn start_muster_and_scheduler(
     muster_args: Vec<String>,
     lifetime: Lifetime,
 ) -> Result<Muster> {
-    if scope == Scope::GangMembers {
+    // In a control run (MUSTER_E2E_CONTROL) the stock scheduler runs alone: neither muster's
+    // extender (start_scheduler drops it) nor its admission policy, whose marker (muster.dev/gang,
+    // which no node has) and gate (muster.dev/gather, which only muster removes) are muster's part
+    // of the install, as the harness's Cluster does. Gang members are then plain pods that
+    // kube-scheduler binds one by one, so the demo's cluster truth (one of two bound while the
+    // gang does not fit) is decided at once instead of every member waiting out the demo's
+    // 90-second placement deadline as "Insufficient muster.dev/gang".
+    if scope == Scope::GangMembers && !control_run_requested() {
         apply_gang_admission_policy(&cp.client()).await?;
+    } else if scope == Scope::GangMembers {
+        eprintln!(
+            "muster-harness: control run ({CONTROL_RUN_ENV}), gang-members mode: {POLICY_FILE} not \
+             applied; gang members are created unmarked and ungated"
+        );
     }
     let mut mo = MusterOptions::new(muster_bin, cp.kubeconfig_path(), cp.dir());
     mo.lifetime = lifetime;
@@ -511,8 +523,10 @@ async fn demo_steps(
             }
         }
         // The shipped mode's promise: a gang that does not fit waits behind muster's gate,
-        // where kube-scheduler does not even try it.
-        for n in &names {
+        // where kube-scheduler does not even try it. A control run applies no policy (see
+        // start_muster_and_scheduler): there the pods are ungated by design, and the check that
+        // decides it is the partial-gang one above, on cluster truth.
+        for n in names.iter().filter(|_| !control_run_requested()) {
             let gated = pods
                 .iter()
                 .find(|p| k8s::pod_name(p) == n)

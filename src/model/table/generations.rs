@@ -15,7 +15,9 @@
 //! The same holds for a job deleted and submitted again under the same name while its old pods
 //! are not marked deleted yet (the garbage collector deletes them after the job): JobSet marks
 //! each pod with its JobSet's uid (`jobset.sigs.k8s.io/jobset-uid`), and pods of another
-//! incarnation created no earlier than the current one's first pod are a newer generation.
+//! incarnation created later than the current one's first pod are a newer generation (in whole
+//! seconds: a pod created in the same second is older, so that of two incarnations exactly one
+//! is the gang).
 //!
 //! The newest generation is the latest any pod of the gang has shown while the gang exists;
 //! if every member of it goes before the older pods do, those are members again (the gang's
@@ -62,15 +64,22 @@ pub enum Standing {
 impl Generations {
     /// How the generation of a pod of `m` created at `created` compares with its gang's newest:
     /// another incarnation (the job deleted and submitted again) is newer if the pod was
-    /// created no earlier than the newest incarnation's first pod, else older; within one
+    /// created later than the newest incarnation's first pod, else older; within one
     /// incarnation, the generation number decides.
     fn compare(&self, m: &Membership, created: i64) -> Ordering {
         let Some(g) = self.by_gang.get(&m.gang) else {
             return m.generation.cmp(&0);
         };
         match (&m.incarnation, &g.incarnation) {
+            // Strictly later only: creation times are whole seconds, and a job deleted and
+            // submitted again within the second ties with it. Counting a tie as newer made
+            // each incarnation newer than the other (an update of an old pod put its
+            // incarnation back on top, with the new pods still members): both were one gang,
+            // placed, and the new pods were let through one by one beside the old ones
+            // (never-half; seen in the e2e test of a JobSet submitted again). On a tie the
+            // incarnation muster holds stays the gang, and the other waits until it is gone.
             (Some(mine), Some((theirs, first))) if mine != theirs => {
-                if created >= *first {
+                if created > *first {
                     Ordering::Greater
                 } else {
                     Ordering::Less

@@ -91,3 +91,26 @@ fn a_later_incarnation_of_the_job_supersedes_the_earlier_whatever_its_attempt() 
     let mut next = of_jobset("next", "u2", 1, 200);
     assert_eq!(h.sort(&mut next), Standing::Newer);
 }
+
+/// Two incarnations created within the same second (the job deleted and submitted again at
+/// once): exactly one is the gang, whichever order their pods' events come in. The pods of the
+/// incarnation seen second are older; an update of a pod of the first does not make the second
+/// a member beside it (before, a tie counted as newer both ways, and both were one gang).
+#[test]
+fn two_incarnations_created_in_the_same_second_never_make_one_gang() {
+    let mut g = Generations::default();
+    let mut old = of_jobset("old", "uid-1", 0, 100);
+    assert_eq!(g.sort(&mut old), Standing::Member);
+    let mut new = of_jobset("new", "uid-2", 0, 100);
+    assert_eq!(g.sort(&mut new), Standing::Superseded);
+    assert!(new.gang().is_none());
+    let mut old_again = of_jobset("old", "uid-1", 0, 100);
+    assert_eq!(g.sort(&mut old_again), Standing::Member);
+    let mut new_again = of_jobset("new", "uid-2", 0, 100);
+    assert_eq!(g.sort(&mut new_again), Standing::Superseded);
+    // One second later is newer.
+    let mut later = of_jobset("later", "uid-2", 0, 101);
+    assert_eq!(g.sort(&mut later), Standing::Newer);
+    let mut old_after = of_jobset("old", "uid-1", 0, 100);
+    assert_eq!(g.sort(&mut old_after), Standing::Superseded);
+}

@@ -311,28 +311,39 @@ pub fn ensure_jobset() -> Result<JobSetFiles> {
     Ok(found)
 }
 
-/// Kubeflow Trainer's controller manager and the files of its source it needs beside it
-/// ([`crate::trainer`]), built by `tests/cluster/build-trainer.sh`.
+/// A controller manager built from the Go module proxy by its `tests/cluster/build-*.sh`, with
+/// the files of its source it needs beside it: Kubeflow Trainer's ([`crate::trainer`]) and
+/// Kueue's ([`crate::kueue`]).
 #[derive(Debug, Clone)]
-pub struct TrainerFiles {
-    /// The controller manager (`github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager`,
-    /// one line patched: `TRAINER_EXTERNAL_WEBHOOK_CERTS` skips its certificate rotator).
+pub struct ControllerFiles {
+    /// The controller manager.
     pub binary: PathBuf,
-    /// Its CRDs (`manifests/base/crds/trainer.kubeflow.org_*.yaml`: ClusterTrainingRuntime,
-    /// TrainingRuntime, TrainJob), sorted by file name.
+    /// Its CRDs, sorted by file name.
     pub crds: Vec<PathBuf>,
-    /// Its webhook manifest (`manifests/base/webhook/manifests.yaml`): the paths it serves.
+    /// Its webhook manifest: the paths it serves.
     pub webhook_manifests: PathBuf,
 }
 
-/// Returns Trainer's controller manager and files, building them the first time with
-/// `tests/cluster/build-trainer.sh` (which returns at once when they are cached, and serializes
-/// builds across processes).
-pub fn ensure_trainer() -> Result<TrainerFiles> {
+/// Kubeflow Trainer's: the controller manager
+/// (`github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager`, one line patched:
+/// `TRAINER_EXTERNAL_WEBHOOK_CERTS` skips its certificate rotator), its CRDs
+/// (`manifests/base/crds/trainer.kubeflow.org_*.yaml`: ClusterTrainingRuntime, TrainingRuntime,
+/// TrainJob) and its webhook manifest (`manifests/base/webhook/manifests.yaml`).
+pub type TrainerFiles = ControllerFiles;
+
+/// Kueue's: the controller manager (`sigs.k8s.io/kueue/cmd/kueue`: controllers, scheduler and
+/// webhooks in one), its CRDs (`config/components/crd/bases/*.yaml`) and its webhook manifests
+/// (`config/components/webhook/manifests.yaml`).
+pub type KueueFiles = ControllerFiles;
+
+/// Runs `script` (which returns at once when its build is cached, and serializes builds across
+/// processes) and finds its binary `binary` and, in `files` beside it, the CRDs whose file
+/// names start with `crd_prefix` and the webhook manifest.
+fn ensure_controller(script: &str, binary: &str, crd_prefix: &str) -> Result<ControllerFiles> {
     let _guard = CONTROLLERS_BUILD_LOCK
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let bin = run_build_script(&["tests/cluster/build-trainer.sh"])?;
+    let bin = run_build_script(&[script])?;
     let files = bin.with_file_name("files");
     let mut crds: Vec<PathBuf> = std::fs::read_dir(&files)
         .with_context(|| format!("reading {}", files.display()))?
@@ -340,66 +351,12 @@ pub fn ensure_trainer() -> Result<TrainerFiles> {
         .filter(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("trainer.kubeflow.org_") && n.ends_with(".yaml"))
+                .is_some_and(|n| n.starts_with(crd_prefix) && n.ends_with(".yaml"))
         })
         .collect();
     crds.sort();
-    let found = TrainerFiles {
-        binary: bin.join("trainer-controller-manager"),
-        crds,
-        webhook_manifests: files.join("manifests.yaml"),
-    };
-    if !is_executable(&found.binary) || !found.webhook_manifests.is_file() {
-        bail!(
-            "{} or {} is missing after its build script succeeded",
-            found.binary.display(),
-            found.webhook_manifests.display()
-        );
-    }
-    if found.crds.len() != 3 {
-        bail!(
-            "expected Trainer's 3 CRDs in {}, found {:?}",
-            files.display(),
-            found.crds
-        );
-    }
-    Ok(found)
-}
-
-/// Kueue's controller manager and the files of its source it needs beside it ([`crate::kueue`]),
-/// built by `tests/cluster/build-kueue.sh`.
-#[derive(Debug, Clone)]
-pub struct KueueFiles {
-    /// The controller manager (`sigs.k8s.io/kueue/cmd/kueue`): controllers, scheduler and
-    /// webhooks in one.
-    pub binary: PathBuf,
-    /// Its CRDs (`config/components/crd/bases/*.yaml`), sorted by file name.
-    pub crds: Vec<PathBuf>,
-    /// Its webhook manifests (`config/components/webhook/manifests.yaml`): the paths it serves.
-    pub webhook_manifests: PathBuf,
-}
-
-/// Returns Kueue's controller manager and files, building them the first time with
-/// `tests/cluster/build-kueue.sh` (which returns at once when they are cached, and serializes
-/// builds across processes).
-pub fn ensure_kueue() -> Result<KueueFiles> {
-    let _guard = CONTROLLERS_BUILD_LOCK
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let bin = run_build_script(&["tests/cluster/build-kueue.sh"])?;
-    let files = bin.with_file_name("files");
-    let mut crds: Vec<PathBuf> = std::fs::read_dir(&files)
-        .with_context(|| format!("reading {}", files.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("kueue.x-k8s.io_") && n.ends_with(".yaml"))
-        })
-        .collect();
-    crds.sort();
-    let found = KueueFiles {
-        binary: bin.join("kueue"),
+    let found = ControllerFiles {
+        binary: bin.join(binary),
         crds,
         webhook_manifests: files.join("manifests.yaml"),
     };
@@ -411,7 +368,27 @@ pub fn ensure_kueue() -> Result<KueueFiles> {
         );
     }
     if found.crds.is_empty() {
-        bail!("no Kueue CRD in {}", files.display());
+        bail!("no {crd_prefix}*.yaml CRD in {}", files.display());
     }
     Ok(found)
+}
+
+/// Returns Trainer's controller manager and files, building them the first time with
+/// `tests/cluster/build-trainer.sh`.
+pub fn ensure_trainer() -> Result<TrainerFiles> {
+    let found = ensure_controller(
+        "tests/cluster/build-trainer.sh",
+        "trainer-controller-manager",
+        "trainer.kubeflow.org_",
+    )?;
+    if found.crds.len() != 3 {
+        bail!("expected Trainer's 3 CRDs, found {:?}", found.crds);
+    }
+    Ok(found)
+}
+
+/// Returns Kueue's controller manager and files, building them the first time with
+/// `tests/cluster/build-kueue.sh`.
+pub fn ensure_kueue() -> Result<KueueFiles> {
+    ensure_controller("tests/cluster/build-kueue.sh", "kueue", "kueue.x-k8s.io_")
 }

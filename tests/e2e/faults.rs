@@ -18,7 +18,6 @@
 //! the stock kube-scheduler alone binds members that fit, so `tests/control-run` requires every
 //! test here to fail without muster.
 
-use std::cell::Cell;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +33,8 @@ use muster_harness::gangs::SEAT_STATES;
 use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::policy::is_gated;
 use muster_harness::process::{pid_alive, Lifetime, ManagedProcess};
-use muster_harness::timing::{FAN_OUT, PARKED};
+use muster_harness::timing::PARKED;
+use muster_harness::PartialGang;
 use muster_harness::{
     ensure_truth, holds_for, wait_for, Cluster, ClusterOptions, Fault, NodeShape, Pattern,
     PodBuilder, Progress, Rule, Timer, CLUSTER_TRUTH, PLACE, REASON, WINDOW,
@@ -99,13 +99,13 @@ async fn delete_into_terminating(c: &Cluster, ns: &str, pods: &[String]) -> Resu
 }
 
 /// Watches one gang for the bound-gang-is-whole invariant across polls: some but fewer than
-/// `quorum` of `members` bound for longer than [`FAN_OUT`] is a partial gang. Polled without
+/// `quorum` of `members` bound for longer than `FAN_OUT` is a partial gang. Polled without
 /// pause until the gang is whole, it also shows that the first quorum was bound together.
 pub(crate) struct WholeOrNone<'a> {
     ns: &'a str,
     members: &'a [String],
     quorum: usize,
-    partial_since: Cell<Option<Instant>>,
+    partial: PartialGang,
 }
 
 impl<'a> WholeOrNone<'a> {
@@ -114,7 +114,7 @@ impl<'a> WholeOrNone<'a> {
             ns,
             members,
             quorum,
-            partial_since: Cell::new(None),
+            partial: PartialGang::default(),
         }
     }
 
@@ -129,20 +129,8 @@ impl<'a> WholeOrNone<'a> {
             .iter()
             .filter_map(|m| bound.get(m).map(|n| format!("{m} → {n}")))
             .collect();
-        let n = on_nodes.len();
-        if n == 0 || n >= self.quorum {
-            self.partial_since.set(None);
-        } else {
-            let since = self.partial_since.get().unwrap_or_else(Instant::now);
-            self.partial_since.set(Some(since));
-            if since.elapsed() >= FAN_OUT {
-                return Ok(Err(format!(
-                    "{CLUSTER_TRUTH} partial gang: {n} of quorum {} bound for {:.1}s: {}",
-                    self.quorum,
-                    since.elapsed().as_secs_f64(),
-                    on_nodes.join(", ")
-                )));
-            }
+        if let Err(e) = self.partial.judge("", &on_nodes, self.quorum) {
+            return Ok(Err(e));
         }
         if let Err(e) = c.check_no_overcommit().await? {
             return Ok(Err(e));

@@ -39,7 +39,6 @@
 //! leader alone while the old workers terminate, the third binds 3 of the new 4, the fourth binds
 //! the new leader alone beside the old workers, the fifth 3 of the new JobSet's 4.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -56,7 +55,7 @@ use muster_harness::jobset::{self, JOBSET_NAME, REPLICATED_JOB_NAME, RESTART_ATT
 /// JobSet's uid on every pod of a JobSet (`JobSetUIDKey`).
 const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
 use muster_harness::policy::GATHER_GATE;
-use muster_harness::timing::FAN_OUT;
+use muster_harness::PartialGang;
 use muster_harness::{
     holds_for, k8s, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress, Timer,
     CLUSTER_TRUTH, PLACE, REASON, WINDOW,
@@ -148,14 +147,14 @@ async fn pods_of(c: &Cluster, ns: &str, js: &str) -> Result<BTreeMap<String, Pod
 
 /// One generation of a JobSet's pods (those JobSet created at one `restart-attempt`), watched for
 /// the gang's invariant across polls: some but fewer than quorum of its live pods bound for longer
-/// than [`FAN_OUT`] is a partial gang (cluster truth).
+/// than `FAN_OUT` is a partial gang (cluster truth).
 struct Generation<'a> {
     ns: &'a str,
     jobset: &'a str,
     attempt: &'a str,
     /// Only the pods of this JobSet uid (a JobSet submitted again under its name), if set.
     uid: Option<String>,
-    partial_since: Cell<Option<Instant>>,
+    partial: PartialGang,
 }
 
 impl<'a> Generation<'a> {
@@ -165,7 +164,7 @@ impl<'a> Generation<'a> {
             jobset,
             attempt,
             uid: None,
-            partial_since: Cell::new(None),
+            partial: PartialGang::default(),
         }
     }
 
@@ -203,22 +202,9 @@ impl<'a> Generation<'a> {
             .iter()
             .filter_map(|(n, p)| k8s::pod_node(p).map(|node| format!("{n} → {node}")))
             .collect();
-        if bound.is_empty() || bound.len() >= MEMBERS {
-            self.partial_since.set(None);
-        } else {
-            let since = self.partial_since.get().unwrap_or_else(Instant::now);
-            self.partial_since.set(Some(since));
-            if since.elapsed() >= FAN_OUT {
-                return Ok(Err(format!(
-                    "{CLUSTER_TRUTH} partial gang: jobset {} restart-attempt {}: {} of quorum \
-                     {MEMBERS} bound for {:.1}s: {}",
-                    self.jobset,
-                    self.attempt,
-                    bound.len(),
-                    since.elapsed().as_secs_f64(),
-                    bound.join(", ")
-                )));
-            }
+        let what = format!("jobset {} restart-attempt {}: ", self.jobset, self.attempt);
+        if let Err(e) = self.partial.judge(&what, &bound, MEMBERS) {
+            return Ok(Err(e));
         }
         if let Err(e) = c.check_no_overcommit().await? {
             return Ok(Err(e));

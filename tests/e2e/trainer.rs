@@ -25,7 +25,6 @@
 //! test fails there on a cluster-truth check: the first binds 3 of 4, the second leaves one
 //! TrainJob partly bound.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -37,8 +36,8 @@ use kube::Api;
 use muster_harness::jobset::JOBSET_NAME;
 use muster_harness::pod_groups::PodGroupApi;
 use muster_harness::policy::GATHER_GATE;
-use muster_harness::timing::FAN_OUT;
 use muster_harness::trainer::{self, ANCESTOR_STEP, POD_GROUP_LABEL};
+use muster_harness::PartialGang;
 use muster_harness::{
     holds_for, k8s, wait_for, Cluster, ClusterOptions, NodeShape, Progress, Timer, CLUSTER_TRUTH,
     PLACE, REASON, WINDOW,
@@ -109,13 +108,13 @@ fn phase(p: &Pod) -> Option<&str> {
 }
 
 /// One TrainJob's pods (those of its JobSet, named after it), watched for the gang's invariant
-/// across polls: some but fewer than quorum of its live pods bound for longer than [`FAN_OUT`]
+/// across polls: some but fewer than quorum of its live pods bound for longer than `FAN_OUT`
 /// is a partial gang (cluster truth).
 struct TrainJob<'a> {
     c: &'a Cluster,
     ns: &'a str,
     name: &'a str,
-    partial_since: Cell<Option<Instant>>,
+    partial: PartialGang,
 }
 
 impl<'a> TrainJob<'a> {
@@ -129,7 +128,7 @@ impl<'a> TrainJob<'a> {
             c,
             ns,
             name,
-            partial_since: Cell::new(None),
+            partial: PartialGang::default(),
         })
     }
 
@@ -174,22 +173,9 @@ impl<'a> TrainJob<'a> {
             .iter()
             .filter_map(|(n, p)| k8s::pod_node(p).map(|node| format!("{n} → {node}")))
             .collect();
-        if bound.is_empty() || bound.len() >= NODES {
-            self.partial_since.set(None);
-        } else {
-            let since = self.partial_since.get().unwrap_or_else(Instant::now);
-            self.partial_since.set(Some(since));
-            if since.elapsed() >= FAN_OUT {
-                return Ok(Err(format!(
-                    "{CLUSTER_TRUTH} partial gang: TrainJob {}/{}: {} of quorum {NODES} bound \
-                     for {:.1}s: {}",
-                    self.ns,
-                    self.name,
-                    bound.len(),
-                    since.elapsed().as_secs_f64(),
-                    bound.join(", ")
-                )));
-            }
+        let what = format!("TrainJob {}/{}: ", self.ns, self.name);
+        if let Err(e) = self.partial.judge(&what, &bound, NODES) {
+            return Ok(Err(e));
         }
         if let Err(e) = self.c.check_no_overcommit().await? {
             return Ok(Err(e));

@@ -87,5 +87,7 @@ pub use gangs::{GangView, MemberView};
 pub use k8s::{KeyScheme, NodeShape, PodBuilder};
 pub use muster::{Muster, MusterOptions};
 pub use tls::{HttpsClient, MusterTls};
-pub use truth::{muster_view_is_checked, truth, TruthContext, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW};
+pub use truth::{
+    muster_view_is_checked, truth, PartialGang, TruthContext, CLUSTER_TRUTH, CONTROL_TRUTH_WINDOW,
+};
 pub use wait::{holds_for, wait_for, Progress, Timer};

@@ -28,6 +28,37 @@ use crate::cluster::control_run_requested;
 /// The prefix of every error raised by a cluster-truth check; `tests/control-run` looks for it.
 pub const CLUSTER_TRUTH: &str = "cluster truth:";
 
+/// A gang's partial binding across polls: some but fewer than its quorum of members bound is
+/// the moment its bindings land, and a partial gang (never-half broken) once it lasts longer
+/// than [`FAN_OUT`](crate::timing::FAN_OUT).
+#[derive(Debug, Default)]
+pub struct PartialGang {
+    since: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl PartialGang {
+    /// One poll: `bound` are the gang's members on nodes (`name → node`), of a quorum of
+    /// `quorum`. `Err`, the cluster-truth message (`what` names the gang, e.g. `"TrainJob ml/x: "`),
+    /// once the gang has been partly bound longer than `FAN_OUT`.
+    pub fn judge(&self, what: &str, bound: &[String], quorum: usize) -> Result<(), String> {
+        let n = bound.len();
+        if n == 0 || n >= quorum {
+            self.since.set(None);
+            return Ok(());
+        }
+        let since = self.since.get().unwrap_or_else(std::time::Instant::now);
+        self.since.set(Some(since));
+        if since.elapsed() >= crate::timing::FAN_OUT {
+            return Err(format!(
+                "{CLUSTER_TRUTH} partial gang: {what}{n} of quorum {quorum} bound for {:.1}s: {}",
+                since.elapsed().as_secs_f64(),
+                bound.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// In a control run, how long a wait on muster's view observes its cluster-truth part instead.
 /// kube-scheduler alone binds a pod that fits within [`crate::timing::PROMPTLY`] of its creation.
 pub const CONTROL_TRUTH_WINDOW: Duration = crate::timing::PROMPTLY;
@@ -85,6 +116,28 @@ mod tests {
     fn fails_truth(ok: bool) -> anyhow::Result<()> {
         ensure_truth!(ok, "{} of {} bound", 1, 2);
         Ok(())
+    }
+
+    /// Partly bound is allowed while the bindings land (`FAN_OUT`), a partial gang after it; none
+    /// or a quorum bound resets the clock.
+    #[test]
+    fn a_gang_partly_bound_longer_than_the_fan_out_is_a_partial_gang() {
+        let g = PartialGang::default();
+        let one = ["a → n1".to_string()];
+        assert!(g.judge("x: ", &[], 2).is_ok());
+        assert!(g.judge("x: ", &one, 2).is_ok(), "the first partial poll");
+        let long_ago = std::time::Instant::now() - crate::timing::FAN_OUT;
+        g.since.set(Some(long_ago));
+        let e = g.judge("x: ", &one, 2).unwrap_err();
+        assert!(
+            e.starts_with("cluster truth: partial gang: x: 1 of quorum 2 bound for ")
+                && e.ends_with(": a → n1"),
+            "{e}"
+        );
+        let both = ["a → n1".to_string(), "b → n1".to_string()];
+        assert!(g.judge("x: ", &both, 2).is_ok());
+        assert!(g.since.get().is_none(), "a quorum bound resets the clock");
+        assert!(g.judge("x: ", &one, 2).is_ok(), "the clock restarted");
     }
 
     #[test]

@@ -399,6 +399,27 @@ async fn cluster_with_runtime() -> Result<Cluster> {
         .create(&PostParams::default(), &runtime()?)
         .await
         .context("creating the ClusterTrainingRuntime")?;
+    // Trainer's TrainJob webhook looks the runtime up in its informer cache, which may not have
+    // it yet: a TrainJob created at once is then refused ("must be created before the TrainJob",
+    // seen under load). Wait until a dry-run TrainJob on it passes the webhook.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let probe = train_job("default", "runtime-probe")?;
+    wait_for("Trainer's webhook to know the runtime", REASON, || async {
+        match trainer::train_jobs(&c.client(), "default")
+            .create(&dry_run, &probe)
+            .await
+        {
+            Ok(_) => Ok(Progress::Done(())),
+            Err(kube::Error::Api(e)) if e.message.contains("must be created before") => {
+                Ok(Progress::NotYet(e.message))
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("a dry-run TrainJob on the runtime")),
+        }
+    })
+    .await?;
     Ok(c)
 }
 

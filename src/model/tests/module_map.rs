@@ -72,12 +72,21 @@ const CRATE_MAY_IMPORT: &[(&str, &[&str])] = &[
     ("config", &["config", "model", "tls", "cluster", "http"]),
 ];
 
+/// The checkout whose sources are read: `MUSTER_REPO_ROOT` (tests/run sets it) before the
+/// path compiled in. A test binary reused from a cargo target dir shared between clones
+/// (tests/run keeps one) was compiled in another clone, which may be gone.
+fn repo_root() -> PathBuf {
+    std::env::var_os("MUSTER_REPO_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    repo_root().join("src")
 }
 
 fn model_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model")
+    repo_root().join("src/model")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -32,8 +32,9 @@ const NS: &str = "muster-system";
 const CA_SECRET: &str = "muster-ca";
 const SERVING_SECRET: &str = "muster-serving-cert";
 const CLIENT_SECRET: &str = "muster-scheduler-client-cert";
-/// Short enough to see a renewal (after two thirds, about 27 s) and an expiry within the test.
-const LIFETIME: Duration = Duration::from_secs(40);
+/// Short enough to see a renewal (after two thirds, 20 s) and an expiry within the test: the
+/// shortest `--cert-lifetime` muster takes.
+const LIFETIME: Duration = Duration::from_secs(30);
 const READY: Duration = Duration::from_secs(60);
 const PLACE: Duration = Duration::from_secs(60);
 
@@ -302,7 +303,7 @@ async fn self_managed_certificates_two_listeners_and_rotation() -> Result<()> {
             "muster counted no bind calls"
         );
 
-        // 5. Renewal: both leaves are issued again in their Secrets (two thirds of 40 s), muster
+        // 5. Renewal: both leaves are issued again in their Secrets (two thirds of 30 s), muster
         //    serves the new serving certificate (it re-reads its files every 10 s);
         //    kube-scheduler's files get the new client pair.
         let first_client_pem = field(&first_client, "tls.crt")?;
@@ -344,7 +345,7 @@ async fn self_managed_certificates_two_listeners_and_rotation() -> Result<()> {
         )
         .await?;
 
-        // 6. Once the first client certificate has expired (40 s after it was made), it is
+        // 6. Once the first client certificate has expired (30 s after it was made), it is
         //    refused; muster restarted (every connection new, its CA read back from the Secret)
         //    still gets kube-scheduler's calls: the scheduler presents the renewed certificate.
         let expired_at = started + LIFETIME + Duration::from_secs(2);

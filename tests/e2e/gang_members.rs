@@ -953,11 +953,11 @@ async fn being_deleted(c: &Cluster, pods: &[String]) -> Result<Vec<String>> {
 }
 
 /// How long the API server keeps refusing a member's nomination in the back-off test.
-const REFUSED_FOR: Duration = Duration::from_secs(20);
+const REFUSED_FOR: Duration = Duration::from_secs(15);
 /// The nomination PATCHes of that member muster may send within [`REFUSED_FOR`]: its
 /// back-off (100 ms doubling to 10 s) allows 8 (at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and
 /// 12.7 s; `cluster::gather::backoff`), with 2 of slack; sent again every round (a round
-/// at least every second) it would be about 20.
+/// at least every second) it would be about 15.
 const REFUSED_PATCHES_AT_MOST: u32 = 10;
 
 /// A nomination the API server keeps refusing (fail-safe, never-half): muster's proxy answers

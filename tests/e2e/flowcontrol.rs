@@ -11,8 +11,8 @@
 //! fit; kube-scheduler alone binds two, so the control run requires it to fail) and is then
 //! bound whole (never-half, fail-safe).
 //!
-//! Starved: the same one-seat level kept taken by requests that each hold it 3 s (their bodies
-//! sent slowly) — with `deploy/flowcontrol.yaml` the leader keeps its Lease; without it, the
+//! Starved: the same one-seat level kept taken for [`STARVED_FOR`] by requests that each hold it
+//! 3 s (their bodies sent slowly) — with `deploy/flowcontrol.yaml` the leader keeps its Lease; without it, the
 //! same load leaves the Lease unrenewed past its duration and the leader steps down, so the
 //! Lease level is what keeps it.
 
@@ -110,8 +110,9 @@ const THROTTLED: &str = "muster-throttled";
 const MUSTER_NS: &str = "muster-system";
 const IDENTITY: &str = "muster-under-apf";
 const GANG_NS: &str = "apf";
-/// How long the API server is loaded, and by how many clients at once (loopback only).
-const LOAD: Duration = Duration::from_secs(25);
+/// How long the API server is loaded, and by how many clients at once (loopback only): five
+/// times the Lease's duration (`timing::LEASE_DURATION`), which no sample may see unrenewed.
+const LOAD: Duration = timing::LEASE_DURATION.saturating_mul(5);
 /// The load goes on past [`LOAD`] until the API server has refused one of muster's own
 /// requests, up to this long in all.
 const MAX_LOAD: Duration = Duration::from_secs(60);
@@ -272,6 +273,21 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
     let sa_kubeconfig =
         rbac::service_account_kubeconfig(&admin, cp.kubeconfig_path(), cp.dir(), 1).await?;
     apply_shipped_flowcontrol(&cp)?;
+    // muster starts before its level is throttled (its first lists, refused in one seat and
+    // tried again after their back-offs, took it about 11 s to be ready); the load and the gang
+    // come once the API server classifies its requests into the throttled level.
+    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
+    mo.args = [
+        "--leader-elect",
+        "--leader-elect-lease-name=muster",
+        "--leader-elect-lease-namespace",
+        MUSTER_NS,
+        "--leader-elect-identity",
+        IDENTITY,
+    ]
+    .map(String::from)
+    .to_vec();
+    let muster = Muster::start(mo).await?;
     throttle_muster(&admin).await?;
     let level_uid = |name: &'static str| {
         let admin = admin.clone();
@@ -302,18 +318,6 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
     )
     .await?;
 
-    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
-    mo.args = [
-        "--leader-elect",
-        "--leader-elect-lease-name=muster",
-        "--leader-elect-lease-namespace",
-        MUSTER_NS,
-        "--leader-elect-identity",
-        IDENTITY,
-    ]
-    .map(String::from)
-    .to_vec();
-    let muster = Muster::start(mo).await?;
     cp.start_scheduler(SchedulerOptions {
         extender_base_url: Some(muster.url()),
         without_extenders: control_run_requested(),
@@ -567,8 +571,13 @@ impl Starved {
     }
 }
 
+/// How long the starving load keeps muster's level taken: three times the Lease's duration
+/// (`timing::LEASE_DURATION`): long enough for the Lease to lapse without its own level, and to
+/// be renewed through three of its durations with it.
+const STARVED_FOR: Duration = timing::LEASE_DURATION.saturating_mul(3);
+
 /// A control plane with muster's requests in the one-seat level (and, `with_lease_level`, its
-/// Lease requests in `deploy/flowcontrol.yaml`'s), muster leading; then for 15 s eight clients
+/// Lease requests in `deploy/flowcontrol.yaml`'s), muster leading; then for [`STARVED_FOR`] eight clients
 /// keep that seat taken, each request holding it 3 s and a refused one tried again after its
 /// `Retry-After` (loopback, at most a few dozen requests). No gang: only the Lease is judged.
 async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
@@ -579,7 +588,6 @@ async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
     if with_lease_level {
         apply_shipped_flowcontrol(&cp)?;
     }
-    throttle_muster(&admin).await?;
     k8s::create_namespace(&admin, "apf-load").await?;
     let text = std::fs::read_to_string(&sa_kubeconfig)?;
     let field = |key: &str| {
@@ -603,7 +611,32 @@ async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
     ]
     .map(String::from)
     .to_vec();
+    // muster starts before its level is throttled: its first lists, refused in one seat and
+    // tried again after their back-offs, took it about 11 s to be ready, and only the Lease
+    // under the starvation is judged. The starvation starts once the API server classifies its
+    // requests into the one-seat level.
     let muster = Muster::start(mo).await?;
+    throttle_muster(&admin).await?;
+    let throttled = Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .get(THROTTLED)
+        .await?
+        .metadata
+        .uid
+        .context("level without uid")?;
+    let sa = client_from_kubeconfig(&sa_kubeconfig).await?;
+    wait_for(
+        "muster's pod lists in the throttled level",
+        Duration::from_secs(30),
+        || async {
+            let pods = classified(&sa, "/api/v1/pods?limit=1").await?.1;
+            Ok(if pods == throttled {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("pods in {pods}"))
+            })
+        },
+    )
+    .await?;
     let leases = Api::<Lease>::namespaced(admin.clone(), MUSTER_NS);
     let first = wait_for("muster to take its Lease", PLACE, || async {
         Ok(match lease_seen(&leases).await? {
@@ -613,7 +646,7 @@ async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
     })
     .await?;
     let started = Instant::now();
-    let until = started + Duration::from_secs(15);
+    let until = started + STARVED_FOR;
     let mut holders = tokio::task::JoinSet::new();
     for _ in 0..8 {
         let (url, ca, token) = (url.clone(), ca.clone(), token.clone());

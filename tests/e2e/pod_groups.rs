@@ -735,9 +735,16 @@ async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404(
     let proxy = ApiProxy::start(&sa).await?;
     let kubeconfig = proxy.kubeconfig(cp.dir(), "muster-kubeconfig-through-proxy")?;
     let mut mo = MusterOptions::new(MUSTER, &kubeconfig, cp.dir());
-    mo.args = ["--pod-group-discovery-interval", "1s"]
-        .map(String::from)
-        .to_vec();
+    // A creation window of 2 s (the default is 5 s): past it a gang of every member that exists
+    // is decided, which the hold below waits out.
+    let creation_window = Duration::from_secs(2);
+    mo.args = [
+        "--pod-group-discovery-interval".into(),
+        "1s".into(),
+        "--creation-window".into(),
+        format!("{}s", creation_window.as_secs()),
+    ]
+    .to_vec();
     let muster = Muster::start(mo).await?;
     cp.start_scheduler(SchedulerOptions {
         extender_base_url: Some(muster.url()),
@@ -808,10 +815,11 @@ async fn a_gang_keeps_its_pod_groups_quorum_while_the_pod_group_api_answers_404(
         for i in 0..2 {
             member(i).create(&client).await?;
         }
-        // Past the creation window (5 s), when a gang of every member that exists is decided.
+        // Past the creation window, when a gang of every member that exists is decided, by an
+        // observation window.
         holds_for(
             "no member bound: the PodGroup asks for 3",
-            Duration::from_secs(10),
+            creation_window + WINDOW,
             || async {
                 let bound = k8s::bound_pods(&client, ns).await?;
                 Ok(if bound.is_empty() {

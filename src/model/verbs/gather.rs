@@ -376,7 +376,7 @@ impl Gatherer {
             }
         }
         plan.outside_gangs = self.release_outside_gangs(table);
-        self.keep_nominations(table, &mut plan, &mut risk);
+        self.keep_nominations(table, &mut plan);
         plan
     }
 
@@ -412,7 +412,7 @@ impl Gatherer {
 
     /// Seated members' nominations equal to their seats; muster's nominations without a seat
     /// cleared.
-    fn keep_nominations(&mut self, table: &GangTable, plan: &mut GatherPlan, risk: &mut RiskView) {
+    fn keep_nominations(&mut self, table: &GangTable, plan: &mut GatherPlan) {
         let releasing: HashSet<&PodUid> = plan
             .releases
             .iter()
@@ -446,15 +446,13 @@ impl Gatherer {
                 if (self.nominated.contains_key(&p.info.uid) || let_through(&p.info))
                     && p.info.nominated_node.as_ref() != Some(&seat.node)
                 {
-                    // A floating member stays unnominated while kube-scheduler has not refused
-                    // it and its seat is safe; else it is nominated from now on.
+                    // A floating member stays unnominated until kube-scheduler refuses it (the
+                    // nodes it was offered had no room); then it is nominated to its seat from
+                    // now on. Its risk is judged once, at its release: by the time it changes
+                    // the member is mostly in kube-scheduler's cycle already, and a nomination
+                    // then races its binding (the API server refuses it on a bound pod).
                     if self.floating.contains(&p.info.uid) {
-                        let key = p.info.gang().map(|m| &m.gang);
-                        let safe = p.info.unschedulable.is_none()
-                            && key.is_some_and(|k| {
-                                table.seat_risk(k, &p.info, &seat.node, risk).is_none()
-                            });
-                        if safe {
+                        if p.info.unschedulable.is_none() {
                             continue;
                         }
                         self.floating.remove(&p.info.uid);

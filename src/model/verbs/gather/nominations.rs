@@ -32,8 +32,9 @@
 //!   through muster, of the member's priority or lower, ask together for more than that node
 //!   has beside the seat (a pod of higher priority ignores a nomination anyway).
 //!
-//! A floating member kube-scheduler refused, or whose seat comes at risk later, is nominated
-//! then (`Gatherer::keep_nominations`).
+//! A floating member kube-scheduler refused is nominated then (`Gatherer::keep_nominations`).
+//! One that muster's filter offers another node than its seat has its seat moved there at once
+//! (`GangTable::seat_where_offered`): kube-scheduler assumes it there from then on.
 
 use rustc_hash::FxHashMap as HashMap;
 

@@ -219,3 +219,35 @@ fn a_floating_member_is_nominated_once_kube_scheduler_refused_it() {
         "the refused member, to its seat: {next:?}"
     );
 }
+
+/// kube-scheduler offers a floating member nodes that do not include its seat's: muster's
+/// filter offers it one with room after every seat and moves its seat there at once, so the
+/// room it is about to take is reserved (no-overcommit: another gang's plan cannot use it
+/// before the member's bind), and its old seat's room is free again.
+#[test]
+fn a_floating_member_offered_another_node_has_its_seat_moved_there_by_the_filter() {
+    let mut t = table(
+        &[node("n1", 1000), node("n2", 1000), node("n3", 1000)],
+        &gang_of_two(),
+    );
+    let now = Instant::now();
+    let plan = Gatherer::new(true).gather(&mut t, now);
+    assert!(released(&plan).0.is_empty(), "both float: {plan:?}");
+    let key = GangKey::new("ml", "g");
+    let a = &gang_of_two()[0];
+    let seat = t.gangs[&key].seat_of(&a.uid).expect("a is seated").node.clone();
+    let free = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|n| t.gangs[&key].seats().values().all(|s| &*s.node != *n))
+        .expect("one node holds no seat");
+    let mut ungated = a.clone();
+    if let Some(r) = ungated.rules.as_mut() {
+        r.scheduling_gates.retain(|g| g != GATHER_GATE);
+    }
+    t.apply_pod(ungated.clone());
+    let verdicts = t.filter(&ungated, &[free], now);
+    assert_eq!(verdicts, vec![crate::model::verbs::filter::NodeVerdict::Fits]);
+    assert_eq!(&*t.gangs[&key].seat_of(&a.uid).expect("still seated").node, free);
+    assert_eq!(t.ledger.get(free).unwrap().reserved().cpu_milli, 1000);
+    assert_eq!(t.ledger.get(&seat).unwrap().reserved().cpu_milli, 0, "old seat freed");
+}

@@ -25,6 +25,27 @@ pub enum Scope {
     EveryPod,
 }
 
+/// Which seats of a gang muster lets through are published as nominations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NominateSeats {
+    /// Only seats at risk: the member is pinned to its node (topology, pod affinity, spread,
+    /// host ports, devices), kube-scheduler might offer it only nodes seats fill, or pods that
+    /// do not pass through muster could take the seat's room. The other members float: muster's
+    /// filter seats them on a node kube-scheduler offers (docs/design.md).
+    AtRisk,
+    /// Every seat (one more write per member).
+    Always,
+}
+
+impl From<NominateSeats> for crate::model::gather::Nominations {
+    fn from(n: NominateSeats) -> Self {
+        match n {
+            NominateSeats::AtRisk => crate::model::gather::Nominations::AtRisk,
+            NominateSeats::Always => crate::model::gather::Nominations::EverySeat,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -139,6 +160,18 @@ pub struct Args {
     /// removes its own scheduling gate, muster.dev/gather, from gangs it can place.
     #[arg(long, env = "MUSTER_SCOPE", value_enum, default_value = "gang-members")]
     pub scope: Scope,
+
+    /// Which seats of a gang let through are published as the members' nominations
+    /// (`status.nominatedNodeName`, one write each): `at-risk`, only seats kube-scheduler
+    /// might not route the member to or pods outside muster might take (the other members
+    /// float: muster's filter seats them on a node kube-scheduler offers), or `always`.
+    #[arg(
+        long,
+        env = "MUSTER_NOMINATE_SEATS",
+        value_enum,
+        default_value = "at-risk"
+    )]
+    pub nominate_seats: NominateSeats,
 
     /// The `schedulerName`s of the kube-schedulers that call muster, comma-separated
     /// (deploy/second-scheduler passes its own, muster-scheduler). A gang-keyed pod of any

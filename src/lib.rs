@@ -205,6 +205,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         kube_client_without_retries(&args).await?,
         shared.clone(),
         args.scope == config::Scope::GangMembers,
+        args.nominate_seats.into(),
     ));
     // Room asked of the cluster autoscaler for gathered gangs short of room alone, as
     // CapacityBuffers muster owns (leader-tied, like the gatherer's writes).

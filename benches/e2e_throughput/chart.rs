@@ -14,6 +14,7 @@ pub fn svg_chart(results: &[RunResult], title: &str) -> String {
         (Mode::VanillaUnbatched, "#9467bd"),
         (Mode::MusterSecond, "#ff7f0e"),
         (Mode::MusterEveryPod, "#8c564b"),
+        (Mode::MusterNominateAll, "#e377c2"),
     ];
     let color = |m: Mode| colors.iter().find(|(x, _)| *x == m).map_or("#000", |c| c.1);
     let (w, h) = (900.0, 640.0);

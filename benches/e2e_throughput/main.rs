@@ -13,7 +13,9 @@
 //!   places the plain pods: the mode managed clusters allow. The report counts the pods a kubelet
 //!   would refuse because the two schedulers raced for the same room (see `race`);
 //! - (e) on request (`E2E_CONFIGS=...,muster-every-pod`), the alternative to the shipped install:
-//!   every pod through muster (`scheduler-config/muster-every-pod.yaml`, `--scope=every-pod`).
+//!   every pod through muster (`scheduler-config/muster-every-pod.yaml`, `--scope=every-pod`);
+//! - (b') on request (`E2E_CONFIGS=...,muster-nominate-all`), (b) with every seat published as
+//!   a nomination (`--nominate-seats=always`) where (b) publishes only the seats at risk.
 //!
 //! Each configuration gets a fresh etcd + kube-apiserver + kube-scheduler (+ muster) from
 //! `muster-harness`, one after another. Pods are created by a concurrent creator (bounded
@@ -205,7 +207,11 @@ fn run(smoke: bool) -> Result<bool> {
     let mut ok = true;
     for r in results.iter().chain(&paced) {
         match r.mode {
-            Mode::Vanilla | Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod
+            Mode::Vanilla
+            | Mode::Muster
+            | Mode::MusterSecond
+            | Mode::MusterEveryPod
+            | Mode::MusterNominateAll
                 if !r.completed() =>
             {
                 eprintln!(

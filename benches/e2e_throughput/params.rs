@@ -35,6 +35,9 @@ pub enum Mode {
     /// The alternative to the shipped install: every pod through muster
     /// (scheduler-config/muster-every-pod.yaml, `--scope=every-pod`, no policy).
     MusterEveryPod,
+    /// (b) with every seat published as a nomination (`--nominate-seats=always`), where (b)
+    /// publishes only the seats at risk: what the members that float save, and cost.
+    MusterNominateAll,
 }
 
 impl Mode {
@@ -42,7 +45,7 @@ impl Mode {
     pub fn has_muster(self) -> bool {
         matches!(
             self,
-            Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod
+            Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod | Mode::MusterNominateAll
         )
     }
 
@@ -54,6 +57,7 @@ impl Mode {
             Mode::VanillaUnbatched => "vanilla-unbatched",
             Mode::MusterSecond => "muster-second",
             Mode::MusterEveryPod => "muster-every-pod",
+            Mode::MusterNominateAll => "muster-nominate-all",
         }
     }
 
@@ -65,6 +69,7 @@ impl Mode {
             Mode::VanillaUnbatched => "(a') vanilla, OpportunisticBatching off",
             Mode::MusterSecond => "(d) muster behind a second scheduler",
             Mode::MusterEveryPod => "(e) kube-scheduler + muster, every pod through it",
+            Mode::MusterNominateAll => "(b') kube-scheduler + muster, every seat nominated",
         }
     }
 
@@ -77,8 +82,9 @@ impl Mode {
             "vanilla-unbatched" => Ok(Mode::VanillaUnbatched),
             "muster-second" | "d" => Ok(Mode::MusterSecond),
             "muster-every-pod" | "e" => Ok(Mode::MusterEveryPod),
+            "muster-nominate-all" | "b'" => Ok(Mode::MusterNominateAll),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second, muster-every-pod)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second, muster-every-pod, muster-nominate-all)")
             }
         }
     }

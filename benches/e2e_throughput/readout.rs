@@ -81,9 +81,12 @@ pub async fn cluster_state(
             Ok((200, text)) => {
                 r.muster_summary = summarize_muster_metrics(&text);
                 per_member::read_muster(&text, &mut r.per_member);
-                let path = p
-                    .out_dir
-                    .join(format!("e2e-throughput{suffix}-muster-metrics.txt"));
+                // Named by configuration: two configurations with muster in one round would
+                // write the same file.
+                let path = p.out_dir.join(format!(
+                    "e2e-throughput{suffix}-{}-muster-metrics.txt",
+                    mode.slug()
+                ));
                 std::fs::write(path, &text)?;
             }
             Ok((code, _)) => r.notes.push(format!("muster /metrics: HTTP {code}")),

@@ -118,6 +118,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
                 .await
                 .context("applying deploy/gang-admission-policy.yaml")?;
             mo.args.push("--scope=gang-members".into());
+            if mode == Mode::MusterNominateAll {
+                mo.args.push("--nominate-seats=always".into());
+            }
         }
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {

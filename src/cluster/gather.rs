@@ -47,7 +47,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::cluster::binder::{self, RetryPolicy};
 use crate::metrics::{KindLabel, NominationLabel};
-use crate::model::gather::{GatherPlan, Gatherer, Release, GATHER_GATE};
+use crate::model::gather::{GatherPlan, Gatherer, Nominations, Release, GATHER_GATE};
 use crate::model::{GangKey, NodeName, PodRef, PodUid};
 use crate::state::binder::BindError;
 use crate::state::leadership::Leadership;
@@ -93,14 +93,20 @@ const MIN_ROUND_GAP: Duration = Duration::from_millis(50);
 /// Runs rounds until the task is dropped (its writes in flight with it). `client` must have
 /// no retry layer (see the module's notes). `expect_marker`: gang members are marked by the
 /// admission policy (the scheduler config names `muster.dev/gang` in `managedResources`), so
-/// one without the marker is warned about.
-pub async fn run(client: Client, shared: Arc<Shared>, expect_marker: bool) {
+/// one without the marker is warned about. `nominations`: which seats are published as
+/// nominations (`--nominate-seats`).
+pub async fn run(
+    client: Client,
+    shared: Arc<Shared>,
+    expect_marker: bool,
+    nominations: Nominations,
+) {
     let writer = Arc::new(Writer {
         client,
         shared: shared.clone(),
         requests: Semaphore::new(CONCURRENCY),
     });
-    let mut gatherer = Gatherer::new(expect_marker);
+    let mut gatherer = Gatherer::new(expect_marker).nominating(nominations);
     let mut writes = InFlight::default();
     let mut backoff = WriteBackoff::default();
     let mut term = None;
@@ -140,7 +146,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, expect_marker: bool) {
                     "new leadership term: the gatherer starts afresh"
                 );
             }
-            gatherer = Gatherer::new(expect_marker);
+            gatherer = Gatherer::new(expect_marker).nominating(nominations);
             writes.announce_all(&mut gatherer);
             term = Some(now_term);
         }

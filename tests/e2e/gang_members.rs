@@ -167,11 +167,15 @@ fn scheduler_pid(c: &Cluster) -> Result<u32> {
 
 // -------------------------------------------------------------------------------------------
 
-/// A gang created marked and gated is placed whole by muster: each member's seat is its
-/// `nominatedNodeName` before its gate goes (the watch never shows a member ungated without
-/// it), and each member binds on the node it was nominated to (never-half, explained).
+/// A gang created marked and gated is placed whole by muster, and its seats are published as
+/// nominations only where they are at risk (fewer writes, never-half unchanged): with room on
+/// every node and nothing else waiting, the members float (the watch shows each ungated
+/// without a nomination) and muster's filter seats them where kube-scheduler offers; with a
+/// plain pod of the same priority waiting (kube-scheduler never asks muster about it, so only a
+/// nomination keeps it off a seat), each member's seat is its `nominatedNodeName` before its
+/// gate goes, and each member binds on the node it was nominated to (explained).
 #[tokio::test]
-async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_before_its_gate_goes(
+async fn a_gathered_gang_is_placed_whole_nominated_only_where_a_waiting_pod_could_take_its_seats(
 ) -> Result<()> {
     let _t = Timer("a_gathered_gang_is_placed_whole", Instant::now());
     let c = gang_members_cluster().await?;
@@ -181,8 +185,8 @@ async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_befor
             c.add_node(n, NodeShape::cpu("1")).await?;
         }
         let recorder = UngateRecorder::start(c.client(), "ml");
-        let members = names("job", 3);
-        create_gang(&c, "job", &members, "600m").await?;
+        let floating = names("free", 3);
+        create_gang(&c, "free", &floating, "600m").await?;
         // The policy marked each member at creation (the marker stays after the gate goes); a
         // control run has no policy.
         for p in c.pods("ml").await?.into_iter().filter(|_| c.gathers()) {
@@ -200,21 +204,31 @@ async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_befor
                 p.spec
             );
         }
-        let bound = placed_whole(&c, &members).await?;
+        let bound = placed_whole(&c, &floating).await?;
         let nodes: BTreeSet<&String> = bound.values().collect();
         muster_harness::ensure_truth!(nodes.len() == 3, "one member per node: {bound:?}");
-        let at_ungate = wait_for("the watch to show every member ungated", WINDOW, || async {
-            let seen = recorder.at_ungate();
-            Ok(if members.iter().all(|m| seen.contains_key(m)) {
-                Progress::Done(seen)
-            } else {
-                Progress::NotYet(format!("{seen:?}"))
-            })
-        })
-        .await?;
-        // Cluster truth: the nomination is the seat kube-scheduler counts against other pods
-        // (kube-scheduler alone places this gang whole too, but never nominated).
-        for m in &members {
+        let at_ungate = recorder_saw(&recorder, &floating).await?;
+        for m in &floating {
+            ensure!(
+                at_ungate[m].is_none(),
+                "{m}: nominated {:?} though its seat was at no risk (a write saved)",
+                at_ungate[m]
+            );
+        }
+
+        // Three more nodes, and a plain pod of the gang's priority waiting for room it will
+        // not find (2 CPUs): it asks for more than any seat's node has beside the seat.
+        for n in ["node-4", "node-5", "node-6"] {
+            c.add_node(n, NodeShape::cpu("1")).await?;
+        }
+        c.create(PodBuilder::new("ml", "waiting").cpu("2")).await?;
+        let contested = names("job", 3);
+        create_gang(&c, "job", &contested, "600m").await?;
+        let bound = placed_whole(&c, &contested).await?;
+        let at_ungate = recorder_saw(&recorder, &contested).await?;
+        // Cluster truth: the nomination is the seat kube-scheduler counts against the waiting
+        // pod (kube-scheduler alone places this gang whole too, but never nominated).
+        for m in &contested {
             muster_harness::ensure_truth!(
                 at_ungate[m].as_ref() == Some(&bound[m]),
                 "{m}: nominated {:?} when kube-scheduler could first try it, bound to {}",
@@ -222,13 +236,33 @@ async fn a_gathered_gang_is_placed_whole_each_member_nominated_to_its_seat_befor
                 bound[m]
             );
         }
-        match c.muster.gang("ml", "job").await? {
-            Some(g) if g.state == "placed" => Ok(()),
-            other => bail!("expected placed in /gangs: {other:?}"),
+        for gang in ["free", "job"] {
+            match c.muster.gang("ml", gang).await? {
+                Some(g) if g.state == "placed" => {}
+                other => bail!("expected {gang} placed in /gangs: {other:?}"),
+            }
         }
+        Ok(())
     }
     .await;
     c.report(&["ml"], r).await
+}
+
+/// What the recorder saw of each member when the watch first showed it ungated (its
+/// nomination then), once it saw every one of them.
+async fn recorder_saw(
+    recorder: &UngateRecorder,
+    members: &[String],
+) -> Result<BTreeMap<String, Option<String>>> {
+    wait_for("the watch to show every member ungated", WINDOW, || async {
+        let seen = recorder.at_ungate();
+        Ok(if members.iter().all(|m| seen.contains_key(m)) {
+            Progress::Done(seen)
+        } else {
+            Progress::NotYet(format!("{seen:?}"))
+        })
+    })
+    .await
 }
 
 /// A gang that cannot fit stays behind its gate, holding nothing: a plain pod takes the room at
@@ -989,6 +1023,9 @@ async fn a_nomination_the_api_server_keeps_refusing_is_backed_off_and_its_gang_s
             },
             times: None,
         });
+        // A plain pod of the gang's priority waits (3 CPUs fit nowhere): each seat is at risk
+        // of it, so each is published as a nomination before any gate goes.
+        c.create(PodBuilder::new("ml", "waiting").cpu("3")).await?;
         let members = names("job", 3);
         create_gang(&c, "job", &members, "1").await?;
         holds_for(

@@ -13,7 +13,7 @@ use super::quantity::{parse_milli, parse_units, QuantityError};
 /// the scheduler configs' `managedResources`). No node has it and nothing counts it.
 pub const GANG_MARKER: &str = "muster.dev/gang";
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     pub cpu_milli: i64,
     pub memory: i64,

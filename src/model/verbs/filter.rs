@@ -20,7 +20,7 @@ use crate::model::planning::selection::task_of;
 use crate::model::rules::dynamic_resources::DynamicResources;
 use crate::model::rules::node_ports;
 use crate::model::table::evidence::EvidenceStore;
-use crate::model::table::gang::{Gang, SeatHolder};
+use crate::model::table::gang::{Gang, Seat, SeatHolder};
 use crate::model::table::GangTable;
 use crate::model::verbs::prioritize::Nearness;
 
@@ -122,7 +122,9 @@ impl GangTable {
         // An admitted gang of the every-pod mode with a topology may still move whole to a
         // domain that holds its real members (see `verbs::move_domain`).
         if gang.is_admitted() && !self.move_gang_domain(&key, pod, &known, now) {
-            return self.filter_by_room(pod, candidates, &positions, Some(&key));
+            let verdicts = self.filter_by_room(pod, candidates, &positions, Some(&key));
+            self.seat_where_offered(&key, pod, candidates, &verdicts);
+            return verdicts;
         }
         if EvidenceStore::is_informative(candidates.len(), known.len(), self.ledger.len()) {
             // Every name passed, nodes not in muster's cache yet included: one that arrives
@@ -213,6 +215,54 @@ impl GangTable {
                     .collect()
             }
         }
+    }
+
+    /// A seated member of a gathered gang offered a node other than its seat where it has
+    /// room after every seat (a member let through without a nomination, to whom
+    /// kube-scheduler did not offer its seat's node): its seat moves there now. kube-scheduler
+    /// assumes the member there from this answer on; a seat left behind until the bind would
+    /// leave that room unreserved meanwhile, and the gatherer would plan another gang into it
+    /// (no-overcommit: the bind then finds the room gone). A member offered a planned seat of
+    /// a sibling takes that seat over at its bind, as before.
+    fn seat_where_offered(
+        &mut self,
+        key: &GangKey,
+        pod: &PodInfo,
+        candidates: &[&str],
+        verdicts: &[NodeVerdict],
+    ) {
+        let Some(offered) = candidates
+            .iter()
+            .zip(verdicts)
+            .find_map(|(n, v)| (*v == NodeVerdict::Fits).then_some(*n))
+        else {
+            return;
+        };
+        let Some(gang) = self.gangs.get(key) else {
+            return;
+        };
+        if !self.is_gathered(gang) {
+            return;
+        }
+        let Some(seat) = gang.seat_of(&pod.uid).filter(|s| !s.confirmed && *s.node != *offered)
+        else {
+            return;
+        };
+        let Some(position) = self.ledger.position(offered) else {
+            return;
+        };
+        if self
+            .ledger
+            .shortfall(position, &seat.requests, None, None)
+            .is_some()
+        {
+            return;
+        }
+        let moved = Seat {
+            node: NodeName::from(offered),
+            ..seat.clone()
+        };
+        self.seat(key, SeatHolder::Member(pod.uid.clone()), moved);
     }
 
     /// Plain room check: the pod fits in what is left after bound pods and every seat. A gang

@@ -120,6 +120,21 @@ pub struct Gatherer {
     /// Gang members must carry the marker (the scheduler config names it in
     /// `managedResources`): warn about those that do not.
     expect_marker: bool,
+    /// Which seats a release publishes as nominations.
+    nominations: Nominations,
+    /// Seated members let through without a nomination (their seats were not at risk): not
+    /// nominated again while their seats stay safe (see `nominations`).
+    floating: HashSet<PodUid>,
+}
+
+/// Which seats a release publishes as its members' nominations (`--nominate-seats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Nominations {
+    /// Only seats at risk ([`SeatRisk`]); the other members float.
+    #[default]
+    AtRisk,
+    /// Every seat.
+    EverySeat,
 }
 
 impl Gatherer {
@@ -127,6 +142,14 @@ impl Gatherer {
         Gatherer {
             expect_marker,
             ..Default::default()
+        }
+    }
+
+    /// The same gatherer publishing `nominations`.
+    pub fn nominating(self, nominations: Nominations) -> Self {
+        Gatherer {
+            nominations,
+            ..self
         }
     }
 
@@ -208,6 +231,9 @@ impl Gatherer {
                     .get(uid)
                     .is_some_and(|p| gather_gate_index(&p.info).is_some())
         });
+        self.floating
+            .retain(|uid| table.pods.get(uid).is_some_and(|p| p.is_pending()));
+        let mut risk = RiskView::default();
         self.let_through_at.retain(|uid, at| {
             now.saturating_duration_since(*at) < IN_FLIGHT_WITHIN
                 && table.pods.get(uid).is_some_and(|p| p.is_pending())
@@ -289,7 +315,8 @@ impl Gatherer {
                     .filter_map(|p| Some((p, gang.seat_of(&p.uid)?.node.clone())))
                     .collect();
                 if !seated.is_empty() {
-                    plan.releases.push(release(key, seated));
+                    let r = self.release_seated(table, key, seated, &mut risk);
+                    plan.releases.push(r);
                 }
                 continue;
             }
@@ -317,7 +344,8 @@ impl Gatherer {
                         Some((p, node.clone()))
                     })
                     .collect();
-                plan.releases.push(release(key, through));
+                let r = self.release_seated(table, key, through, &mut risk);
+                plan.releases.push(r);
                 table.retry_let_through(&seats);
             } else if let Some(need) = look_at_preemption
                 .then(|| {
@@ -350,6 +378,36 @@ impl Gatherer {
         plan.outside_gangs = self.release_outside_gangs(table);
         self.keep_nominations(table, &mut plan);
         plan
+    }
+
+    /// Seated members let through: each seat at risk is published as the member's nomination
+    /// (unless every seat is), the other members float (see `nominations`).
+    fn release_seated(
+        &mut self,
+        table: &GangTable,
+        key: &GangKey,
+        members: Vec<(&PodInfo, NodeName)>,
+        risk: &mut RiskView,
+    ) -> Release {
+        let mut r = release(key, Vec::new());
+        for (p, node) in members {
+            let pod = PodRef::of(p);
+            if let Some(gate_index) = gather_gate_index(p) {
+                r.ungate.push(Ungate {
+                    pod: pod.clone(),
+                    gate_index,
+                });
+            }
+            if self.nominations == Nominations::EverySeat
+                || table.seat_risk(key, p, &node, risk).is_some()
+            {
+                self.floating.remove(&p.uid);
+                r.nominate.push((pod, node));
+            } else {
+                self.floating.insert(p.uid.clone());
+            }
+        }
+        r
     }
 
     /// Seated members' nominations equal to their seats; muster's nominations without a seat
@@ -388,6 +446,17 @@ impl Gatherer {
                 if (self.nominated.contains_key(&p.info.uid) || let_through(&p.info))
                     && p.info.nominated_node.as_ref() != Some(&seat.node)
                 {
+                    // A floating member stays unnominated until kube-scheduler refuses it (the
+                    // nodes it was offered had no room); then it is nominated to its seat from
+                    // now on. Its risk is judged once, at its release: by the time it changes
+                    // the member is mostly in kube-scheduler's cycle already, and a nomination
+                    // then races its binding (the API server refuses it on a bound pod).
+                    if self.floating.contains(&p.info.uid) {
+                        if p.info.unschedulable.is_none() {
+                            continue;
+                        }
+                        self.floating.remove(&p.info.uid);
+                    }
                     renominate.push((PodRef::of(&p.info), seat.node.clone()));
                 }
             }
@@ -549,11 +618,15 @@ fn release(key: &GangKey, members: Vec<(&PodInfo, NodeName)>) -> Release {
 
 #[path = "gather/capacity.rs"]
 mod capacity;
+#[path = "gather/nominations.rs"]
+mod nominations;
 #[path = "gather/orphans.rs"]
 mod orphans;
 #[path = "gather/seats.rs"]
 mod seats;
 pub use capacity::{CapacityAsk, MemberShape, PoolRequirement, PoolRoom};
+use nominations::RiskView;
+pub use nominations::{SeatRisk, KUBE_SCHEDULER_FINDS_AT_LEAST};
 
 #[cfg(test)]
 #[path = "gather/tests.rs"]

@@ -64,7 +64,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 18;
+const SEEN: usize = 19;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -84,6 +84,7 @@ const SEEN_NAMES: [&str; SEEN] = [
     "gathered gangs let through for preemption",
     "holds of gathered gangs kept through a gather round with room planned",
     "job restarts (a gang's pods superseded by a newer attempt's)",
+    "of the gathered gangs let through with seats, some members floating (no nomination)",
 ];
 struct Seen;
 impl Seen {
@@ -105,6 +106,7 @@ impl Seen {
     const GATHERED_PREEMPTING: usize = 15;
     const GATHERED_HOLDS: usize = 16;
     const JOB_RESTARTS: usize = 17;
+    const GATHERED_FLOATING: usize = 18;
 }
 
 #[derive(Clone, Debug)]
@@ -693,10 +695,17 @@ impl Check {
         let plan = self.gatherer.gather(&mut self.table, self.now);
         decided(&mut self.decisions, || format!("gather: {plan:?}"));
         for r in &plan.releases {
-            if r.nominate.is_empty() {
-                self.seen[Seen::GATHERED_PREEMPTING] += 1;
-            } else {
+            // With seats (some members may float: no nomination), or for preemption (none).
+            let seated = self
+                .table
+                .gangs
+                .get(&r.gang)
+                .is_some_and(|g| !g.seats().is_empty());
+            if seated {
                 self.seen[Seen::GATHERED] += 1;
+                self.seen[Seen::GATHERED_FLOATING] += u64::from(r.nominate.len() < r.ungate.len());
+            } else {
+                self.seen[Seen::GATHERED_PREEMPTING] += 1;
             }
             let mut all = true;
             for (pod, node) in &r.nominate {

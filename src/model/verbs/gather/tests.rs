@@ -39,9 +39,11 @@ impl World {
         for n in nodes {
             table.apply_node(n.clone());
         }
+        // These tests follow what nominations do once written: every seat is published. Which
+        // seats a release may leave unpublished has its own tests (`nominations/tests.rs`).
         World {
             table,
-            gatherer: Gatherer::new(true),
+            gatherer: Gatherer::new(true).nominating(Nominations::EverySeat),
             now: Instant::now(),
         }
     }

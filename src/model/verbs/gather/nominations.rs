@@ -1,0 +1,188 @@
+//! Which seats a release publishes as nominations, and which members float.
+//!
+//! A nomination is a write per member (`pods/status`, about as dear to the API server as the
+//! pod's create: docs/benchmarks.md), and it does two things for a seat (v1.37.2):
+//! - it **routes**: kube-scheduler tries the nominated node first and alone
+//!   (`evaluateNominatedNode`, pkg/scheduler/schedule_one.go:668-752). Without one it runs its
+//!   filters from a rotating start and stops at `numFeasibleNodesToFind` feasible nodes, never
+//!   fewer than 100 (`minFeasibleNodesToFind`, schedule_one.go:57, :866-892), and sends only
+//!   those to muster's filter: on a large cluster the seat's node may not be among them;
+//! - it **protects**: kube-scheduler counts a nominated pod against every pod of equal or
+//!   lower priority on that node (`addGENominatedPods`, framework/runtime/framework.go:1338).
+//!   Pods that are not gang members never reach muster's filter, so nothing else keeps them
+//!   off a seat's room.
+//!
+//! Where neither is needed the member **floats**: its gate goes without a nomination,
+//! kube-scheduler offers it the nodes its filters pass, and muster's filter offers back one
+//! node with room for it after every seat: its seat when offered, else a planned seat of its
+//! gang, else the tightest fit (`filter_by_room`); the seat moves there. Binding is still held
+//! until the quorum's binds are in and re-checks the room (never-half, no-overcommit), so a
+//! float can only cost time, never a partial gang. A seat needs its nomination when
+//! ([`SeatRisk`]):
+//! - the member is **pinned** to where the plan put it (a topology domain, pod affinity or
+//!   anti-affinity, spread, host ports, devices): another node would need the whole plan again;
+//! - kube-scheduler may offer **only nodes without room** for it: at least
+//!   [`KUBE_SCHEDULER_FINDS_AT_LEAST`] nodes have room for it beside their bound pods (so
+//!   kube-scheduler's NodeResourcesFit may pass them: it does not see seats) but not after
+//!   their seats (so muster's filter refuses them). Fewer than that, and whichever nodes
+//!   kube-scheduler offers, one of them has room: it offers every node its filters pass when
+//!   they are fewer than 100 (the seat's node among them), else at least 100 of them, and
+//!   fewer than 100 are refused (whatever `percentageOfNodesToScore` is);
+//! - the seat's node is **contested**: the pods waiting for kube-scheduler that do not pass
+//!   through muster, of the member's priority or lower, ask together for more than that node
+//!   has beside the seat (a pod of higher priority ignores a nomination anyway).
+//!
+//! A floating member kube-scheduler refused is nominated then (`Gatherer::keep_nominations`).
+//! One that muster's filter offers another node than its seat has its seat moved there at once
+//! (`GangTable::seat_where_offered`): kube-scheduler assumes it there from then on.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::model::inputs::membership::GangKey;
+use crate::model::inputs::objects::{NodeName, PodInfo};
+use crate::model::inputs::resources::Resources;
+use crate::model::rules::scheduling_gates;
+use crate::model::table::GangTable;
+
+/// kube-scheduler sends the extender every node its filters pass when they are fewer than
+/// this, else at least this many (`minFeasibleNodesToFind`, pkg/scheduler/schedule_one.go:57,
+/// v1.37.2: the floor under any `percentageOfNodesToScore`).
+pub const KUBE_SCHEDULER_FINDS_AT_LEAST: usize = 100;
+
+/// Why a seat is published as the member's nomination (see the module notes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeatRisk {
+    /// The member may only go where the plan put it.
+    Pinned,
+    /// kube-scheduler may offer the member only nodes without room for it.
+    Sampled,
+    /// Pods that do not pass through muster could take the seat's room.
+    Contested,
+}
+
+/// What the checks of one gather round share, computed when first needed: each costs a walk
+/// over every node or every pod.
+#[derive(Default)]
+pub(in crate::model) struct RiskView {
+    /// Per request shape: how many nodes only seats fill for it (counted up to
+    /// [`KUBE_SCHEDULER_FINDS_AT_LEAST`]).
+    lacking_room: HashMap<Resources, usize>,
+    /// The pending pods that do not pass through muster: (priority, requests).
+    pending: Option<Vec<(i32, Resources)>>,
+    /// Their requests summed, per priority ceiling asked.
+    pending_up_to: HashMap<i32, Resources>,
+}
+
+impl GangTable {
+    /// Whether `member` of `gang`, seated on `seat`, needs its seat published as a
+    /// nomination, and why; `None`: it may float.
+    pub(in crate::model) fn seat_risk(
+        &self,
+        gang: &GangKey,
+        member: &PodInfo,
+        seat: &NodeName,
+        view: &mut RiskView,
+    ) -> Option<SeatRisk> {
+        if self.is_pinned(gang, member) {
+            return Some(SeatRisk::Pinned);
+        }
+        let seat_position = self.ledger.position(seat)?;
+        let lacking = *view
+            .lacking_room
+            .entry(member.requests.clone())
+            .or_insert_with(|| self.nodes_only_seats_fill(&member.requests));
+        // Its own seat's node may count (its seat fills it for anyone else) but is room for it.
+        let own = usize::from(
+            self.ledger
+                .shortfall(seat_position, &member.requests, None, None)
+                .is_some(),
+        );
+        if lacking.saturating_sub(own) >= KUBE_SCHEDULER_FINDS_AT_LEAST {
+            return Some(SeatRisk::Sampled);
+        }
+        let ask = self.pending_ask(member.priority, view);
+        if !ask.is_zero()
+            && self
+                .ledger
+                .shortfall(seat_position, &ask, None, None)
+                .is_some()
+        {
+            return Some(SeatRisk::Contested);
+        }
+        None
+    }
+
+    /// Placement rules that tie the member to the plan's node or domain: kube-scheduler's
+    /// filters and muster's plan must agree on them, and only the plan knows where the rest
+    /// of the gang goes.
+    fn is_pinned(&self, gang: &GangKey, member: &PodInfo) -> bool {
+        let topology = self
+            .gangs
+            .get(gang)
+            .is_some_and(|g| g.spec().topology.constraint().is_some());
+        topology
+            || member.rules.as_ref().is_some_and(|r| {
+                !r.affinity.is_empty()
+                    || !r.anti_affinity.is_empty()
+                    || !r.spread.is_empty()
+                    || !r.host_ports.is_empty()
+                    || !r.claims.is_empty()
+            })
+    }
+
+    /// Nodes kube-scheduler's filters may pass for `requests` that muster's filter refuses:
+    /// it fits beside the pods bound there (NodeResourcesFit) but not after the seats there.
+    /// Counted up to [`KUBE_SCHEDULER_FINDS_AT_LEAST`].
+    fn nodes_only_seats_fill(&self, requests: &Resources) -> usize {
+        let mut filled = 0;
+        for (position, entry) in self.ledger.iter() {
+            if entry.reserved().is_zero() {
+                continue;
+            }
+            let beside_bound = self
+                .ledger
+                .shortfall(position, requests, Some(entry.reserved()), None)
+                .is_none();
+            if beside_bound
+                && self
+                    .ledger
+                    .shortfall(position, requests, None, None)
+                    .is_some()
+            {
+                filled += 1;
+                if filled > KUBE_SCHEDULER_FINDS_AT_LEAST {
+                    break;
+                }
+            }
+        }
+        filled
+    }
+
+    /// What the pods kube-scheduler may place before the member, without asking muster, ask
+    /// together: pending, ready to be scheduled (no gate), without the marker (a marked member
+    /// passes through muster's filter, which counts every seat; an unmarked member does not),
+    /// of `priority` or lower.
+    fn pending_ask(&self, priority: i32, view: &mut RiskView) -> Resources {
+        if let Some(sum) = view.pending_up_to.get(&priority) {
+            return sum.clone();
+        }
+        let pending = view.pending.get_or_insert_with(|| {
+            self.pods
+                .iter()
+                .filter(|p| p.is_pending() && !p.info.gang_marker)
+                .filter(|p| scheduling_gates::gates(&p.info).is_empty())
+                .map(|p| (p.info.priority, p.info.requests.clone()))
+                .collect()
+        });
+        let mut sum = Resources::default();
+        for (_, requests) in pending.iter().filter(|(p, _)| *p <= priority) {
+            sum.add(requests);
+        }
+        view.pending_up_to.insert(priority, sum.clone());
+        sum
+    }
+}
+
+#[cfg(test)]
+#[path = "nominations/tests.rs"]
+mod tests;

@@ -36,7 +36,13 @@
 //!   (kube-scheduler never offers a node whose room it already gave away: its own cache counts
 //!   the pods it placed), so what must not run out is the room outside the seats. A pod spoils
 //!   at most as many member-sized places as its request spans in member requests
-//!   ([`places_spoiled`]).
+//!   ([`places_spoiled`]);
+//! - the seat's node is **thin**: beside its seats it keeps less room than the largest pod
+//!   outside muster asks for (the largest of the live pods without the marker, of the member's
+//!   priority or lower, resource by resource). One such pod created after the release could take the seat's room while
+//!   muster's watch has not shown it yet, and muster's filter then offers the member a node
+//!   whose room is gone: kube-scheduler's binding of the member fails and it is tried again.
+//!   The planner packs seats tight, so where the cluster is nearly full most seats are thin.
 //!
 //! A floating member kube-scheduler refused is nominated then (`Gatherer::keep_nominations`).
 //! One that muster's filter offers another node than its seat has its seat moved there at once
@@ -62,8 +68,10 @@ pub enum SeatRisk {
     Pinned,
     /// kube-scheduler may offer the member only nodes without room for it.
     Sampled,
-    /// Pods that do not pass through muster could take the seat's room.
+    /// Pods that do not pass through muster could take the seats' room.
     Contested,
+    /// One pod outside muster could take the seat's room.
+    Thin,
 }
 
 /// What the checks of one gather round share, computed when first needed: each costs a walk
@@ -77,6 +85,10 @@ pub(in crate::model) struct RiskView {
     pending: Option<Vec<(i32, Resources)>>,
     /// Per (request shape, priority): whether the seats are contested.
     contested: HashMap<(Resources, i32), bool>,
+    /// The live pods without the marker: (priority, requests).
+    outside: Option<Vec<(i32, Resources)>>,
+    /// Their largest request, resource by resource, per priority ceiling asked.
+    largest_outside: HashMap<i32, Resources>,
 }
 
 impl GangTable {
@@ -105,6 +117,15 @@ impl GangTable {
         );
         if lacking.saturating_sub(own) >= KUBE_SCHEDULER_FINDS_AT_LEAST {
             return Some(SeatRisk::Sampled);
+        }
+        let largest = self.largest_outside(member.priority, view);
+        if !largest.is_zero()
+            && self
+                .ledger
+                .shortfall(seat_position, &largest, None, None)
+                .is_some()
+        {
+            return Some(SeatRisk::Thin);
         }
         let key = (member.requests.clone(), member.priority);
         if let Some(&contested) = view.contested.get(&key) {
@@ -186,6 +207,27 @@ impl GangTable {
             .filter(|(p, _)| *p <= priority)
             .map(|(_, requests)| places_spoiled(requests, shape))
             .sum()
+    }
+
+    /// The largest request, resource by resource, of the live pods without the marker of
+    /// `priority` or lower.
+    fn largest_outside(&self, priority: i32, view: &mut RiskView) -> Resources {
+        if let Some(largest) = view.largest_outside.get(&priority) {
+            return largest.clone();
+        }
+        let outside = view.outside.get_or_insert_with(|| {
+            self.pods
+                .iter()
+                .filter(|p| p.is_live() && !p.info.gang_marker)
+                .map(|p| (p.info.priority, p.info.requests.clone()))
+                .collect()
+        });
+        let mut largest = Resources::default();
+        for (_, requests) in outside.iter().filter(|(p, _)| *p <= priority) {
+            largest.max_with(requests);
+        }
+        view.largest_outside.insert(priority, largest.clone());
+        largest
     }
 
     /// Places for a member of `shape` left on the nodes after bound pods and every seat (how

@@ -106,10 +106,12 @@ fn members_pinned_by_host_ports_or_a_topology_domain_are_nominated() {
 /// spoil, the members float.
 #[test]
 fn seats_are_nominated_when_waiting_plain_pods_could_spoil_every_place_outside_them() {
+    // 1.5 CPUs per node: room for the waiting pod beside each seat (not thin), but no 1-CPU
+    // place left outside the seats.
     let plain = pod("plain").cpu(500).build();
     let mut pods = gang_of_two();
     pods.push(plain.clone());
-    let mut t = table(&[node("n1", 1000), node("n2", 1000)], &pods);
+    let mut t = table(&[node("n1", 1500), node("n2", 1500)], &pods);
     let plan = Gatherer::new(true).gather(&mut t, Instant::now());
     assert_eq!(
         released(&plan).0,
@@ -120,7 +122,7 @@ fn seats_are_nominated_when_waiting_plain_pods_could_spoil_every_place_outside_t
     let urgent = pod("urgent").cpu(500).priority(1000).build();
     let mut pods = gang_of_two();
     pods.push(urgent);
-    let mut t = table(&[node("n1", 1000), node("n2", 1000)], &pods);
+    let mut t = table(&[node("n1", 1500), node("n2", 1500)], &pods);
     let plan = Gatherer::new(true).gather(&mut t, Instant::now());
     assert!(released(&plan).0.is_empty(), "higher priority: {plan:?}");
 
@@ -151,16 +153,17 @@ fn a_pod_spoils_at_most_its_request_in_member_requests() {
 /// (NodeResourcesFit) never pass them.
 #[test]
 fn with_a_hundred_nodes_only_seats_fill_seats_are_nominated_and_with_ninety_nine_they_float() {
-    // Another gang's seats fill `others` nodes; g's sibling seat fills one more.
+    // Another gang's seats fill `others` nodes; g's sibling seat fills one more. 1.1 CPUs per
+    // node: 100m beside each seat, as much as the largest pod outside muster (not thin).
     for (others, nominated) in [(KUBE_SCHEDULER_FINDS_AT_LEAST - 1, true), (98, false)] {
         let mut nodes: Vec<NodeInfo> = (0..others + 3)
-            .map(|i| node(&format!("n{i}"), 1000))
+            .map(|i| node(&format!("n{i}"), 1100))
             .collect();
-        nodes.extend((0..200).map(|i| node(&format!("busy{i}"), 1000)));
+        nodes.extend((0..200).map(|i| node(&format!("busy{i}"), 100)));
         let mut pods: Vec<PodInfo> = (0..200)
             .map(|i| {
                 pod(&format!("bound{i}"))
-                    .cpu(1000)
+                    .cpu(100)
                     .bound(&format!("busy{i}"))
                     .build()
             })

@@ -1522,9 +1522,18 @@ fn pod_patches(status: bool) -> Pattern {
 /// partial gang, on cluster truth), then the third; returns once muster-a, releasing the gang,
 /// has sent its three nominations, which its proxy holds (the gates are removed only after
 /// them).
+///
+/// A plain pod of 3 CPUs waits in namespace default (it fits on no node): beside each seat its
+/// node keeps less room than that pod asks for, so muster publishes every seat as a nomination
+/// (a seat at risk, docs/design.md) and the release has a step between its nominations and its
+/// gate removals to be caught in.
 async fn catch_a_release(ha: &Ha, g: &str) -> Result<AWrites> {
     let client = ha.cp.client();
     let proxy = ha.proxy();
+    PodBuilder::new("default", &format!("{g}-outside-muster"))
+        .cpu("3")
+        .create(&client)
+        .await?;
     for i in 0..2 {
         member(g, i, "2").create(&client).await?;
     }

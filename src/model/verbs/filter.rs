@@ -244,7 +244,9 @@ impl GangTable {
         if !self.is_gathered(gang) {
             return;
         }
-        let Some(seat) = gang.seat_of(&pod.uid).filter(|s| !s.confirmed && *s.node != *offered)
+        let Some(seat) = gang
+            .seat_of(&pod.uid)
+            .filter(|s| !s.confirmed && *s.node != *offered)
         else {
             return;
         };

@@ -28,9 +28,21 @@
 //!   kube-scheduler offers, one of them has room: it offers every node its filters pass when
 //!   they are fewer than 100 (the seat's node among them), else at least 100 of them, and
 //!   fewer than 100 are refused (whatever `percentageOfNodesToScore` is);
-//! - the seat's node is **contested**: the pods waiting for kube-scheduler that do not pass
-//!   through muster, of the member's priority or lower, ask together for more than that node
-//!   has beside the seat (a pod of higher priority ignores a nomination anyway).
+//! - the seats are **contested**: the pods waiting for kube-scheduler that do not pass through
+//!   muster, of the member's priority or lower (one of higher priority ignores a nomination
+//!   anyway), could spoil as many places for a member of its shape as there are outside the
+//!   seats. Such a pod may well land in a seat's room (kube-scheduler does not see seats); the
+//!   member it displaces is then seated by muster's filter on another offered node with room
+//!   (kube-scheduler never offers a node whose room it already gave away: its own cache counts
+//!   the pods it placed), so what must not run out is the room outside the seats. A pod spoils
+//!   at most as many member-sized places as its request spans in member requests
+//!   ([`places_spoiled`]);
+//! - the seat's node is **thin**: beside its seats it keeps less room than the largest pod
+//!   outside muster asks for (the largest of the live pods without the marker, of the member's
+//!   priority or lower, resource by resource). One such pod created after the release could take the seat's room while
+//!   muster's watch has not shown it yet, and muster's filter then offers the member a node
+//!   whose room is gone: kube-scheduler's binding of the member fails and it is tried again.
+//!   The planner packs seats tight, so where the cluster is nearly full most seats are thin.
 //!
 //! A floating member kube-scheduler refused is nominated then (`Gatherer::keep_nominations`).
 //! One that muster's filter offers another node than its seat has its seat moved there at once
@@ -56,8 +68,10 @@ pub enum SeatRisk {
     Pinned,
     /// kube-scheduler may offer the member only nodes without room for it.
     Sampled,
-    /// Pods that do not pass through muster could take the seat's room.
+    /// Pods that do not pass through muster could take the seats' room.
     Contested,
+    /// One pod outside muster could take the seat's room.
+    Thin,
 }
 
 /// What the checks of one gather round share, computed when first needed: each costs a walk
@@ -69,8 +83,12 @@ pub(in crate::model) struct RiskView {
     lacking_room: HashMap<Resources, usize>,
     /// The pending pods that do not pass through muster: (priority, requests).
     pending: Option<Vec<(i32, Resources)>>,
-    /// Their requests summed, per priority ceiling asked.
-    pending_up_to: HashMap<i32, Resources>,
+    /// Per (request shape, priority): whether the seats are contested.
+    contested: HashMap<(Resources, i32), bool>,
+    /// The live pods without the marker: (priority, requests).
+    outside: Option<Vec<(i32, Resources)>>,
+    /// Their largest request, resource by resource, per priority ceiling asked.
+    largest_outside: HashMap<i32, Resources>,
 }
 
 impl GangTable {
@@ -100,16 +118,24 @@ impl GangTable {
         if lacking.saturating_sub(own) >= KUBE_SCHEDULER_FINDS_AT_LEAST {
             return Some(SeatRisk::Sampled);
         }
-        let ask = self.pending_ask(member.priority, view);
-        if !ask.is_zero()
+        let largest = self.largest_outside(member.priority, view);
+        if !largest.is_zero()
             && self
                 .ledger
-                .shortfall(seat_position, &ask, None, None)
+                .shortfall(seat_position, &largest, None, None)
                 .is_some()
         {
-            return Some(SeatRisk::Contested);
+            return Some(SeatRisk::Thin);
         }
-        None
+        let key = (member.requests.clone(), member.priority);
+        if let Some(&contested) = view.contested.get(&key) {
+            return contested.then_some(SeatRisk::Contested);
+        }
+        let spoiled = self.places_pending_pods_spoil(&member.requests, member.priority, view);
+        let contested =
+            spoiled > 0 && self.places_outside_seats(&member.requests, spoiled) <= spoiled;
+        view.contested.insert(key, contested);
+        contested.then_some(SeatRisk::Contested)
     }
 
     /// Placement rules that tie the member to the plan's node or domain: kube-scheduler's
@@ -158,14 +184,16 @@ impl GangTable {
         filled
     }
 
-    /// What the pods kube-scheduler may place before the member, without asking muster, ask
-    /// together: pending, ready to be scheduled (no gate), without the marker (a marked member
-    /// passes through muster's filter, which counts every seat; an unmarked member does not),
-    /// of `priority` or lower.
-    fn pending_ask(&self, priority: i32, view: &mut RiskView) -> Resources {
-        if let Some(sum) = view.pending_up_to.get(&priority) {
-            return sum.clone();
-        }
+    /// How many places for a member of `shape` the pods kube-scheduler may place before it,
+    /// without asking muster, could spoil: pending, ready to be scheduled (no gate), without
+    /// the marker (a marked member passes through muster's filter, which counts every seat; an
+    /// unmarked member does not), of `priority` or lower.
+    fn places_pending_pods_spoil(
+        &self,
+        shape: &Resources,
+        priority: i32,
+        view: &mut RiskView,
+    ) -> u64 {
         let pending = view.pending.get_or_insert_with(|| {
             self.pods
                 .iter()
@@ -174,13 +202,93 @@ impl GangTable {
                 .map(|p| (p.info.priority, p.info.requests.clone()))
                 .collect()
         });
-        let mut sum = Resources::default();
-        for (_, requests) in pending.iter().filter(|(p, _)| *p <= priority) {
-            sum.add(requests);
-        }
-        view.pending_up_to.insert(priority, sum.clone());
-        sum
+        pending
+            .iter()
+            .filter(|(p, _)| *p <= priority)
+            .map(|(_, requests)| places_spoiled(requests, shape))
+            .sum()
     }
+
+    /// The largest request, resource by resource, of the live pods without the marker of
+    /// `priority` or lower.
+    fn largest_outside(&self, priority: i32, view: &mut RiskView) -> Resources {
+        if let Some(largest) = view.largest_outside.get(&priority) {
+            return largest.clone();
+        }
+        let outside = view.outside.get_or_insert_with(|| {
+            self.pods
+                .iter()
+                .filter(|p| p.is_live() && !p.info.gang_marker)
+                .map(|p| (p.info.priority, p.info.requests.clone()))
+                .collect()
+        });
+        let mut largest = Resources::default();
+        for (_, requests) in outside.iter().filter(|(p, _)| *p <= priority) {
+            largest.max_with(requests);
+        }
+        view.largest_outside.insert(priority, largest.clone());
+        largest
+    }
+
+    /// Places for a member of `shape` left on the nodes after bound pods and every seat (how
+    /// many such members would still fit, node by node), counted up to `enough` + 1.
+    fn places_outside_seats(&self, shape: &Resources, enough: u64) -> u64 {
+        let mut places = 0;
+        for (_, entry) in self.ledger.iter() {
+            let mut free = entry.info().allocatable.clone();
+            free.sub(entry.used());
+            free.sub(entry.reserved());
+            places += times_fits(shape, &free);
+            if places > enough {
+                break;
+            }
+        }
+        places
+    }
+}
+
+/// How many members of `shape` fit in `free` (per resource the member asks for, the whole
+/// multiples; a shape asking for nothing counts once).
+fn times_fits(shape: &Resources, free: &Resources) -> u64 {
+    let mut times = u64::MAX;
+    let mut each = |want: i64, have: i64| {
+        if want > 0 {
+            times = times.min(u64::try_from(have.max(0) / want).unwrap_or(0));
+        }
+    };
+    each(shape.cpu_milli, free.cpu_milli);
+    each(shape.memory, free.memory);
+    each(shape.ephemeral_storage, free.ephemeral_storage);
+    each(shape.pods, free.pods);
+    for (name, want) in &shape.extended {
+        each(*want, free.extended(name));
+    }
+    if times == u64::MAX {
+        1
+    } else {
+        times
+    }
+}
+
+/// At most how many places for a member of `shape` a pod asking for `requests` can spoil on
+/// the node it lands on: per resource the member asks for, the pod's request in member
+/// requests, rounded up (a place is lost only where the pod takes a share of it); the most
+/// of those (a pod that asks for nothing a member asks for spoils none).
+pub(super) fn places_spoiled(requests: &Resources, shape: &Resources) -> u64 {
+    let mut spoiled = 0u64;
+    let mut each = |want: i64, asks: i64| {
+        if want > 0 && asks > 0 {
+            spoiled = spoiled.max(u64::try_from((asks + want - 1) / want).unwrap_or(u64::MAX));
+        }
+    };
+    each(shape.cpu_milli, requests.cpu_milli);
+    each(shape.memory, requests.memory);
+    each(shape.ephemeral_storage, requests.ephemeral_storage);
+    each(shape.pods, requests.pods);
+    for (name, want) in &shape.extended {
+        each(*want, requests.extended(name));
+    }
+    spoiled
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::super::*;
+use super::places_spoiled;
 use crate::model::ModelConfig;
 use crate::model::NodeInfo;
 use crate::testkit::{self, gathered, pod};
@@ -97,33 +98,52 @@ fn members_pinned_by_host_ports_or_a_topology_domain_are_nominated() {
     assert_eq!(released(&plan).0, ["a", "b"], "topology: {plan:?}");
 }
 
-/// A pending plain pod of the members' priority that could take a seat's room (it never passes
+/// A pending plain pod of the members' priority could land in a seat's room (it never passes
 /// through muster's filter, and only a nomination makes kube-scheduler count the seat against
-/// it) gets the seat nominated; one of higher priority ignores nominations, so it does not.
+/// it): with no place for a member left outside the seats, the displaced member would have
+/// nowhere to go, so the seats are nominated; a pod of higher priority ignores nominations, so
+/// it does not count; with a place left outside the seats for each place the waiting pods could
+/// spoil, the members float.
 #[test]
-fn a_seat_pending_plain_pods_could_fill_is_nominated_and_one_only_higher_priority_pods_could_is_not(
-) {
+fn seats_are_nominated_when_waiting_plain_pods_could_spoil_every_place_outside_them() {
+    // 1.5 CPUs per node: room for the waiting pod beside each seat (not thin), but no 1-CPU
+    // place left outside the seats.
     let plain = pod("plain").cpu(500).build();
     let mut pods = gang_of_two();
-    pods.push(plain);
-    let mut t = table(&[node("n1", 1000), node("n2", 1000)], &pods);
+    pods.push(plain.clone());
+    let mut t = table(&[node("n1", 1500), node("n2", 1500)], &pods);
     let plan = Gatherer::new(true).gather(&mut t, Instant::now());
-    assert_eq!(released(&plan).0, ["a", "b"], "{plan:?}");
+    assert_eq!(
+        released(&plan).0,
+        ["a", "b"],
+        "no place outside the seats: {plan:?}"
+    );
 
     let urgent = pod("urgent").cpu(500).priority(1000).build();
     let mut pods = gang_of_two();
     pods.push(urgent);
-    let mut t = table(&[node("n1", 1000), node("n2", 1000)], &pods);
-    let plan = Gatherer::new(true).gather(&mut t, Instant::now());
-    assert!(released(&plan).0.is_empty(), "{plan:?}");
-
-    // A plain pod that fits beside the seats takes nothing from them.
-    let small = pod("small").cpu(500).build();
-    let mut pods = gang_of_two();
-    pods.push(small);
     let mut t = table(&[node("n1", 1500), node("n2", 1500)], &pods);
     let plan = Gatherer::new(true).gather(&mut t, Instant::now());
-    assert!(released(&plan).0.is_empty(), "{plan:?}");
+    assert!(released(&plan).0.is_empty(), "higher priority: {plan:?}");
+
+    // 2.5 CPUs per node: one 1-CPU place left beside each seat, two in all, against the one
+    // place the 500m pod could spoil.
+    let mut pods = gang_of_two();
+    pods.push(plain);
+    let mut t = table(&[node("n1", 2500), node("n2", 2500)], &pods);
+    let plan = Gatherer::new(true).gather(&mut t, Instant::now());
+    assert!(released(&plan).0.is_empty(), "places to spare: {plan:?}");
+}
+
+/// A waiting pod spoils at most as many member-sized places as its request spans in member
+/// requests, on the resource it spans most.
+#[test]
+fn a_pod_spoils_at_most_its_request_in_member_requests() {
+    let member = pod("m").cpu(1000).memory(1 << 30).build().requests;
+    let small = pod("s").cpu(100).build().requests;
+    let big = pod("b").cpu(2500).memory(1 << 29).build().requests;
+    assert_eq!(places_spoiled(&small, &member), 1);
+    assert_eq!(places_spoiled(&big, &member), 3);
 }
 
 /// kube-scheduler sends the extender at least 100 of the nodes its filters pass, and those
@@ -133,16 +153,17 @@ fn a_seat_pending_plain_pods_could_fill_is_nominated_and_one_only_higher_priorit
 /// (NodeResourcesFit) never pass them.
 #[test]
 fn with_a_hundred_nodes_only_seats_fill_seats_are_nominated_and_with_ninety_nine_they_float() {
-    // Another gang's seats fill `others` nodes; g's sibling seat fills one more.
+    // Another gang's seats fill `others` nodes; g's sibling seat fills one more. 1.1 CPUs per
+    // node: 100m beside each seat, as much as the largest pod outside muster (not thin).
     for (others, nominated) in [(KUBE_SCHEDULER_FINDS_AT_LEAST - 1, true), (98, false)] {
         let mut nodes: Vec<NodeInfo> = (0..others + 3)
-            .map(|i| node(&format!("n{i}"), 1000))
+            .map(|i| node(&format!("n{i}"), 1100))
             .collect();
-        nodes.extend((0..200).map(|i| node(&format!("busy{i}"), 1000)));
+        nodes.extend((0..200).map(|i| node(&format!("busy{i}"), 100)));
         let mut pods: Vec<PodInfo> = (0..200)
             .map(|i| {
                 pod(&format!("bound{i}"))
-                    .cpu(1000)
+                    .cpu(100)
                     .bound(&format!("busy{i}"))
                     .build()
             })
@@ -235,7 +256,11 @@ fn a_floating_member_offered_another_node_has_its_seat_moved_there_by_the_filter
     assert!(released(&plan).0.is_empty(), "both float: {plan:?}");
     let key = GangKey::new("ml", "g");
     let a = &gang_of_two()[0];
-    let seat = t.gangs[&key].seat_of(&a.uid).expect("a is seated").node.clone();
+    let seat = t.gangs[&key]
+        .seat_of(&a.uid)
+        .expect("a is seated")
+        .node
+        .clone();
     let free = ["n1", "n2", "n3"]
         .into_iter()
         .find(|n| t.gangs[&key].seats().values().all(|s| &*s.node != *n))
@@ -246,8 +271,18 @@ fn a_floating_member_offered_another_node_has_its_seat_moved_there_by_the_filter
     }
     t.apply_pod(ungated.clone());
     let verdicts = t.filter(&ungated, &[free], now);
-    assert_eq!(verdicts, vec![crate::model::verbs::filter::NodeVerdict::Fits]);
-    assert_eq!(&*t.gangs[&key].seat_of(&a.uid).expect("still seated").node, free);
+    assert_eq!(
+        verdicts,
+        vec![crate::model::verbs::filter::NodeVerdict::Fits]
+    );
+    assert_eq!(
+        &*t.gangs[&key].seat_of(&a.uid).expect("still seated").node,
+        free
+    );
     assert_eq!(t.ledger.get(free).unwrap().reserved().cpu_milli, 1000);
-    assert_eq!(t.ledger.get(&seat).unwrap().reserved().cpu_milli, 0, "old seat freed");
+    assert_eq!(
+        t.ledger.get(&seat).unwrap().reserved().cpu_milli,
+        0,
+        "old seat freed"
+    );
 }

@@ -276,17 +276,7 @@ async fn musters_leader_keeps_its_lease_and_binds_a_gang_whole_while_its_priorit
     // muster starts before its level is throttled (its first lists, refused in one seat and
     // tried again after their back-offs, took it about 11 s to be ready); the load and the gang
     // come once the API server classifies its requests into the throttled level.
-    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
-    mo.args = [
-        "--leader-elect",
-        "--leader-elect-lease-name=muster",
-        "--leader-elect-lease-namespace",
-        MUSTER_NS,
-        "--leader-elect-identity",
-        IDENTITY,
-    ]
-    .map(String::from)
-    .to_vec();
+    let mo = leader_elected_muster(&sa_kubeconfig, &cp);
     let muster = Muster::start(mo).await?;
     throttle_muster(&admin).await?;
     let level_uid = |name: &'static str| {
@@ -600,17 +590,7 @@ async fn starve_musters_level(with_lease_level: bool) -> Result<Starved> {
         "{}/apis/events.k8s.io/v1/namespaces/apf-load/events",
         cp.apiserver_url()
     );
-    let mut mo = MusterOptions::new(MUSTER, &sa_kubeconfig, cp.dir());
-    mo.args = [
-        "--leader-elect",
-        "--leader-elect-lease-name=muster",
-        "--leader-elect-lease-namespace",
-        MUSTER_NS,
-        "--leader-elect-identity",
-        IDENTITY,
-    ]
-    .map(String::from)
-    .to_vec();
+    let mo = leader_elected_muster(&sa_kubeconfig, &cp);
     // muster starts before its level is throttled: its first lists, refused in one seat and
     // tried again after their back-offs, took it about 11 s to be ready, and only the Lease
     // under the starvation is judged. The starvation starts once the API server classifies its
@@ -727,4 +707,21 @@ async fn without_its_lease_level_the_same_starvation_makes_musters_leader_step_d
     );
     ensure!(s.stepped_down, "muster did not step down: {s:?}");
     Ok(())
+}
+
+/// muster as the shipped Deployment runs it, electing a leader (Lease `MUSTER_NS/muster`, this
+/// test's identity), with the ServiceAccount's kubeconfig.
+fn leader_elected_muster(sa_kubeconfig: &std::path::Path, cp: &ControlPlane) -> MusterOptions {
+    let mut mo = MusterOptions::new(MUSTER, sa_kubeconfig, cp.dir());
+    mo.args = [
+        "--leader-elect",
+        "--leader-elect-lease-name=muster",
+        "--leader-elect-lease-namespace",
+        MUSTER_NS,
+        "--leader-elect-identity",
+        IDENTITY,
+    ]
+    .map(String::from)
+    .to_vec();
+    mo
 }

@@ -86,6 +86,18 @@ impl Resources {
             .unwrap_or(0)
     }
 
+    /// Calls `f(asked, other's)` for each resource `self` lists (cpu, memory, ephemeral
+    /// storage, pods, then its extended resources), with `other`'s amount of it.
+    pub fn each_against(&self, other: &Resources, mut f: impl FnMut(i64, i64)) {
+        f(self.cpu_milli, other.cpu_milli);
+        f(self.memory, other.memory);
+        f(self.ephemeral_storage, other.ephemeral_storage);
+        f(self.pods, other.pods);
+        for (name, asked) in &self.extended {
+            f(*asked, other.extended(name));
+        }
+    }
+
     /// Element-wise `self += other`.
     pub fn add(&mut self, other: &Resources) {
         self.combine(other, |a, b| a.saturating_add(b));

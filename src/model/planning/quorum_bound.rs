@@ -37,18 +37,11 @@ pub struct BeyondCluster {
 /// for pods the watch delivered).
 pub fn copies_within(request: &Resources, allocatable: &Resources) -> u64 {
     let mut fewest = u64::MAX;
-    let mut limit = |asked: i64, has: i64| {
+    request.each_against(allocatable, |asked, has| {
         if asked > 0 {
             fewest = fewest.min((has.max(0) / asked) as u64);
         }
-    };
-    limit(request.cpu_milli, allocatable.cpu_milli);
-    limit(request.memory, allocatable.memory);
-    limit(request.ephemeral_storage, allocatable.ephemeral_storage);
-    limit(request.pods, allocatable.pods);
-    for (name, asked) in &request.extended {
-        limit(*asked, allocatable.extended(name));
-    }
+    });
     fewest
 }
 

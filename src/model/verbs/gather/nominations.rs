@@ -53,6 +53,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::model::inputs::membership::GangKey;
 use crate::model::inputs::objects::{NodeName, PodInfo};
 use crate::model::inputs::resources::Resources;
+use crate::model::planning::quorum_bound::copies_within;
 use crate::model::rules::scheduling_gates;
 use crate::model::table::GangTable;
 
@@ -238,35 +239,13 @@ impl GangTable {
             let mut free = entry.info().allocatable.clone();
             free.sub(entry.used());
             free.sub(entry.reserved());
-            places += times_fits(shape, &free);
+            // Every pod takes a `pods` slot, so a shape never asks for nothing.
+            places += copies_within(shape, &free).min(enough + 1);
             if places > enough {
                 break;
             }
         }
         places
-    }
-}
-
-/// How many members of `shape` fit in `free` (per resource the member asks for, the whole
-/// multiples; a shape asking for nothing counts once).
-fn times_fits(shape: &Resources, free: &Resources) -> u64 {
-    let mut times = u64::MAX;
-    let mut each = |want: i64, have: i64| {
-        if want > 0 {
-            times = times.min(u64::try_from(have.max(0) / want).unwrap_or(0));
-        }
-    };
-    each(shape.cpu_milli, free.cpu_milli);
-    each(shape.memory, free.memory);
-    each(shape.ephemeral_storage, free.ephemeral_storage);
-    each(shape.pods, free.pods);
-    for (name, want) in &shape.extended {
-        each(*want, free.extended(name));
-    }
-    if times == u64::MAX {
-        1
-    } else {
-        times
     }
 }
 
@@ -276,18 +255,11 @@ fn times_fits(shape: &Resources, free: &Resources) -> u64 {
 /// of those (a pod that asks for nothing a member asks for spoils none).
 pub(super) fn places_spoiled(requests: &Resources, shape: &Resources) -> u64 {
     let mut spoiled = 0u64;
-    let mut each = |want: i64, asks: i64| {
+    shape.each_against(requests, |want, asks| {
         if want > 0 && asks > 0 {
             spoiled = spoiled.max(u64::try_from((asks + want - 1) / want).unwrap_or(u64::MAX));
         }
-    };
-    each(shape.cpu_milli, requests.cpu_milli);
-    each(shape.memory, requests.memory);
-    each(shape.ephemeral_storage, requests.ephemeral_storage);
-    each(shape.pods, requests.pods);
-    for (name, want) in &shape.extended {
-        each(*want, requests.extended(name));
-    }
+    });
     spoiled
 }
 

@@ -44,6 +44,10 @@
 //!   whose room is gone: kube-scheduler's binding of the member fails and it is tried again.
 //!   The planner packs seats tight, so where the cluster is nearly full most seats are thin.
 //!
+//! The "sampled" argument assumes muster is the only extender that filters nodes, or the
+//! first: one filtering before it could send muster fewer nodes than kube-scheduler found. A
+//! member that is then offered no node with room is refused once and nominated (below).
+//!
 //! A floating member kube-scheduler refused is nominated then (`Gatherer::keep_nominations`).
 //! One that muster's filter offers another node than its seat has its seat moved there at once
 //! (`GangTable::seat_where_offered`): kube-scheduler assumes it there from then on.

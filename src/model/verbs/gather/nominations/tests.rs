@@ -286,3 +286,21 @@ fn a_floating_member_offered_another_node_has_its_seat_moved_there_by_the_filter
         "old seat freed"
     );
 }
+
+/// One pod outside muster as large as the largest there (here a bound one of 300m) could take a
+/// seat's room before muster's watch shows it: a seat whose node keeps less than that beside its
+/// seats is nominated; with as much room beside it, the member floats.
+#[test]
+fn a_seat_whose_node_keeps_less_room_than_the_largest_pod_outside_muster_is_nominated() {
+    for (cpu, nominated) in [(1000, true), (1300, false)] {
+        let mut pods = gang_of_two();
+        pods.push(pod("web").cpu(300).bound("n3").build());
+        let mut t = table(&[node("n1", cpu), node("n2", cpu), node("n3", 300)], &pods);
+        let plan = Gatherer::new(true).gather(&mut t, Instant::now());
+        assert_eq!(
+            !released(&plan).0.is_empty(),
+            nominated,
+            "{cpu}m nodes: {plan:?}"
+        );
+    }
+}

@@ -85,7 +85,7 @@ pub enum SeatRisk {
 pub(in crate::model) struct RiskView {
     /// Per request shape: how many nodes only seats fill for it (counted up to
     /// [`KUBE_SCHEDULER_FINDS_AT_LEAST`]).
-    lacking_room: HashMap<Resources, usize>,
+    only_seats_fill: HashMap<Resources, usize>,
     /// The pending pods that do not pass through muster: (priority, requests).
     pending: Option<Vec<(i32, Resources)>>,
     /// Per (request shape, priority): whether the seats are contested.
@@ -110,8 +110,8 @@ impl GangTable {
             return Some(SeatRisk::Pinned);
         }
         let seat_position = self.ledger.position(seat)?;
-        let lacking = *view
-            .lacking_room
+        let filled = *view
+            .only_seats_fill
             .entry(member.requests.clone())
             .or_insert_with(|| self.nodes_only_seats_fill(&member.requests));
         // Its own seat's node may count (its seat fills it for anyone else) but is room for it.
@@ -120,7 +120,7 @@ impl GangTable {
                 .shortfall(seat_position, &member.requests, None, None)
                 .is_some(),
         );
-        if lacking.saturating_sub(own) >= KUBE_SCHEDULER_FINDS_AT_LEAST {
+        if filled.saturating_sub(own) >= KUBE_SCHEDULER_FINDS_AT_LEAST {
             return Some(SeatRisk::Sampled);
         }
         let largest = self.largest_outside(member.priority, view);

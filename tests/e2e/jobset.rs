@@ -798,7 +798,8 @@ async fn a_jobset_submitted_again_while_its_old_workers_run_binds_nothing_until_
         c.add_node("node-1", NodeShape::cpu("300m")).await?;
         c.add_node("node-2", NodeShape::cpu("300m")).await?; // room for 6 × 100m
         let api = jobset::api(&c.client(), ns);
-        let (_, old_workers) = first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
+        let (old_leader, old_workers) =
+            first_generation_running(&c, ns, json!({"maxRestarts": 1})).await?;
         let old_uid = api
             .get("train")
             .await?
@@ -810,7 +811,11 @@ async fn a_jobset_submitted_again_while_its_old_workers_run_binds_nothing_until_
         // The first JobSet and its Jobs gone, their workers kept: as the garbage collector
         // leaves them when it has deleted the Jobs and not yet their pods (here it would take
         // its time retrying the refused deletions; the Jobs are deleted orphaning their pods
-        // instead), so the new JobSet's Jobs, of the same names, can be created at once.
+        // instead), so the new JobSet's Jobs, of the same names, can be created at once. The
+        // old leader goes as the garbage collector takes it: orphaned with its Job, it would
+        // run on for good, and while an old pod lives, a JobSet submitted again within the
+        // same second of the first one's pods waits for it (whole seconds cannot tell which
+        // JobSet is later).
         let jobs: Api<Job> = Api::namespaced(c.client(), ns);
         let orphan = DeleteParams {
             propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
@@ -831,9 +836,16 @@ async fn a_jobset_submitted_again_while_its_old_workers_run_binds_nothing_until_
                     Err(e) => return Err(e.into()),
                 }
             }
+            let leader_left = pods_of(&c, ns, "train").await?.contains_key(&old_leader);
+            if leader_left {
+                c.delete_pod(ns, &old_leader).await?;
+            }
             Ok(match api.get_opt("train").await? {
-                None if left.is_empty() => Progress::Done(()),
-                js => Progress::NotYet(format!("JobSet there: {}, Jobs {left:?}", js.is_some())),
+                None if left.is_empty() && !leader_left => Progress::Done(()),
+                js => Progress::NotYet(format!(
+                    "JobSet there: {}, Jobs {left:?}, old leader there: {leader_left}",
+                    js.is_some()
+                )),
             })
         })
         .await?;

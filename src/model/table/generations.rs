@@ -128,9 +128,22 @@ impl Generations {
                 let g = self.by_gang.entry(m.gang.clone()).or_default();
                 g.superseded.insert(info.uid.clone());
                 let why = match (&m.incarnation, &g.incarnation) {
+                    (Some(mine), Some((theirs, first)))
+                        if mine != theirs && info.created < *first =>
+                    {
+                        format!(
+                            "{JOBSET_UID} {mine}: its gang {} is made by a later JobSet now \
+                             ({JOBSET_UID} {theirs})",
+                            m.gang
+                        )
+                    }
+                    // A tie in whole seconds: which JobSet is the later one cannot be told,
+                    // and the one muster holds stays the gang until its pods are gone.
                     (Some(mine), Some((theirs, _))) if mine != theirs => format!(
-                        "{JOBSET_UID} {mine}: its gang {} is made by a later JobSet now \
-                         ({JOBSET_UID} {theirs})",
+                        "{JOBSET_UID} {mine}: its gang {} is held by the pods of another \
+                         JobSet ({JOBSET_UID} {theirs}) created in the same second (whole \
+                         seconds cannot tell which JobSet is later; this pod is a member again \
+                         once they are gone)",
                         m.gang
                     ),
                     _ => format!(

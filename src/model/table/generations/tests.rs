@@ -104,6 +104,14 @@ fn two_incarnations_created_in_the_same_second_never_make_one_gang() {
     let mut new = of_jobset("new", "uid-2", 0, 100);
     assert_eq!(g.sort(&mut new), Standing::Superseded);
     assert!(new.gang().is_none());
+    // The pod is not told its JobSet is the earlier one: only that the tie keeps it waiting.
+    assert_eq!(
+        new.membership.clone().unwrap_err().to_string(),
+        "jobset.sigs.k8s.io/jobset-uid uid-2: its gang ml/g is held by the pods of another \
+         JobSet (jobset.sigs.k8s.io/jobset-uid uid-1) created in the same second (whole seconds \
+         cannot tell which JobSet is later; this pod is a member again once they are gone), so \
+         this pod is no longer one of its members (muster places only the newest generation)"
+    );
     let mut old_again = of_jobset("old", "uid-1", 0, 100);
     assert_eq!(g.sort(&mut old_again), Standing::Member);
     let mut new_again = of_jobset("new", "uid-2", 0, 100);

@@ -192,7 +192,13 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
         BindDecision::InFlight { pod, node } => {
             in_flight = shared.bindings.find(&pod.uid).filter(|b| b.node == *node);
         }
-        BindDecision::Wait { gang, .. } => rooms_freed = table.rooms_freed(gang),
+        BindDecision::Wait { gang, .. } => {
+            rooms_freed = table.rooms_freed(gang);
+            // Held from this decision on, under the lock that made it: a sibling's decision
+            // meanwhile counts this member's seat as kube-scheduler's (`HeldBinds::hold`
+            // releases the mark however the hold ends).
+            table.bind_held(request.uid);
+        }
         _ => {}
     }
     Decided {

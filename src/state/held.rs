@@ -70,13 +70,13 @@ impl HeldBinds {
         until: tokio::time::Instant,
     ) -> HoldEnd {
         let HeldSeat { gang, uid, node } = seat;
+        // The decision to hold marked the call held in the table (`GangTable::bind_held`,
+        // under the lock that decided): the table knows it is held until it ends, however it
+        // ends (answered, or dropped when kube-scheduler closes the connection).
+        let _held = HoldMark { table, uid };
         if until <= tokio::time::Instant::now() {
             return HoldEnd::StillWaiting;
         }
-        // The table knows the call is held until it ends, however it ends (answered, or
-        // dropped when kube-scheduler closes the connection).
-        table.lock().bind_held(uid);
-        let _held = HoldMark { table, uid };
         let (mut last_look, mut woken_once) = (false, false);
         loop {
             let waker = self.wakers.entry(gang.clone()).or_default().clone();

@@ -246,6 +246,41 @@ impl GangTable {
         self.held_binds.contains_key(uid)
     }
 
+    /// The confirmed seats of `key` whose members kube-scheduler no longer holds there become
+    /// planned seats again (their room stays reserved); `requester`, whose call is deciding
+    /// now, keeps its own. Returns how many were demoted.
+    ///
+    /// For a gathered gang only: the pods outside it never pass through muster, so a seat
+    /// keeps them off its room only while kube-scheduler has its member assumed there (a held
+    /// bind call) or sees its nomination. A member whose call ended unbound (its hold ran out,
+    /// its binding failed for good, the call was dropped) is forgotten by kube-scheduler, which
+    /// may bind a pod into that room before muster's watch shows it: binding that member at
+    /// quorum, on muster's word alone, over-commits the node (no-overcommit; seen on the real
+    /// control plane after a kube-apiserver outage). It is bound when kube-scheduler sends it
+    /// again, with the quorum (never-half), as the coscheduling plugin's Permit counts only
+    /// the pods waiting in it.
+    pub(in crate::model) fn unconfirm_seats_kube_scheduler_let_go(
+        &mut self,
+        key: &GangKey,
+        requester: &str,
+    ) -> usize {
+        let Some(gang) = self.gangs.get_mut(key) else {
+            return 0;
+        };
+        let held = &self.held_binds;
+        let mut demoted = 0;
+        gang.retain_seats(|holder, seat| {
+            if let SeatHolder::Member(uid) = holder {
+                if seat.confirmed && **uid != *requester && !held.contains_key(uid) {
+                    seat.confirmed = false;
+                    demoted += 1;
+                }
+            }
+            true
+        });
+        demoted
+    }
+
     /// Gangs that lost seats since the last call (see the field).
     pub fn take_released(&mut self) -> Vec<GangKey> {
         self.released.take()

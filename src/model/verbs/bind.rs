@@ -312,6 +312,11 @@ impl GangTable {
             }
         }
 
+        // Of a gathered gang, only the seats kube-scheduler holds count toward the quorum and
+        // are bound at it (no-overcommit, see the method).
+        if self.gangs.get(key).is_some_and(|g| self.is_gathered(g)) {
+            self.unconfirm_seats_kube_scheduler_let_go(key, &info.uid);
+        }
         let facts = self.facts(key);
         if !facts.seated_quorum_met() {
             let message = messages::waiting_for_quorum(key, &facts.counts());

@@ -286,7 +286,22 @@ struct Check {
     decisions: Option<String>,
     /// What the case exercised: see [`Seen`].
     seen: [u64; SEEN],
+    /// Bind calls muster's handler holds (a call told to wait): kube-scheduler has each pod
+    /// assumed and sends nothing else for it until the call answers (see `settle_held_calls`).
+    held_calls: Vec<HeldCall>,
 }
+
+/// A bind call held by muster's handler (`binding::call`, `state::held`).
+struct HeldCall {
+    uid: String,
+    gang: GangKey,
+    node: String,
+    /// When `--bind-wait` runs out.
+    until: Instant,
+}
+
+/// muster's default `--bind-wait`.
+const BIND_WAIT: Duration = Duration::from_secs(8);
 
 impl Check {
     fn new(shape: Shape) -> Self {
@@ -297,6 +312,7 @@ impl Check {
             cluster,
             pod_watch: Relist::default(),
             node_watch: Relist::default(),
+            held_calls: Vec::new(),
             now: Instant::now(),
             chosen: Vec::new(),
             excused: BTreeSet::new(),
@@ -659,7 +675,35 @@ impl Check {
                 }
             }
         }
+        self.settle_held_calls();
         self.collect_claims()
+    }
+
+    /// The held bind calls that answer after this step, as `HeldBinds::hold` ends them: the
+    /// pod has a node (muster bound it with its gang: success), its seat on the call's node is
+    /// gone, or `--bind-wait` ran out (an error: kube-scheduler forgets the pod's room and
+    /// clears its nomination, as after any failed binding cycle). Each ends its mark in the
+    /// table (`GangTable::bind_released`).
+    fn settle_held_calls(&mut self) {
+        let mut failed = Vec::new();
+        let (table, now) = (&mut self.table, self.now);
+        self.held_calls.retain(|call| {
+            let bound = table.node_of(&call.uid).is_some();
+            let lost = table
+                .held_seat_lost(&call.gang, &call.uid, &call.node)
+                .is_some();
+            let ends = bound || lost || now >= call.until;
+            if ends {
+                table.bind_released(&call.uid);
+                if !bound {
+                    failed.push(call.uid.clone());
+                }
+            }
+            !ends
+        });
+        for uid in failed {
+            self.binding_cycle_failed(&uid);
+        }
     }
 
     fn relist_pods(&mut self) {
@@ -684,6 +728,7 @@ impl Check {
         self.cluster
             .live_in_slot(slot)
             .filter(|p| self.cluster.node_of(p).is_none() && !p.gated && !p.muster_gate)
+            .filter(|p| !self.held_calls.iter().any(|c| c.uid == p.uid))
             .cloned()
     }
 
@@ -877,6 +922,15 @@ impl Check {
         });
         if matches!(decision, BindDecision::Reject(_)) {
             self.binding_cycle_failed(&p.uid);
+        }
+        if let BindDecision::Wait { gang, .. } = &decision {
+            self.table.bind_held(&p.uid);
+            self.held_calls.push(HeldCall {
+                uid: p.uid.clone(),
+                gang: gang.clone(),
+                node: node.clone(),
+                until: self.now + BIND_WAIT,
+            });
         }
         let together = matches!(decision, BindDecision::BindGang { .. });
         // A pod bound on a node muster's filter did not offer it (`anywhere`: its bind checks
@@ -1135,6 +1189,11 @@ impl Check {
     /// which gangs are placed.
     fn restart(&mut self, cut: bool, hand_over: bool) -> Result<(), TestCaseError> {
         self.seen[Seen::RESTARTS] += 1;
+        // The old process's held calls end with it (dropped, or answered by a replica that
+        // stepped down): failed binding cycles to kube-scheduler.
+        for call in std::mem::take(&mut self.held_calls) {
+            self.binding_cycle_failed(&call.uid);
+        }
         // The new table sees every member appear now.
         for (gang, _) in GANGS {
             self.appeared.insert(gang, self.now);

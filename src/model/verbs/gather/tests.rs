@@ -513,6 +513,8 @@ fn a_partly_bound_gathered_gang_whose_held_room_a_plain_pod_takes_is_given_up_at
     );
 }
 
+/// kube-scheduler's bind call of `p` on `node`, as the handler makes it: a call told to wait
+/// is held from the decision on (`binding::call`), until [`call_ends`].
 fn bind(w: &mut World, p: &PodInfo, node: &str) -> crate::model::BindDecision {
     let req = crate::model::BindRequest {
         namespace: &p.namespace,
@@ -520,7 +522,17 @@ fn bind(w: &mut World, p: &PodInfo, node: &str) -> crate::model::BindDecision {
         uid: &p.uid,
         node,
     };
-    w.table.bind(req, w.now)
+    let decision = w.table.bind(req, w.now);
+    if matches!(decision, crate::model::BindDecision::Wait { .. }) {
+        w.table.bind_held(&p.uid);
+    }
+    decision
+}
+
+/// The held bind call of `p` ends unbound (its hold ran out, or it was dropped): kube-scheduler
+/// forgets the room it assumed.
+fn call_ends(w: &mut World, p: &PodInfo) {
+    w.table.bind_released(&p.uid);
 }
 
 /// Three members seated, nominated and let through; then the rule of a gathered gang's seats
@@ -698,6 +710,8 @@ fn after_a_restart_rebuilt_seats_are_nominated_again() {
         bind(&mut w, &a, "n1"),
         crate::model::BindDecision::Wait { .. }
     ));
+    // Its hold ran out: kube-scheduler tries it again, from its nomination.
+    call_ends(&mut w, &a);
     let plan = w.round();
     let mut renominated: Vec<String> = plan
         .renominate
@@ -1546,6 +1560,76 @@ fn seats_confirmed_elsewhere_stay_when_a_node_with_a_confirmed_seat_loses_room()
     }
 }
 
+/// A gathered gang binds at quorum only the members kube-scheduler holds (no-overcommit): `a`
+/// waits at bind, its call ends unbound (kube-scheduler forgets its room, in which it may bind
+/// a pod outside the gang before muster's watch shows it), then `b` and `c` arrive: that is no
+/// quorum. `a`'s seat is planned again, its room still reserved and nominated, and `a` is bound
+/// with the others when kube-scheduler sends it again. With `a`'s call still held, the same
+/// arrivals bind all three.
+#[test]
+fn a_gathered_gang_binds_at_quorum_only_the_members_kube_scheduler_holds() {
+    let seat_of = |w: &World, p: &PodInfo| {
+        w.table.gangs[&GangKey::new("ml", "g")]
+            .seat_of(&p.uid)
+            .map(|s| (s.node.to_string(), s.confirmed))
+            .unwrap()
+    };
+    for a_held in [false, true] {
+        let (mut w, [a, b, c]) = three_let_through();
+        let (a_node, b_node, c_node) = (seat_of(&w, &a).0, seat_of(&w, &b).0, seat_of(&w, &c).0);
+        assert!(matches!(
+            bind(&mut w, &a, &a_node),
+            crate::model::BindDecision::Wait { .. }
+        ));
+        assert_eq!(seat_of(&w, &a), (a_node.clone(), true));
+        if !a_held {
+            call_ends(&mut w, &a);
+        }
+        assert!(matches!(
+            bind(&mut w, &b, &b_node),
+            crate::model::BindDecision::Wait { .. }
+        ));
+        let decision = bind(&mut w, &c, &c_node);
+        if a_held {
+            let crate::model::BindDecision::BindGang { members, .. } = decision else {
+                panic!("a held: the gang binds whole, got {decision:?}");
+            };
+            assert_eq!(members.len(), 3, "{members:?}");
+            continue;
+        }
+        assert!(
+            matches!(decision, crate::model::BindDecision::Wait { .. }),
+            "a's call ended: no quorum, got {decision:?}"
+        );
+        assert_eq!(
+            seat_of(&w, &a),
+            (a_node.clone(), false),
+            "a's seat planned again"
+        );
+        assert_eq!(
+            w.reserved(&a_node),
+            600,
+            "its room still reserved (one member per node)"
+        );
+        // kube-scheduler cleared `a`'s nomination with its failed binding cycle.
+        w.table.apply_pod(let_through(a.clone(), None));
+        let plan = w.round();
+        assert!(
+            plan.renominate
+                .iter()
+                .any(|(p, n)| p.uid == a.uid && **n == *a_node),
+            "a's room is nominated again: {plan:?}"
+        );
+        // kube-scheduler sends `a` again while `b` and `c` are held: the quorum, bound whole.
+        w.table.apply_pod(let_through(a.clone(), Some(&a_node)));
+        let decision = bind(&mut w, &a, &a_node);
+        let crate::model::BindDecision::BindGang { members, .. } = decision else {
+            panic!("a sent again: the gang binds whole, got {decision:?}");
+        };
+        assert_eq!(members.len(), 3, "{members:?}");
+    }
+}
+
 /// A member whose bind call is held on its confirmed seat is not nominated again while the
 /// call is held (kube-scheduler has it assumed there; the write would race its binding, which
 /// the API server then refuses), and is once the call ends unbound.
@@ -1561,7 +1645,6 @@ fn a_member_held_at_bind_is_nominated_again_only_after_its_call_ends() {
         bind(&mut w, &a, &seat),
         crate::model::BindDecision::Wait { .. }
     ));
-    w.table.bind_held(&a.uid);
     // kube-scheduler's nomination of `a` is not where its seat is (cleared, say).
     w.table.apply_pod(let_through(a.clone(), None));
     let plan = w.round();
@@ -1569,7 +1652,7 @@ fn a_member_held_at_bind_is_nominated_again_only_after_its_call_ends() {
         !plan.renominate.iter().any(|(p, _)| p.uid == a.uid),
         "{plan:?}"
     );
-    w.table.bind_released(&a.uid);
+    call_ends(&mut w, &a);
     let plan = w.round();
     assert_eq!(
         plan.renominate,

@@ -304,3 +304,26 @@ fn a_seat_whose_node_keeps_less_room_than_the_largest_pod_outside_muster_is_nomi
         );
     }
 }
+
+/// On a cluster where kube-scheduler would send muster more than
+/// FLOAT_WHILE_NODES_SENT_AT_MOST node names per member, every seat is nominated (a floating
+/// member's cycle would filter them all); its share follows `numFeasibleNodesToFind`.
+#[test]
+fn on_a_cluster_large_enough_that_kube_scheduler_sends_many_nodes_every_seat_is_nominated() {
+    use super::nodes_kube_scheduler_finds as finds;
+    assert_eq!(
+        (finds(99), finds(100), finds(500), finds(5000)),
+        (99, 100, 230, 500)
+    );
+    for (nodes, nominated) in [(540, false), (600, true)] {
+        let all: Vec<NodeInfo> = (0..nodes).map(|i| node(&format!("n{i}"), 1000)).collect();
+        let mut t = table(&all, &gang_of_two());
+        let plan = Gatherer::new(true).gather(&mut t, Instant::now());
+        assert_eq!(
+            !released(&plan).0.is_empty(),
+            nominated,
+            "{nodes} nodes ({} sent)",
+            finds(nodes)
+        );
+    }
+}

@@ -24,6 +24,11 @@
 //! the gang's timeout, so no other pod takes it while kube-scheduler retries the member; the
 //! gang, below quorum again, is gated again, and a Warning Event names the member and the API
 //! server's answer.
+//!
+//! In a gathered gang only the seats kube-scheduler holds reach this point confirmed: the bind
+//! verb first plans again every confirmed seat whose member's call ended unbound
+//! (`GangTable::unconfirm_seats_kube_scheduler_let_go`), since the pods outside the gang are
+//! placed by kube-scheduler alone, into room it no longer counts for that member.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

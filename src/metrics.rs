@@ -80,6 +80,9 @@ pub struct Metrics {
     pub gangs_placed: Counter,
     pub gang_timeouts: Counter,
     pub quorum_waits: Counter,
+    /// Confirmed seats of gathered gangs planned again at a bind decision: their members'
+    /// calls had ended unbound, so kube-scheduler no longer held their room.
+    pub gathered_seats_let_go: Counter,
     pub bind_failures: Counter,
     pub bind_retries: Counter,
     /// Preemption decisions: `kept` (as proposed), `trimmed`, `refused` (nothing evicted).
@@ -151,6 +154,7 @@ impl Metrics {
             gangs_placed: Counter::default(),
             gang_timeouts: Counter::default(),
             quorum_waits: Counter::default(),
+            gathered_seats_let_go: Counter::default(),
             bind_failures: Counter::default(),
             bind_retries: Counter::default(),
             preemptions: Family::default(),
@@ -205,6 +209,12 @@ impl Metrics {
             "quorum_waits",
             "Bind calls answered 'waiting for quorum'",
             m.quorum_waits.clone(),
+        );
+        registry.register(
+            "gathered_seats_let_go",
+            "Seats of gathered gangs planned again because their members' bind calls had ended \
+             unbound (kube-scheduler no longer held their room); bound when it sends them again",
+            m.gathered_seats_let_go.clone(),
         );
         registry.register(
             "bind_failures",

@@ -177,6 +177,10 @@ struct Decided {
 fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
     let mut table = shared.table.lock();
     let decision = table.bind(request, Instant::now());
+    shared
+        .metrics
+        .gathered_seats_let_go
+        .inc_by(table.take_seats_let_go());
     let mut in_flight = None;
     let mut started = Vec::new();
     let mut rooms_freed = 0;

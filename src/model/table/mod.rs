@@ -115,6 +115,9 @@ pub struct GangTable {
     /// seat's node, so a nomination written meanwhile routes nothing and races the binding
     /// (the API server refuses it once the pod is bound).
     held_binds: HashMap<PodUid, u32>,
+    /// Confirmed seats planned again since the last [`GangTable::take_seats_let_go`]: their
+    /// members' bind calls had ended unbound (see `unconfirm_seats_kube_scheduler_let_go`).
+    seats_let_go: u64,
 }
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
@@ -223,6 +226,7 @@ impl GangTable {
             gated_outside_gangs: HashSet::default(),
             generations: Generations::default(),
             held_binds: HashMap::default(),
+            seats_let_go: 0,
         }
     }
 
@@ -278,7 +282,14 @@ impl GangTable {
             }
             true
         });
+        self.seats_let_go += demoted as u64;
         demoted
+    }
+
+    /// Seats planned again because kube-scheduler let their members go unbound, since the last
+    /// call (for the metric).
+    pub fn take_seats_let_go(&mut self) -> u64 {
+        std::mem::take(&mut self.seats_let_go)
     }
 
     /// Gangs that lost seats since the last call (see the field).

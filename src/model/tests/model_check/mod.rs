@@ -64,7 +64,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 19;
+const SEEN: usize = 21;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -85,6 +85,8 @@ const SEEN_NAMES: [&str; SEEN] = [
     "holds of gathered gangs kept through a gather round with room planned",
     "job restarts (a gang's pods superseded by a newer attempt's)",
     "of the gathered gangs let through with seats, some members floating (no nomination)",
+    "plain pods bound by kube-scheduler that muster's watch showed a step late",
+    "seats of gathered gangs planned again at a bind (their members' calls had ended unbound)",
 ];
 struct Seen;
 impl Seen {
@@ -107,6 +109,8 @@ impl Seen {
     const GATHERED_HOLDS: usize = 16;
     const JOB_RESTARTS: usize = 17;
     const GATHERED_FLOATING: usize = 18;
+    const PLAIN_UNSEEN: usize = 19;
+    const SEATS_LET_GO: usize = 20;
 }
 
 #[derive(Clone, Debug)]
@@ -151,6 +155,15 @@ enum Step {
         node: usize,
         cpu: i64,
         priority: i32,
+    },
+    /// In the gang-members mode, kube-scheduler binds a plain pod (priority 0; it never reaches
+    /// muster) on the node if its own view has room there: pods bound or being bound, members
+    /// it has assumed (a held bind call), and pending pods nominated there. With `late`,
+    /// muster's watch shows it only after the next step.
+    Plain {
+        node: usize,
+        cpu: i64,
+        late: bool,
     },
     /// A watch re-lists; for pods, optionally after a delete it missed.
     Relist {
@@ -223,8 +236,10 @@ fn step() -> impl Strategy<Value = Step> {
         8 => (slot.clone(), proptest::option::weighted(0.15, node.clone()))
             .prop_map(|(slot, anywhere)| Step::Bind { slot, anywhere }),
         4 => (0..8usize, proptest::bool::weighted(0.85)).prop_map(|(pick, ok)| Step::Finish { pick, ok }),
-        1 => (node, 1..6i64, prop_oneof![Just(0), Just(100)])
+        1 => (node.clone(), 1..6i64, prop_oneof![Just(0), Just(100)])
             .prop_map(|(node, c, priority)| Step::Foreign { node, cpu: c * 100, priority }),
+        2 => (node, 1..4i64, proptest::bool::weighted(0.7))
+            .prop_map(|(node, c, late)| Step::Plain { node, cpu: c * 100, late }),
         1 => (any::<bool>(), proptest::option::weighted(0.2, slot))
             .prop_map(|(pods, lost)| Step::Relist { pods, lost }),
         1 => any::<bool>().prop_map(|cut| Step::Restart { cut }),
@@ -289,6 +304,8 @@ struct Check {
     /// Bind calls muster's handler holds (a call told to wait): kube-scheduler has each pod
     /// assumed and sends nothing else for it until the call answers (see `settle_held_calls`).
     held_calls: Vec<HeldCall>,
+    /// Pods kube-scheduler bound that muster's watch shows only after the next step.
+    unseen: Vec<String>,
 }
 
 /// A bind call held by muster's handler (`binding::call`, `state::held`).
@@ -312,6 +329,7 @@ impl Check {
             cluster,
             pod_watch: Relist::default(),
             node_watch: Relist::default(),
+            unseen: Vec::new(),
             held_calls: Vec::new(),
             now: Instant::now(),
             chosen: Vec::new(),
@@ -613,6 +631,7 @@ impl Check {
                     self.disturbed.insert(name.to_string());
                 }
             }
+            Step::Plain { node, cpu, late } => self.plain(NODES[node], cpu, late),
             Step::Relist { pods, lost } => {
                 if pods {
                     if let Some(p) = lost.and_then(|s| self.cluster.live_in_slot(s)).cloned() {
@@ -677,6 +696,84 @@ impl Check {
         }
         self.settle_held_calls();
         self.collect_claims()
+    }
+
+    /// kube-scheduler binds a plain pod on `node` where its own view has room (see
+    /// [`Step::Plain`]); only in the gang-members mode, where such pods never reach muster.
+    fn plain(&mut self, node: &str, cpu: i64, late: bool) {
+        if !self.cluster.shape.gathered {
+            return;
+        }
+        let Some(alloc) = self.cluster.nodes.get(node).map(|n| n.allocatable()) else {
+            return;
+        };
+        let requests = Use {
+            cpu,
+            pods: 1,
+            ..Use::default()
+        };
+        let assumed = self
+            .held_calls
+            .iter()
+            .filter(|c| c.node == node)
+            .filter_map(|c| self.cluster.pod(&c.uid))
+            .filter(|p| self.cluster.node_of(p).is_none());
+        let nominated = self.cluster.pods.iter().filter(|p| {
+            p.nominated.as_deref() == Some(node)
+                && self.cluster.node_of(p).is_none()
+                && !p.terminating
+                && !self.held_calls.iter().any(|c| c.uid == p.uid)
+        });
+        let view = assumed
+            .chain(nominated)
+            .fold(self.cluster.used(node), |u, p| u.plus(p.requests));
+        if !view.plus(requests).within(alloc) {
+            return;
+        }
+        let g = self.cluster.next_generation();
+        let p = SimPod {
+            uid: format!("uid-plain-{g}"),
+            name: format!("plain-{g}"),
+            slot: None,
+            requests,
+            node: Some(node.to_string()),
+            terminating: false,
+            placement: cluster::Placement::Anywhere,
+            tolerates: false,
+            gated: false,
+            marked: false,
+            muster_gate: false,
+            priority: 0,
+            nominated: None,
+            host_port: None,
+            claim: None,
+            topology: cluster::Topology::Anywhere,
+            attempt: 0,
+            superseded: false,
+        };
+        if late {
+            self.unseen.push(p.uid.clone());
+        } else {
+            self.pod_event(Event::Apply(p.object()));
+        }
+        self.cluster.pods.push(p);
+        // It may land on a floating member's seat (no nomination): bound + seats may exceed
+        // allocatable there until the seat is planned again.
+        self.disturbed.insert(node.to_string());
+        self.seen[Seen::PLAIN_UNSEEN] += u64::from(late);
+    }
+
+    /// muster's watch shows the pods of `late` (made unseen before the step just applied) that
+    /// still exist.
+    fn deliver_late(&mut self, late: Vec<String>) {
+        for uid in late {
+            if let Some(p) = self.cluster.pod(&uid) {
+                let (obj, node) = (p.object(), p.node.clone());
+                self.pod_event(Event::Apply(obj));
+                // Shown now on seats muster had counted free room beside.
+                self.disturbed.extend(node);
+            }
+        }
     }
 
     /// The held bind calls that answer after this step, as `HeldBinds::hold` ends them: the
@@ -917,6 +1014,7 @@ impl Check {
             node: &node,
         };
         let decision = self.table.bind(request, self.now);
+        self.seen[Seen::SEATS_LET_GO] += self.table.take_seats_let_go();
         decided(&mut self.decisions, || {
             format!("bind {} on {node}: {decision:?}", p.name)
         });
@@ -1231,7 +1329,16 @@ impl Check {
             old
         };
         self.table.take_notices();
+        // A re-list shows the pods the old table's watch had not shown yet.
+        let unseen_on: BTreeSet<String> = self
+            .unseen
+            .iter()
+            .filter_map(|u| self.cluster.pod(u)?.node.clone())
+            .collect();
         for p in &self.cluster.pods {
+            if self.unseen.contains(&p.uid) {
+                continue;
+            }
             let node = |t: &GangTable| {
                 t.pods
                     .get(p.uid.as_str())
@@ -1243,6 +1350,9 @@ impl Check {
         // the two agree on use and placed gangs.
         if !cut {
             for (_, e) in old.ledger.iter() {
+                if unseen_on.contains(&**e.name()) {
+                    continue;
+                }
                 let new = self.table.ledger.get(e.name()).map(|n| n.used().clone());
                 prop_assert_eq!(Some(e.used().clone()), new, "use of {}", e.name());
             }
@@ -1409,15 +1519,53 @@ impl Check {
             );
             self.checks += 1;
         }
-        prop_assert_eq!(self.table.pod_count(), self.cluster.pods.len());
+        // The cluster itself: what each node's kubelet is asked to run fits it, in every
+        // resource (no-overcommit, whoever bound the pods: muster, kube-scheduler alone, or
+        // another scheduler; muster's view may lag behind the plain pods kube-scheduler bound).
+        for (name, n) in &self.cluster.nodes {
+            let used = self.cluster.used(name);
+            prop_assert!(
+                used.within(n.allocatable()),
+                "node {} over-committed in the cluster: {:?} of {:?} ({:?})",
+                name,
+                used,
+                n.allocatable(),
+                self.cluster
+                    .pods
+                    .iter()
+                    .filter(|p| self.cluster.node_of(p).as_deref() == Some(name.as_str()))
+                    .map(|p| &p.name)
+                    .collect::<Vec<_>>()
+            );
+            self.checks += 1;
+        }
+        let unseen: Vec<&SimPod> = self
+            .unseen
+            .iter()
+            .filter_map(|u| self.cluster.pod(u))
+            .collect();
+        prop_assert_eq!(
+            self.table.pod_count() + unseen.len(),
+            self.cluster.pods.len()
+        );
         prop_assert_eq!(self.table.node_count(), self.cluster.nodes.len());
         for (_, e) in self.table.ledger.iter() {
             let name = e.name().to_string();
             let alloc = Use::of(&e.info().allocatable);
             let used = Use::of(e.used());
-            // What muster believes is in use is what the cluster runs there, and fits, in
-            // every resource: CPU, memory, GPUs and the pod count (no-overcommit).
-            prop_assert_eq!(used, self.cluster.used(&name), "use of {}", name);
+            let not_seen_yet = unseen
+                .iter()
+                .filter(|p| p.node.as_deref() == Some(name.as_str()))
+                .fold(Use::default(), |u, p| u.plus(p.requests));
+            // What muster believes is in use is what the cluster runs there (but the pods its
+            // watch shows a step late), and fits, in every resource: CPU, memory, GPUs and the
+            // pod count (no-overcommit).
+            prop_assert_eq!(
+                used.plus(not_seen_yet),
+                self.cluster.used(&name),
+                "use of {}",
+                name
+            );
             prop_assert!(used.within(alloc), "{} over-committed: {:?}", name, used);
             // The ledger's reservations are exactly the seats on the node.
             let seats = self
@@ -1881,7 +2029,11 @@ fn run_case(shape: Shape, script: &[Step]) -> Result<Check, TestCaseError> {
             other => other,
         };
         let held = c.holds();
+        // The pods muster's watch had not shown before this step: shown after it.
+        let late = c.unseen.len();
         c.apply(s).map_err(at)?;
+        let due: Vec<String> = c.unseen.drain(..late.min(c.unseen.len())).collect();
+        c.deliver_late(due);
         c.check_holds_kept(&held, s).map_err(at)?;
         if let Some(outcome) = c.outcome() {
             trace.step(s, &outcome);
@@ -2185,5 +2337,78 @@ fn a_restarted_jobs_first_new_pod_is_not_bound_beside_the_old_attempts_running_p
             ),
             Err(e) => panic!("gathered {gathered}: {e}"),
         }
+    }
+}
+
+/// The case found on the real control plane after a kube-apiserver outage, scripted: gathered
+/// `g0` (quorum 2) is let through onto `n0`, the only node; `p0-0`'s bind call is held, then
+/// runs out (kube-scheduler forgets its room and clears its nomination). kube-scheduler binds a
+/// plain pod into that room, and muster's watch shows it only after the next step, in which
+/// `p1-0`'s bind call arrives. Binding `p0-0` with it, on muster's word that its seat's room is
+/// free, over-commits `n0` (no-overcommit); `p0-0`'s seat is planned again instead, and the
+/// gang waits for kube-scheduler to send it again.
+#[test]
+fn a_member_kube_scheduler_let_go_is_not_bound_into_room_a_plain_pod_took() {
+    let slot = SlotShape {
+        memory_gi: 0,
+        gpus: 0,
+        placement: Placement::Anywhere,
+        tolerates: false,
+        gated: false,
+        priority: 0,
+        host_port: None,
+        claim: false,
+    };
+    let node = NodeShape {
+        memory_gi: 4,
+        gpus: 0,
+        pods: 4,
+        devices: 0,
+        rack: None,
+    };
+    let shape = Shape {
+        nodes: vec![node.clone(), node.clone(), node],
+        slots: vec![slot; SLOTS.len()],
+        min_member: [2, 1, 1],
+        gang_priority: [0; 4],
+        g0_topology: Topology::Anywhere,
+        g3_one_rack: false,
+        gathered: true,
+    };
+    let bind = |slot| Step::Bind {
+        slot,
+        anywhere: None,
+    };
+    let script = [
+        Step::DeleteNode {
+            node: 1,
+            force: false,
+        },
+        Step::DeleteNode {
+            node: 2,
+            force: false,
+        },
+        Step::CreatePod(0),
+        Step::CreatePod(1),
+        Step::Gather { gates_fail: false },
+        bind(0),
+        Step::Advance(Duration::from_secs(6)),
+        Step::Advance(Duration::from_secs(6)),
+        Step::Plain {
+            node: 0,
+            cpu: 600,
+            late: true,
+        },
+        bind(1),
+        Step::Gather { gates_fail: false },
+        bind(0),
+    ];
+    match run_case(shape, &script) {
+        Ok(c) => assert!(
+            c.seen[Seen::SEATS_LET_GO] >= 1 && c.seen[Seen::PLAIN_UNSEEN] == 1,
+            "the case ran as scripted: {:?}",
+            c.seen
+        ),
+        Err(e) => panic!("{e}"),
     }
 }

@@ -314,6 +314,35 @@ pub struct SimPod {
 }
 
 impl SimPod {
+    /// A pod in no gang and no slot, bound to `node` by someone other than muster (another
+    /// scheduler, or kube-scheduler alone): `<kind>-<g>`, asking for `cpu` millicores.
+    pub fn bound_outside(kind: &str, g: u32, node: &str, cpu: i64, priority: i32) -> SimPod {
+        SimPod {
+            uid: format!("uid-{kind}-{g}"),
+            name: format!("{kind}-{g}"),
+            slot: None,
+            requests: Use {
+                cpu,
+                pods: 1,
+                ..Use::default()
+            },
+            node: Some(node.to_string()),
+            terminating: false,
+            placement: Placement::Anywhere,
+            tolerates: false,
+            gated: false,
+            marked: false,
+            muster_gate: false,
+            priority,
+            nominated: None,
+            host_port: None,
+            claim: None,
+            topology: Topology::Anywhere,
+            attempt: 0,
+            superseded: false,
+        }
+    }
+
     /// The gang the pod is a member of: its keys' gang, unless its job restarted since.
     pub fn gang(&self) -> Option<(&'static str, u32)> {
         self.keys_gang().filter(|_| !self.superseded)

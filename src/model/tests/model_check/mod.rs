@@ -606,26 +606,7 @@ impl Check {
                 });
                 if room {
                     let g = self.cluster.next_generation();
-                    let p = SimPod {
-                        uid: format!("uid-foreign-{g}"),
-                        name: format!("foreign-{g}"),
-                        slot: None,
-                        requests,
-                        node: Some(name.to_string()),
-                        terminating: false,
-                        placement: cluster::Placement::Anywhere,
-                        tolerates: false,
-                        gated: false,
-                        marked: false,
-                        muster_gate: false,
-                        priority,
-                        nominated: None,
-                        host_port: None,
-                        claim: None,
-                        topology: cluster::Topology::Anywhere,
-                        attempt: 0,
-                        superseded: false,
-                    };
+                    let p = SimPod::bound_outside("foreign", g, name, cpu, priority);
                     self.pod_event(Event::Apply(p.object()));
                     self.cluster.pods.push(p);
                     self.disturbed.insert(name.to_string());
@@ -731,26 +712,7 @@ impl Check {
             return;
         }
         let g = self.cluster.next_generation();
-        let p = SimPod {
-            uid: format!("uid-plain-{g}"),
-            name: format!("plain-{g}"),
-            slot: None,
-            requests,
-            node: Some(node.to_string()),
-            terminating: false,
-            placement: cluster::Placement::Anywhere,
-            tolerates: false,
-            gated: false,
-            marked: false,
-            muster_gate: false,
-            priority: 0,
-            nominated: None,
-            host_port: None,
-            claim: None,
-            topology: cluster::Topology::Anywhere,
-            attempt: 0,
-            superseded: false,
-        };
+        let p = SimPod::bound_outside("plain", g, node, cpu, 0);
         if late {
             self.unseen.push(p.uid.clone());
         } else {
@@ -2268,12 +2230,10 @@ fn a_nomination_muster_wrote_before_a_preempt_answer_commits_no_disruption() {
     }
 }
 
-/// A job restarted while its old pods still run (JobSet's default `Recreate`, the garbage
-/// collector not there yet): the new attempt's first pod must not be bound as a late member of
-/// the old pods' placed gang (never-half), in either mode; the new attempt is bound whole once
-/// it exists. Scripted so the case is always run, whatever the random cases draw.
-#[test]
-fn a_restarted_jobs_first_new_pod_is_not_bound_beside_the_old_attempts_running_pods() {
+/// The scripted cases' cluster: three nodes of 1 CPU, 4 GiB and 4 pods, every slot's pod
+/// asking for CPU only, with no rule but room; `g0`'s quorum 2; gathered or every pod through
+/// muster.
+fn plain_shape(gathered: bool) -> Shape {
     let slot = SlotShape {
         memory_gi: 0,
         gpus: 0,
@@ -2291,16 +2251,25 @@ fn a_restarted_jobs_first_new_pod_is_not_bound_beside_the_old_attempts_running_p
         devices: 0,
         rack: None,
     };
+    Shape {
+        nodes: vec![node.clone(), node.clone(), node],
+        slots: vec![slot; SLOTS.len()],
+        min_member: [2, 1, 1],
+        gang_priority: [0; 4],
+        g0_topology: Topology::Anywhere,
+        g3_one_rack: false,
+        gathered,
+    }
+}
+
+/// A job restarted while its old pods still run (JobSet's default `Recreate`, the garbage
+/// collector not there yet): the new attempt's first pod must not be bound as a late member of
+/// the old pods' placed gang (never-half), in either mode; the new attempt is bound whole once
+/// it exists. Scripted so the case is always run, whatever the random cases draw.
+#[test]
+fn a_restarted_jobs_first_new_pod_is_not_bound_beside_the_old_attempts_running_pods() {
     for gathered in [false, true] {
-        let shape = Shape {
-            nodes: vec![node.clone(), node.clone(), node.clone()],
-            slots: vec![slot.clone(); SLOTS.len()],
-            min_member: [2, 1, 1],
-            gang_priority: [0; 4],
-            g0_topology: Topology::Anywhere,
-            g3_one_rack: false,
-            gathered,
-        };
+        let shape = plain_shape(gathered);
         let bind = |slot| Step::Bind {
             slot,
             anywhere: None,
@@ -2349,32 +2318,7 @@ fn a_restarted_jobs_first_new_pod_is_not_bound_beside_the_old_attempts_running_p
 /// gang waits for kube-scheduler to send it again.
 #[test]
 fn a_member_kube_scheduler_let_go_is_not_bound_into_room_a_plain_pod_took() {
-    let slot = SlotShape {
-        memory_gi: 0,
-        gpus: 0,
-        placement: Placement::Anywhere,
-        tolerates: false,
-        gated: false,
-        priority: 0,
-        host_port: None,
-        claim: false,
-    };
-    let node = NodeShape {
-        memory_gi: 4,
-        gpus: 0,
-        pods: 4,
-        devices: 0,
-        rack: None,
-    };
-    let shape = Shape {
-        nodes: vec![node.clone(), node.clone(), node],
-        slots: vec![slot; SLOTS.len()],
-        min_member: [2, 1, 1],
-        gang_priority: [0; 4],
-        g0_topology: Topology::Anywhere,
-        g3_one_rack: false,
-        gathered: true,
-    };
+    let shape = plain_shape(true);
     let bind = |slot| Step::Bind {
         slot,
         anywhere: None,

@@ -152,7 +152,8 @@ fn a_pod_spoils_at_most_its_request_in_member_requests() {
 /// room, and the member floats. Nodes full of bound pods do not count: its own filters
 /// (NodeResourcesFit) never pass them.
 #[test]
-fn with_a_hundred_nodes_only_seats_fill_seats_are_nominated_and_with_ninety_nine_they_float() {
+fn min_feasible_nodes_to_find_with_a_hundred_nodes_only_seats_fill_seats_are_nominated_and_with_ninety_nine_they_float(
+) {
     // Another gang's seats fill `others` nodes; g's sibling seat fills one more. 1.1 CPUs per
     // node: 100m beside each seat, as much as the largest pod outside muster (not thin).
     for (others, nominated) in [(KUBE_SCHEDULER_FINDS_AT_LEAST - 1, true), (98, false)] {
@@ -309,7 +310,7 @@ fn a_seat_whose_node_keeps_less_room_than_the_largest_pod_outside_muster_is_nomi
 /// FLOAT_WHILE_NODES_SENT_AT_MOST node names per member, every seat is nominated (a floating
 /// member's cycle would filter them all); its share follows `numFeasibleNodesToFind`.
 #[test]
-fn on_a_cluster_large_enough_that_kube_scheduler_sends_many_nodes_every_seat_is_nominated() {
+fn num_feasible_nodes_to_find_above_250_every_seat_is_nominated_at_540_nodes_they_float() {
     use super::nodes_kube_scheduler_finds as finds;
     assert_eq!(
         (finds(99), finds(100), finds(500), finds(5000)),

@@ -8,7 +8,7 @@ use tracing::{debug, info, warn};
 use crate::cluster::binder::{self, RetryPolicy};
 use crate::model::{BindDecision, BindRejection, BindRequest, NodeName, PodRef};
 use crate::state::bindings::{Binding, Outcome, Pending};
-use crate::state::held::{HeldSeat, HoldEnd};
+use crate::state::held::{HeldSeat, HoldEnd, HoldMark};
 use crate::state::Shared;
 
 /// One bind call as the HTTP layer hands it over.
@@ -41,6 +41,7 @@ pub async fn bind(
             in_flight,
             started,
             rooms_freed,
+            held,
         } = decide(shared, request);
         shared.flush_notices();
         return match decision {
@@ -81,6 +82,7 @@ pub async fn bind(
                         },
                         rooms_freed,
                         until,
+                        held.expect("a decision to wait marks its call held"),
                     )
                     .await;
                 let who = PodRef {
@@ -160,7 +162,7 @@ pub async fn bind(
 }
 
 /// The table's decision and what it started.
-struct Decided {
+struct Decided<'a> {
     decision: BindDecision,
     /// For a pod muster is binding: that binding.
     in_flight: Option<Pending>,
@@ -169,12 +171,14 @@ struct Decided {
     /// For a call to be held: how many times room its gang waited for was freed, read with
     /// the decision (see `HeldBinds::hold`).
     rooms_freed: u64,
+    /// For a call to be held: its mark in the table, made with the decision.
+    held: Option<HoldMark<'a>>,
 }
 
 /// The table's decision, and for a pod muster is binding, that binding: both under the table's
 /// lock, where the bindings the decision starts are registered too, and for a call to be held
 /// the count of freed room its hold compares with.
-fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
+fn decide<'a>(shared: &'a Shared, request: BindRequest<'a>) -> Decided<'a> {
     let mut table = shared.table.lock();
     let decision = table.bind(request, Instant::now());
     shared
@@ -184,6 +188,7 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
     let mut in_flight = None;
     let mut started = Vec::new();
     let mut rooms_freed = 0;
+    let mut held = None;
     match &decision {
         BindDecision::BindNow { pod, node } => {
             started.push((pod.clone(), shared.bindings.begin(&pod.uid, node)));
@@ -199,9 +204,8 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
         BindDecision::Wait { gang, .. } => {
             rooms_freed = table.rooms_freed(gang);
             // Held from this decision on, under the lock that made it: a sibling's decision
-            // meanwhile counts this member's seat as kube-scheduler's (`HeldBinds::hold`
-            // releases the mark however the hold ends).
-            table.bind_held(request.uid);
+            // meanwhile counts this member's seat as kube-scheduler's.
+            held = Some(HoldMark::new(&shared.table, &mut table, request.uid));
         }
         _ => {}
     }
@@ -210,6 +214,7 @@ fn decide(shared: &Shared, request: BindRequest<'_>) -> Decided {
         in_flight,
         started,
         rooms_freed,
+        held,
     }
 }
 

@@ -60,7 +60,8 @@ impl HeldBinds {
     /// passes. `rooms_freed` is `GangTable::rooms_freed` read under the lock of the decision
     /// to hold: room freed after that decision and before this hold registered its waker sent
     /// a wake-up that reached no one, and the count tells it instead (the call decides again
-    /// at once).
+    /// at once). `_mark`, the call's mark in the table made with that decision, ends with the
+    /// hold, however it ends.
     pub async fn hold(
         &self,
         table: &Mutex<GangTable>,
@@ -68,12 +69,9 @@ impl HeldBinds {
         seat: HeldSeat<'_>,
         rooms_freed: u64,
         until: tokio::time::Instant,
+        _mark: HoldMark<'_>,
     ) -> HoldEnd {
         let HeldSeat { gang, uid, node } = seat;
-        // The decision to hold marked the call held in the table (`GangTable::bind_held`,
-        // under the lock that decided): the table knows it is held until it ends, however it
-        // ends (answered, or dropped when kube-scheduler closes the connection).
-        let _held = HoldMark { table, uid };
         if until <= tokio::time::Instant::now() {
             return HoldEnd::StillWaiting;
         }
@@ -139,10 +137,20 @@ impl HeldBinds {
     }
 }
 
-/// Tells the table a held bind call ended, when the hold ends or its future is dropped.
-struct HoldMark<'a> {
+/// A bind call counted as held in the table (`GangTable::bind_held`) from the decision to hold
+/// it, made under the lock that decided; dropped, it tells the table the call ended, however it
+/// ended (answered, or its future dropped when kube-scheduler closes the connection).
+pub struct HoldMark<'a> {
     table: &'a Mutex<GangTable>,
     uid: &'a str,
+}
+
+impl<'a> HoldMark<'a> {
+    /// Marks `uid`'s call held in `locked`, the table behind `table` whose lock the caller holds.
+    pub fn new(table: &'a Mutex<GangTable>, locked: &mut GangTable, uid: &'a str) -> Self {
+        locked.bind_held(uid);
+        HoldMark { table, uid }
+    }
 }
 
 impl Drop for HoldMark<'_> {

@@ -1994,7 +1994,7 @@ fn run_case(shape: Shape, script: &[Step]) -> Result<Check, TestCaseError> {
         // The pods muster's watch had not shown before this step: shown after it.
         let late = c.unseen.len();
         c.apply(s).map_err(at)?;
-        let due: Vec<String> = c.unseen.drain(..late.min(c.unseen.len())).collect();
+        let due: Vec<String> = c.unseen.drain(..late).collect();
         c.deliver_late(due);
         c.check_holds_kept(&held, s).map_err(at)?;
         if let Some(outcome) = c.outcome() {

@@ -32,6 +32,12 @@ pub async fn bind(
     let pod = format!("{}/{}", request.namespace, request.name);
     // Set by the first hold: a call that decides again after a wake-up is held no longer in all.
     let mut held_until: Option<tokio::time::Instant> = None;
+    // The call's mark in the table as held, from its first decision to wait until the call
+    // ends, however it ends: a call woken to decide again is still kube-scheduler's, so a
+    // sibling deciding the quorum before it does counts its seat as held (no-overcommit's
+    // held-call rule) instead of letting it go. Ended only when this function returns, or
+    // replaced by the mark of a new decision to wait (made before this one ends).
+    let mut marked: Option<HoldMark<'_>> = None;
     loop {
         // The bindings the decision starts are spawned before anything here awaits: they belong
         // to tasks of their own, which end them whether or not this call is still there to hear
@@ -70,6 +76,9 @@ pub async fn bind(
                 // Tests put a watch event here: after the decision, before the hold.
                 #[cfg(test)]
                 tests::between_decision_and_hold();
+                if let Some(mark) = held {
+                    marked = Some(mark);
+                }
                 let end = shared
                     .held
                     .hold(
@@ -82,7 +91,9 @@ pub async fn bind(
                         },
                         rooms_freed,
                         until,
-                        held.expect("a decision to wait marks its call held"),
+                        marked
+                            .as_ref()
+                            .expect("a decision to wait marks its call held"),
                     )
                     .await;
                 let who = PodRef {
@@ -114,6 +125,10 @@ pub async fn bind(
                         // The room the quorum waited for was freed: decide again, if this replica
                         // still decides.
                         admit()?;
+                        // Tests put a sibling's call here: after the wake-up, before deciding
+                        // again (where calls woken together queue for the table's lock).
+                        #[cfg(test)]
+                        tests::between_wake_and_decision().await;
                         continue;
                     }
                     HoldEnd::StillWaiting => {

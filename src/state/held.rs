@@ -60,8 +60,8 @@ impl HeldBinds {
     /// passes. `rooms_freed` is `GangTable::rooms_freed` read under the lock of the decision
     /// to hold: room freed after that decision and before this hold registered its waker sent
     /// a wake-up that reached no one, and the count tells it instead (the call decides again
-    /// at once). `_mark`, the call's mark in the table made with that decision, ends with the
-    /// hold, however it ends.
+    /// at once). `_mark` is the call's mark in the table as held, made with that decision; the
+    /// call keeps it past the hold while it decides again, and ends it when it ends.
     pub async fn hold(
         &self,
         table: &Mutex<GangTable>,
@@ -69,7 +69,7 @@ impl HeldBinds {
         seat: HeldSeat<'_>,
         rooms_freed: u64,
         until: tokio::time::Instant,
-        _mark: HoldMark<'_>,
+        _mark: &HoldMark<'_>,
     ) -> HoldEnd {
         let HeldSeat { gang, uid, node } = seat;
         if until <= tokio::time::Instant::now() {

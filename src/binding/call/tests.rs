@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use super::{bind, BindCall};
 use crate::model::{BindRequest, ModelConfig, NodeName, PodRef};
@@ -24,6 +25,21 @@ thread_local! {
 pub(super) fn between_decision_and_hold() {
     if let Some(f) = BETWEEN.with(|b| b.borrow_mut().take()) {
         f();
+    }
+}
+
+thread_local! {
+    /// Taken by the next bind call of this thread woken from its hold, between the wake-up and
+    /// its new decision: it says it got there, and waits to be let go on.
+    static AFTER_WAKE: RefCell<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>> =
+        const { RefCell::new(None) };
+}
+
+/// The other hook in `bind`: parks a woken call before it decides again, once.
+pub(super) async fn between_wake_and_decision() {
+    if let Some((there, go_on)) = AFTER_WAKE.with(|w| w.borrow_mut().take()) {
+        let _ = there.send(());
+        let _ = go_on.await;
     }
 }
 
@@ -269,4 +285,106 @@ async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_ther
         "the seat is not back on {first_node}"
     );
     assert!(binder.0.lock().is_empty(), "nothing bound");
+}
+
+/// Calls woken together. A gathered gang of two, let through (seats nominated, gates removed);
+/// `a`'s bind call is held for quorum, and woken (room freed somewhere: every held call of the
+/// gang decides again). Before `a` decides again — in production, calls woken together queue
+/// for the table's lock — `b`'s call comes. `a` is still kube-scheduler's (its call is open), so
+/// `b` completes the quorum and the gang is bound whole at once; no seat is let go. Before, a
+/// woken call's mark ended with its hold, `b` found `a`'s seat let go (planned again, counted in
+/// `muster_gathered_seats_let_go_total`, nominated again) and was held until `a` decided again.
+#[tokio::test]
+async fn a_call_woken_to_decide_again_still_counts_as_held_for_its_siblings() {
+    use crate::model::gather::{Gatherer, Nominations, GATHER_GATE};
+    let binder = Arc::new(Recording::default());
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        binder.clone(),
+        EventSink::disabled(),
+    ));
+    let members =
+        ["a", "b"].map(|m| crate::testkit::gathered(pod(m).cpu(600).gang("g", 2).build()));
+    let seats: Vec<(String, String)> = {
+        let mut t = shared.table.lock();
+        for n in ["n1", "n2"] {
+            t.apply_node(node(n).cpu(1000).build());
+        }
+        for m in &members {
+            t.apply_pod(m.clone());
+        }
+        let plan = Gatherer::new(true)
+            .nominating(Nominations::EverySeat)
+            .gather(&mut t, std::time::Instant::now());
+        assert_eq!(plan.releases.len(), 1, "{plan:?}");
+        // Written: every seat nominated, then every gate removed.
+        for (p, n) in &plan.releases[0].nominate {
+            let mut let_through = members.iter().find(|m| m.uid == p.uid).unwrap().clone();
+            if let Some(r) = let_through.rules.as_mut() {
+                r.scheduling_gates.retain(|g| g != GATHER_GATE);
+            }
+            let_through.nominated_node = Some(n.clone());
+            t.apply_pod(let_through);
+        }
+        let mut seats: Vec<(String, String)> = plan.releases[0]
+            .nominate
+            .iter()
+            .map(|(p, n)| (p.name.to_string(), n.to_string()))
+            .collect();
+        seats.sort();
+        seats
+    };
+    shared.readiness.set_pods_synced();
+    shared.readiness.set_nodes_synced();
+    let gang = crate::model::GangKey::new("ml", "g");
+    let (there, parked) = oneshot::channel();
+    let (go_on, resume) = oneshot::channel();
+
+    let a = call(
+        &shared,
+        request("a", "uid-a", &seats[0].1),
+        Duration::from_secs(20),
+    );
+    let sibling = async {
+        for _ in 0..1000 {
+            if shared.held.is_holding(&gang) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(shared.held.is_holding(&gang), "a's call is held");
+        AFTER_WAKE.with(|w| *w.borrow_mut() = Some((there, resume)));
+        shared.held.wake(&gang);
+        parked
+            .await
+            .expect("a's call woke and stopped before deciding again");
+        let b = tokio::time::timeout(
+            Duration::from_secs(5),
+            call(
+                &shared,
+                request("b", "uid-b", &seats[1].1),
+                Duration::from_secs(20),
+            ),
+        )
+        .await;
+        let let_go = shared.metrics.gathered_seats_let_go.get();
+        let _ = go_on.send(());
+        (b, let_go)
+    };
+    let (a, (b, let_go)) = tokio::join!(a, sibling);
+    assert_eq!(let_go, 0, "no seat let go: a's call was open");
+    assert_eq!(
+        b.expect("b completed the quorum at once, not held waiting for a"),
+        Ok(())
+    );
+    assert_eq!(a, Ok(()));
+    let mut calls = binder.0.lock().clone();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            format!("ml/a@{}", seats[0].1),
+            format!("ml/b@{}", seats[1].1)
+        ]
+    );
 }

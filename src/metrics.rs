@@ -117,6 +117,12 @@ pub struct Metrics {
     /// its back-off (100 ms doubling to 10 s, per pod), by kind (`release`: a gang's whole
     /// release; `nomination`, `gate`).
     pub gather_writes_backed_off: Family<KindLabel, Counter>,
+    /// Time one gather round held the table lock (`cluster::gather`): the rounds' pace follows
+    /// it.
+    pub gather_round: Histogram,
+    /// A gang's release, from its task's start to its last gate removed (its nominations,
+    /// then its gates): the part of a gang's wait that is muster's writes.
+    pub gang_release: Histogram,
     /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
     pub gang_markers_missing: Counter,
     /// PodGroup status writes by API and outcome (`cluster::status`).
@@ -173,6 +179,8 @@ impl Metrics {
             nomination_writes: Family::default(),
             gather_writes_abandoned: Family::default(),
             gather_writes_backed_off: Family::default(),
+            gather_round: latency_histogram(),
+            gang_release: latency_histogram(),
             gang_markers_missing: Counter::default(),
             podgroup_status_writes: Family::default(),
             started: Instant::now(),
@@ -297,6 +305,16 @@ impl Metrics {
             "gather_writes_backed_off",
             "Gather writes not sent in a round because an earlier failure of the same write waits out its per-pod back-off (kind release, nomination, gate)",
             m.gather_writes_backed_off.clone(),
+        );
+        registry.register(
+            "gather_round_duration_seconds",
+            "Time one gather round held the table lock; rounds start at most every 4 times the last one's duration, between 5 and 50 ms apart",
+            m.gather_round.clone(),
+        );
+        registry.register(
+            "gang_release_duration_seconds",
+            "A gang's release, from its writes' start to its last gate removed (nominations first, then gates)",
+            m.gang_release.clone(),
         );
         registry.register(
             "gang_markers_missing",

@@ -129,6 +129,10 @@ pub struct Params {
     pub paced_qps: Option<f64>,
     /// How long to wait for other processes to leave the CPUs alone before each configuration.
     pub quiet_wait: Duration,
+    /// `E2E_APISERVER_PROFILE_SECS`: kube-apiserver runs with `--profiling` and a CPU profile of
+    /// this many seconds from the first create is written beside each run's metrics
+    /// (`*-apiserver.pprof`, read with `go tool pprof`); None: no profile.
+    pub apiserver_profile: Option<Duration>,
     pub modes: Vec<Mode>,
     /// Configurations whose runs fail the bench when a gang stays partially bound beyond the
     /// grace or a node is overcommitted (muster; add vanilla to see the checks catch a
@@ -271,6 +275,11 @@ impl Params {
                 if smoke { 0.0 } else { scale.paced_qps },
             )?)
             .filter(|q| *q > 0.0),
+            apiserver_profile: Some(Duration::from_secs(env_or(
+                "E2E_APISERVER_PROFILE_SECS",
+                0,
+            )?))
+            .filter(|d| !d.is_zero()),
             quiet_wait: Duration::from_secs(env_or(
                 "E2E_QUIET_WAIT_SECS",
                 if smoke { 0 } else { 300 },

@@ -71,11 +71,7 @@ pub async fn cluster_state(
         r.native_groups_scheduled = Some((scheduled, groups.len()));
     }
     std::fs::create_dir_all(&p.out_dir)?;
-    let suffix = match (p.smoke, p.rounds) {
-        (true, _) => "-smoke".to_string(),
-        (false, 1) => String::new(),
-        (false, _) => format!("-r{}", r.round),
-    };
+    let suffix = file_suffix(p, r.round);
     if let Some(m) = muster {
         match m.get("/metrics").await {
             Ok((200, text)) => {
@@ -123,4 +119,14 @@ pub async fn cluster_state(
         }
     }
     Ok(())
+}
+
+/// What the files of one run add to `e2e-throughput`: `-smoke`, nothing for a single round,
+/// else `-rN`.
+pub fn file_suffix(p: &Params, round: usize) -> String {
+    match (p.smoke, p.rounds) {
+        (true, _) => "-smoke".to_string(),
+        (false, 1) => String::new(),
+        (false, _) => format!("-r{round}"),
+    }
 }

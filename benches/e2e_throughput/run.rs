@@ -167,6 +167,9 @@ pub async fn run_mode_inner(
     let cpu0 = cpu_snapshot(&procs, ticks);
     let t0 = Instant::now();
     let deadline = t0 + p.timeout;
+    let profile = p
+        .apiserver_profile
+        .map(|d| tokio::spawn(apiserver_cpu_profile(client.clone(), d)));
     let creator = tokio::spawn(create_all(
         client.clone(),
         pods,
@@ -362,6 +365,20 @@ pub async fn run_mode_inner(
         ));
     }
 
+    if let Some(profile) = profile {
+        match profile.await.map_err(anyhow::Error::from).and_then(|p| p) {
+            Ok(bytes) => {
+                let path = p.out_dir.join(format!(
+                    "e2e-throughput{}-{}-apiserver.pprof",
+                    readout::file_suffix(p, r.round),
+                    mode.slug()
+                ));
+                std::fs::create_dir_all(&p.out_dir)?;
+                std::fs::write(path, bytes)?;
+            }
+            Err(e) => r.notes.push(format!("kube-apiserver CPU profile: {e:#}")),
+        }
+    }
     readout::cluster_state(mode, p, r, &client, &cp, muster.as_ref(), scheduler_pid).await?;
     match k8s::list_pods(&client, NS).await {
         Ok(pods) => {
@@ -412,4 +429,23 @@ pub async fn run_mode_inner(
     drop(muster);
     drop(cp);
     Ok(())
+}
+
+/// kube-apiserver's CPU profile (pprof's protobuf) over `secs` from now (it must run with
+/// `--profiling`).
+async fn apiserver_cpu_profile(client: Client, secs: Duration) -> Result<Vec<u8>> {
+    use http_body_util::BodyExt;
+    let request =
+        axum::http::Request::get(format!("/debug/pprof/profile?seconds={}", secs.as_secs()))
+            .body(Vec::new())?;
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let status = response.status();
+    let bytes = response.into_body().collect().await?.to_bytes().to_vec();
+    if !status.is_success() {
+        return Err(anyhow!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+        ));
+    }
+    Ok(bytes)
 }

@@ -53,6 +53,9 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             crate::topology::with_native_gate(&mut cpo.apiserver_args);
         }
     }
+    if p.apiserver_profile.is_some() {
+        cpo.apiserver_args.push("--profiling=true".into());
+    }
     let mut cp = ControlPlane::start(cpo).await.with_context(|| {
         if mode == Mode::Native {
             format!(

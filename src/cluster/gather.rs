@@ -93,9 +93,10 @@ pub const WRITE_RETRY: RetryPolicy = RetryPolicy {
 /// members rejected by kube-scheduler's own resource filter, waits for kube-scheduler's
 /// 5-minute flush when the room comes from a new node (see the limit "A member kube-scheduler
 /// rejected for room" in docs/design.md). With 5–50 ms between rounds (4× a round's duration,
-/// tried on 2026-12-06) the contended smoke run stalled so once, never seen in ~20 runs at
-/// 50 ms; whether the shorter rest made it likelier is not measured, so the rest stays. Rounds
-/// of the benchmark's 500 nodes take 0.3–0.6 ms (`muster_gather_round_duration_seconds`).
+/// tried on 2026-12-06) the contended smoke run stalled so once in 9 runs, at 50 ms never in
+/// ~28 (8 of each under two busy loops, the rest in CI): not conclusive, so the rest stays
+/// until the stall itself is dealt with; it costs a gang ~25 ms of paced latency. Rounds of
+/// the benchmark's 500 nodes take 0.3–0.6 ms (`muster_gather_round_duration_seconds`).
 const MIN_ROUND_GAP: Duration = Duration::from_millis(50);
 
 /// Runs rounds until the task is dropped (its writes in flight with it). `client` must have

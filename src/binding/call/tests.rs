@@ -54,6 +54,17 @@ impl Binder for Recording {
     }
 }
 
+/// Muster's shared state with default settings, no Events, and bindings recorded.
+fn recording_muster() -> (Arc<Recording>, Arc<Shared>) {
+    let binder = Arc::new(Recording::default());
+    let shared = Arc::new(Shared::new(
+        ModelConfig::default(),
+        binder.clone(),
+        EventSink::disabled(),
+    ));
+    (binder, shared)
+}
+
 fn request<'a>(name: &'a str, uid: &'a str, node: &'a str) -> BindRequest<'a> {
     BindRequest {
         namespace: "ml",
@@ -92,12 +103,7 @@ fn watch_deleted(shared: &Shared, uid: &str) {
 /// bind the gang at once, not answer "waiting" when its `--bind-wait` runs out.
 #[tokio::test]
 async fn room_freed_between_the_decision_and_the_hold_is_not_missed() {
-    let binder = Arc::new(Recording::default());
-    let shared = Arc::new(Shared::new(
-        ModelConfig::default(),
-        binder.clone(),
-        EventSink::disabled(),
-    ));
+    let (binder, shared) = recording_muster();
     {
         let mut t = shared.table.lock();
         for n in ["a", "b"] {
@@ -182,12 +188,7 @@ fn offered<'n>(
 #[tokio::test]
 async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_there() {
     const RACK: &str = "example.com/rack";
-    let binder = Arc::new(Recording::default());
-    let shared = Arc::new(Shared::new(
-        ModelConfig::default(),
-        binder.clone(),
-        EventSink::disabled(),
-    ));
+    let (binder, shared) = recording_muster();
     let member = |i: usize, cpu: i64| {
         pod(&format!("m{i}"))
             .cpu(cpu)
@@ -297,12 +298,7 @@ async fn a_held_call_whose_seat_moved_to_another_rack_answers_and_leaves_it_ther
 #[tokio::test]
 async fn a_call_woken_to_decide_again_still_counts_as_held_for_its_siblings() {
     use crate::model::gather::{Gatherer, Nominations, GATHER_GATE};
-    let binder = Arc::new(Recording::default());
-    let shared = Arc::new(Shared::new(
-        ModelConfig::default(),
-        binder.clone(),
-        EventSink::disabled(),
-    ));
+    let (binder, shared) = recording_muster();
     let members =
         ["a", "b"].map(|m| crate::testkit::gathered(pod(m).cpu(600).gang("g", 2).build()));
     let seats: Vec<(String, String)> = {

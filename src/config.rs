@@ -161,6 +161,15 @@ pub struct Args {
     #[arg(long, env = "MUSTER_SCOPE", value_enum, default_value = "gang-members")]
     pub scope: Scope,
 
+    /// In the gang-members mode, publish the marker resource muster.dev/gang in every node's
+    /// status.capacity and status.allocatable (one nodes/status patch per node, again only if
+    /// something removes it), so that kube-scheduler retries a gang member it rejected for room
+    /// when a node is added or grows: its NodeResourcesFit queueing hint checks node events
+    /// without the scheduler config's ignoredByScheduler resources. false: no write to nodes;
+    /// such a member then waits for a pod deletion or kube-scheduler's 5-minute flush.
+    #[arg(long, env = "MUSTER_PUBLISH_NODE_MARKER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub publish_node_marker: bool,
+
     /// Which seats of a gang let through are published as the members' nominations
     /// (`status.nominatedNodeName`, one write each): `at-risk`, only seats kube-scheduler
     /// might not route the member to or pods outside muster might take (the other members

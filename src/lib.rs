@@ -184,6 +184,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // before its PodGroup is read (set before any watch runs).
     shared.readiness.expect_pod_group_discovery();
     tasks.spawn(cluster::watch::watch_pods(client.clone(), shared.clone()));
+    // Set before the node watch starts, so its first list fills the set to publish on.
+    let publish_node_marker = args.publish_node_marker && args.scope == config::Scope::GangMembers;
+    if publish_node_marker {
+        shared.node_markers.turn_on();
+    }
     tasks.spawn(cluster::watch::watch_nodes(client.clone(), shared.clone()));
     // Gangs with ResourceClaims hold nothing until the DRA objects are listed (readiness does
     // not wait for them: a cluster may not serve resource.k8s.io/v1).
@@ -207,6 +212,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.scope == config::Scope::GangMembers,
         args.nominate_seats.into(),
     ));
+    // The gang marker on every node, so kube-scheduler retries members when nodes come
+    // (cluster::node_marker); tried again by its own policy, as the gatherer's writes.
+    if publish_node_marker {
+        tasks.spawn(cluster::node_marker::run(
+            kube_client_without_retries(&args).await?,
+            shared.clone(),
+        ));
+    }
     // Room asked of the cluster autoscaler for gathered gangs short of room alone, as
     // CapacityBuffers muster owns (leader-tied, like the gatherer's writes).
     if args.capacity_buffers {

@@ -125,6 +125,11 @@ pub struct Metrics {
     pub gang_release: Histogram,
     /// Gang members seen without the marker resource (see deploy/gang-admission-policy.yaml).
     pub gang_markers_missing: Counter,
+    /// Writes publishing the marker on nodes (`cluster::node_marker`) by outcome: `published`,
+    /// `gone` (the node was deleted), `forbidden` (RBAC), `failed`.
+    pub node_marker_writes: Family<OutcomeLabel, Counter>,
+    /// Nodes the watch shows without the marker published (0 when publishing is off).
+    pub nodes_without_marker: Gauge,
     /// PodGroup status writes by API and outcome (`cluster::status`).
     pub podgroup_status_writes: Family<ApiOutcomeLabel, Counter>,
     started: Instant,
@@ -182,6 +187,8 @@ impl Metrics {
             gather_round: latency_histogram(),
             gang_release: latency_histogram(),
             gang_markers_missing: Counter::default(),
+            node_marker_writes: Family::default(),
+            nodes_without_marker: Gauge::default(),
             podgroup_status_writes: Family::default(),
             started: Instant::now(),
             last_cache_event_ms: AtomicU64::new(0),
@@ -322,6 +329,16 @@ impl Metrics {
             m.gang_markers_missing.clone(),
         );
         registry.register(
+            "node_marker_writes",
+            "Writes publishing muster.dev/gang in nodes' capacity and allocatable, so kube-scheduler retries gang members when nodes are added, by outcome: published, gone, forbidden (RBAC), failed",
+            m.node_marker_writes.clone(),
+        );
+        registry.register(
+            "nodes_without_marker",
+            "Nodes the watch shows without muster.dev/gang published (0 when --publish-node-marker is off)",
+            m.nodes_without_marker.clone(),
+        );
+        registry.register(
             "podgroup_status_writes",
             "PodGroup status writes by API and outcome: written, unchanged (the object already showed it), conflict (written by someone else meanwhile; tried again), gone, failed",
             m.podgroup_status_writes.clone(),
@@ -331,6 +348,11 @@ impl Metrics {
         // reads 0, not a missing series).
         for outcome in ["kept", "trimmed", "refused"] {
             let _series = m.preemptions.get_or_create(&OutcomeLabel { outcome });
+        }
+        for outcome in ["published", "gone", "forbidden", "failed"] {
+            let _series = m
+                .node_marker_writes
+                .get_or_create(&OutcomeLabel { outcome });
         }
         for outcome in ["finishing", "evicted", "reported"] {
             let _series = m

@@ -26,6 +26,7 @@ use self::disruptions::DisruptionQueue;
 use self::event_sink::EventSink;
 use self::held::HeldBinds;
 use self::leadership::Leadership;
+use crate::cluster::node_marker::NodeMarkers;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 
@@ -156,6 +157,8 @@ pub struct Shared {
     pub leadership: Leadership,
     /// Gangs preemption disrupts whole, for the eviction task.
     pub disruptions: DisruptionQueue,
+    /// Nodes short of the gang marker, for the leader to publish it on (`cluster::node_marker`).
+    pub node_markers: NodeMarkers,
     /// Counts watch events applied to the table, so that a verb asked about an object the
     /// watch has not delivered yet can wait for the next one instead of failing the pod.
     cache_generation: tokio::sync::watch::Sender<u64>,
@@ -177,6 +180,7 @@ impl Shared {
             extender_timeout: DEFAULT_EXTENDER_TIMEOUT,
             leadership: Leadership::sole(),
             disruptions: DisruptionQueue::default(),
+            node_markers: NodeMarkers::default(),
             cache_generation: tokio::sync::watch::Sender::new(0),
             repair_due: AtomicBool::new(true),
         }

@@ -185,5 +185,45 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             format!("starting the second kube-scheduler ({SECOND_SCHEDULER_CONFIG})")
         })?;
     }
+    if let Some(m) = &muster {
+        if mode != Mode::MusterEveryPod {
+            wait_for_node_markers(m, p.nodes - p.late_nodes).await?;
+        }
+    }
     Ok((cp, muster))
+}
+
+/// muster publishes its marker on every node it finds (one `nodes/status` patch each, once per
+/// cluster): waited for here, so the measured run counts only the writes a run's pods cause
+/// (the late nodes' are in it, as on a cluster that grows). Reads muster's own gauges.
+async fn wait_for_node_markers(m: &Muster, nodes: usize) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    let deadline = t0 + std::time::Duration::from_secs(300);
+    loop {
+        let text = match m.get("/metrics").await {
+            Ok((200, text)) => text,
+            _ => String::new(),
+        };
+        let seen = crate::prometheus::metric_sum(&text, "muster_cache_nodes", &[]);
+        let short = crate::prometheus::metric_sum(&text, "muster_nodes_without_marker", &[]);
+        let published = crate::prometheus::metric_sum(
+            &text,
+            "muster_node_marker_writes_total",
+            &[("outcome", "published")],
+        );
+        // On the bench's fresh cluster every node needs one write.
+        if seen as usize == nodes && published as usize >= nodes && short == 0.0 {
+            eprintln!(
+                "e2e_throughput: muster published its marker on {published} of {nodes} nodes in {:.1}s",
+                t0.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "muster did not publish its marker on the nodes within 300s: {seen} nodes seen, {short} short, {published} published"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }

@@ -11,6 +11,7 @@ pub mod events;
 pub mod evictor;
 pub mod gather;
 pub mod leader;
+pub mod node_marker;
 pub mod pod_groups;
 pub mod status;
 pub mod watch;

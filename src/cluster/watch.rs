@@ -57,6 +57,9 @@ pub trait Indexed: Resource + Clone + DeserializeOwned + Debug + Send + 'static 
     /// The watch failed and lists again (`on`), or its list is done. Pods and nodes are what
     /// room is counted from: while either lists again, no verb decides (`Readiness::relisting`).
     fn set_relisting(_shared: &Shared, _on: bool) {}
+    /// Looks at an event before it is applied, for what reads more of the object than the table
+    /// keeps (the node marker).
+    fn observe(_shared: &Shared, _event: &Event<Self>) {}
     /// The API server refuses muster this kind (HTTP 403: its RBAC lacks the rule). Pods and
     /// nodes are required, so by default the watch keeps retrying and muster stays unready.
     fn forbidden(_shared: &Shared) {}
@@ -134,6 +137,17 @@ impl Indexed for Node {
     }
     fn set_relisting(shared: &Shared, on: bool) {
         shared.readiness.set_nodes_relisting(on);
+    }
+    fn observe(shared: &Shared, event: &Event<Node>) {
+        match event {
+            Event::InitApply(node) | Event::Apply(node) => shared.node_markers.observe(node),
+            Event::Delete(node) => {
+                if let Some(name) = node.metadata.name.as_deref() {
+                    shared.node_markers.forget(name);
+                }
+            }
+            Event::Init | Event::InitDone => {}
+        }
     }
 }
 
@@ -255,6 +269,7 @@ where
                 continue;
             }
         };
+        K::observe(&shared, &event);
         let applied = apply_event(&mut shared.table.lock(), &mut relist, event);
         shared.cache_changed();
         if applied.shows_delivery() {

@@ -639,6 +639,8 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("get", CORE, "nodes"),
         access("list", CORE, "nodes"),
         access("watch", CORE, "nodes"),
+        // The gang marker published in nodes' capacity and allocatable.
+        access("patch", CORE, "nodes").sub("status"),
         access("create", CORE, "pods").sub("binding").ns(team),
         access("create", CORE, "pods").sub("eviction").ns(team),
         // A gathered gang's seats, published as its members' nominatedNodeName.
@@ -692,6 +694,8 @@ async fn check_permissions(client: &kube::Client) -> Result<()> {
         access("update", CORE, "pods").ns(team),
         access("update", CORE, "pods").sub("status").ns(team),
         access("update", CORE, "nodes"),
+        access("patch", CORE, "nodes"),
+        access("update", CORE, "nodes").sub("status"),
         access("list", CORE, "secrets").ns(NS),
         access("get", CORE, "secrets").named("other").ns(NS),
         access("update", CORE, "secrets").named("other").ns(NS),
@@ -870,6 +874,7 @@ async fn deploy_manifests_pass_the_api_server_and_rbac_is_least_privilege() -> R
         "core nodes get",
         "core nodes list",
         "core nodes watch",
+        "core nodes/status patch",
         "core pods/binding create",
         "core pods/eviction create",
         "core pods/status patch",

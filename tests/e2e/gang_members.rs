@@ -1400,3 +1400,111 @@ async fn with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled_within_th
     .await;
     c.report(&["ml"], r).await
 }
+
+/// Whether muster's marker is published in the node's capacity and allocatable (what
+/// NodeResourcesFit's queueing hint reads of a node).
+async fn marker_published(c: &Cluster, node: &str) -> Result<bool> {
+    let n = Api::<k8s_openapi::api::core::v1::Node>::all(c.client())
+        .get(node)
+        .await?;
+    let has = |l: Option<
+        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >| { l.is_some_and(|l| l.contains_key(GANG_MARKER)) };
+    let s = n.status.as_ref();
+    Ok(has(s.and_then(|s| s.capacity.as_ref())) && has(s.and_then(|s| s.allocatable.as_ref())))
+}
+
+/// kube-scheduler retries a gang member it rejected for room when nodes are added, and the gang
+/// is still placed whole: muster publishes its marker `muster.dev/gang` on every node
+/// (src/cluster/node_marker.rs), which NodeResourcesFit's queueing hint for node events needs —
+/// it checks the member against the new node without the config's `ignoredByScheduler`
+/// resources (`isSchedulableAfterNodeChange`, noderesources/fit.go:547 in v1.37.2). Without the
+/// marker the members wait for kube-scheduler's 5-minute flush (`--publish-node-marker=false`:
+/// this test then fails at PLACE).
+///
+/// Members kube-scheduler rejects for room are made certain: kube-scheduler is stopped while
+/// muster lets the gang through; then a pod bound outside every scheduler (`spec.nodeName`, as a
+/// DaemonSet's or a static pod) takes the node's room before kube-scheduler resumes and tries the
+/// members (its priority is theirs: nothing is preempted). Then one node with room for one
+/// member comes: nothing is bound (without muster one member is, in the control run); then a
+/// second: the gang is placed whole on the two.
+#[tokio::test]
+async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_whole() -> Result<()>
+{
+    let _t = Timer("members_rejected_for_room_are_retried", Instant::now());
+    let c = gang_members_cluster().await?;
+    let r = async {
+        c.namespace("ml").await?;
+        c.add_node("node-1", NodeShape::cpu("2")).await?;
+        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "1").await?;
+        wait_for("muster to let the gang through", PLACE, || async {
+            let pods = c.pods("ml").await?;
+            let gated: Vec<&String> = members
+                .iter()
+                .filter(|m| {
+                    pods.iter()
+                        .any(|p| p.metadata.name.as_deref() == Some(m.as_str()) && is_gated(p))
+                })
+                .collect();
+            Ok(if gated.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("still gated: {gated:?}"))
+            })
+        })
+        .await?;
+        let mut squatter = PodBuilder::new("ml", "squatter").cpu("2").build();
+        squatter.spec.as_mut().expect("spec").node_name = Some("node-1".into());
+        Api::<Pod>::namespaced(c.client(), "ml")
+            .create(&PostParams::default(), &squatter)
+            .await?;
+        frozen.resume()?;
+        let rejected = wait_for(
+            "kube-scheduler to find no room for either member",
+            PLACE,
+            || async {
+                let pods = c.pods("ml").await?;
+                let mut seen = BTreeMap::new();
+                for m in &members {
+                    let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(m));
+                    let cond = p.and_then(muster_harness::k8s::scheduled_condition);
+                    match cond {
+                        Some(c) if c.contains("Unschedulable") => {
+                            seen.insert(m.clone(), c);
+                        }
+                        other => return Ok(Progress::NotYet(format!("{m}: {other:?}"))),
+                    }
+                }
+                // NodeResourcesFit's own rejection is what its node hint decides on (a member
+                // kube-scheduler tried before it saw the squatter was refused by muster).
+                Ok(if seen.values().any(|c| c.contains("Insufficient cpu")) {
+                    Progress::Done(seen)
+                } else {
+                    Progress::NotYet(format!("no NodeResourcesFit rejection yet: {seen:?}"))
+                })
+            },
+        )
+        .await?;
+        eprintln!("rejected: {rejected:?}");
+        c.add_node("node-2", NodeShape::cpu("1")).await?;
+        c.assert_none_bound_for("ml", &members, WINDOW).await?;
+        c.add_node("node-3", NodeShape::cpu("1")).await?;
+        let bound = placed_whole(&c, &members).await?;
+        let nodes: BTreeSet<&str> = bound.values().map(String::as_str).collect();
+        muster_harness::ensure_truth!(
+            nodes == BTreeSet::from(["node-2", "node-3"]),
+            "the gang on the two new nodes: {bound:?}"
+        );
+        for n in ["node-1", "node-2", "node-3"] {
+            ensure!(
+                marker_published(&c, n).await?,
+                "{n}: muster did not publish {GANG_MARKER}"
+            );
+        }
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -637,6 +637,34 @@ fn chart_options_beyond_kustomize_render_as_documented() -> Result<()> {
             c["args"]
         );
     }
+    // The node marker: published by default (no flag; the ClusterRole patches nodes/status);
+    // publishNodeMarker=false renders the flag off and drops the rule, and so does scope
+    // every-pod (nothing requests the marker there).
+    let node_status_rule = |objs: &BTreeMap<String, Value>| -> Result<bool> {
+        Ok(find(objs, "ClusterRole//muster")?["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["resources"] == json!(["nodes/status"]) && r["verbs"] == json!(["patch"])))
+    };
+    let unpublished = by_key(parse(&helm_template(&["publishNodeMarker=false"])?)?)?;
+    let marker_flag = |objs: &BTreeMap<String, Value>| -> Result<bool> {
+        Ok(muster_container(objs)?["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "--publish-node-marker=false")))
+    };
+    ensure!(
+        node_status_rule(&default)? && !marker_flag(&default)?,
+        "the marker is published by default"
+    );
+    ensure!(
+        !node_status_rule(&unpublished)? && marker_flag(&unpublished)?,
+        "publishNodeMarker=false: the flag off and no nodes/status rule"
+    );
+    ensure!(
+        !node_status_rule(&every)?,
+        "scope every-pod: no nodes/status rule"
+    );
     // Capacity buffers: off by default (no flag, no RBAC, whatever the timeout); on, both flags
     // and deploy/capacity-buffers-rbac.yaml's rules, bound to muster's ServiceAccount.
     let capacity_flag = |c: &Value| {

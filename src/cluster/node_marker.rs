@@ -1,0 +1,381 @@
+//! The gang marker published on every node, so kube-scheduler retries a gang member when a node
+//! is added or grows.
+//!
+//! In the gang-members mode every member requests `muster.dev/gang` (deploy/gang-admission-policy.yaml),
+//! the resource the scheduler config names in `managedResources` with `ignoredByScheduler`:
+//! NodeResourcesFit's *filter* skips it. Its *queueing hint* for node events does not
+//! (`isSchedulableAfterNodeChange` → `isFit` → `Fits`, which passes no ignored resources:
+//! pkg/scheduler/framework/plugins/noderesources/fit.go:547 and :706-707 in v1.37.2). On a node
+//! without the resource, the hint answers QueueSkip for every member, so a member kube-scheduler
+//! rejected for room (a gang let through whose seats were lost at the quorum check; a floating
+//! member refused) would wait for a pod deletion or kube-scheduler's 5-minute flush, not for the
+//! node an autoscaler adds for it.
+//!
+//! So the leader publishes the resource in each node's `status.capacity` and
+//! `status.allocatable` — the documented way to advertise a node-level extended resource
+//! ("Advertise Extended Resources for a Node"), which kubelet keeps across its status updates.
+//! The amount is more than any node runs pods, because kubelet's admission counts published
+//! extended resources (where a node does not publish one, kubelet drops it from the request:
+//! `removeMissingExtendedResources`, pkg/kubelet/lifecycle/predicate.go:346). kubelet zeroes
+//! extended resources when it registers again against a node object it finds after losing its
+//! state (`reconcileExtendedResource`, pkg/kubelet/kubelet_node_status.go:192); the watch then
+//! shows the node short and it is published again.
+//!
+//! [`marker_short`] decides (pure); [`NodeMarkers`] is the set of nodes the watch showed short,
+//! filled on every replica and drained by the leader's [`run`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use crate::metrics::OutcomeLabel;
+use crate::model::gather::GANG_MARKER;
+use crate::model::quantity::parse_units;
+use crate::state::Shared;
+
+/// What each node publishes: more gang members than any node runs pods (kubelet's `maxPods` is
+/// 110 by default, 250 on the large-node profiles), so kubelet's admission never refuses a
+/// member for it.
+pub const NODE_MARKER_AMOUNT: i64 = 10_000;
+
+/// A node published for is not written again before this, whatever the watch shows meanwhile
+/// (an update from before the write may still arrive).
+const IN_FLIGHT_FOR: Duration = Duration::from_secs(10);
+/// A failed write is tried again after this; a refused one (RBAC) after [`FORBIDDEN_RETRY`].
+const FAILED_RETRY: Duration = Duration::from_secs(5);
+const FORBIDDEN_RETRY: Duration = Duration::from_secs(300);
+/// Writes in flight at once: a cluster's first publication is one write per node.
+const PARALLEL_WRITES: usize = 4;
+/// How often due retries are looked for when nothing new is short.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Whether the node does not publish [`NODE_MARKER_AMOUNT`] of `muster.dev/gang` in both its
+/// capacity and its allocatable (absent, zeroed by kubelet, lower, or unreadable).
+pub fn marker_short(node: &Node) -> bool {
+    let status = node.status.as_ref();
+    let publishes = |list: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| {
+        list.and_then(|l| l.get(GANG_MARKER))
+            .and_then(|q| parse_units(&q.0).ok())
+            .is_some_and(|n| n >= NODE_MARKER_AMOUNT)
+    };
+    !(publishes(status.and_then(|s| s.capacity.as_ref()))
+        && publishes(status.and_then(|s| s.allocatable.as_ref())))
+}
+
+/// The merge patch of `nodes/status` that publishes the marker (merge, not JSON patch: it adds
+/// the key whether or not the node lists any capacity yet, and touches nothing else).
+pub fn marker_patch() -> serde_json::Value {
+    let amount = NODE_MARKER_AMOUNT.to_string();
+    serde_json::json!({
+        "status": {
+            "capacity": { GANG_MARKER: amount },
+            "allocatable": { GANG_MARKER: amount },
+        }
+    })
+}
+
+/// Nodes the watch showed short of the marker, each with the time before which it is not
+/// written (again). Empty, and never filled, unless publishing is on.
+#[derive(Default)]
+pub struct NodeMarkers {
+    on: AtomicBool,
+    short: Mutex<HashMap<Arc<str>, Option<Instant>>>,
+    wake: Notify,
+}
+
+impl NodeMarkers {
+    /// Publishing is on (the gang-members mode with `--publish-node-marker`): set before the
+    /// node watch starts.
+    pub fn turn_on(&self) {
+        self.on.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// The watch delivered `node` (added, changed, or listed).
+    pub fn observe(&self, node: &Node) {
+        if !self.is_on() {
+            return;
+        }
+        let Some(name) = node.metadata.name.as_deref() else {
+            return;
+        };
+        let mut short = self.short.lock();
+        if marker_short(node) {
+            if !short.contains_key(name) {
+                short.insert(Arc::from(name), None);
+                self.wake.notify_one();
+            }
+        } else {
+            short.remove(name);
+        }
+    }
+
+    /// The watch delivered `node`'s deletion.
+    pub fn forget(&self, name: &str) {
+        self.short.lock().remove(name);
+    }
+
+    /// Nodes short of the marker and due now; each is not due again for `IN_FLIGHT_FOR`.
+    pub fn take_due(&self, now: Instant) -> Vec<Arc<str>> {
+        let mut short = self.short.lock();
+        let mut due = Vec::new();
+        for (name, not_before) in short.iter_mut() {
+            if not_before.is_none_or(|at| at <= now) {
+                *not_before = Some(now + IN_FLIGHT_FOR);
+                due.push(name.clone());
+            }
+        }
+        due
+    }
+
+    /// A write for `name` failed: not tried again before `at` (unless the watch meanwhile shows
+    /// the node published, or deleted).
+    pub fn retry_at(&self, name: &str, at: Instant) {
+        if let Some(not_before) = self.short.lock().get_mut(name) {
+            *not_before = Some(at);
+        }
+    }
+
+    /// Nodes short of the marker as the watch shows them.
+    pub fn short_count(&self) -> usize {
+        self.short.lock().len()
+    }
+
+    async fn woken(&self) {
+        self.wake.notified().await
+    }
+}
+
+/// Publishes the marker on the nodes the watch shows short of it, while this replica leads,
+/// until the task is dropped.
+pub async fn run(client: Client, shared: Arc<Shared>) {
+    let api: Api<Node> = Api::all(client);
+    let patch = marker_patch();
+    let markers = &shared.node_markers;
+    let mut refused_since: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = markers.woken() => {}
+            _ = tokio::time::sleep(TICK) => {}
+        }
+        shared
+            .metrics
+            .nodes_without_marker
+            .set(markers.short_count() as i64);
+        if !shared.readiness.is_ready() {
+            continue;
+        }
+        let Some(term) = shared.leadership.leading_term(Instant::now()) else {
+            continue;
+        };
+        let due = markers.take_due(Instant::now());
+        if due.is_empty() {
+            continue;
+        }
+        let writes = futures::stream::iter(due)
+            .map(|name| {
+                let api = api.clone();
+                let patch = &patch;
+                async move {
+                    let r = api
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await;
+                    (name, r)
+                }
+            })
+            .buffer_unordered(PARALLEL_WRITES)
+            .collect::<Vec<_>>();
+        let Some(results) = shared.leadership.while_leading(term, writes).await else {
+            continue;
+        };
+        for (name, result) in results {
+            let outcome = match result {
+                Ok(_) => "published",
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    markers.forget(&name);
+                    "gone"
+                }
+                Err(kube::Error::Api(s)) if s.code == 403 => {
+                    markers.retry_at(&name, Instant::now() + FORBIDDEN_RETRY);
+                    if refused_since.is_none() {
+                        warn!(
+                            node = %name,
+                            error = %s.message,
+                            "cannot publish {GANG_MARKER} on nodes (RBAC: patch nodes/status, \
+                             deploy/rbac.yaml): kube-scheduler will not retry a gang member it \
+                             rejected for room when a node is added; tried again every 5 minutes"
+                        );
+                        refused_since = Some(Instant::now());
+                    }
+                    "forbidden"
+                }
+                Err(e) => {
+                    markers.retry_at(&name, Instant::now() + FAILED_RETRY);
+                    warn!(node = %name, error = %e, "publishing {GANG_MARKER} on a node failed; trying again");
+                    "failed"
+                }
+            };
+            if outcome == "published" && refused_since.take().is_some() {
+                info!("publishing {GANG_MARKER} on nodes is allowed again");
+            }
+            shared
+                .metrics
+                .node_marker_writes
+                .get_or_create(&OutcomeLabel { outcome })
+                .inc();
+        }
+        shared
+            .metrics
+            .nodes_without_marker
+            .set(markers.short_count() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeStatus;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str, capacity: &[(&str, &str)], allocatable: &[(&str, &str)]) -> Node {
+        let list = |items: &[(&str, &str)]| {
+            Some(
+                items
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            )
+        };
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                capacity: list(capacity),
+                allocatable: list(allocatable),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const FULL: (&str, &str) = (GANG_MARKER, "10k");
+
+    #[test]
+    fn a_node_publishing_the_amount_in_capacity_and_allocatable_is_not_short() {
+        assert!(!marker_short(&node(
+            "n",
+            &[("cpu", "4"), FULL],
+            &[("cpu", "4"), FULL]
+        )));
+        assert!(!marker_short(&node(
+            "n",
+            &[(GANG_MARKER, "20000")],
+            &[(GANG_MARKER, "10000")]
+        )));
+    }
+
+    #[test]
+    fn a_node_without_it_or_zeroed_by_kubelet_or_with_less_is_short() {
+        assert!(marker_short(&node("n", &[("cpu", "4")], &[("cpu", "4")])));
+        assert!(marker_short(&Node::default()));
+        // kubelet registering again after losing its state zeroes extended resources.
+        assert!(marker_short(&node(
+            "n",
+            &[(GANG_MARKER, "0")],
+            &[(GANG_MARKER, "0")]
+        )));
+        // kubelet derives allocatable from capacity; until it does, the node is short.
+        assert!(marker_short(&node("n", &[FULL], &[])));
+        assert!(marker_short(&node("n", &[FULL], &[(GANG_MARKER, "110")])));
+        assert!(marker_short(&node("n", &[FULL], &[(GANG_MARKER, "lots")])));
+    }
+
+    #[test]
+    fn the_patch_publishes_the_amount_in_both_lists_and_nothing_else() {
+        let p = marker_patch();
+        assert_eq!(
+            p,
+            serde_json::json!({"status": {
+                "capacity": {"muster.dev/gang": "10000"},
+                "allocatable": {"muster.dev/gang": "10000"},
+            }})
+        );
+        let mut n = node("n", &[("cpu", "4")], &[("cpu", "4")]);
+        let status = n.status.as_mut().unwrap();
+        for list in [status.capacity.as_mut(), status.allocatable.as_mut()] {
+            list.unwrap().insert(
+                GANG_MARKER.into(),
+                Quantity(
+                    p["status"]["capacity"][GANG_MARKER]
+                        .as_str()
+                        .unwrap()
+                        .into(),
+                ),
+            );
+        }
+        assert!(!marker_short(&n), "the patched node is no longer short");
+    }
+
+    #[test]
+    fn off_it_keeps_nothing() {
+        let m = NodeMarkers::default();
+        m.observe(&node("n", &[], &[]));
+        assert_eq!(m.short_count(), 0);
+        assert!(m.take_due(Instant::now()).is_empty());
+    }
+
+    #[test]
+    fn a_short_node_is_due_once_until_its_write_settles_and_published_or_deleted_it_is_dropped() {
+        let m = NodeMarkers::default();
+        m.turn_on();
+        let t0 = Instant::now();
+        m.observe(&node("a", &[], &[]));
+        m.observe(&node("b", &[], &[]));
+        let mut due = m.take_due(t0);
+        due.sort();
+        assert_eq!(due, vec![Arc::from("a"), Arc::from("b")]);
+        // An update from before the write: still short, but its write is in flight.
+        m.observe(&node("a", &[], &[]));
+        assert!(m.take_due(t0 + Duration::from_secs(1)).is_empty());
+        // Written: the watch shows it published.
+        m.observe(&node("a", &[FULL], &[FULL]));
+        m.forget("b");
+        assert_eq!(m.short_count(), 0);
+        assert!(m.take_due(t0 + IN_FLIGHT_FOR * 2).is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_is_due_again_at_its_retry_time_and_a_write_never_settled_after_the_in_flight_time(
+    ) {
+        let m = NodeMarkers::default();
+        m.turn_on();
+        let t0 = Instant::now();
+        m.observe(&node("a", &[], &[]));
+        m.observe(&node("b", &[], &[]));
+        assert_eq!(m.take_due(t0).len(), 2);
+        m.retry_at("a", t0 + FAILED_RETRY);
+        assert_eq!(m.take_due(t0 + FAILED_RETRY), vec![Arc::from("a")]);
+        // b's write neither failed nor showed in the watch (lost): written again.
+        assert_eq!(m.take_due(t0 + IN_FLIGHT_FOR), vec![Arc::from("b")]);
+    }
+}

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use super::quantity::{parse_milli, parse_units, QuantityError};
 
 /// The extended resource that marks a gang member (see deploy/gang-admission-policy.yaml and
-/// the scheduler configs' `managedResources`). No node has it and nothing counts it.
+/// the scheduler configs' `managedResources`). Nothing counts it: kube-scheduler ignores it
+/// (`ignoredByScheduler`), and what nodes publish of it (`cluster::node_marker`) is only for
+/// NodeResourcesFit's queueing hint.
 pub const GANG_MARKER: &str = "muster.dev/gang";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -306,7 +306,7 @@ impl Cluster {
         }
         // The gang-members mode without muster is the stock scheduler alone: neither muster's extender
         // (dropped by start_scheduler below) nor its admission policy, whose marker
-        // (muster.dev/gang, which no node has) and gate (muster.dev/gather, which only muster
+        // (muster.dev/gang, which the stock config would look for on nodes) and gate (muster.dev/gather, which only muster
         // removes) are muster's part of the install. Gang members are then plain pods that
         // kube-scheduler schedules one by one, so a test's cluster truth is decided at once,
         // instead of every member waiting out a deadline as "Insufficient muster.dev/gang".

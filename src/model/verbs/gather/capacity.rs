@@ -34,7 +34,8 @@ use crate::model::table::GangTable;
 /// node selector and tolerations of one of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberShape {
-    /// Never muster's marker resource: it is not counted as a request (no node has it).
+    /// Never muster's marker resource: it is not counted as a request (kube-scheduler
+    /// ignores it; what nodes publish of it is only for NodeResourcesFit's queueing hint).
     pub requests: Resources,
     pub node_selector: Vec<(String, String)>,
     pub tolerations: Vec<Toleration>,

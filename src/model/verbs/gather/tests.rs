@@ -426,7 +426,8 @@ fn a_member_without_the_marker_is_warned_once() {
 }
 
 /// NodeResourcesFit with the marker in `ignoredResources` (the scheduler configs'
-/// `ignoredByScheduler: true`): no node has `muster.dev/gang`, and nothing counts it.
+/// `ignoredByScheduler: true`): nodes publish `muster.dev/gang` only for NodeResourcesFit's
+/// queueing hint (`cluster::node_marker`), and nothing counts it.
 #[test]
 fn the_marker_is_no_capacity() {
     let r = crate::model::Resources::from_quantities([(GANG_MARKER, "1"), ("cpu", "1")]).unwrap();

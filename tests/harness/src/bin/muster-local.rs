@@ -103,7 +103,7 @@ async fn start_muster_and_scheduler(
 ) -> Result<Muster> {
     // In a control run (MUSTER_E2E_CONTROL) the stock scheduler runs alone: neither muster's
     // extender (start_scheduler drops it) nor its admission policy, whose marker (muster.dev/gang,
-    // which no node has) and gate (muster.dev/gather, which only muster removes) are muster's part
+    // which the stock config would look for on nodes) and gate (muster.dev/gather, which only muster removes) are muster's part
     // of the install, as the harness's Cluster does. Gang members are then plain pods that
     // kube-scheduler binds one by one, so the demo's cluster truth (one of two bound while the
     // gang does not fit) is decided at once instead of every member waiting out the demo's

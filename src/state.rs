@@ -12,6 +12,7 @@ pub mod disruptions;
 pub mod event_sink;
 pub mod held;
 pub mod leadership;
+pub mod node_markers;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +27,7 @@ use self::disruptions::DisruptionQueue;
 use self::event_sink::EventSink;
 use self::held::HeldBinds;
 use self::leadership::Leadership;
-use crate::cluster::node_marker::NodeMarkers;
+use self::node_markers::NodeMarkers;
 use crate::metrics::Metrics;
 use crate::model::{GangKey, GangTable, ModelConfig, PodGroupApi};
 

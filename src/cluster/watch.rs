@@ -140,7 +140,13 @@ impl Indexed for Node {
     }
     fn observe(shared: &Shared, event: &Event<Node>) {
         match event {
-            Event::InitApply(node) | Event::Apply(node) => shared.node_markers.observe(node),
+            Event::InitApply(node) | Event::Apply(node) => {
+                if let Some(name) = node.metadata.name.as_deref() {
+                    shared
+                        .node_markers
+                        .observe(name, super::node_marker::marker_short(node));
+                }
+            }
             Event::Delete(node) => {
                 if let Some(name) = node.metadata.name.as_deref() {
                     shared.node_markers.forget(name);

@@ -315,7 +315,7 @@ impl Metrics {
         );
         registry.register(
             "gather_round_duration_seconds",
-            "Time one gather round held the table lock; rounds start on watch changes, at most every 50 ms",
+            "Time one gather round held the table lock; rounds start at most every 4 times the last one's duration, between 5 and 50 ms apart",
             m.gather_round.clone(),
         );
         registry.register(

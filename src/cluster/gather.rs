@@ -86,18 +86,27 @@ pub const WRITE_RETRY: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(20),
     longest_retry_after: Some(Duration::from_secs(2)),
 };
-/// Rounds start at most this often: a burst of watch events makes one round, not one each
-/// (a round walks every gang under the table lock). Not shorter: a round that follows the
-/// watch more closely releases gangs on a view older, relative to kube-scheduler's bindings of
-/// pods outside gangs, and one such release whose floating seat a plain pod then took, its
-/// members rejected by kube-scheduler's own resource filter, waits for kube-scheduler's
-/// 5-minute flush when the room comes from a new node (see the limit "A member kube-scheduler
-/// rejected for room" in docs/design.md). With 5–50 ms between rounds (4× a round's duration,
-/// tried on 2026-12-06) the contended smoke run stalled so once in 9 runs, at 50 ms never in
-/// ~28 (8 of each under two busy loops, the rest in CI): not conclusive, so the rest stays
-/// until the stall itself is dealt with; it costs a gang ~25 ms of paced latency. Rounds of
-/// the benchmark's 500 nodes take 0.3–0.6 ms (`muster_gather_round_duration_seconds`).
-const MIN_ROUND_GAP: Duration = Duration::from_millis(50);
+/// Rounds start at most every [`ROUND_GAP_FACTOR`] times the last round's duration, within
+/// these bounds ([`round_gap`]): a burst of watch events makes one round, not one each (a round
+/// walks every gang under the table lock, which filter and bind calls also take).
+const MIN_ROUND_GAP: Duration = Duration::from_millis(5);
+const MAX_ROUND_GAP: Duration = Duration::from_millis(50);
+/// Rounds hold the table lock at most 1 / (1 + this) of the time.
+const ROUND_GAP_FACTOR: u32 = 4;
+
+/// How long the loop rests after a round that took `round`. A fixed 50 ms rest added 25 ms on
+/// average to every gang's wait between its last member's creation and its release, although a
+/// round of the benchmark's 500 nodes and 145 gangs takes 0.3–0.6 ms on average
+/// (`muster_gather_round_duration_seconds`); a round of a large cluster (15 ms at 10,000 nodes)
+/// rests long enough to leave the lock to the verbs. The shorter rest was tried once before and
+/// undone when the contended smoke run stalled: a gang released on a view that did not yet show a
+/// plain pod's binding lost its floating seat, and kube-scheduler, which had rejected its members
+/// for room, did not retry them when the run's late nodes came. That was NodeResourcesFit's node
+/// hint looking for the marker on nodes; nodes publish it now (`cluster::node_marker`), so such
+/// members are retried when room comes, whatever the rest.
+fn round_gap(round: Duration) -> Duration {
+    (round * ROUND_GAP_FACTOR).clamp(MIN_ROUND_GAP, MAX_ROUND_GAP)
+}
 
 /// Runs rounds until the task is dropped (its writes in flight with it). `client` must have
 /// no retry layer (see the module's notes). `expect_marker`: gang members are marked by the
@@ -178,7 +187,7 @@ pub async fn run(
         if !plan.is_empty() {
             writes.start(plan, now_term, &writer, &mut gatherer, &mut backoff);
         }
-        tokio::time::sleep(MIN_ROUND_GAP).await;
+        tokio::time::sleep(round_gap(round)).await;
     }
 }
 
@@ -703,6 +712,14 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    #[test]
+    fn rounds_rest_four_times_their_duration_between_5_and_50_ms() {
+        let ms = Duration::from_millis;
+        assert_eq!(round_gap(Duration::from_micros(200)), ms(5));
+        assert_eq!(round_gap(ms(3)), ms(12));
+        assert_eq!(round_gap(ms(40)), ms(50));
+    }
 
     fn leading_for(d: Duration) -> (Leadership, u64) {
         let l = Leadership::candidate("a", "ns", "muster");

@@ -689,9 +689,60 @@ fn dra(c: &mut Criterion) {
     group.finish();
 }
 
+/// One gather round (gang-members mode) at the end state of the 5,000-node benchmark: 436 gangs
+/// of 34 bound (14,824 members) and 5,000 plain pods bound, with 8 gangs of 16 gated and
+/// waiting for members not created yet (what rounds under a steady stream of creations find). A
+/// round walks every gang under the table lock, so this is what filter and bind calls may wait
+/// for, and most of muster's CPU at that size.
+fn gather_round(c: &mut Criterion) {
+    use muster::model::gather::Gatherer;
+    use muster::testkit;
+    let mut group = c.benchmark_group("gather_round");
+    let nodes = 5_000;
+    let mut table = support::cluster_with_gangs(nodes, 0, 1, 0).0;
+    let mut n = 0usize;
+    for g in 0..436 {
+        for m in 0..34 {
+            table.apply_pod(support::pod(
+                &format!("bound{g}-{m}"),
+                300,
+                Some((&format!("bound{g}"), 34)),
+                Some(format!("node-{}", n % nodes)),
+            ));
+            n += 1;
+        }
+    }
+    for i in 0..5_000 {
+        table.apply_pod(support::pod(
+            &format!("plain-{i}"),
+            300,
+            None,
+            Some(format!("node-{}", (n + i) % nodes)),
+        ));
+    }
+    for g in 0..8 {
+        for m in 0..8 {
+            table.apply_pod(testkit::gathered(support::pod(
+                &format!("wait{g}-{m}"),
+                300,
+                Some((&format!("wait{g}"), 16)),
+                None,
+            )));
+        }
+    }
+    let mut gatherer = Gatherer::new(true);
+    group.bench_function("5000n/20000p/436_bound_gangs/8_waiting", |b| {
+        b.iter(|| {
+            let plan = gatherer.gather(&mut table, Instant::now());
+            assert!(plan.releases.is_empty());
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = filter, prioritize, bind_decision, decode, preempt, scale, huge_quorum, topology, dra
+    targets = filter, prioritize, bind_decision, decode, preempt, scale, huge_quorum, topology, dra, gather_round
 }
 criterion_main!(benches);

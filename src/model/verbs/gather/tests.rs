@@ -1661,3 +1661,43 @@ fn a_member_held_at_bind_is_nominated_again_only_after_its_call_ends() {
         "{plan:?}"
     );
 }
+
+/// A gang with fewer members than its quorum cannot be let through, so it is planned (its
+/// reason refreshed) at most once per INCOMPLETE_PLAN_EVERY, not in every round; the round in
+/// which its last member is there plans it at once, and lets it through.
+#[test]
+fn a_gang_short_of_members_is_planned_once_a_second_and_at_once_when_whole() {
+    let mut w = World::new(&[node("n1", 4000)]);
+    let reason = |w: &World| -> Option<String> {
+        w.table
+            .views(w.now)
+            .into_iter()
+            .find(|v| v.name == "g")
+            .and_then(|v| v.waiting_reason)
+    };
+    let a = gathered(pod("a").gang("g", 3).build());
+    w.add(&[&a]);
+    assert!(w.round().is_empty());
+    let first = reason(&w).expect("a reason");
+    assert!(first.contains("1 of 3 exist"), "{first}");
+    // Another member, rounds within the second: the count is not planned again.
+    let b = gathered(pod("b").gang("g", 3).build());
+    w.add(&[&b]);
+    w.advance(INCOMPLETE_PLAN_EVERY / 2);
+    assert!(w.round().is_empty());
+    assert_eq!(
+        reason(&w).as_deref(),
+        Some(first.as_str()),
+        "planned again within the second"
+    );
+    w.advance(INCOMPLETE_PLAN_EVERY / 2);
+    assert!(w.round().is_empty());
+    let second = reason(&w).expect("a reason");
+    assert!(second.contains("2 of 3 exist"), "{second}");
+    // The last member, in the same instant: planned and let through in that round.
+    let c = gathered(pod("c").gang("g", 3).build());
+    w.add(&[&c]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    assert_eq!(plan.releases[0].ungate.len(), 3);
+}

@@ -114,6 +114,8 @@ pub struct Gang {
     reported_pod_group_conflict: Option<Vec<String>>,
     /// A member joined since the table last looked at the gang (see [`Gang::note_arrivals`]).
     arrived_unnoted: bool,
+    /// The table's join count when the newest member joined (see [`Gang::last_join`]).
+    last_join: u64,
     /// When the table first looked at the gang after its newest member joined: the start of
     /// its creation window.
     newest_arrival: Option<Instant>,
@@ -210,6 +212,7 @@ impl Default for Gang {
             reported_conflict: None,
             reported_pod_group_conflict: None,
             arrived_unnoted: false,
+            last_join: 0,
             newest_arrival: None,
             blocked_by_rule: false,
             refused_in_window: BTreeSet::new(),
@@ -282,10 +285,20 @@ impl Gang {
         &self.members
     }
 
-    pub fn join(&mut self, uid: PodUid) {
+    /// `uid` is a member; `stamp` is the table's join count (unique across gangs, and across a
+    /// gang removed and created again under the same key).
+    pub fn join(&mut self, uid: PodUid, stamp: u64) {
         if self.members.insert(uid) {
             self.arrived_unnoted = true;
+            self.last_join = stamp;
         }
+    }
+
+    /// When the newest member joined, as the table's join count: a gang whose live members
+    /// were all bound stays so until it changes (a pod's node is never unset; a member leaving
+    /// adds none unbound).
+    pub fn last_join(&self) -> u64 {
+        self.last_join
     }
 
     // === creation window ===

@@ -118,6 +118,8 @@ pub struct GangTable {
     /// Confirmed seats planned again since the last [`GangTable::take_seats_let_go`]: their
     /// members' bind calls had ended unbound (see `unconfirm_seats_kube_scheduler_let_go`).
     seats_let_go: u64,
+    /// Pod applications that named a gang, counted: each gang's [`Gang::last_join`] stamp.
+    pub(super) joins: u64,
 }
 
 /// A gang's spec with the counts of its members, read at the moment of a decision.
@@ -227,6 +229,7 @@ impl GangTable {
             generations: Generations::default(),
             held_binds: HashMap::default(),
             seats_let_go: 0,
+            joins: 0,
         }
     }
 

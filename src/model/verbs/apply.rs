@@ -120,7 +120,12 @@ impl GangTable {
             }
         }
         if let Some(g) = new_gang {
-            self.gangs.entry(g.clone()).or_default().join(uid.clone());
+            self.joins += 1;
+            let stamp = self.joins;
+            self.gangs
+                .entry(g.clone())
+                .or_default()
+                .join(uid.clone(), stamp);
             if standing == Standing::Newer {
                 self.supersede_older_members(&g);
             }

@@ -112,6 +112,10 @@ pub struct Gatherer {
     /// When each gang with fewer live members than its quorum was last planned (see
     /// [`INCOMPLETE_PLAN_EVERY`]).
     planned_incomplete: HashMap<GangKey, Instant>,
+    /// Gangs whose live members were all bound when last looked at, with their
+    /// [`Gang::last_join`](crate::model::table::Gang::last_join) then: passed over without a look
+    /// at their members until a member joins.
+    settled: HashMap<GangKey, u64>,
     /// Members already warned about a missing marker.
     warned: HashSet<PodUid>,
     /// Pods told their gate goes because they are in no gang (see `orphans`).
@@ -260,21 +264,28 @@ impl Gatherer {
         });
         // Only gangs a step below can concern: holding seats, or with a live member not bound
         // (its gate, its marker). A gang whose live members are all bound is none of this
-        // round's business, and most gangs of a busy cluster are: one pass over its members
-        // here instead of four below (a round at the 5,000-node benchmark's end state, 436
-        // gangs bound, took 1.19 ms walking them all; `cargo bench --bench handlers --
-        // gather_round`).
-        let keys: Vec<GangKey> = table
-            .gangs
-            .iter()
-            .filter(|(_, gang)| {
-                gang.is_admitted()
-                    || table
-                        .members_of(gang)
-                        .any(|p| p.is_live() && p.info.node_name.is_none())
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
+        // round's business, and stays so until a member joins (a pod's node is never unset), so
+        // it is passed over without a look at its members; most gangs of a busy cluster are. A
+        // round at the 5,000-node benchmark's end state (436 gangs bound) took 1.19 ms walking
+        // every gang's members four times (`cargo bench --bench handlers -- gather_round`).
+        self.settled.retain(|k, _| table.gangs.contains_key(k));
+        let mut keys: Vec<GangKey> = Vec::new();
+        for (key, gang) in &table.gangs {
+            if !gang.is_admitted() {
+                if self.settled.get(key) == Some(&gang.last_join()) {
+                    continue;
+                }
+                let unbound = table
+                    .members_of(gang)
+                    .any(|p| p.is_live() && p.info.node_name.is_none());
+                if !unbound {
+                    self.settled.insert(key.clone(), gang.last_join());
+                    continue;
+                }
+            }
+            self.settled.remove(key);
+            keys.push(key.clone());
+        }
         for key in &keys {
             plan.markers_missing += self.warn_unmarked(table, key);
             // A release of this gang is being written: judged again once it settled.

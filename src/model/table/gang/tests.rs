@@ -69,17 +69,17 @@ fn the_creation_window_starts_when_the_newest_member_is_noted() {
     let window = Duration::from_secs(5);
     let mut g = Gang::default();
     assert!(g.within_creation_window(t0, window), "nothing noted yet");
-    g.join(Arc::from("a"));
+    g.join(Arc::from("a"), 1);
     g.note_arrivals(t0);
     assert!(g.within_creation_window(t0 + Duration::from_secs(4), window));
     assert!(!g.within_creation_window(t0 + window, window));
     // Noting again without a new member does not restart it; a rejoin of a known member
     // is no arrival.
     g.note_arrivals(t0 + Duration::from_secs(10));
-    g.join(Arc::from("a"));
+    g.join(Arc::from("a"), 1);
     g.note_arrivals(t0 + Duration::from_secs(10));
     assert!(!g.within_creation_window(t0 + Duration::from_secs(10), window));
-    g.join(Arc::from("b"));
+    g.join(Arc::from("b"), 1);
     assert!(
         g.within_creation_window(t0 + Duration::from_secs(10), window),
         "b is on time"

@@ -1701,3 +1701,37 @@ fn a_gang_short_of_members_is_planned_once_a_second_and_at_once_when_whole() {
     assert_eq!(plan.releases.len(), 1, "{plan:?}");
     assert_eq!(plan.releases[0].ungate.len(), 3);
 }
+
+/// A gang whose live members are all bound is passed over by later rounds without a look at its
+/// members, until a member joins: its replacement is gathered as before, and a gang created
+/// again under the same key (a job submitted again after the first one was deleted) is too.
+#[test]
+fn a_bound_gang_is_looked_at_again_when_a_member_joins_even_under_a_key_used_before() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000)]);
+    let bound = |p: &PodInfo, n: &str| PodInfo {
+        node_name: Some(NodeName::from(n)),
+        ..let_through(p.clone(), None)
+    };
+    let a = gathered(pod("a").cpu(1000).gang("g", 2).build());
+    let b = gathered(pod("b").cpu(1000).gang("g", 2).build());
+    w.table.apply_pod(bound(&a, "n1"));
+    w.table.apply_pod(bound(&b, "n2"));
+    assert!(w.round().is_empty());
+    assert!(w.round().is_empty(), "passed over");
+    // b is lost and replaced.
+    w.table.remove_pod(&b.uid);
+    let r = gathered(pod("r").cpu(1000).gang("g", 2).build());
+    w.add(&[&r]);
+    assert_eq!(released_names(&w.round()), ["r@n2"]);
+    // The job is deleted whole and submitted again under the same key.
+    w.table.remove_pod(&a.uid);
+    w.table.remove_pod(&r.uid);
+    w.advance(RELEASE_AGAIN_AFTER * 2);
+    assert!(w.round().is_empty());
+    let a2 = gathered(pod("a2").cpu(1000).gang("g", 2).build());
+    let b2 = gathered(pod("b2").cpu(1000).gang("g", 2).build());
+    w.add(&[&a2, &b2]);
+    let plan = w.round();
+    assert_eq!(plan.releases.len(), 1, "{plan:?}");
+    assert_eq!(plan.releases[0].ungate.len(), 2);
+}

@@ -27,6 +27,8 @@ impl GangTable {
         if self.ledger.position(&info.name).is_none() {
             self.retry_asks.note_node_arrived();
         }
+        // An update that changes nothing muster reads (a heartbeat, muster's own marker) keeps
+        // the entry as it is: replacing it would only churn memory, which the allocator keeps.
         if self
             .ledger
             .get(&info.name)
@@ -34,8 +36,8 @@ impl GangTable {
         {
             // A member kube-scheduler refused may fit now (holds-nothing: its verdict stood).
             self.verdicts.situation_changed();
+            self.ledger.upsert(info);
         }
-        self.ledger.upsert(info);
     }
 
     /// A node was deleted: seats on it are released at once.

@@ -58,6 +58,15 @@ impl World {
         self.now += by;
     }
 
+    /// Why gang `name` waits, as `/gangs` shows it.
+    fn waiting_reason(&self, name: &str) -> Option<String> {
+        self.table
+            .views(self.now)
+            .into_iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.waiting_reason)
+    }
+
     fn round(&mut self) -> GatherPlan {
         self.gatherer.gather(&mut self.table, self.now)
     }
@@ -196,13 +205,6 @@ fn a_gang_still_being_created_is_told_only_once_its_window_has_passed() {
             .map(|n| format!("{}: {}", n.pod.name, n.message))
             .collect()
     };
-    let reason = |w: &World| -> Option<String> {
-        w.table
-            .views(w.now)
-            .into_iter()
-            .find(|v| v.name == "g")
-            .and_then(|v| v.waiting_reason)
-    };
     w.add(&[&a]);
     assert!(w.round().is_empty());
     w.advance(Duration::from_secs(1));
@@ -213,7 +215,7 @@ fn a_gang_still_being_created_is_told_only_once_its_window_has_passed() {
         Vec::<String>::new(),
         "told within the window"
     );
-    let kept = reason(&w).expect("the reason is kept");
+    let kept = w.waiting_reason("g").expect("the reason is kept");
     assert!(kept.contains("waiting for members: 2 of 3 exist"), "{kept}");
 
     w.advance(ModelConfig::default().creation_window + Duration::from_secs(1));
@@ -1668,17 +1670,10 @@ fn a_member_held_at_bind_is_nominated_again_only_after_its_call_ends() {
 #[test]
 fn a_gang_short_of_members_is_planned_once_a_second_and_at_once_when_whole() {
     let mut w = World::new(&[node("n1", 4000)]);
-    let reason = |w: &World| -> Option<String> {
-        w.table
-            .views(w.now)
-            .into_iter()
-            .find(|v| v.name == "g")
-            .and_then(|v| v.waiting_reason)
-    };
     let a = gathered(pod("a").gang("g", 3).build());
     w.add(&[&a]);
     assert!(w.round().is_empty());
-    let first = reason(&w).expect("a reason");
+    let first = w.waiting_reason("g").expect("a reason");
     assert!(first.contains("1 of 3 exist"), "{first}");
     // Another member, rounds within the second: the count is not planned again.
     let b = gathered(pod("b").gang("g", 3).build());
@@ -1686,13 +1681,13 @@ fn a_gang_short_of_members_is_planned_once_a_second_and_at_once_when_whole() {
     w.advance(INCOMPLETE_PLAN_EVERY / 2);
     assert!(w.round().is_empty());
     assert_eq!(
-        reason(&w).as_deref(),
+        w.waiting_reason("g").as_deref(),
         Some(first.as_str()),
         "planned again within the second"
     );
     w.advance(INCOMPLETE_PLAN_EVERY / 2);
     assert!(w.round().is_empty());
-    let second = reason(&w).expect("a reason");
+    let second = w.waiting_reason("g").expect("a reason");
     assert!(second.contains("2 of 3 exist"), "{second}");
     // The last member, in the same instant: planned and let through in that round.
     let c = gathered(pod("c").gang("g", 3).build());

@@ -119,6 +119,9 @@ async fn serve(
     }
 }
 
+/// How often the listener looks for a renewed self-managed certificate pair (two `stat`s).
+const SELF_MANAGED_RELOAD: Duration = Duration::from_secs(1);
+
 /// Runs muster until SIGTERM or Ctrl-C.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
@@ -149,8 +152,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             client = %certs.client_secret,
             "self-managed certificates in place"
         );
+        // muster writes these files itself when it renews them (at two thirds of their life),
+        // so the listener looks for a new pair every second: a 10 s look served a certificate
+        // past its end for a second in CI, under the tests' 30 s lifetimes (the look came
+        // 9 s after the write, 1 s after the old pair expired).
         tls_config = Some((
-            tls::server_config(&certs.tls_files(), Duration::from_secs(10))?,
+            tls::server_config(&certs.tls_files(), SELF_MANAGED_RELOAD)?,
             true,
         ));
         tasks.spawn(cluster::certs::keep_current(client.clone(), certs));

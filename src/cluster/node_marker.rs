@@ -44,9 +44,12 @@ use crate::state::Shared;
 /// member for it.
 pub const NODE_MARKER_AMOUNT: i64 = 10_000;
 
-/// A failed write is tried again after this; a refused one (RBAC) after [`FORBIDDEN_RETRY`].
-const FAILED_RETRY: Duration = Duration::from_secs(5);
-const FORBIDDEN_RETRY: Duration = Duration::from_secs(300);
+/// After a failed write, writes pause this long, then go on one node at a time until one goes
+/// through (`NodeMarkers::pause_until`); after a refused one (RBAC), [`FORBIDDEN_PAUSE`]. So an
+/// operator who grants `nodes/status` sees the markers within seconds, and a cluster without it
+/// costs the API server a request every 10 s, not one per node.
+const FAILED_PAUSE: Duration = Duration::from_secs(5);
+const FORBIDDEN_PAUSE: Duration = Duration::from_secs(10);
 /// Writes in flight at once: a cluster's first publication is one write per node.
 const PARALLEL_WRITES: usize = 4;
 /// How often due retries are looked for when nothing new is short.
@@ -87,7 +90,8 @@ pub fn marker_patch() -> serde_json::Value {
 pub async fn run(client: Client, shared: Arc<Shared>) {
     let patch = marker_patch();
     let markers = &shared.node_markers;
-    let mut refused_since: Option<Instant> = None;
+    // Refusals are warned of once until a write goes through again.
+    let mut refusal_warned = false;
     loop {
         tokio::select! {
             _ = markers.woken() => {}
@@ -107,55 +111,65 @@ pub async fn run(client: Client, shared: Arc<Shared>) {
         if due.is_empty() {
             continue;
         }
-        let writes = futures::stream::iter(due)
-            .map(|name| {
-                let client = client.clone();
-                let patch = &patch;
-                async move {
-                    let r = publish(&client, &name, patch).await;
-                    (name, r)
-                }
-            })
-            .buffer_unordered(PARALLEL_WRITES)
-            .collect::<Vec<_>>();
-        let Some(results) = shared.leadership.while_leading(term, writes).await else {
-            continue;
-        };
-        for (name, result) in results {
-            let outcome = match result {
-                Ok(_) => "published",
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    markers.forget(&name);
-                    "gone"
-                }
-                Err(kube::Error::Api(s)) if s.code == 403 => {
-                    markers.retry_at(&name, Instant::now() + FORBIDDEN_RETRY);
-                    if refused_since.is_none() {
-                        warn!(
-                            node = %name,
-                            error = %s.message,
-                            "cannot publish {GANG_MARKER} on nodes (RBAC: patch nodes/status, \
-                             deploy/rbac.yaml): kube-scheduler will not retry a gang member it \
-                             rejected for room when a node is added; tried again every 5 minutes"
-                        );
-                        refused_since = Some(Instant::now());
+        let work = async {
+            let mut writes = futures::stream::iter(due)
+                .map(|name| {
+                    let client = client.clone();
+                    let patch = &patch;
+                    async move {
+                        let r = publish(&client, &name, patch).await;
+                        (name, r)
                     }
-                    "forbidden"
+                })
+                .buffer_unordered(PARALLEL_WRITES);
+            while let Some((name, result)) = writes.next().await {
+                let outcome = match result {
+                    Ok(()) => {
+                        if markers.resume() {
+                            info!("publishing {GANG_MARKER} on nodes goes through again");
+                        }
+                        refusal_warned = false;
+                        "published"
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        markers.forget(&name);
+                        "gone"
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 403 => {
+                        markers.pause_until(Instant::now() + FORBIDDEN_PAUSE, &name);
+                        if !refusal_warned {
+                            warn!(
+                                node = %name,
+                                error = %s.message,
+                                "cannot publish {GANG_MARKER} on nodes (RBAC: patch nodes/status, \
+                                 deploy/rbac.yaml): kube-scheduler will not retry a gang member it \
+                                 rejected for room when a node is added; trying one node every \
+                                 10 s"
+                            );
+                            refusal_warned = true;
+                        }
+                        "forbidden"
+                    }
+                    Err(e) => {
+                        markers.pause_until(Instant::now() + FAILED_PAUSE, &name);
+                        warn!(node = %name, error = %e, "publishing {GANG_MARKER} on a node failed; trying one node again in 5 s");
+                        "failed"
+                    }
+                };
+                shared
+                    .metrics
+                    .node_marker_writes
+                    .get_or_create(&OutcomeLabel { outcome })
+                    .inc();
+                if matches!(outcome, "forbidden" | "failed") {
+                    // The batch's other writes are dropped unsent (those in flight are
+                    // cancelled): one refusal speaks for them.
+                    break;
                 }
-                Err(e) => {
-                    markers.retry_at(&name, Instant::now() + FAILED_RETRY);
-                    warn!(node = %name, error = %e, "publishing {GANG_MARKER} on a node failed; trying again");
-                    "failed"
-                }
-            };
-            if outcome == "published" && refused_since.take().is_some() {
-                info!("publishing {GANG_MARKER} on nodes is allowed again");
             }
-            shared
-                .metrics
-                .node_marker_writes
-                .get_or_create(&OutcomeLabel { outcome })
-                .inc();
+        };
+        if shared.leadership.while_leading(term, work).await.is_none() {
+            continue;
         }
         shared
             .metrics

@@ -588,37 +588,20 @@ impl std::fmt::Display for Access {
 /// Asks the API server's authorizer (a SubjectAccessReview) whether service account `sa` of
 /// muster-system may do `a`.
 async fn allowed(client: &kube::Client, sa: &str, a: Access) -> Result<bool> {
-    use k8s_openapi::api::authorization::v1::{
-        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-    };
+    use k8s_openapi::api::authorization::v1::ResourceAttributes;
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{NS}:{sa}")),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{NS}"),
-                "system:authenticated".into(),
-            ]),
-            resource_attributes: Some(ResourceAttributes {
-                verb: opt(a.verb),
-                group: Some(a.group.to_string()),
-                resource: opt(a.resource),
-                subresource: opt(a.subresource),
-                name: opt(a.name),
-                namespace: opt(a.ns),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+    let attributes = ResourceAttributes {
+        verb: opt(a.verb),
+        group: Some(a.group.to_string()),
+        resource: opt(a.resource),
+        subresource: opt(a.subresource),
+        name: opt(a.name),
+        namespace: opt(a.ns),
         ..Default::default()
     };
-    let api: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
-    let answer = api
-        .create(&kube::api::PostParams::default(), &review)
+    muster_harness::rbac::service_account_may(client, sa, attributes)
         .await
-        .with_context(|| format!("SubjectAccessReview for {sa}: {a}"))?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+        .with_context(|| format!("{sa}: {a}"))
 }
 
 /// What muster and the second scheduler may do, asked of the API server with the real bindings.

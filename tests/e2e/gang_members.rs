@@ -1508,3 +1508,156 @@ async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_w
     .await;
     c.report(&["ml"], r).await
 }
+
+/// Nodes added while muster may not patch `nodes/status`, in this test.
+const NODES_WITHOUT_PERMISSION: usize = 12;
+
+/// The node marker's writer when muster may not patch `nodes/status` (an operator who dropped
+/// the rule from the ClusterRole, or granted it late): the marker only makes kube-scheduler retry
+/// members when nodes come, so a gang is still placed whole (fail-safe); muster warns once and
+/// asks again one node every 10 s, not every node (a refusal stops the batch: without that, the
+/// first refusal came with one refused write per node added); and once the permission is back,
+/// every node gets the marker within seconds (not after the 5 minutes muster used to wait).
+#[tokio::test]
+async fn without_permission_to_patch_node_status_muster_warns_once_asks_one_node_at_a_time_and_publishes_once_granted(
+) -> Result<()> {
+    use k8s_openapi::api::authorization::v1::ResourceAttributes;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let _t = Timer("without_permission_to_patch_node_status", Instant::now());
+    // Its own control plane: the ClusterRole it edits is cluster-wide.
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).own_control_plane()).await?;
+    let r = async {
+        c.namespace("ml").await?;
+        let roles = Api::<ClusterRole>::all(c.client());
+        let shipped = roles.get(muster_harness::rbac::SERVICE_ACCOUNT).await?;
+        let mut without = shipped.clone();
+        let rules = without
+            .rules
+            .as_mut()
+            .context("the ClusterRole has rules")?;
+        let before = rules.len();
+        rules.retain(|r| {
+            !r.resources
+                .iter()
+                .flatten()
+                .any(|res| res == "nodes/status")
+        });
+        ensure!(
+            rules.len() + 1 == before,
+            "one rule grants nodes/status: {rules:?}"
+        );
+        roles
+            .replace(
+                &shipped.metadata.name.clone().unwrap_or_default(),
+                &PostParams::default(),
+                &without,
+            )
+            .await?;
+        let patch_node_status = || ResourceAttributes {
+            verb: Some("patch".into()),
+            resource: Some("nodes".into()),
+            subresource: Some("status".into()),
+            ..Default::default()
+        };
+        wait_for("the authorizer to refuse nodes/status", PLACE, || async {
+            let may = muster_harness::rbac::service_account_may(
+                &c.client(),
+                muster_harness::rbac::SERVICE_ACCOUNT,
+                patch_node_status(),
+            )
+            .await?;
+            Ok(if may {
+                Progress::NotYet("still allowed".into())
+            } else {
+                Progress::Done(())
+            })
+        })
+        .await?;
+
+        let nodes: Vec<String> = (1..=NODES_WITHOUT_PERMISSION)
+            .map(|i| format!("node-{i}"))
+            .collect();
+        for n in &nodes {
+            c.add_node(n, NodeShape::cpu("2")).await?;
+        }
+        let members = names("job", 2);
+        create_gang(&c, "job", &members, "1").await?;
+        placed_whole(&c, &members).await?;
+
+        let forbidden = "muster_node_marker_writes_total{outcome=\"forbidden\"}";
+        let without_marker = NODES_WITHOUT_PERMISSION as f64;
+        // The first refusal, then the probe 10 s later.
+        let seen = wait_for("two refused writes", PLACE, || async {
+            let m = c.muster.metrics().await?;
+            let refused = m.get(forbidden).copied().unwrap_or(0.0);
+            let short = m.get("muster_nodes_without_marker").copied().unwrap_or(0.0);
+            Ok(if refused >= 2.0 && short == without_marker {
+                Progress::Done(refused)
+            } else {
+                Progress::NotYet(format!(
+                    "{forbidden} = {refused}, nodes without marker = {short}"
+                ))
+            })
+        })
+        .await?;
+        ensure!(
+            seen <= 3.0,
+            "{seen} refused writes for {NODES_WITHOUT_PERMISSION} nodes: a refusal must stop the \
+             others (one node asked every 10 s)"
+        );
+        for n in &nodes {
+            ensure!(
+                !marker_published(&c, n).await?,
+                "{n} has {GANG_MARKER} without permission"
+            );
+        }
+        let log = std::fs::read_to_string(c.muster.log_path())?;
+        let warnings = log
+            .matches("cannot publish muster.dev/gang on nodes")
+            .count();
+        ensure!(
+            warnings == 1,
+            "warned {warnings} times of the refusal (want once)"
+        );
+
+        // Granted again: every node gets the marker at the next probe.
+        let mut granted = roles.get(muster_harness::rbac::SERVICE_ACCOUNT).await?;
+        granted.rules = shipped.rules.clone();
+        roles
+            .replace(
+                &shipped.metadata.name.clone().unwrap_or_default(),
+                &PostParams::default(),
+                &granted,
+            )
+            .await?;
+        wait_for("every node to get the marker", PLACE, || async {
+            let mut missing = Vec::new();
+            for n in &nodes {
+                if !marker_published(&c, n).await? {
+                    missing.push(n.clone());
+                }
+            }
+            Ok(if missing.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::NotYet(format!("without the marker: {missing:?}"))
+            })
+        })
+        .await?;
+        c.muster
+            .wait_metrics(
+                "muster to see every node published",
+                PLACE,
+                &[("muster_nodes_without_marker", 0.0)],
+            )
+            .await?;
+        let log = std::fs::read_to_string(c.muster.log_path())?;
+        ensure!(
+            log.contains("publishing muster.dev/gang on nodes goes through again"),
+            "muster did not log that publishing goes through again"
+        );
+        Ok(())
+    }
+    .await;
+    c.report(&["ml"], r).await
+}

@@ -202,3 +202,31 @@ async fn wait_until_authorized(kubeconfig: &Path) -> Result<()> {
     )
     .await
 }
+
+/// Asks the API server's authorizer (a SubjectAccessReview) whether service account `sa` of
+/// [`NAMESPACE`] may do what `attributes` say, with the groups its tokens carry.
+pub async fn service_account_may(
+    client: &Client,
+    sa: &str,
+    attributes: k8s_openapi::api::authorization::v1::ResourceAttributes,
+) -> Result<bool> {
+    use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{NAMESPACE}:{sa}")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{NAMESPACE}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(attributes),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .context("SubjectAccessReview")?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}

@@ -46,7 +46,7 @@ pub fn pod(name: &str) -> PodBuilder {
             scheduler_name: None,
             gang_keys_ignored: false,
             node_selector: vec![],
-            tolerations: vec![],
+            tolerations: Vec::new().into(),
             labels: Default::default(),
             terminating: false,
             rules: None,
@@ -158,7 +158,7 @@ impl PodBuilder {
     }
     /// Tolerates every taint with this key.
     pub fn tolerate(mut self, key: &str) -> Self {
-        self.info.tolerations.push(Toleration {
+        self.info.add_toleration(Toleration {
             key: key.into(),
             operator: TolerationOperator::Exists,
             value: String::new(),

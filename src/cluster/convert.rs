@@ -26,6 +26,7 @@ use crate::model::terms::{
 };
 use crate::model::{NodeInfo, PodInfo, Resources};
 
+mod interned;
 mod lenient;
 pub use lenient::{bound_pod_info_lenient, node_info_lenient};
 
@@ -138,6 +139,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
                     effect: t.effect.clone().unwrap_or_default(),
                 })
                 .collect();
+            let tolerations = interned::tolerations(tolerations);
             let selector = spec
                 .node_selector
                 .iter()
@@ -160,7 +162,7 @@ pub fn pod_info(pod: &Pod) -> Result<PodInfo, ConvertError> {
             None,
             0,
             Vec::new(),
-            Vec::new(),
+            interned::tolerations(Vec::new()),
         ),
     };
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());

@@ -81,7 +81,9 @@ pub struct PodInfo {
     /// Enough of the pod's placement rules to simulate where *other* members of its gang can
     /// go: kube-scheduler only tells us the feasible nodes of the pod being scheduled.
     pub node_selector: Vec<(String, String)>,
-    pub tolerations: Vec<Toleration>,
+    /// Shared among the pods that carry the same list (`cluster::convert` interns them: every
+    /// pod carries the two tolerations `DefaultTolerationSeconds` adds).
+    pub tolerations: Arc<[Toleration]>,
     /// Read by other pods' affinity terms and spread constraints.
     pub labels: Labels,
     /// `metadata.deletionTimestamp` is set: topology spread no longer counts the pod.
@@ -139,6 +141,13 @@ impl PodInfo {
     pub fn display_name(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// Adds a toleration (a copy of the list: it may be shared with other pods).
+    pub fn add_toleration(&mut self, toleration: Toleration) {
+        let mut list = self.tolerations.to_vec();
+        list.push(toleration);
+        self.tolerations = list.into();
+    }
 }
 
 /// A node as the model sees it.
@@ -170,7 +179,7 @@ pub struct Taint {
 }
 
 /// Matching rules: [`Toleration::tolerates`] in `rules::taint_toleration`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Empty = every key.
     pub key: String,
@@ -180,7 +189,7 @@ pub struct Toleration {
     pub effect: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TolerationOperator {
     /// `Equal`, or no operator: the values must be equal.
     Equal,

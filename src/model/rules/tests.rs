@@ -30,7 +30,7 @@ fn node_admits_applies_cordon_taints_and_selector() {
         effect: "NoSchedule".into(),
     });
     assert!(!node_admits(&n, &p), "untolerated taint");
-    p.tolerations.push(Toleration {
+    p.add_toleration(Toleration {
         key: String::new(),
         operator: TolerationOperator::Exists,
         value: String::new(),

@@ -48,7 +48,7 @@ fn cordoned_node_takes_only_pods_tolerating_unschedulable() {
     ];
     for (name, tolerations, want) in cases {
         let mut p = pod("p");
-        p.tolerations = tolerations;
+        p.tolerations = tolerations.into();
         let got = check(&cordoned, &p);
         assert_eq!(got.is_ok(), want, "{name}");
         if !want {

@@ -151,7 +151,7 @@ fn node_taints_policy() {
         [OK, OK]
     );
     let mut tolerant = spread_pod(c);
-    tolerant.tolerations.push(Toleration {
+    tolerant.add_toleration(Toleration {
         key: "dedicated".into(),
         operator: TolerationOperator::Exists,
         value: String::new(),

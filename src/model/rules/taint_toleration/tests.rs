@@ -62,13 +62,12 @@ fn every_hard_taint_must_be_tolerated() {
     let mut p = pod("p");
     assert_eq!(check(&n, &p), Err(Reason::UntoleratedTaint));
     assert_eq!(untolerated_taint(&n, &p).unwrap().key, "a");
-    p.tolerations = vec![tol("a", TolerationOperator::Equal, "1", "NoSchedule")];
+    p.tolerations = vec![tol("a", TolerationOperator::Equal, "1", "NoSchedule")].into();
     assert_eq!(
         untolerated_taint(&n, &p).unwrap().key,
         "b",
         "NoExecute blocks too"
     );
-    p.tolerations
-        .push(tol("b", TolerationOperator::Exists, "", ""));
+    p.add_toleration(tol("b", TolerationOperator::Exists, "", ""));
     assert_eq!(check(&n, &p), Ok(()), "PreferNoSchedule never blocks");
 }

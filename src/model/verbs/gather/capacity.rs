@@ -38,7 +38,7 @@ pub struct MemberShape {
     /// ignores it; what nodes publish of it is only for NodeResourcesFit's queueing hint).
     pub requests: Resources,
     pub node_selector: Vec<(String, String)>,
-    pub tolerations: Vec<Toleration>,
+    pub tolerations: std::sync::Arc<[Toleration]>,
 }
 
 /// What one NodePool may still add: its `spec.limits` less its `status.resources`, per

@@ -164,7 +164,7 @@ fn shape(selector: &[(&str, &str)], tolerations: Vec<Toleration>) -> MemberShape
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        tolerations,
+        tolerations: tolerations.into(),
     }
 }
 

@@ -100,7 +100,13 @@ async fn listen(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<TcpLis
 /// Serves `app` on `listener` (over TLS when `tls` is given) until `stop` fires.
 async fn serve(
     listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<(
+        Arc<rustls::ServerConfig>,
+        prometheus_client::metrics::family::Family<
+            metrics::ProtocolLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    )>,
     app: axum::Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -112,10 +118,12 @@ async fn serve(
             .with_graceful_shutdown(stopped)
             .await
             .context("server failed"),
-        Some(config) => axum::serve(tls::TlsListener::new(listener, config)?, app)
-            .with_graceful_shutdown(stopped)
-            .await
-            .context("server failed"),
+        Some((config, connections)) => {
+            axum::serve(tls::TlsListener::new(listener, config, connections)?, app)
+                .with_graceful_shutdown(stopped)
+                .await
+                .context("server failed")
+        }
     }
 }
 
@@ -304,7 +312,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "HTTP"
     };
     let client_certificates = tls_config.as_ref().is_some_and(|(_, c)| *c);
-    let tls_config = tls_config.map(|(c, _)| c);
+    let tls_config = tls_config.map(|(c, _)| (c, state.shared.metrics.tls_connections.clone()));
     let serving = async {
         match ops_listener {
             None => {

@@ -30,6 +30,12 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+/// The application protocol a TLS connection agreed on (ALPN).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabel {
+    pub protocol: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
     pub state: &'static str,
@@ -130,6 +136,8 @@ pub struct Metrics {
     pub node_marker_writes: Family<OutcomeLabel, Counter>,
     /// Nodes the watch shows without the marker published (0 when publishing is off).
     pub nodes_without_marker: Gauge,
+    /// TLS connections accepted on the verbs' listener (handshakes completed), by protocol.
+    pub tls_connections: Family<ProtocolLabel, Counter>,
     /// PodGroup status writes by API and outcome (`cluster::status`).
     pub podgroup_status_writes: Family<ApiOutcomeLabel, Counter>,
     started: Instant,
@@ -188,6 +196,7 @@ impl Metrics {
             gang_release: latency_histogram(),
             gang_markers_missing: Counter::default(),
             node_marker_writes: Family::default(),
+            tls_connections: Family::default(),
             nodes_without_marker: Gauge::default(),
             podgroup_status_writes: Family::default(),
             started: Instant::now(),
@@ -332,6 +341,11 @@ impl Metrics {
             "node_marker_writes",
             "Writes publishing muster.dev/gang in nodes' capacity and allocatable, so kube-scheduler retries gang members when nodes are added, by outcome: published, gone, forbidden (RBAC), failed",
             m.node_marker_writes.clone(),
+        );
+        registry.register(
+            "tls_connections",
+            "TLS connections accepted on the verbs' listener, by the protocol agreed (h2, http/1.1): each is a handshake; over HTTP/2 kube-scheduler needs about one, over HTTP/1.1 one per call beyond its two idle connections",
+            m.tls_connections.clone(),
         );
         registry.register(
             "nodes_without_marker",

@@ -100,13 +100,7 @@ async fn listen(addr: std::net::SocketAddr, flag: &str) -> anyhow::Result<TcpLis
 /// Serves `app` on `listener` (over TLS when `tls` is given) until `stop` fires.
 async fn serve(
     listener: TcpListener,
-    tls: Option<(
-        Arc<rustls::ServerConfig>,
-        prometheus_client::metrics::family::Family<
-            metrics::ProtocolLabel,
-            prometheus_client::metrics::counter::Counter,
-        >,
-    )>,
+    tls: Option<(Arc<rustls::ServerConfig>, tls::OnConnection)>,
     app: axum::Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -312,7 +306,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "HTTP"
     };
     let client_certificates = tls_config.as_ref().is_some_and(|(_, c)| *c);
-    let tls_config = tls_config.map(|(c, _)| (c, state.shared.metrics.tls_connections.clone()));
+    let tls_config = tls_config.map(|(c, _)| {
+        let connections = state.shared.metrics.tls_connections.clone();
+        let on_connection: tls::OnConnection = Arc::new(move |protocol| {
+            connections
+                .get_or_create(&metrics::ProtocolLabel { protocol })
+                .inc();
+        });
+        (c, on_connection)
+    });
     let serving = async {
         match ops_listener {
             None => {

@@ -9,8 +9,6 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use rustls::crypto::ring::default_provider;
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
@@ -22,8 +20,6 @@ use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
-
-use crate::metrics::ProtocolLabel;
 
 /// Where the serving certificate, its key and (optionally) the client CA come from.
 #[derive(Clone, Debug)]
@@ -152,6 +148,10 @@ pub fn server_config(files: &TlsFiles, interval: Duration) -> anyhow::Result<Arc
     Ok(Arc::new(config))
 }
 
+/// Told of each TLS connection accepted, with the protocol agreed (`h2`, `http/1.1`, `other`,
+/// `none`): how the caller counts them, without this module knowing metrics.
+pub type OnConnection = Arc<dyn Fn(&'static str) + Send + Sync>;
+
 /// An `axum::serve` listener that completes TLS handshakes off the accept loop, so one slow
 /// or hostile client cannot stall the others. Failed handshakes (for instance a client without
 /// a valid certificate when one is required) are logged and dropped.
@@ -164,7 +164,7 @@ impl TlsListener {
     pub fn new(
         listener: TcpListener,
         config: Arc<ServerConfig>,
-        connections: Family<ProtocolLabel, Counter>,
+        on_connection: OnConnection,
     ) -> io::Result<Self> {
         let local = listener.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
@@ -181,7 +181,7 @@ impl TlsListener {
                 };
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
-                let connections = connections.clone();
+                let on_connection = on_connection.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
                     {
@@ -192,7 +192,7 @@ impl TlsListener {
                                 Some(_) => "other",
                                 None => "none",
                             };
-                            connections.get_or_create(&ProtocolLabel { protocol }).inc();
+                            on_connection(protocol);
                             let _ = tx.send((tls, peer)).await;
                         }
                         Ok(Err(e)) => warn!(%peer, error = %e, "TLS handshake refused"),

@@ -41,6 +41,7 @@ use muster_harness::checks::metric;
 use muster_harness::control_plane::{default_scheduler_config, scheduler_config_file};
 use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::policy;
+use muster_harness::process::Frozen;
 use muster_harness::timing;
 use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
@@ -169,6 +170,17 @@ impl Env {
     /// are bound, muster is SIGKILLed (between two bindings of one gang) and the hang lifted.
     /// Returns the members' names and the node whose room g-2 needed.
     async fn partly_bound_by_a_kill(&mut self) -> Result<(Vec<String>, String)> {
+        let (names, free, _) = self.partly_bound_by_a_kill_freezing(false).await?;
+        Ok((names, free))
+    }
+
+    /// [`Self::partly_bound_by_a_kill`]; with `freeze_scheduler`, kube-scheduler is frozen
+    /// just before the kill and stays so until the returned guard thaws it: it has not seen its
+    /// bind call cut, so it cannot try g-2 again (its back-off, 1 s after the cut) meanwhile.
+    async fn partly_bound_by_a_kill_freezing(
+        &mut self,
+        freeze_scheduler: bool,
+    ) -> Result<(Vec<String>, String, Option<Frozen>)> {
         let names = self.gang_waiting_for_room().await?;
         let client = self.cp.client();
         let hang = self.proxy.add(Rule {
@@ -200,6 +212,11 @@ impl Env {
         )
         .await
         .truth()?;
+        let scheduler = if freeze_scheduler {
+            Some(self.cp.freeze_scheduler()?)
+        } else {
+            None
+        };
         self.muster.kill_hard();
         self.proxy.clear();
         let after = k8s::bound_pods(&client, NS).await?;
@@ -210,7 +227,7 @@ impl Env {
         // node-0 holds 1 CPU, node-1 500m: g-2's room is where g-0 and g-1 left 500m.
         let both_on_0 = bound["g-0"] == "node-0" && bound["g-1"] == "node-0";
         let free = if both_on_0 { "node-1" } else { "node-0" };
-        Ok((names, free.to_string()))
+        Ok((names, free.to_string(), scheduler))
     }
 
     /// After the gang's last member's room was taken: cluster truth, g-0 and g-1 are evicted
@@ -561,10 +578,15 @@ async fn a_partly_bound_gang_whose_held_room_a_plain_pod_took_after_the_restart_
     // room (a seat), but kube-scheduler is never told: muster's writes about g-2 are refused
     // (its nomination, pods/g-2/status, and the annotation that has kube-scheduler try it
     // again, pods/g-2), and muster is frozen until kube-scheduler, which sees the room free,
-    // has bound the plain pod there.
+    // has bound the plain pod there. kube-scheduler also tries g-2 again on its own, its
+    // back-off (1 s) after the kill cut its bind call; a try that reached the restarted muster
+    // before the freeze bound g-2, the gang whole, nothing left to race (seen once in CI). So
+    // kube-scheduler is frozen from before the kill until muster is: its tries of g-2 then meet
+    // a frozen muster (an extender call that times out), never a deciding one.
     let mut env = start().await?;
     let r = async {
-        let (_, free) = env.partly_bound_by_a_kill().await?;
+        let (_, free, scheduler) = env.partly_bound_by_a_kill_freezing(true).await?;
+        let scheduler = scheduler.context("kube-scheduler not frozen")?;
         let client = env.cp.client();
         env.proxy.add(Rule {
             pattern: Pattern {
@@ -596,6 +618,7 @@ async fn a_partly_bound_gang_whose_held_room_a_plain_pod_took_after_the_restart_
             .cpu("500m")
             .create(&client)
             .await?;
+        scheduler.thaw()?;
         let node = wait_for("the plain pod bound", PLACE, || async {
             let bound = k8s::bound_pods(&client, NS).await?;
             Ok(match bound.get("plain") {

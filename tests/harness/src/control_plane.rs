@@ -450,6 +450,17 @@ impl ControlPlane {
         self.procs.iter()
     }
 
+    /// SIGSTOP to the first kube-scheduler this test started: it schedules nothing (its
+    /// back-off timers run on) until the guard thaws it.
+    pub fn freeze_scheduler(&self) -> Result<crate::process::Frozen> {
+        let scheduler = self
+            .procs
+            .iter()
+            .find(|p| p.name() == "kube-scheduler")
+            .context("no kube-scheduler was started")?;
+        crate::process::freeze(scheduler.pid(), "kube-scheduler")
+    }
+
     /// Starts the stock kube-scheduler from a KubeSchedulerConfiguration (rewritten for this
     /// cluster: kubeconfig, no leader election, high qps, extender URL) and waits for `/readyz`.
     /// May be called again for a second scheduler beside the first (another profile's

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::process::{free_port, http_get, Lifetime, ManagedProcess};
+use crate::process::{free_port, http_get, Frozen, Lifetime, ManagedProcess};
 use crate::tls::{HttpsResponse, MusterTls};
 
 /// Options of [`Muster::start`].
@@ -219,38 +219,12 @@ impl Muster {
         let Some(pid) = self.pid() else {
             bail!("muster is not running");
         };
-        if !crate::process::signal(pid, libc::SIGSTOP) {
-            bail!("SIGSTOP to muster ({pid}) failed");
-        }
-        Ok(Frozen(Some(pid)))
+        crate::process::freeze(pid, "muster")
     }
 
     /// Leaves the process running when dropped; returns its pid.
     pub fn detach(mut self) -> Option<u32> {
         self.proc.take().map(ManagedProcess::detach)
-    }
-}
-
-/// muster stopped by [`Muster::freeze`]: SIGCONT on [`thaw`](Frozen::thaw) or drop.
-#[derive(Debug)]
-pub struct Frozen(Option<u32>);
-
-impl Frozen {
-    pub fn thaw(mut self) -> Result<()> {
-        if let Some(pid) = self.0.take() {
-            if !crate::process::signal(pid, libc::SIGCONT) {
-                bail!("SIGCONT to muster ({pid}) failed");
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            crate::process::signal(pid, libc::SIGCONT);
-        }
     }
 }
 

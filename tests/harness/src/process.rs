@@ -153,6 +153,44 @@ pub fn signal(pid: u32, sig: i32) -> bool {
     unsafe { libc::kill(pid as libc::pid_t, sig) == 0 }
 }
 
+/// SIGSTOP to `pid` (`what` names it in errors): the process keeps its connections and state
+/// but does nothing until the returned guard thaws it (or is dropped).
+pub fn freeze(pid: u32, what: &'static str) -> Result<Frozen> {
+    if !signal(pid, libc::SIGSTOP) {
+        bail!("SIGSTOP to {what} ({pid}) failed");
+    }
+    Ok(Frozen {
+        pid: Some(pid),
+        what,
+    })
+}
+
+/// A process stopped by [`freeze`]: SIGCONT on [`thaw`](Frozen::thaw) or drop.
+#[derive(Debug)]
+pub struct Frozen {
+    pid: Option<u32>,
+    what: &'static str,
+}
+
+impl Frozen {
+    pub fn thaw(mut self) -> Result<()> {
+        if let Some(pid) = self.pid.take() {
+            if !signal(pid, libc::SIGCONT) {
+                bail!("SIGCONT to {} ({pid}) failed", self.what);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            signal(pid, libc::SIGCONT);
+        }
+    }
+}
+
 /// True if a process with this pid exists (and is not a zombie we could see).
 pub fn pid_alive(pid: u32) -> bool {
     if !signal(pid, 0) {

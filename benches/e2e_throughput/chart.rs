@@ -15,6 +15,7 @@ pub fn svg_chart(results: &[RunResult], title: &str) -> String {
         (Mode::MusterSecond, "#ff7f0e"),
         (Mode::MusterEveryPod, "#8c564b"),
         (Mode::MusterNominateAll, "#e377c2"),
+        (Mode::MusterHttp, "#7f7f7f"),
     ];
     let color = |m: Mode| colors.iter().find(|(x, _)| *x == m).map_or("#000", |c| c.1);
     let (w, h) = (900.0, 640.0);

@@ -48,7 +48,8 @@
 //! unpaced), E2E_QUIET_WAIT_SECS (300) [0] (wait for other processes to leave the CPUs before
 //! each configuration), E2E_OUT_DIR (target/muster-bench), E2E_MUSTER_BIN (the muster binary
 //! built with the bench), E2E_MUSTER_SCHEDULER_CONFIG (configuration (b)'s,
-//! scheduler-config/muster-as-default-scheduler.yaml).
+//! scheduler-config/muster-as-default-scheduler.yaml). muster is called over HTTPS with a client
+//! certificate (HTTP/2), as deploy/ installs it, in every configuration but `muster-http`.
 //!
 //! Each round also runs every configuration paced at E2E_PACED_QPS (80 pods/s at 500 nodes; 0
 //! = none) for the report's first table, [`main_result`]: paced plain-pod and gang latencies,
@@ -212,6 +213,7 @@ fn run(smoke: bool) -> Result<bool> {
             | Mode::MusterSecond
             | Mode::MusterEveryPod
             | Mode::MusterNominateAll
+            | Mode::MusterHttp
                 if !r.completed() =>
             {
                 eprintln!(

@@ -97,6 +97,19 @@ pub fn summarize_muster_metrics(text: &str) -> Vec<String> {
                 .join("; ")
         ));
     }
+    let h2 = metric_sum(text, "muster_tls_connections_total", &[("protocol", "h2")]);
+    let h1 = metric_sum(
+        text,
+        "muster_tls_connections_total",
+        &[("protocol", "http/1.1")],
+    );
+    if h2 + h1 > 0.0 {
+        // kube-scheduler's extender client speaks HTTP/2 when offered; the bench's own polls
+        // of muster's /metrics are the HTTP/1.1 ones.
+        out.push(format!(
+            "TLS connections accepted (each a handshake): HTTP/2 {h2:.0}, HTTP/1.1 {h1:.0}"
+        ));
+    }
     for (name, what) in [
         ("muster_gangs_placed_total", "gangs placed"),
         (

@@ -38,6 +38,10 @@ pub enum Mode {
     /// (b) with every seat published as a nomination (`--nominate-seats=always`), where (b)
     /// publishes only the seats at risk: what the members that float save, and cost.
     MusterNominateAll,
+    /// (b) with kube-scheduler calling muster over plain HTTP/1.1 (every other configuration
+    /// with muster is called over HTTPS with a client certificate, HTTP/2 offered, as deploy/
+    /// installs it): what the transport costs.
+    MusterHttp,
 }
 
 impl Mode {
@@ -45,7 +49,11 @@ impl Mode {
     pub fn has_muster(self) -> bool {
         matches!(
             self,
-            Mode::Muster | Mode::MusterSecond | Mode::MusterEveryPod | Mode::MusterNominateAll
+            Mode::Muster
+                | Mode::MusterSecond
+                | Mode::MusterEveryPod
+                | Mode::MusterNominateAll
+                | Mode::MusterHttp
         )
     }
 
@@ -58,6 +66,7 @@ impl Mode {
             Mode::MusterSecond => "muster-second",
             Mode::MusterEveryPod => "muster-every-pod",
             Mode::MusterNominateAll => "muster-nominate-all",
+            Mode::MusterHttp => "muster-http",
         }
     }
 
@@ -70,6 +79,7 @@ impl Mode {
             Mode::MusterSecond => "(d) muster behind a second scheduler",
             Mode::MusterEveryPod => "(e) kube-scheduler + muster, every pod through it",
             Mode::MusterNominateAll => "(b') kube-scheduler + muster, every seat nominated",
+            Mode::MusterHttp => "(b'') kube-scheduler + muster over plain HTTP/1.1",
         }
     }
 
@@ -83,8 +93,9 @@ impl Mode {
             "muster-second" | "d" => Ok(Mode::MusterSecond),
             "muster-every-pod" | "e" => Ok(Mode::MusterEveryPod),
             "muster-nominate-all" | "b'" => Ok(Mode::MusterNominateAll),
+            "muster-http" | "b''" => Ok(Mode::MusterHttp),
             other => {
-                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second, muster-every-pod, muster-nominate-all)")
+                bail!("{var}: unknown configuration {other:?} (vanilla, muster, native, vanilla-unbatched, muster-second, muster-every-pod, muster-nominate-all, muster-http)")
             }
         }
     }
@@ -293,7 +304,7 @@ impl Params {
             topology: crate::topology::Layout::from_env()?,
             dra: crate::dra::Devices::from_env()?,
             modes,
-            gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster,muster-every-pod")?,
+            gang_checks: modes_from_env("E2E_GANG_CHECKS", "muster,muster-every-pod,muster-http")?,
             rounds: env_or("E2E_ROUNDS", if smoke { 1 } else { scale.rounds })?,
             out_dir: std::env::var_os("E2E_OUT_DIR")
                 .map(PathBuf::from)

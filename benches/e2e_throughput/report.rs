@@ -81,7 +81,12 @@ pub fn report(
         k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         total_secs
     );
-    let _ = writeln!(s, "muster: {}.\n", muster_version());
+    let _ = writeln!(
+        s,
+        "muster: {}; kube-scheduler calls it over HTTPS with a client certificate (HTTP/2), as \
+         deploy/ installs it (configuration (b'') over plain HTTP/1.1).\n",
+        muster_version()
+    );
     let _ = writeln!(
         s,
         "Workload (seed {}): {} fake nodes ({} cpu, {}, {} pods each){}; {} pods = {} gangs of \

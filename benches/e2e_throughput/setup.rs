@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use muster_harness::control_plane::{ControlPlane, ControlPlaneOptions, SchedulerOptions};
 use muster_harness::k8s;
 use muster_harness::muster::{Muster, MusterOptions};
+use muster_harness::tls::MusterTls;
 
 use crate::create::{create_nodes, create_pod_groups};
 use crate::params::{Mode, Params};
@@ -125,6 +126,14 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
                 mo.args.push("--nominate-seats=always".into());
             }
         }
+        // Every muster configuration but (b'') is served as deploy/ installs it: HTTPS, the
+        // client certificate required (kube-scheduler's extender client then speaks HTTP/2).
+        if mode != Mode::MusterHttp {
+            mo.tls = Some(
+                MusterTls::generate(&cp.dir().join("muster-tls"), true)
+                    .context("generating muster's certificates")?,
+            );
+        }
         Some(Muster::start(mo).await.context("starting muster")?)
     } else {
         None
@@ -145,6 +154,7 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
                 p.muster_scheduler_config.clone()
             });
             so.extender_base_url = Some(m.url());
+            so.extender_tls = m.tls().map(MusterTls::extender_tls);
         }
         None => {
             let path = cp.dir().join("bench-vanilla-scheduler.yaml");
@@ -181,6 +191,7 @@ pub async fn start(mode: Mode, p: &Params, w: &Workload) -> Result<(ControlPlane
             SECOND_SCHEDULER_CONFIG,
         ));
         second.extender_base_url = Some(m.url());
+        second.extender_tls = m.tls().map(MusterTls::extender_tls);
         cp.start_scheduler(second).await.with_context(|| {
             format!("starting the second kube-scheduler ({SECOND_SCHEDULER_CONFIG})")
         })?;

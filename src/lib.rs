@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
 use tracing::info;
@@ -108,7 +109,7 @@ async fn serve(
         let _ = stop.wait_for(|s| *s).await;
     };
     match tls {
-        None => axum::serve(listener, app)
+        None => axum::serve(listener.tap_io(tls::no_delay), app)
             .with_graceful_shutdown(stopped)
             .await
             .context("server failed"),

@@ -148,6 +148,17 @@ pub fn server_config(files: &TlsFiles, interval: Duration) -> anyhow::Result<Arc
     Ok(Arc::new(config))
 }
 
+/// Sends each response as soon as it is written (TCP_NODELAY), as kube-scheduler's Go client
+/// does its requests. With Nagle's algorithm on, a write that finds data of its own still
+/// unacknowledged waits for that ACK, and the peer may delay it: over HTTP/2 a response often
+/// follows a frame of the same connection (a WINDOW_UPDATE, a SETTINGS or PING ACK, another
+/// stream's answer), so a filter call inside kube-scheduler's serial cycle could wait on it.
+pub fn no_delay(tcp: &mut TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
+    }
+}
+
 /// Told of each TLS connection accepted, with the protocol agreed (`h2`, `http/1.1`, `other`,
 /// `none`): how the caller counts them, without this module knowing metrics.
 pub type OnConnection = Arc<dyn Fn(&'static str) + Send + Sync>;
@@ -171,7 +182,7 @@ impl TlsListener {
         let (tx, ready) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
-                let (tcp, peer) = match listener.accept().await {
+                let (mut tcp, peer) = match listener.accept().await {
                     Ok(c) => c,
                     Err(e) => {
                         warn!(error = %e, "accept failed");
@@ -179,6 +190,7 @@ impl TlsListener {
                         continue;
                     }
                 };
+                no_delay(&mut tcp);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 let on_connection = on_connection.clone();

@@ -1466,6 +1466,26 @@ async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_w
             PLACE,
             || async {
                 let pods = c.pods("ml").await?;
+                // node-1, the only node, is full with the squatter: a member bound now is an
+                // over-commit (kube-scheduler alone can do it, in the control run, when it
+                // schedules a member before its cache has the squatter).
+                let bound: Vec<String> = pods
+                    .iter()
+                    .filter(|p| {
+                        members
+                            .iter()
+                            .any(|m| p.metadata.name.as_deref() == Some(m))
+                    })
+                    .filter_map(|p| {
+                        let node = muster_harness::k8s::pod_node(p)?;
+                        Some(format!("{} on {node}", p.metadata.name.as_deref()?))
+                    })
+                    .collect();
+                if !bound.is_empty() {
+                    return Ok(Progress::Done(Err(format!(
+                        "bound while the squatter fills node-1, the only node: {bound:?}"
+                    ))));
+                }
                 let mut seen = BTreeMap::new();
                 for m in &members {
                     let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(m));
@@ -1480,13 +1500,17 @@ async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_w
                 // NodeResourcesFit's own rejection is what its node hint decides on (a member
                 // kube-scheduler tried before it saw the squatter was refused by muster).
                 Ok(if seen.values().any(|c| c.contains("Insufficient cpu")) {
-                    Progress::Done(seen)
+                    Progress::Done(Ok(seen))
                 } else {
                     Progress::NotYet(format!("no NodeResourcesFit rejection yet: {seen:?}"))
                 })
             },
         )
         .await?;
+        let rejected = match rejected {
+            Ok(seen) => seen,
+            Err(overcommit) => return Err(anyhow!(overcommit)).truth(),
+        };
         eprintln!("rejected: {rejected:?}");
         c.add_node("node-2", NodeShape::cpu("1")).await?;
         c.assert_none_bound_for("ml", &members, WINDOW).await?;

@@ -29,7 +29,6 @@ use muster_harness::api_proxy::{Fault, Pattern, Rule};
 use muster_harness::checks::{metric, parse_metrics};
 use muster_harness::k8s::{pod_node, KeyScheme};
 use muster_harness::policy::{is_gated, is_marked, GANG_MARKER, GATHER_GATE, POLICY_FILE};
-use muster_harness::process::signal;
 use muster_harness::truth::TruthContext;
 use muster_harness::{
     holds_for, names, spread, wait_for, Cluster, ClusterOptions, NodeShape, PodBuilder, Progress,
@@ -39,8 +38,6 @@ use muster_harness::{
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
 /// Deadline for a plain pod with room to be bound ("at once", with room for a busy machine).
 const PLAIN: Duration = Duration::from_secs(20);
-const SIGSTOP: i32 = 19;
-const SIGCONT: i32 = 18;
 
 async fn gang_members_cluster() -> Result<Cluster> {
     Cluster::start(MUSTER).await
@@ -131,38 +128,6 @@ impl Drop for UngateRecorder {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// A process stopped with SIGSTOP until [`resume`](Stopped::resume) or drop.
-struct Stopped(Option<u32>);
-
-impl Stopped {
-    fn stop(pid: u32) -> Result<Self> {
-        ensure!(signal(pid, SIGSTOP), "SIGSTOP to {pid} failed");
-        Ok(Stopped(Some(pid)))
-    }
-
-    fn resume(mut self) -> Result<()> {
-        if let Some(pid) = self.0.take() {
-            ensure!(signal(pid, SIGCONT), "SIGCONT to {pid} failed");
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            signal(pid, SIGCONT);
-        }
-    }
-}
-
-fn scheduler_pid(c: &Cluster) -> Result<u32> {
-    c.cp.processes()
-        .find(|p| p.name() == "kube-scheduler")
-        .map(|p| p.pid())
-        .ok_or_else(|| anyhow!("kube-scheduler is not running"))
 }
 
 // -------------------------------------------------------------------------------------------
@@ -322,8 +287,7 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
         for n in ["node-1", "node-2"] {
             c.add_node(n, NodeShape::cpu("2")).await?;
         }
-        let pid = c.muster.pid().context("muster's pid")?;
-        let stopped = Stopped::stop(pid)?;
+        let stopped = c.muster.freeze()?;
         let members = names("job", 2);
         create_gang(&c, "job", &members, "1500m").await?;
         let t0 = Instant::now();
@@ -345,7 +309,7 @@ async fn with_muster_stopped_plain_pods_are_scheduled_and_gangs_wait_whole_until
         )
         .await
         .truth()?;
-        stopped.resume()?;
+        stopped.thaw()?;
         placed_whole(&c, &members).await?;
         Ok(())
     }
@@ -416,7 +380,7 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
             },
         )
         .await?;
-        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let frozen = c.cp.freeze_scheduler()?;
         let members = names("job", 2);
         create_gang(&c, "job", &members, "600m").await?;
         let nominated = wait_for("muster to nominate and ungate the gang", PLACE, || async {
@@ -453,10 +417,10 @@ async fn a_plain_pod_of_equal_priority_never_takes_a_nominated_seat() -> Result<
         // the first gang member's filter call waits for it, holding kube-scheduler's serial
         // cycle, while kube-scheduler reads every event and queues the plain pod (ahead of
         // the second member: it has waited longer) next.
-        let stalled = Stopped::stop(c.muster.pid().context("muster's pid")?)?;
-        frozen.resume()?;
+        let stalled = c.muster.freeze()?;
+        frozen.thaw()?;
         tokio::time::sleep(MUSTER_STALL).await;
-        stalled.resume()?;
+        stalled.thaw()?;
         let bound = placed_whole(&c, &members).await?;
         for m in &members {
             muster_harness::ensure_truth!(
@@ -572,7 +536,7 @@ async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart(
         for n in ["node-1", "node-2"] {
             c.add_node(n, NodeShape::cpu("1")).await?;
         }
-        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let frozen = c.cp.freeze_scheduler()?;
         let members = names("job", 2);
         create_gang(&c, "job", &members, "600m").await?;
         wait_for("muster to ungate the gang", PLACE, || async {
@@ -586,7 +550,7 @@ async fn muster_killed_after_the_gates_went_places_the_gang_whole_after_restart(
         })
         .await?;
         c.muster.kill_hard();
-        frozen.resume()?;
+        frozen.thaw()?;
         c.assert_none_bound_for("ml", &members, WINDOW).await?;
         c.muster.restart().await?;
         placed_whole(&c, &members).await?;
@@ -616,7 +580,7 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
             c.add_node(n, NodeShape::cpu("1")).await?;
         }
         let pods: Api<Pod> = Api::namespaced(c.client(), "ml");
-        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let frozen = c.cp.freeze_scheduler()?;
         let members = names("job", 3);
         create_gang(&c, "job", &members, "600m").await?;
         wait_for("muster to ungate the gang", PLACE, || async {
@@ -640,7 +604,7 @@ async fn a_gang_that_loses_a_member_after_its_gates_went_holds_nothing_until_the
                 name: QUOTA_GATE.to_string(),
             }]);
         pods.create(&PostParams::default(), &replacement).await?;
-        frozen.resume()?;
+        frozen.thaw()?;
         let plain = names("plain", 3);
         for p in &plain {
             c.create(PodBuilder::new("ml", p).cpu("600m")).await?;
@@ -1345,7 +1309,7 @@ async fn with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled_within_th
         c.create(PodBuilder::new("ml", "low").cpu("1").priority_class("low"))
             .await?;
         c.wait_bound("ml", &low, PLAIN).await?;
-        let frozen = Stopped::stop(c.muster.pid().context("muster's pid")?)?;
+        let frozen = c.muster.freeze()?;
         let t0 = Instant::now();
         c.create(
             PodBuilder::new("ml", "high")
@@ -1370,7 +1334,7 @@ async fn with_muster_frozen_a_plain_pod_that_must_preempt_is_scheduled_within_th
             being_deleted(&c, &low).await? == low,
             "the low-priority pod was not the victim"
         );
-        frozen.resume()?;
+        frozen.thaw()?;
         let cluster = &c;
         let members_ref = &members;
         holds_for(
@@ -1436,7 +1400,7 @@ async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_w
     let r = async {
         c.namespace("ml").await?;
         c.add_node("node-1", NodeShape::cpu("2")).await?;
-        let frozen = Stopped::stop(scheduler_pid(&c)?)?;
+        let frozen = c.cp.freeze_scheduler()?;
         let members = names("job", 2);
         create_gang(&c, "job", &members, "1").await?;
         wait_for("muster to let the gang through", PLACE, || async {
@@ -1460,7 +1424,7 @@ async fn members_rejected_for_room_are_retried_when_nodes_are_added_and_placed_w
         Api::<Pod>::namespaced(c.client(), "ml")
             .create(&PostParams::default(), &squatter)
             .await?;
-        frozen.resume()?;
+        frozen.thaw()?;
         let rejected = wait_for(
             "kube-scheduler to find no room for either member",
             PLACE,

@@ -41,7 +41,6 @@ use muster_harness::checks::metric;
 use muster_harness::control_plane::{default_scheduler_config, scheduler_config_file};
 use muster_harness::k8s::{self, KeyScheme};
 use muster_harness::policy;
-use muster_harness::process::Frozen;
 use muster_harness::timing;
 use muster_harness::truth::{muster_view_is_checked, TruthContext};
 use muster_harness::{
@@ -170,17 +169,17 @@ impl Env {
     /// are bound, muster is SIGKILLed (between two bindings of one gang) and the hang lifted.
     /// Returns the members' names and the node whose room g-2 needed.
     async fn partly_bound_by_a_kill(&mut self) -> Result<(Vec<String>, String)> {
-        let (names, free, _) = self.partly_bound_by_a_kill_freezing(false).await?;
+        let (names, free, ()) = self.partly_bound_by_a_kill_after(|_| Ok(())).await?;
         Ok((names, free))
     }
 
-    /// [`Self::partly_bound_by_a_kill`]; with `freeze_scheduler`, kube-scheduler is frozen
-    /// just before the kill and stays so until the returned guard thaws it: it has not seen its
-    /// bind call cut, so it cannot try g-2 again (its back-off, 1 s after the cut) meanwhile.
-    async fn partly_bound_by_a_kill_freezing(
+    /// [`Self::partly_bound_by_a_kill`], with `before_kill` run just before muster is killed
+    /// (e.g. freezing kube-scheduler, so it has not seen its bind call cut and cannot try g-2
+    /// again, its back-off 1 s after the cut, until the test thaws it); returns its result too.
+    async fn partly_bound_by_a_kill_after<T>(
         &mut self,
-        freeze_scheduler: bool,
-    ) -> Result<(Vec<String>, String, Option<Frozen>)> {
+        before_kill: impl FnOnce(&Self) -> Result<T>,
+    ) -> Result<(Vec<String>, String, T)> {
         let names = self.gang_waiting_for_room().await?;
         let client = self.cp.client();
         let hang = self.proxy.add(Rule {
@@ -212,11 +211,7 @@ impl Env {
         )
         .await
         .truth()?;
-        let scheduler = if freeze_scheduler {
-            Some(self.cp.freeze_scheduler()?)
-        } else {
-            None
-        };
+        let before = before_kill(self)?;
         self.muster.kill_hard();
         self.proxy.clear();
         let after = k8s::bound_pods(&client, NS).await?;
@@ -227,7 +222,7 @@ impl Env {
         // node-0 holds 1 CPU, node-1 500m: g-2's room is where g-0 and g-1 left 500m.
         let both_on_0 = bound["g-0"] == "node-0" && bound["g-1"] == "node-0";
         let free = if both_on_0 { "node-1" } else { "node-0" };
-        Ok((names, free.to_string(), scheduler))
+        Ok((names, free.to_string(), before))
     }
 
     /// After the gang's last member's room was taken: cluster truth, g-0 and g-1 are evicted
@@ -585,8 +580,9 @@ async fn a_partly_bound_gang_whose_held_room_a_plain_pod_took_after_the_restart_
     // a frozen muster (an extender call that times out), never a deciding one.
     let mut env = start().await?;
     let r = async {
-        let (_, free, scheduler) = env.partly_bound_by_a_kill_freezing(true).await?;
-        let scheduler = scheduler.context("kube-scheduler not frozen")?;
+        let (_, free, scheduler) = env
+            .partly_bound_by_a_kill_after(|env| env.cp.freeze_scheduler())
+            .await?;
         let client = env.cp.client();
         env.proxy.add(Rule {
             pattern: Pattern {

@@ -693,12 +693,7 @@ impl Check {
             pods: 1,
             ..Use::default()
         };
-        let assumed = self
-            .held_calls
-            .iter()
-            .filter(|c| c.node == node)
-            .filter_map(|c| self.cluster.pod(&c.uid))
-            .filter(|p| self.cluster.node_of(p).is_none());
+        let assumed = self.assumed_on(node);
         let nominated = self.cluster.pods.iter().filter(|p| {
             p.nominated.as_deref() == Some(node)
                 && self.cluster.node_of(p).is_none()
@@ -875,20 +870,37 @@ impl Check {
     }
 
     /// The nodes kube-scheduler's own filters pass for `p` before it asks muster: the rules
-    /// of [`Cluster::admits`], and room among the pods bound or being bound (NodeResourcesFit).
+    /// of [`Cluster::admits`], and room among the pods bound or being bound and those it
+    /// assumed for bind calls muster holds (NodeResourcesFit).
     fn feasible(&self, p: &SimPod) -> Vec<String> {
         self.cluster
             .nodes
             .values()
             .filter(|n| self.cluster.admits(&n.name, p))
             .filter(|n| {
-                self.cluster
-                    .used(&n.name)
+                self.assumed_on(&n.name)
+                    .filter(|q| q.uid != p.uid)
+                    .fold(self.cluster.used(&n.name), |u, q| u.plus(q.requests))
                     .plus(p.requests)
                     .within(n.allocatable())
             })
             .map(|n| n.name.clone())
             .collect()
+    }
+
+    /// The pods kube-scheduler has assumed on `node` and the cluster not bound yet: those a
+    /// filter call chose `node` for, whose bind calls have not come yet (kube-scheduler
+    /// assumes a pod at the end of its scheduling cycle and binds it in a goroutine of its
+    /// own, while it schedules other pods), and those whose bind calls muster holds. It counts
+    /// them there until the call ends.
+    fn assumed_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a SimPod> + 'a {
+        let chosen = self.chosen.iter().map(|(u, n)| (u, n));
+        let held = self.held_calls.iter().map(|c| (&c.uid, &c.node));
+        chosen
+            .chain(held)
+            .filter(move |(_, n)| *n == node)
+            .filter_map(|(u, _)| self.cluster.pod(u))
+            .filter(|p| self.cluster.node_of(p).is_none())
     }
 
     /// The seats held for existing members: (member UID, node).
@@ -948,8 +960,10 @@ impl Check {
             return Ok(());
         };
         let node = match anywhere {
-            // Any node kube-scheduler's rules pass (room is muster's to check).
-            Some(i) if self.cluster.admits(NODES[i], &p) => NODES[i].to_string(),
+            // Any node kube-scheduler's own filters pass (seats are muster's to check): its
+            // rules, and room in its cache, which has every pod bound there (muster's watch
+            // may show one a step late) and the pods it assumed there.
+            Some(i) if self.feasible(&p).iter().any(|n| n == NODES[i]) => NODES[i].to_string(),
             Some(_) => return Ok(()),
             None => {
                 // A scheduling cycle: the filter (unless one just ran and its node still

@@ -24,10 +24,11 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use muster_harness::checks::metric_sum;
 use muster_harness::k8s::KeyScheme;
 use muster_harness::{
-    ensure_truth, holds_for, muster_view_is_checked, pod_names as names, Cluster, NodeShape,
-    PodBuilder, Timer, TruthContext, CLUSTER_TRUTH, PLACE, REASON,
+    ensure_truth, holds_for, muster_view_is_checked, pod_names as names, Cluster, ClusterOptions,
+    NodeShape, Pattern, PodBuilder, Timer, TruthContext, CLUSTER_TRUTH, PLACE, REASON,
 };
 
 const MUSTER: &str = env!("CARGO_BIN_EXE_muster");
@@ -522,6 +523,149 @@ async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() 
     .await;
     kubelet.abort();
     c.report(&[NS], r).await
+}
+
+/// kube-scheduler's cache can show a preemption's victims gone before muster's watch does; the
+/// room the gang preempted for stays its own. As in the test above, a gang of two high-priority
+/// members preempts a low pod on each of n1 and n2 (each victim terminating until the test
+/// deletes it), and a plain pod of middle priority waits for a node. Then muster's pod watch is
+/// stalled at its API proxy and both victims are deleted: kube-scheduler tries the members at
+/// once, muster still sees the victims. muster once refused the planned member there, so
+/// kube-scheduler's preemption found no victim and cleared its nomination, which was all that
+/// kept the middle pod off that node (seen once in CI: the middle pod bound, the gang left
+/// waiting). Now muster takes both bind calls and waits for the victims to go: no member
+/// loses its nomination, and once the watch delivers the deletions the gang is bound whole,
+/// the middle pod not. kube-scheduler alone reaches the same cluster state (it asks no
+/// extender, so nothing clears its nominations).
+#[tokio::test]
+async fn the_room_a_preempting_gang_frees_stays_held_when_muster_sees_its_victims_go_late(
+) -> Result<()> {
+    let _t = Timer(
+        "the_room_a_preempting_gang_frees_stays_held_when_muster_sees_its_victims_go_late",
+        Instant::now(),
+    );
+    let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
+    let r = async {
+        setup(&c, &["n1", "n2"]).await?;
+        priority_class(&c, "middle", 1000).await?;
+        let low = names(&["low-0", "low-1"]);
+        for (n, node) in low.iter().zip(["n1", "n2"]) {
+            let mut pod = plain(n, "low", "1")
+                .node_selector("kubernetes.io/hostname", node)
+                .build();
+            if let Some(spec) = pod.spec.as_mut() {
+                // Terminating until the test deletes it (no kubelet confirms it here).
+                spec.termination_grace_period_seconds = Some(300);
+            }
+            muster_harness::k8s::create_pod(&c.client(), NS, &pod).await?;
+        }
+        c.wait_bound(NS, &low, PLACE).await?;
+        let gang = c
+            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
+                p.cpu("1").priority_class("high")
+            })
+            .await?;
+        let (cluster, victims, members) = (&c, &low, &gang);
+        muster_harness::wait_for(
+            "both victims terminating, each member nominated to its node",
+            PLACE,
+            || async move {
+                let pods = cluster.pods(NS).await?;
+                let terminating = victims.iter().all(|v| {
+                    pods.iter().any(|p| {
+                        muster_harness::k8s::pod_name(p) == v
+                            && p.metadata.deletion_timestamp.is_some()
+                    })
+                });
+                let mut nominated: Vec<String> = members
+                    .iter()
+                    .filter_map(|m| nomination(&pods, m))
+                    .collect();
+                nominated.sort();
+                nominated.dedup();
+                Ok(if terminating && nominated.len() == 2 {
+                    muster_harness::Progress::Done(())
+                } else {
+                    muster_harness::Progress::NotYet(format!(
+                        "victims terminating: {terminating}, nominated to {nominated:?}"
+                    ))
+                })
+            },
+        )
+        .await?;
+        c.create(plain("middle", "middle", "1")).await?;
+        let proxy = c.api_proxy().context("started through the proxy")?;
+        let watch = proxy.stall(Pattern {
+            method: "GET",
+            path_contains: vec!["/api/v1/pods?".into(), "watch=true".into()],
+        });
+        let waits = |m: &BTreeMap<String, f64>| metric_sum(m, "muster_quorum_waits_total");
+        let before = waits(&c.muster.metrics().await?);
+        let api: Api<Pod> = Api::namespaced(c.client(), NS);
+        let now = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        for v in &low {
+            api.delete(v, &now).await?;
+        }
+        let muster = &c.muster;
+        muster_harness::wait_for(
+            "both members' bind calls held by muster, which still sees the victims",
+            PLACE,
+            || async move {
+                let pods = cluster.pods(NS).await?;
+                if let Some(m) = members.iter().find(|m| {
+                    nomination(&pods, m).is_none() && !cluster_bound(&pods, m)
+                }) {
+                    bail!(
+                        "{CLUSTER_TRUTH} {m}'s nomination was cleared while its victims' room \
+                         was free to kube-scheduler and not yet to muster"
+                    );
+                }
+                let held = waits(&muster.metrics().await?) - before;
+                Ok(if held >= 2.0 {
+                    muster_harness::Progress::Done(())
+                } else {
+                    muster_harness::Progress::NotYet(format!("{held} bind calls held"))
+                })
+            },
+        )
+        .await?;
+        proxy.end_stall(watch);
+        muster_harness::wait_for("the gang bound, the middle pod not", PLACE, || async move {
+            let (bound, exist) = snapshot(cluster).await?;
+            if let Some(node) = bound.get("middle") {
+                bail!("{CLUSTER_TRUTH} the middle pod was bound to {node} while the gang waited: {bound:?}");
+            }
+            ensure!(exist.iter().any(|n| n == "middle"), "the middle pod is gone");
+            Ok(if members.iter().all(|g| bound.contains_key(g)) {
+                muster_harness::Progress::Done(())
+            } else {
+                muster_harness::Progress::NotYet(format!("bound: {bound:?}"))
+            })
+        })
+        .await?;
+        c.assert_none_bound_for(NS, &names(&["middle"]), WINDOW)
+            .await
+    }
+    .await;
+    c.report(&[NS], r).await
+}
+
+/// The node `name` is nominated to, if it is pending and nominated.
+fn nomination(pods: &[Pod], name: &str) -> Option<String> {
+    pods.iter()
+        .find(|p| muster_harness::k8s::pod_name(p) == name)
+        .and_then(|p| p.status.as_ref()?.nominated_node_name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether `name` has a node.
+fn cluster_bound(pods: &[Pod], name: &str) -> bool {
+    pods.iter()
+        .find(|p| muster_harness::k8s::pod_name(p) == name)
+        .is_some_and(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
 }
 
 /// A gang preempting another gang (evict-for-whole, never-half): three 1-CPU nodes, a

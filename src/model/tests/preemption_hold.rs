@@ -668,3 +668,63 @@ fn the_hold_waits_for_its_victims_to_be_deleted_not_just_for_the_nomination() {
 fn the_hold_is_taken_when_a_victim_deleted_at_once_is_gone() {
     the_hold_follows_its_victim(|w, low| w.table.remove_pod(&low.uid));
 }
+
+/// kube-scheduler's cache can show a victim gone before muster's watch does: it then offers
+/// the planned member the node its gang preempted for, and asks to bind it there. The three
+/// nodes each run a low pod; pair-0 preempts `a` on n1, the plan puts pair-1 on n2 where `b`
+/// runs, and pair-1 preempts `b`. While muster still sees `b` terminating, pair-1 is offered
+/// n2 (refused, its nomination would be cleared: a preemption that finds no victim clears it,
+/// and nothing else keeps the room from plain pods), its bind takes the room on top of `b`
+/// (waiting for the quorum), the quorum waits for `b` to go instead of binding onto it
+/// (no-overcommit), and the gang binds whole once it has gone (never-half). Before `b` is
+/// being deleted its room is not offered (no-overcommit).
+#[test]
+fn planned_room_kube_scheduler_sees_free_before_muster_does_is_taken_and_bound_once_free() {
+    let mut w = World::new(&[node("n1", 1000), node("n2", 1000), node("n3", 1000)]);
+    let a = pod("a").cpu(1000).priority(LOW).bound("n1").build();
+    let b = pod("b").cpu(1000).priority(LOW).bound("n2").build();
+    let c = pod("c").cpu(1000).priority(LOW).bound("n3").build();
+    let middle = pod("middle").cpu(1000).priority(MIDDLE).build();
+    let pair = high_pair();
+    w.add(&[&a, &b, &c, &middle, &pair[0], &pair[1]]);
+    let d = w.preempt(&pair[0], vec![candidate("n1", &[&a])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&a), &nominated(&pair[0], Some("n1"))]);
+    assert!(
+        matches!(
+            verdict(&mut w, &pair[1], "n2"),
+            NodeVerdict::Unschedulable(_)
+        ),
+        "b runs: its room is planned, not free"
+    );
+    let d = w.preempt(&pair[1], vec![candidate("n2", &[&b])]);
+    assert_eq!(d.outcome, PreemptOutcome::Kept);
+    w.add(&[&terminating(&b), &nominated(&pair[1], Some("n2"))]);
+    assert_eq!(
+        w.reserved("n2"),
+        0,
+        "nothing on top of b while it terminates"
+    );
+    // kube-scheduler's cache has b gone; muster's not yet.
+    assert_eq!(verdict(&mut w, &pair[1], "n2"), NodeVerdict::Fits);
+    wait_message(&w.bind(&pair[1], "n2"));
+    assert_eq!(w.reserved("n2"), 1000, "pair-1's seat, on top of b");
+    assert!(matches!(
+        verdict(&mut w, &middle, "n2"),
+        NodeVerdict::Unschedulable(_)
+    ));
+    // a is gone in both caches: pair-0 completes the quorum, which waits for b.
+    w.table.remove_pod(&a.uid);
+    let waiting = w.bind(&pair[0], "n1");
+    assert!(
+        wait_message(&waiting).contains("n2"),
+        "waits for the pod leaving n2: {waiting:?}"
+    );
+    w.table.remove_pod(&b.uid);
+    let placed = w.bind(&pair[0], "n1");
+    assert_eq!(names(&placed), ["pair-0@n1", "pair-1@n2"]);
+    assert_eq!(
+        (w.reserved("n1"), w.reserved("n2"), w.reserved("n3")),
+        (0, 0, 0)
+    );
+}

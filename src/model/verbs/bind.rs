@@ -418,6 +418,54 @@ impl GangTable {
         }
     }
 
+    /// The room its gang's preemption planned for `info` on `node` (at `position`), where pods
+    /// being deleted still use it (`Gang::awaiting_room`): kube-scheduler asks to bind there
+    /// once its own cache shows them gone, and muster's watch may deliver their deletions a
+    /// moment later. Refusing would clear the member's nomination (kube-scheduler clears it
+    /// when a binding fails), which is all that keeps the room from plain pods. So the member
+    /// takes it as its seat, on top of the leaving pods as the preemptor's seat is on top of
+    /// its victims, and the quorum waits for them to go before anything is bound
+    /// (`room_on_its_way`: no-overcommit). `Ok(false)`: no such room here, nothing changed.
+    fn take_room_on_its_way(
+        &mut self,
+        key: &GangKey,
+        info: &PodInfo,
+        node: &NodeName,
+    ) -> Result<bool, BindRejection> {
+        let me = SeatHolder::Member(info.uid.clone());
+        let Some(planned) = self.gangs[key]
+            .awaiting_room()
+            .iter()
+            .position(|s| s.holder == me && s.node == *node)
+        else {
+            return Ok(false);
+        };
+        let position = self.ledger.position(node).expect("bind checked the node");
+        let leaving = self.room_of_pods_leaving(node);
+        if self
+            .ledger
+            .shortfall(position, &info.requests, Some(&leaving), None)
+            .is_some()
+        {
+            return Ok(false);
+        }
+        // Judged as any pod off a seat of its own: no other seat there may hold its host
+        // ports (NodePorts) or its devices (DynamicResources).
+        self.no_seat_holds_its_ports(info, node, position)?;
+        self.no_seat_holds_its_devices(info, node, position, |k, h| k == key && *h == me)?;
+        let gang = self.gangs.get_mut(key).expect("checked above");
+        let mut rest = gang.awaiting_room().to_vec();
+        rest.remove(planned);
+        gang.still_awaiting_room(rest);
+        let seat = Seat {
+            node: node.clone(),
+            requests: info.requests.clone(),
+            confirmed: true,
+        };
+        self.seat(key, me, seat);
+        Ok(true)
+    }
+
     /// Seats `info` on `node` for an admitted gang: its own seat if it is there, otherwise free
     /// room, otherwise a planned seat of its gang on that node (members are interchangeable).
     fn take_seat(
@@ -427,6 +475,11 @@ impl GangTable {
         node: &NodeName,
     ) -> Result<(), BindRejection> {
         let me = SeatHolder::Member(info.uid.clone());
+        if self.gangs[key].seat_of(&info.uid).is_none()
+            && self.take_room_on_its_way(key, info, node)?
+        {
+            return Ok(());
+        }
         let gang = &self.gangs[key];
         let previous = gang.seats().get(&me);
         // With per-task minimums, a member takes over only a seat of its own task (or room

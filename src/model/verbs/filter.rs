@@ -339,6 +339,27 @@ impl GangTable {
         let own_seat = gang
             .and_then(|g| g.seat_of(&pod.uid))
             .and_then(|s| self.ledger.position(&s.node));
+        // Room its gang's preemption planned for it where pods being deleted still use it
+        // (`Gang::awaiting_room`), counted as free: kube-scheduler offers that node only once
+        // its own cache shows them gone, and muster's watch may deliver their deletions a
+        // moment later. Refused then, a preemptor finds no victim there and kube-scheduler
+        // clears its nomination (`preemption.go:135-147`, v1.37.2), which was all that kept
+        // the room from plain pods. The bind takes it on top of the leaving pods and the
+        // quorum waits for them to go (`take_seat`, `room_on_its_way`: no-overcommit).
+        let planned_here = gang
+            .and_then(|g| {
+                g.awaiting_room()
+                    .iter()
+                    .find(|s| s.holder.member() == Some(&pod.uid))
+            })
+            .and_then(|s| {
+                let i = self.ledger.position(&s.node)?;
+                let leaving = self.room_of_pods_leaving(&s.node);
+                self.ledger
+                    .shortfall(i, &pod.requests, Some(&leaving), None)
+                    .is_none()
+                    .then_some(i)
+            });
         // Planned seats of the gang a member may take over, by node position (few per gang,
         // so candidates are matched with one lookup each).
         let mut donors: HashMap<usize, Vec<&Resources>> = HashMap::default();
@@ -376,7 +397,7 @@ impl GangTable {
                 if !in_domain(i) || ports_held.contains_key(&i) || devices_held.contains_key(&i) {
                     return NodeVerdict::NotOffered;
                 }
-                let preference = if own_seat == Some(i) {
+                let preference = if own_seat == Some(i) || planned_here == Some(i) {
                     2
                 } else if donors.get(&i).is_some_and(|d| {
                     d.iter().any(|r| {

@@ -32,6 +32,11 @@
 //!   nominator protects the preemptor's node (the other members' planned room is held from the
 //!   event on). After a restart the plans are gone, and so is the hold until the gang seats
 //!   itself again: kube-scheduler's nomination still protects the preemptor's node.
+//! - kube-scheduler's cache may show the victims gone before muster's watch does; it then offers
+//!   a member its planned node and binds it there. Filter and bind accept that room on top of
+//!   the pods muster still sees leaving (`GangTable::take_room_on_its_way`): refused, the
+//!   member's nomination would be cleared, and with it the only protection of planned room
+//!   against plain pods.
 
 use std::time::{Duration, Instant};
 
@@ -429,7 +434,7 @@ impl GangTable {
     }
 
     /// What the pods being deleted on `node` request: room a preemption frees.
-    fn room_of_pods_leaving(&self, node: &str) -> Resources {
+    pub(in crate::model) fn room_of_pods_leaving(&self, node: &str) -> Resources {
         let mut room = Resources::default();
         for p in self.pods.entries() {
             if p.info.terminating && p.charged_node().is_some_and(|n| **n == *node) {

@@ -7,7 +7,10 @@
 //! [`Rule`] matches it first: then it is delayed, answered with an error status of the
 //! proxy's own (429 with `Retry-After`, 500, …), or its connection is dropped before any
 //! answer, or held until the test lets it go ([`Fault::Hold`], [`ApiProxy::release`]). Every
-//! request a rule's pattern matches is counted, faulted or not.
+//! request a rule's pattern matches is counted, faulted or not. A stall ([`ApiProxy::stall`])
+//! acts on answers instead: the bodies of the matching requests, those already streaming
+//! included (a watch), deliver nothing more until it ends ([`ApiProxy::end_stall`]), so the
+//! process sees the cluster late while every other client sees it as it is.
 
 use std::convert::Infallible;
 use std::net::Ipv4Addr;
@@ -113,6 +116,8 @@ struct Faults {
     /// Per rule: `true` once its held requests ([`Fault::Hold`]) may go on. Dropping a sender
     /// lets them go too.
     released: Vec<watch::Sender<bool>>,
+    /// Stalled answers: per stall, its pattern and whether it ended (`true`).
+    stalls: Vec<(Pattern, watch::Sender<bool>)>,
 }
 
 /// The proxy; dropping it stops it and its connections.
@@ -212,6 +217,22 @@ impl ApiProxy {
         self.faults.lock().unwrap().seen[index]
     }
 
+    /// From now on the answers to requests `pattern` matches deliver no more of their bodies,
+    /// those already streaming included (a watch's events wait, in order), until
+    /// [`end_stall`](Self::end_stall) with the returned index.
+    pub fn stall(&self, pattern: Pattern) -> usize {
+        let mut f = self.faults.lock().unwrap();
+        f.stalls.push((pattern, watch::channel(false).0));
+        f.stalls.len() - 1
+    }
+
+    /// Ends stall `index`: what its answers held back is delivered, in order.
+    pub fn end_stall(&self, index: usize) {
+        self.faults.lock().unwrap().stalls[index]
+            .1
+            .send_replace(true);
+    }
+
     /// Removes every rule (and forgets what they saw); held requests go on.
     pub fn clear(&self) {
         *self.faults.lock().unwrap() = Faults::default();
@@ -238,6 +259,7 @@ fn fault_for(
         rules,
         seen,
         released,
+        ..
     } = &mut *f;
     for ((rule, seen), released) in rules.iter_mut().zip(seen.iter_mut()).zip(released.iter()) {
         if !rule.pattern.matches(method, path) {
@@ -309,7 +331,40 @@ async fn handle(
         }
         None => {}
     }
-    Ok(forward(req, &path, upstream).await)
+    let resp = forward(req, &path, upstream).await;
+    let (parts, body) = resp.into_parts();
+    Ok(Response::from_parts(
+        parts,
+        stallable(body, faults, method, path),
+    ))
+}
+
+/// A stall on now that matches the request: the receiver that says when it ends.
+fn stall_for(faults: &Mutex<Faults>, method: &str, path: &str) -> Option<watch::Receiver<bool>> {
+    let f = faults.lock().unwrap();
+    f.stalls
+        .iter()
+        .find(|(pattern, ended)| !*ended.borrow() && pattern.matches(method, path))
+        .map(|(_, ended)| ended.subscribe())
+}
+
+/// `body`, each of its frames held back while a stall matching the request is on.
+fn stallable(body: Body, faults: Arc<Mutex<Faults>>, method: String, path: String) -> Body {
+    let frames = http_body_util::BodyStream::new(body);
+    let frames = futures_util::stream::unfold(
+        (frames, faults, method, path),
+        |(mut frames, faults, method, path)| async move {
+            let frame = futures_util::StreamExt::next(&mut frames).await?;
+            while let Some(mut ended) = stall_for(&faults, &method, &path) {
+                // An error: the stall's sender is gone (cleared, or the proxy stopped).
+                if ended.wait_for(|e| *e).await.is_err() {
+                    break;
+                }
+            }
+            Some((frame, (frames, faults, method, path)))
+        },
+    );
+    http_body_util::StreamBody::new(frames).boxed_unsync()
 }
 
 async fn forward(req: Request<Incoming>, path: &str, upstream: kube::Client) -> Response<Body> {
@@ -367,6 +422,26 @@ mod tests {
         assert!(!p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-1/status"));
         assert!(!p.matches("PATCH", "/api/v1/namespaces/ml/pods/job-10"));
         assert!(!p.matches("GET", "/api/v1/namespaces/ml/pods/job-1"));
+    }
+
+    #[test]
+    fn a_stall_holds_the_answers_it_matches_until_it_ends() {
+        let faults = Mutex::new(Faults::default());
+        let watch_pods = Pattern {
+            method: "GET",
+            path_contains: vec!["/api/v1/pods?".into(), "watch=true".into()],
+        };
+        faults
+            .lock()
+            .unwrap()
+            .stalls
+            .push((watch_pods, watch::channel(false).0));
+        let path = "/api/v1/pods?fieldSelector=x&watch=true&resourceVersion=7";
+        assert!(stall_for(&faults, "GET", path).is_some());
+        assert!(stall_for(&faults, "GET", "/api/v1/pods?fieldSelector=x").is_none());
+        assert!(stall_for(&faults, "GET", "/api/v1/nodes?watch=true").is_none());
+        faults.lock().unwrap().stalls[0].1.send_replace(true);
+        assert!(stall_for(&faults, "GET", path).is_none());
     }
 
     #[test]

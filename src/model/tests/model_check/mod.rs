@@ -5,10 +5,12 @@
 //! GPUs, a node selector or required node affinity, a toleration, another component's
 //! scheduling gate, a priority, a host port, a claim for a device made from a template), then random
 //! interleavings of watch events (nodes and pods added, changed, deleted — nodes also with pods
-//! on them, which the pod garbage collector deletes later; re-lists, some after a lost delete;
+//! on them, which the pod garbage collector deletes later; plain pods bound and pods gone shown
+//! a step late; re-lists, some after a lost delete;
 //! all through `apply_event`, from Kubernetes JSON), filter and bind calls as kube-scheduler
-//! makes them (a whole cycle on the nodes its own filters pass, or a bind on any node its rules
-//! pass), binding results (success, or refused for good), deletions with and without grace,
+//! makes them (a whole cycle on the nodes its own filters pass, counting the pods it assumed;
+//! a refusal on a pod's nominated node clears the nomination, as its preemption then finds no
+//! victim there), binding results (success, or refused for good), deletions with and without grace,
 //! gates removed, pods placed by another scheduler, clock jumps past timeouts, back-offs and
 //! windows, the PodGroups of all three APIs (Volcano with per-task minimums, scheduler-plugins,
 //! Kubernetes `scheduling.k8s.io`) created, changed and deleted — their `minMember` overrules
@@ -34,7 +36,9 @@
 //! node and of lower priority than the preemptor as the watch has it; a gang is handed to the
 //! evictor only after a preempt decision for a higher priority, or a repair), and liveness (no
 //! gang holds seats longer than its timeout plus one expiry tick), and the hold (a preemption
-//! hold ends only on its own terms: see [`Check::check_holds_kept`]). After the last step,
+//! hold ends only on its own terms: see [`Check::check_holds_kept`]; a member is never refused
+//! the node it is nominated to where its gang holds or planned room for it, which would cost
+//! the nomination). After the last step,
 //! everything is deleted and the table must be empty.
 //!
 //! A failure prints the minimal failing script and the seed of the run: `MODEL_CHECK_SEED=<hex>`
@@ -64,7 +68,7 @@ use super::*;
 use crate::cluster::watch::{apply_event, Applied, Relist};
 
 /// What a run exercised, counted per case (indices into `Check::seen`).
-const SEEN: usize = 21;
+const SEEN: usize = 23;
 const SEEN_NAMES: [&str; SEEN] = [
     "gangs bound together",
     "of them g1 with per-task minimums",
@@ -87,6 +91,8 @@ const SEEN_NAMES: [&str; SEEN] = [
     "of the gathered gangs let through with seats, some members floating (no nomination)",
     "plain pods bound by kube-scheduler that muster's watch showed a step late",
     "seats of gathered gangs planned again at a bind (their members' calls had ended unbound)",
+    "deletions muster's watch showed a step late",
+    "members that took the room their gang's preemption planned while muster still saw its victims there",
 ];
 struct Seen;
 impl Seen {
@@ -111,6 +117,8 @@ impl Seen {
     const GATHERED_FLOATING: usize = 18;
     const PLAIN_UNSEEN: usize = 19;
     const SEATS_LET_GO: usize = 20;
+    const GONE_UNSEEN: usize = 21;
+    const ROOM_ON_ITS_WAY: usize = 22;
 }
 
 #[derive(Clone, Debug)]
@@ -134,8 +142,12 @@ enum Step {
         slot: usize,
         grace: bool,
     },
-    /// The pods being deleted with grace are gone.
-    FinishDeletes,
+    /// The pods being deleted with grace are gone; with `late`, muster's watch shows it only
+    /// after the next step (kube-scheduler's cache may show a deletion first: a preemption's
+    /// victims gone there while muster still counts them).
+    FinishDeletes {
+        late: bool,
+    },
     Filter(usize),
     /// A filter for a pod muster never saw (deleted, or forged).
     FilterGhost,
@@ -230,7 +242,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => slot.clone().prop_map(Step::Ungate),
         6 => slot.clone().prop_map(Step::CreatePod),
         1 => (slot.clone(), any::<bool>()).prop_map(|(slot, grace)| Step::DeletePod { slot, grace }),
-        1 => Just(Step::FinishDeletes),
+        1 => proptest::bool::weighted(0.3).prop_map(|late| Step::FinishDeletes { late }),
         4 => slot.clone().prop_map(Step::Filter),
         1 => Just(Step::FilterGhost),
         8 => (slot.clone(), proptest::option::weighted(0.15, node.clone()))
@@ -306,6 +318,9 @@ struct Check {
     held_calls: Vec<HeldCall>,
     /// Pods kube-scheduler bound that muster's watch shows only after the next step.
     unseen: Vec<String>,
+    /// Pods gone from the cluster whose deletion muster's watch shows only after the next
+    /// step (`Step::FinishDeletes { late: true }`).
+    gone_unseen: Vec<SimPod>,
 }
 
 /// A bind call held by muster's handler (`binding::call`, `state::held`).
@@ -330,6 +345,7 @@ impl Check {
             pod_watch: Relist::default(),
             node_watch: Relist::default(),
             unseen: Vec::new(),
+            gone_unseen: Vec::new(),
             held_calls: Vec::new(),
             now: Instant::now(),
             chosen: Vec::new(),
@@ -559,13 +575,18 @@ impl Check {
                     self.delete_with_grace(&uid);
                 }
             }
-            Step::FinishDeletes => {
+            Step::FinishDeletes { late } => {
                 let (gone, kept) = std::mem::take(&mut self.cluster.pods)
                     .into_iter()
                     .partition(|p| p.terminating);
                 self.cluster.pods = kept;
                 for p in gone {
-                    self.pod_event(Event::Delete(p.object()));
+                    if late {
+                        self.seen[Seen::GONE_UNSEEN] += 1;
+                        self.gone_unseen.push(p);
+                    } else {
+                        self.pod_event(Event::Delete(p.object()));
+                    }
                 }
             }
             Step::Filter(slot) => self.filter(slot)?,
@@ -761,6 +782,8 @@ impl Check {
     }
 
     fn relist_pods(&mut self) {
+        // A re-list shows every deletion the watch had not.
+        self.gone_unseen.clear();
         self.pod_event(Event::Init);
         for p in self.cluster.pods.clone() {
             self.pod_event(Event::InitApply(p.object()));
@@ -951,7 +974,37 @@ impl Check {
         self.chosen.retain(|(u, _)| *u != p.uid);
         if let Some((n, _)) = fits {
             self.chosen.push((p.uid.clone(), n.to_string()));
+            return Ok(());
         }
+        // Refused everywhere, on the node it is nominated to among them: kube-scheduler's
+        // preemption finds no victim where its own filters pass and clears the nomination
+        // (`framework/preemption/preemption.go:135-147`, v1.37.2) — the only thing that kept
+        // that room from plain pods. muster never refuses a member the room its gang holds or
+        // its gang's preemption planned for it there (its victims gone to kube-scheduler,
+        // maybe not yet to muster's watch).
+        let Some(nominated) = p.nominated.clone().filter(|n| names.contains(&n.as_str())) else {
+            return Ok(());
+        };
+        if let Some(g) = p
+            .gang()
+            .and_then(|(g, _)| self.table.gangs.get(&GangKey::new("ml", g)))
+        {
+            let seated = g
+                .seat_of(&Arc::from(p.uid.as_str()))
+                .is_some_and(|s| *s.node == *nominated);
+            let planned = g
+                .awaiting_room()
+                .iter()
+                .any(|s| s.holder.member().is_some_and(|m| **m == *p.uid) && *s.node == *nominated);
+            prop_assert!(
+                !seated && !planned,
+                "{} refused on {nominated}, where its gang {} room for it (seated: {seated}, \
+                 planned: {planned}): {verdicts:?}",
+                p.name,
+                if seated { "holds" } else { "planned" }
+            );
+        }
+        self.binding_cycle_failed(&p.uid);
         Ok(())
     }
 
@@ -983,6 +1036,14 @@ impl Check {
             }
         };
         self.chosen.retain(|(u, _)| *u != p.uid);
+        let planned_here = p
+            .gang()
+            .and_then(|(g, _)| self.table.gangs.get(&GangKey::new("ml", g)))
+            .is_some_and(|g| {
+                g.awaiting_room()
+                    .iter()
+                    .any(|s| s.holder.member().is_some_and(|m| **m == *p.uid) && *s.node == *node)
+            });
         let request = BindRequest {
             namespace: "ml",
             name: &p.name,
@@ -991,6 +1052,9 @@ impl Check {
         };
         let decision = self.table.bind(request, self.now);
         self.seen[Seen::SEATS_LET_GO] += self.table.take_seats_let_go();
+        if planned_here && !matches!(decision, BindDecision::Reject(_)) {
+            self.seen[Seen::ROOM_ON_ITS_WAY] += 1;
+        }
         decided(&mut self.decisions, || {
             format!("bind {} on {node}: {decision:?}", p.name)
         });
@@ -1263,6 +1327,13 @@ impl Check {
     /// which gangs are placed.
     fn restart(&mut self, cut: bool, hand_over: bool) -> Result<(), TestCaseError> {
         self.seen[Seen::RESTARTS] += 1;
+        // The nodes of pods gone whose deletion the old table's watch had not shown: a re-list
+        // shows it, so the two tables' use differs there.
+        let gone_on: BTreeSet<String> = self
+            .gone_unseen
+            .iter()
+            .filter_map(|p| self.cluster.node_of(p))
+            .collect();
         // The old process's held calls end with it (dropped, or answered by a replica that
         // stepped down): failed binding cycles to kube-scheduler.
         for call in std::mem::take(&mut self.held_calls) {
@@ -1326,7 +1397,7 @@ impl Check {
         // the two agree on use and placed gangs.
         if !cut {
             for (_, e) in old.ledger.iter() {
-                if unseen_on.contains(&**e.name()) {
+                if unseen_on.contains(&**e.name()) || gone_on.contains(&**e.name()) {
                     continue;
                 }
                 let new = self.table.ledger.get(e.name()).map(|n| n.used().clone());
@@ -1522,7 +1593,7 @@ impl Check {
             .collect();
         prop_assert_eq!(
             self.table.pod_count() + unseen.len(),
-            self.cluster.pods.len()
+            self.cluster.pods.len() + self.gone_unseen.len()
         );
         prop_assert_eq!(self.table.node_count(), self.cluster.nodes.len());
         for (_, e) in self.table.ledger.iter() {
@@ -1533,16 +1604,27 @@ impl Check {
                 .iter()
                 .filter(|p| p.node.as_deref() == Some(name.as_str()))
                 .fold(Use::default(), |u, p| u.plus(p.requests));
+            let gone_not_seen = self
+                .gone_unseen
+                .iter()
+                .filter(|p| self.cluster.node_of(p).as_deref() == Some(name.as_str()))
+                .fold(Use::default(), |u, p| u.plus(p.requests));
             // What muster believes is in use is what the cluster runs there (but the pods its
-            // watch shows a step late), and fits, in every resource: CPU, memory, GPUs and the
-            // pod count (no-overcommit).
+            // watch shows a step late, bound or gone), and fits, in every resource: CPU,
+            // memory, GPUs and the pod count (no-overcommit): the cluster's own use is checked
+            // above, so a pod gone there muster still counts is allowed to exceed it.
             prop_assert_eq!(
                 used.plus(not_seen_yet),
-                self.cluster.used(&name),
+                self.cluster.used(&name).plus(gone_not_seen),
                 "use of {}",
                 name
             );
-            prop_assert!(used.within(alloc), "{} over-committed: {:?}", name, used);
+            prop_assert!(
+                used.within(alloc) || gone_not_seen != Use::default(),
+                "{} over-committed: {:?}",
+                name,
+                used
+            );
             // The ledger's reservations are exactly the seats on the node.
             let seats = self
                 .table
@@ -1554,12 +1636,15 @@ impl Check {
             prop_assert_eq!(Use::of(e.reserved()), seats, "seats on {}", name);
             // Bound + seats within allocatable, unless another scheduler's pod landed there,
             // or room is held for a preempting gang while its victims terminate (counted on
-            // top of them, as kube-scheduler counts a nominated pod).
+            // top of them, as kube-scheduler counts a nominated pod), or are gone and muster's
+            // watch has not shown it yet.
             if used.plus(seats).within(alloc) {
                 self.disturbed.remove(&name);
             } else {
                 prop_assert!(
-                    self.disturbed.contains(&name) || self.cluster.terminating_on(&name),
+                    self.disturbed.contains(&name)
+                        || self.cluster.terminating_on(&name)
+                        || gone_not_seen != Use::default(),
                     "{} over-committed by seats: {:?} used + {:?} seated of {:?}",
                     name,
                     used,
@@ -1793,6 +1878,9 @@ impl Check {
                 self.now,
             );
         }
+        for p in std::mem::take(&mut self.gone_unseen) {
+            self.pod_event(Event::Delete(p.object()));
+        }
         for p in std::mem::take(&mut self.cluster.pods) {
             self.pod_event(Event::Delete(p.object()));
         }
@@ -2007,7 +2095,15 @@ fn run_case(shape: Shape, script: &[Step]) -> Result<Check, TestCaseError> {
         let held = c.holds();
         // The pods muster's watch had not shown before this step: shown after it.
         let late = c.unseen.len();
+        let late_gone = c.gone_unseen.len();
         c.apply(s).map_err(at)?;
+        let gone: Vec<SimPod> = c
+            .gone_unseen
+            .drain(..late_gone.min(c.gone_unseen.len()))
+            .collect();
+        for p in gone {
+            c.pod_event(Event::Delete(p.object()));
+        }
         let due: Vec<String> = c.unseen.drain(..late).collect();
         c.deliver_late(due);
         c.check_holds_kept(&held, s).map_err(at)?;

@@ -435,6 +435,35 @@ fn kubelet(c: &Cluster, after: Duration) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Two 1-CPU nodes n1 and n2, each running a low-priority pod (`low-0`, `low-1`) that takes
+/// `grace` seconds to terminate, the PriorityClass `middle` (1000), and a high-priority gang
+/// `pair` of two 1-CPU members, which can run only by preempting both. Returns the low pods'
+/// names and the members'.
+async fn a_pair_that_must_preempt_twice(
+    c: &Cluster,
+    grace: i64,
+) -> Result<(Vec<String>, Vec<String>)> {
+    setup(c, &["n1", "n2"]).await?;
+    priority_class(c, "middle", 1000).await?;
+    let low = names(&["low-0", "low-1"]);
+    for (n, node) in low.iter().zip(["n1", "n2"]) {
+        let mut pod = plain(n, "low", "1")
+            .node_selector("kubernetes.io/hostname", node)
+            .build();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.termination_grace_period_seconds = Some(grace);
+        }
+        muster_harness::k8s::create_pod(&c.client(), NS, &pod).await?;
+    }
+    c.wait_bound(NS, &low, PLACE).await?;
+    let gang = c
+        .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
+            p.cpu("1").priority_class("high")
+        })
+        .await?;
+    Ok((low, gang))
+}
+
 /// While a preempting gang's victims terminate, the room they free is held for it, and the
 /// hold lasts until the gang binds. n1 and n2 each run a low-priority pod that takes 3 s to
 /// terminate. A high-priority gang of two needs both nodes: muster lets it through its gate for
@@ -455,24 +484,7 @@ async fn the_room_a_preempting_gang_frees_is_held_while_its_victims_terminate() 
     let c = Cluster::start(MUSTER).await?;
     let kubelet = kubelet(&c, Duration::from_secs(3));
     let r = async {
-        setup(&c, &["n1", "n2"]).await?;
-        priority_class(&c, "middle", 1000).await?;
-        let low = names(&["low-0", "low-1"]);
-        for (n, node) in low.iter().zip(["n1", "n2"]) {
-            let mut pod = plain(n, "low", "1")
-                .node_selector("kubernetes.io/hostname", node)
-                .build();
-            if let Some(spec) = pod.spec.as_mut() {
-                spec.termination_grace_period_seconds = Some(30);
-            }
-            muster_harness::k8s::create_pod(&c.client(), NS, &pod).await?;
-        }
-        c.wait_bound(NS, &low, PLACE).await?;
-        let gang = c
-            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
-                p.cpu("1").priority_class("high")
-            })
-            .await?;
+        let (low, gang) = a_pair_that_must_preempt_twice(&c, 30).await?;
         let (cluster, victims, members) = (&c, &low, &gang);
         muster_harness::wait_for("a victim to be terminating", PLACE, || async move {
             let pods = cluster.pods(NS).await?;
@@ -546,25 +558,8 @@ async fn the_room_a_preempting_gang_frees_stays_held_when_muster_sees_its_victim
     );
     let c = Cluster::start_with(ClusterOptions::new(MUSTER).through_api_proxy()).await?;
     let r = async {
-        setup(&c, &["n1", "n2"]).await?;
-        priority_class(&c, "middle", 1000).await?;
-        let low = names(&["low-0", "low-1"]);
-        for (n, node) in low.iter().zip(["n1", "n2"]) {
-            let mut pod = plain(n, "low", "1")
-                .node_selector("kubernetes.io/hostname", node)
-                .build();
-            if let Some(spec) = pod.spec.as_mut() {
-                // Terminating until the test deletes it (no kubelet confirms it here).
-                spec.termination_grace_period_seconds = Some(300);
-            }
-            muster_harness::k8s::create_pod(&c.client(), NS, &pod).await?;
-        }
-        c.wait_bound(NS, &low, PLACE).await?;
-        let gang = c
-            .create_gang(NS, "pair", 2, 2, KeyScheme::Muster, |p| {
-                p.cpu("1").priority_class("high")
-            })
-            .await?;
+        // Terminating until the test deletes them (no kubelet confirms it here).
+        let (low, gang) = a_pair_that_must_preempt_twice(&c, 300).await?;
         let (cluster, victims, members) = (&c, &low, &gang);
         muster_harness::wait_for(
             "both victims terminating, each member nominated to its node",

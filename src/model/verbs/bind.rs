@@ -440,15 +440,10 @@ impl GangTable {
         else {
             return Ok(false);
         };
-        let position = self.ledger.position(node).expect("bind checked the node");
-        let leaving = self.room_of_pods_leaving(node);
-        if self
-            .ledger
-            .shortfall(position, &info.requests, Some(&leaving), None)
-            .is_some()
-        {
+        if !self.fits_once_leaving_pods_go(node, &info.requests) {
             return Ok(false);
         }
+        let position = self.ledger.position(node).expect("bind checked the node");
         // Judged as any pod off a seat of its own: no other seat there may hold its host
         // ports (NodePorts) or its devices (DynamicResources).
         self.no_seat_holds_its_ports(info, node, position)?;

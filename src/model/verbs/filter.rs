@@ -352,14 +352,8 @@ impl GangTable {
                     .iter()
                     .find(|s| s.holder.member() == Some(&pod.uid))
             })
-            .and_then(|s| {
-                let i = self.ledger.position(&s.node)?;
-                let leaving = self.room_of_pods_leaving(&s.node);
-                self.ledger
-                    .shortfall(i, &pod.requests, Some(&leaving), None)
-                    .is_none()
-                    .then_some(i)
-            });
+            .filter(|s| self.fits_once_leaving_pods_go(&s.node, &pod.requests))
+            .and_then(|s| self.ledger.position(&s.node));
         // Planned seats of the gang a member may take over, by node position (few per gang,
         // so candidates are matched with one lookup each).
         let mut donors: HashMap<usize, Vec<&Resources>> = HashMap::default();

@@ -176,13 +176,7 @@ impl GangTable {
         // watch delivers again (a re-list) while kube-scheduler has not acted on this plan
         // holds nothing. When it acts, its victims' deletion brings the hold
         // (`hold_when_victims_leave`).
-        let position = self.ledger.position(node).expect("in the ledger");
-        let leaving = self.room_of_pods_leaving(node);
-        if self
-            .ledger
-            .shortfall(position, &plan.requests, Some(&leaving), None)
-            .is_some()
-        {
+        if !self.fits_once_leaving_pods_go(node, &plan.requests) {
             return;
         }
         let (since, requests, others) = (plan.at, plan.requests.clone(), others.clone());
@@ -433,8 +427,24 @@ impl GangTable {
         }
     }
 
+    /// Whether `requests` fit on `node` beside its bound pods and seats once the pods being
+    /// deleted there are gone (room a preemption frees, counted as free).
+    pub(in crate::model) fn fits_once_leaving_pods_go(
+        &self,
+        node: &str,
+        requests: &Resources,
+    ) -> bool {
+        let Some(position) = self.ledger.position(node) else {
+            return false;
+        };
+        let leaving = self.room_of_pods_leaving(node);
+        self.ledger
+            .shortfall(position, requests, Some(&leaving), None)
+            .is_none()
+    }
+
     /// What the pods being deleted on `node` request: room a preemption frees.
-    pub(in crate::model) fn room_of_pods_leaving(&self, node: &str) -> Resources {
+    fn room_of_pods_leaving(&self, node: &str) -> Resources {
         let mut room = Resources::default();
         for p in self.pods.entries() {
             if p.info.terminating && p.charged_node().is_some_and(|n| **n == *node) {

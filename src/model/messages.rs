@@ -640,6 +640,14 @@ pub fn dropped_quorum_undecided(pod: &PodInfo, existing: u32) -> String {
     )
 }
 
+/// Dropped: the preemptor's members name a PodGroup that does not exist.
+pub fn dropped_pod_group_missing(pod: &PodInfo, api: PodGroupApi) -> String {
+    format!(
+        "{}: its {api} does not exist (yet); the gang is placed nowhere until it does",
+        gang_of(pod)
+    )
+}
+
 /// Dropped: the preemptor's gang lacks members and its creation window is over.
 pub fn dropped_members_missing(pod: &PodInfo, existing: u32, quorum: u32) -> String {
     format!(

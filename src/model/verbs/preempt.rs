@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::inputs::membership::{DisruptionMode, GangKey};
 use crate::model::inputs::objects::PodInfo;
+use crate::model::inputs::pod_group::PodGroupApi;
 use crate::model::inputs::resources::Resources;
 use crate::model::messages;
 use crate::model::notice::{Notice, NoticeKind, PodRef};
@@ -93,6 +94,9 @@ pub enum DropReason {
     NotSeenYet,
     /// The preemptor's gang declares no member count and members may still be arriving.
     QuorumUndecided { existing: u32 },
+    /// The preemptor's members name a PodGroup that does not exist: the gang is placed
+    /// nowhere until it does, so nothing evicted would let it run (evict-for-whole).
+    PodGroupMissing { api: PodGroupApi },
     /// The preemptor's gang lacks members and its creation window is over.
     MembersMissing { existing: u32, quorum: u32 },
     /// The preemptor's gang is backing off after a timeout.

@@ -2466,3 +2466,72 @@ fn a_member_kube_scheduler_let_go_is_not_bound_into_room_a_plain_pod_took() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// Seed `4082ddf1e6e4ee180000000000000000d7650000000000000000000000000000` (300,000 cases,
+/// failed after 60,745): g1's Volcano PodGroup is deleted, so g1 waits for it (placed
+/// nowhere, no quorum of it binds); its worker's preempt call once kept a candidate anyway —
+/// the foreign pod on n0 evicted and room held for a gang that cannot run — and deleting the
+/// master then dropped the hold. A gang waiting for its PodGroup keeps no candidate
+/// (evict-for-whole, holds-nothing): nothing is evicted, nothing held.
+#[test]
+fn a_gang_waiting_for_its_pod_group_evicts_nothing_for_a_preemption() {
+    let node = |memory_gi| NodeShape {
+        memory_gi,
+        gpus: 0,
+        pods: 2,
+        devices: 0,
+        rack: None,
+    };
+    let slot = |claim, placement| SlotShape {
+        memory_gi: 0,
+        gpus: 0,
+        placement,
+        tolerates: false,
+        gated: false,
+        priority: 0,
+        host_port: None,
+        claim,
+    };
+    let mut slots = vec![slot(false, Placement::Anywhere); SLOTS.len()];
+    slots[1] = slot(true, Placement::Anywhere);
+    slots[6] = slot(false, Placement::AffinityNotIn);
+    let shape = Shape {
+        nodes: vec![node(2), node(1), node(1)],
+        slots,
+        min_member: [2, 1, 1],
+        gang_priority: [0, 100, 0, 0],
+        g0_topology: Topology::Anywhere,
+        g3_one_rack: false,
+        gathered: false,
+    };
+    let script = [
+        Step::PutNode(0),
+        Step::CreatePod(4),
+        Step::CreatePod(3),
+        Step::Foreign {
+            node: 0,
+            cpu: 100,
+            priority: 0,
+        },
+        Step::PodGroup {
+            which: 0,
+            min_member: None,
+        },
+        Step::Advance(Duration::from_secs(6)),
+        Step::Preempt {
+            slot: 4,
+            node: 0,
+            forge: false,
+            act: true,
+        },
+        Step::DeletePod {
+            slot: 3,
+            grace: false,
+        },
+    ];
+    let c = match run_case(shape, &script) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.seen[Seen::ACTED], 0, "no preemption acted on for g1");
+}

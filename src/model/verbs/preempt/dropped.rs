@@ -24,6 +24,7 @@ impl DropReason {
             DropReason::QuorumUndecided { existing } => {
                 messages::dropped_quorum_undecided(pod, *existing)
             }
+            DropReason::PodGroupMissing { api } => messages::dropped_pod_group_missing(pod, *api),
             DropReason::MembersMissing { existing, quorum } => {
                 messages::dropped_members_missing(pod, *existing, *quorum)
             }

@@ -117,6 +117,13 @@ impl GangTable {
             return GangCheck::CannotJudge(DropReason::NotSeenYet);
         };
         let facts = self.facts(key);
+        // A gang waiting for its PodGroup is placed nowhere (the planner's `PodGroupMissing`),
+        // and no quorum of it binds until the PodGroup exists (`GangFacts::quorum_met`):
+        // evicting for it now would free room it cannot take, and a hold would keep that room
+        // for nothing (evict-for-whole, holds-nothing).
+        if let Some((api, _)) = facts.spec.awaited_pod_group() {
+            return GangCheck::CannotJudge(DropReason::PodGroupMissing { api });
+        }
         // Another member's preemption is under way: room is held for the whole gang while its
         // victims terminate (`preemption_hold`), or its plan waits for kube-scheduler's
         // nomination (and then holds room for this member too). Evicting more now, elsewhere,

@@ -2279,28 +2279,11 @@ fn a_preemptors_refused_binding_elsewhere_ends_its_hold_as_kube_scheduler_clears
 /// A nomination commits a disruption only if it was not there when muster answered.
 #[test]
 fn a_nomination_muster_wrote_before_a_preempt_answer_commits_no_disruption() {
-    let node = |memory_gi| NodeShape {
-        memory_gi,
-        gpus: 0,
-        pods: 2,
-        devices: 0,
-        rack: None,
-    };
-    let slot = |memory_gi, placement| SlotShape {
-        memory_gi,
-        gpus: 0,
-        placement,
-        tolerates: false,
-        gated: false,
-        priority: 0,
-        host_port: None,
-        claim: false,
-    };
-    let mut slots = vec![slot(0, Placement::Anywhere); SLOTS.len()];
-    slots[5] = slot(1, Placement::Anywhere);
-    slots[11] = slot(0, Placement::Selector);
+    let mut slots = vec![bare_slot(); SLOTS.len()];
+    slots[5].memory_gi = 1;
+    slots[11].placement = Placement::Selector;
     let shape = Shape {
-        nodes: vec![node(2), node(1), node(1)],
+        nodes: vec![two_pod_node(2), two_pod_node(1), two_pod_node(1)],
         slots,
         min_member: [2, 1, 1],
         gang_priority: [0, 0, 0, 100],
@@ -2343,6 +2326,31 @@ fn a_nomination_muster_wrote_before_a_preempt_answer_commits_no_disruption() {
 /// The scripted cases' cluster: three nodes of 1 CPU, 4 GiB and 4 pods, every slot's pod
 /// asking for CPU only, with no rule but room; `g0`'s quorum 2; gathered or every pod through
 /// muster.
+/// A node of the scripted cases: `memory_gi` GiB, room for two pods, nothing else.
+fn two_pod_node(memory_gi: i64) -> NodeShape {
+    NodeShape {
+        memory_gi,
+        gpus: 0,
+        pods: 2,
+        devices: 0,
+        rack: None,
+    }
+}
+
+/// A slot of the scripted cases asking for nothing but its CPU, placed anywhere.
+fn bare_slot() -> SlotShape {
+    SlotShape {
+        memory_gi: 0,
+        gpus: 0,
+        placement: Placement::Anywhere,
+        tolerates: false,
+        gated: false,
+        priority: 0,
+        host_port: None,
+        claim: false,
+    }
+}
+
 fn plain_shape(gathered: bool) -> Shape {
     let slot = SlotShape {
         memory_gi: 0,
@@ -2475,28 +2483,11 @@ fn a_member_kube_scheduler_let_go_is_not_bound_into_room_a_plain_pod_took() {
 /// (evict-for-whole, holds-nothing): nothing is evicted, nothing held.
 #[test]
 fn a_gang_waiting_for_its_pod_group_evicts_nothing_for_a_preemption() {
-    let node = |memory_gi| NodeShape {
-        memory_gi,
-        gpus: 0,
-        pods: 2,
-        devices: 0,
-        rack: None,
-    };
-    let slot = |claim, placement| SlotShape {
-        memory_gi: 0,
-        gpus: 0,
-        placement,
-        tolerates: false,
-        gated: false,
-        priority: 0,
-        host_port: None,
-        claim,
-    };
-    let mut slots = vec![slot(false, Placement::Anywhere); SLOTS.len()];
-    slots[1] = slot(true, Placement::Anywhere);
-    slots[6] = slot(false, Placement::AffinityNotIn);
+    let mut slots = vec![bare_slot(); SLOTS.len()];
+    slots[1].claim = true;
+    slots[6].placement = Placement::AffinityNotIn;
     let shape = Shape {
-        nodes: vec![node(2), node(1), node(1)],
+        nodes: vec![two_pod_node(2), two_pod_node(1), two_pod_node(1)],
         slots,
         min_member: [2, 1, 1],
         gang_priority: [0, 100, 0, 0],
